@@ -1,0 +1,1 @@
+//! Compiles guest crates to components from a build script.

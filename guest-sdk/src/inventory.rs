@@ -1,0 +1,385 @@
+//! The cluster snapshot a unit reads, column by column.
+//!
+//! Inside a component every column starts empty and is fetched from the
+//! host's `inventory` import the first time the unit reads it, so a unit pays
+//! only for the columns it uses. Natively (the host, benchmarks, tests) the
+//! host fills the columns it has; a column nobody filled reads as its default
+//! (zeros, `up`, `false`, empty strings, no labels), with the right length.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::model::{
+    HostFlag, HostLabels, HostMetric, HostStatus, HostText, Interned, Labels, VmFlag, VmMetric,
+    VmText,
+};
+
+/// Columns of `N` lazily-set values, one per enum case.
+type Slots<T, const N: usize> = [OnceLock<T>; N];
+
+/// Where unfilled columns come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    /// Natively: an unfilled column is its default.
+    Defaults,
+    /// In a component: an unfilled column is fetched from the host import.
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+    Imports,
+}
+
+/// The cluster snapshot: hosts `0..host_count()` and running VMs
+/// `0..vm_count()`, as columns.
+pub struct Inventory {
+    source: Source,
+    host_count: usize,
+    vm_count: usize,
+    host_metrics: Slots<Vec<f64>, { HostMetric::COUNT }>,
+    host_statuses: OnceLock<Vec<HostStatus>>,
+    host_flags: Slots<Vec<bool>, { HostFlag::COUNT }>,
+    host_texts: Slots<Interned, { HostText::COUNT }>,
+    host_labels: Slots<Labels, { HostLabels::COUNT }>,
+    named_metrics: Mutex<HashMap<String, Arc<[f64]>>>,
+    vm_hosts: OnceLock<Vec<u32>>,
+    vm_metrics: Slots<Vec<f64>, { VmMetric::COUNT }>,
+    vm_flags: Slots<Vec<bool>, { VmFlag::COUNT }>,
+    vm_texts: Slots<Interned, { VmText::COUNT }>,
+}
+
+/// A column had the wrong number of rows for the snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnLengthError {
+    pub column: String,
+    pub expected: usize,
+    pub actual: usize,
+}
+
+impl std::fmt::Display for ColumnLengthError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "column `{}` has {} rows, the snapshot has {}",
+            self.column, self.actual, self.expected
+        )
+    }
+}
+
+impl std::error::Error for ColumnLengthError {}
+
+fn check_len(column: &str, expected: usize, actual: usize) -> Result<(), ColumnLengthError> {
+    if expected == actual {
+        Ok(())
+    } else {
+        Err(ColumnLengthError {
+            column: column.to_owned(),
+            expected,
+            actual,
+        })
+    }
+}
+
+impl Inventory {
+    /// An empty snapshot of `host_count` hosts and `vm_count` VMs whose
+    /// columns read as defaults until set.
+    pub fn new(host_count: usize, vm_count: usize) -> Self {
+        Self::with_source(Source::Defaults, host_count, vm_count)
+    }
+
+    /// A snapshot fetched lazily from the host import (inside a component).
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) fn from_imports() -> Self {
+        let hosts = crate::imports::host_count() as usize;
+        let vms = crate::imports::vm_count() as usize;
+        Self::with_source(Source::Imports, hosts, vms)
+    }
+
+    fn with_source(source: Source, host_count: usize, vm_count: usize) -> Self {
+        Inventory {
+            source,
+            host_count,
+            vm_count,
+            host_metrics: std::array::from_fn(|_| OnceLock::new()),
+            host_statuses: OnceLock::new(),
+            host_flags: std::array::from_fn(|_| OnceLock::new()),
+            host_texts: std::array::from_fn(|_| OnceLock::new()),
+            host_labels: std::array::from_fn(|_| OnceLock::new()),
+            named_metrics: Mutex::new(HashMap::new()),
+            vm_hosts: OnceLock::new(),
+            vm_metrics: std::array::from_fn(|_| OnceLock::new()),
+            vm_flags: std::array::from_fn(|_| OnceLock::new()),
+            vm_texts: std::array::from_fn(|_| OnceLock::new()),
+        }
+    }
+
+    /// Number of hosts.
+    pub fn host_count(&self) -> usize {
+        self.host_count
+    }
+
+    /// Number of running (or pending) VMs.
+    pub fn vm_count(&self) -> usize {
+        self.vm_count
+    }
+
+    /// A numeric host column.
+    pub fn host_metric(&self, metric: HostMetric) -> &[f64] {
+        self.host_metrics[metric as usize].get_or_init(|| match self.source {
+            Source::Defaults => vec![0.0; self.host_count],
+            Source::Imports => fetch::host_metric(metric, self.host_count),
+        })
+    }
+
+    /// Each host's status.
+    pub fn host_statuses(&self) -> &[HostStatus] {
+        self.host_statuses.get_or_init(|| match self.source {
+            Source::Defaults => vec![HostStatus::Up; self.host_count],
+            Source::Imports => fetch::host_statuses(self.host_count),
+        })
+    }
+
+    /// A boolean host column.
+    pub fn host_flag(&self, flag: HostFlag) -> &[bool] {
+        self.host_flags[flag as usize].get_or_init(|| match self.source {
+            Source::Defaults => vec![false; self.host_count],
+            Source::Imports => fetch::host_flag(flag, self.host_count),
+        })
+    }
+
+    /// A string host column, interned.
+    pub fn host_text(&self, text: HostText) -> &Interned {
+        self.host_texts[text as usize].get_or_init(|| match self.source {
+            Source::Defaults => default_interned(self.host_count),
+            Source::Imports => fetch::host_text(text, self.host_count),
+        })
+    }
+
+    /// A key/value host column.
+    pub fn host_labels(&self, kind: HostLabels) -> &Labels {
+        self.host_labels[kind as usize].get_or_init(|| match self.source {
+            Source::Defaults => default_labels(self.host_count),
+            Source::Imports => fetch::host_labels(kind, self.host_count),
+        })
+    }
+
+    /// An engine-defined metric by name; NaN where a host lacks it.
+    pub fn host_named_metric(&self, name: &str) -> Arc<[f64]> {
+        let mut cache = self
+            .named_metrics
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(column) = cache.get(name) {
+            return column.clone();
+        }
+        let column: Arc<[f64]> = match self.source {
+            Source::Defaults => vec![f64::NAN; self.host_count].into(),
+            Source::Imports => fetch::host_named_metric(name, self.host_count).into(),
+        };
+        // Natively an unknown name is not remembered, so the cache holds only
+        // what the host set.
+        if self.source == Source::Imports {
+            cache.insert(name.to_owned(), column.clone());
+        }
+        column
+    }
+
+    /// The names of the engine-defined metrics set on this snapshot
+    /// (natively; inside a component only those already read).
+    pub fn host_named_metric_names(&self) -> Vec<String> {
+        let cache = self
+            .named_metrics
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut names: Vec<String> = cache.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Host index of each VM.
+    pub fn vm_hosts(&self) -> &[u32] {
+        self.vm_hosts.get_or_init(|| match self.source {
+            Source::Defaults => vec![0; self.vm_count],
+            Source::Imports => fetch::vm_hosts(self.vm_count),
+        })
+    }
+
+    /// A numeric VM column.
+    pub fn vm_metric(&self, metric: VmMetric) -> &[f64] {
+        self.vm_metrics[metric as usize].get_or_init(|| match self.source {
+            Source::Defaults => vec![0.0; self.vm_count],
+            Source::Imports => fetch::vm_metric(metric, self.vm_count),
+        })
+    }
+
+    /// A boolean VM column.
+    pub fn vm_flag(&self, flag: VmFlag) -> &[bool] {
+        self.vm_flags[flag as usize].get_or_init(|| match self.source {
+            Source::Defaults => vec![false; self.vm_count],
+            Source::Imports => fetch::vm_flag(flag, self.vm_count),
+        })
+    }
+
+    /// A string VM column, interned.
+    pub fn vm_text(&self, text: VmText) -> &Interned {
+        self.vm_texts[text as usize].get_or_init(|| match self.source {
+            Source::Defaults => default_interned(self.vm_count),
+            Source::Imports => fetch::vm_text(text, self.vm_count),
+        })
+    }
+
+    // Setters, used natively by the host to build a snapshot. Each checks the
+    // column's length; a column can be set once (later sets are refused so a
+    // snapshot never changes under a reader).
+
+    pub fn set_host_metric(
+        &mut self,
+        metric: HostMetric,
+        column: Vec<f64>,
+    ) -> Result<(), ColumnLengthError> {
+        check_len(metric.wit_name(), self.host_count, column.len())?;
+        self.host_metrics[metric as usize] = OnceLock::from(column);
+        Ok(())
+    }
+
+    pub fn set_host_statuses(&mut self, column: Vec<HostStatus>) -> Result<(), ColumnLengthError> {
+        check_len("status", self.host_count, column.len())?;
+        self.host_statuses = OnceLock::from(column);
+        Ok(())
+    }
+
+    pub fn set_host_flag(
+        &mut self,
+        flag: HostFlag,
+        column: Vec<bool>,
+    ) -> Result<(), ColumnLengthError> {
+        check_len(flag.wit_name(), self.host_count, column.len())?;
+        self.host_flags[flag as usize] = OnceLock::from(column);
+        Ok(())
+    }
+
+    pub fn set_host_text(
+        &mut self,
+        text: HostText,
+        column: Interned,
+    ) -> Result<(), ColumnLengthError> {
+        check_len(text.wit_name(), self.host_count, column.indices.len())?;
+        self.host_texts[text as usize] = OnceLock::from(column);
+        Ok(())
+    }
+
+    pub fn set_host_labels(
+        &mut self,
+        kind: HostLabels,
+        column: Labels,
+    ) -> Result<(), ColumnLengthError> {
+        check_len(kind.wit_name(), self.host_count, column.rows())?;
+        self.host_labels[kind as usize] = OnceLock::from(column);
+        Ok(())
+    }
+
+    pub fn set_host_named_metric(
+        &mut self,
+        name: impl Into<String>,
+        column: Vec<f64>,
+    ) -> Result<(), ColumnLengthError> {
+        let name = name.into();
+        check_len(&name, self.host_count, column.len())?;
+        self.named_metrics
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(name, column.into());
+        Ok(())
+    }
+
+    pub fn set_vm_hosts(&mut self, column: Vec<u32>) -> Result<(), ColumnLengthError> {
+        check_len("vm-hosts", self.vm_count, column.len())?;
+        self.vm_hosts = OnceLock::from(column);
+        Ok(())
+    }
+
+    pub fn set_vm_metric(
+        &mut self,
+        metric: VmMetric,
+        column: Vec<f64>,
+    ) -> Result<(), ColumnLengthError> {
+        check_len(metric.wit_name(), self.vm_count, column.len())?;
+        self.vm_metrics[metric as usize] = OnceLock::from(column);
+        Ok(())
+    }
+
+    pub fn set_vm_flag(
+        &mut self,
+        flag: VmFlag,
+        column: Vec<bool>,
+    ) -> Result<(), ColumnLengthError> {
+        check_len(flag.wit_name(), self.vm_count, column.len())?;
+        self.vm_flags[flag as usize] = OnceLock::from(column);
+        Ok(())
+    }
+
+    pub fn set_vm_text(&mut self, text: VmText, column: Interned) -> Result<(), ColumnLengthError> {
+        check_len(text.wit_name(), self.vm_count, column.indices.len())?;
+        self.vm_texts[text as usize] = OnceLock::from(column);
+        Ok(())
+    }
+}
+
+fn default_interned(rows: usize) -> Interned {
+    Interned {
+        values: vec![String::new()],
+        indices: vec![0; rows],
+    }
+}
+
+fn default_labels(rows: usize) -> Labels {
+    Labels {
+        offsets: vec![0; rows + 1],
+        ..Labels::default()
+    }
+}
+
+/// Fetching columns from the host import. Natively there is no import, and
+/// `Source::Imports` is never constructed.
+#[cfg(not(target_arch = "wasm32"))]
+mod fetch {
+    use super::*;
+
+    pub fn host_metric(_: HostMetric, _: usize) -> Vec<f64> {
+        unreachable!("no imports natively")
+    }
+    pub fn host_statuses(_: usize) -> Vec<HostStatus> {
+        unreachable!("no imports natively")
+    }
+    pub fn host_flag(_: HostFlag, _: usize) -> Vec<bool> {
+        unreachable!("no imports natively")
+    }
+    pub fn host_text(_: HostText, _: usize) -> Interned {
+        unreachable!("no imports natively")
+    }
+    pub fn host_labels(_: HostLabels, _: usize) -> Labels {
+        unreachable!("no imports natively")
+    }
+    pub fn host_named_metric(_: &str, _: usize) -> Vec<f64> {
+        unreachable!("no imports natively")
+    }
+    pub fn vm_hosts(_: usize) -> Vec<u32> {
+        unreachable!("no imports natively")
+    }
+    pub fn vm_metric(_: VmMetric, _: usize) -> Vec<f64> {
+        unreachable!("no imports natively")
+    }
+    pub fn vm_flag(_: VmFlag, _: usize) -> Vec<bool> {
+        unreachable!("no imports natively")
+    }
+    pub fn vm_text(_: VmText, _: usize) -> Interned {
+        unreachable!("no imports natively")
+    }
+}
+
+/// Inside a component: the same functions call the host import (written in
+/// `crate::imports`), and check the host sent the right number of rows.
+#[cfg(target_arch = "wasm32")]
+mod fetch {
+    pub use crate::imports::{
+        host_flag, host_labels, host_metric, host_named_metric, host_statuses, host_text, vm_flag,
+        vm_hosts, vm_metric, vm_text,
+    };
+}
