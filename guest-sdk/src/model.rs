@@ -111,7 +111,7 @@ wit_enum! {
 }
 
 wit_enum! {
-    /// Key/value per-host columns. See `types.host-labels` in the WIT.
+    /// Key/value per-host columns. See `types.host-label-kind` in the WIT.
     HostLabels {
         Networks = "networks",
         Capabilities = "capabilities",
