@@ -1,0 +1,142 @@
+//! What the pipeline needs from a policy unit, whether it runs sandboxed in
+//! WebAssembly or natively (benchmarks and tests run a unit's very source
+//! natively through `sandpiper_guest::native::NativeUnit`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sandpiper_guest::Inventory;
+use sandpiper_guest::model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
+
+/// Which of the three roles a unit implements, read from its exports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Exports {
+    pub filter: bool,
+    pub score: bool,
+    pub balance: bool,
+}
+
+/// The three roles, for errors and explain records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Filter,
+    Score,
+    Balance,
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Role::Filter => "filter",
+            Role::Score => "score",
+            Role::Balance => "balance",
+        })
+    }
+}
+
+impl Exports {
+    pub fn has(&self, role: Role) -> bool {
+        match role {
+            Role::Filter => self.filter,
+            Role::Score => self.score,
+            Role::Balance => self.balance,
+        }
+    }
+}
+
+/// What one call cost. `fuel` is `None` for native calls, which are not
+/// metered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Usage {
+    pub fuel: Option<u64>,
+    #[serde(serialize_with = "serialize_micros", rename = "elapsed_us")]
+    pub elapsed: Duration,
+}
+
+fn serialize_micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_micros().min(u128::from(u64::MAX)) as u64)
+}
+
+/// A unit's answer together with what it cost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Called<T> {
+    pub value: T,
+    pub usage: Usage,
+}
+
+/// Why a unit call failed. Classified from typed traps and limiter errors,
+/// never from message text.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum UnitError {
+    #[error("ran out of fuel (budget {budget})")]
+    OutOfFuel { budget: u64 },
+    #[error("exceeded its deadline of {} ms", deadline.as_millis())]
+    DeadlineExceeded { deadline: Duration },
+    #[error("exceeded its memory limit of {limit_bytes} bytes")]
+    MemoryLimit { limit_bytes: u64 },
+    #[error("overflowed its stack")]
+    StackOverflow,
+    #[error("trapped: {trap}{}", panic.as_ref().map(|p| format!(" (panic: {p})")).unwrap_or_default())]
+    Trap {
+        /// wasmtime's trap code or the host-side failure, e.g. "unreachable".
+        trap: String,
+        /// The unit's own panic message, read from its stderr, when it printed one.
+        panic: Option<String>,
+    },
+    #[error("returned invalid output: {0}")]
+    InvalidOutput(String),
+    #[error("does not export the {0} interface")]
+    NotExported(Role),
+    #[error("could not be instantiated: {0}")]
+    Instantiate(String),
+}
+
+impl UnitError {
+    /// A stable machine-readable code for APIs and explain records.
+    pub fn code(&self) -> &'static str {
+        match self {
+            UnitError::OutOfFuel { .. } => "out_of_fuel",
+            UnitError::DeadlineExceeded { .. } => "deadline_exceeded",
+            UnitError::MemoryLimit { .. } => "memory_limit",
+            UnitError::StackOverflow => "stack_overflow",
+            UnitError::Trap { .. } => "trap",
+            UnitError::InvalidOutput(_) => "invalid_output",
+            UnitError::NotExported(_) => "not_exported",
+            UnitError::Instantiate(_) => "instantiate",
+        }
+    }
+}
+
+/// A failed call: the error and what the call cost before it failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{error}")]
+pub struct Failed {
+    pub error: UnitError,
+    pub usage: Usage,
+}
+
+pub type CallResult<T> = Result<Called<T>, Failed>;
+
+/// A policy unit the pipeline can call. Implementations must be callable from
+/// several threads at once, and each call must be independent of every other
+/// (a sandboxed unit gets a fresh instance per call).
+pub trait Unit: Send + Sync {
+    /// What the unit says about itself (read once, when it was loaded).
+    fn info(&self) -> &UnitInfo;
+
+    /// Which roles the unit implements.
+    fn exports(&self) -> Exports;
+
+    /// Judges `candidates`; see `filter.filter` in the WIT.
+    fn filter(&self, inventory: &Arc<Inventory>, request: &Request, candidates: &[u32])
+    -> CallResult<Vec<Rejection>>;
+
+    /// Scores `candidates`; see `score.score` in the WIT.
+    fn score(&self, inventory: &Arc<Inventory>, request: &Request, candidates: &[u32])
+    -> CallResult<Scores>;
+
+    /// Proposes at most one migration; see `balance.balance` in the WIT.
+    fn balance(&self, inventory: &Arc<Inventory>, request: &BalanceRequest)
+    -> CallResult<Option<Migration>>;
+}
