@@ -454,3 +454,49 @@ pub struct UnitInfo {
     pub params: Vec<ParamSpec>,
     pub score_order: ScoreOrder,
 }
+
+impl ParamSpec {
+    /// A parameter declaration; `pattern` is matched against the whole value.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        default_value: impl Into<String>,
+        pattern: impl Into<String>,
+    ) -> Self {
+        ParamSpec {
+            name: name.into(),
+            description: description.into(),
+            default_value: default_value.into(),
+            pattern: pattern.into(),
+        }
+    }
+}
+
+impl UnitInfo {
+    /// A unit with no parameters whose scores (if any) are costs.
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
+        UnitInfo {
+            name: name.into(),
+            description: description.into(),
+            params: Vec::new(),
+            score_order: ScoreOrder::LowerIsBetter,
+        }
+    }
+
+    /// Adds a parameter declaration.
+    pub fn with_param(mut self, param: ParamSpec) -> Self {
+        self.params.push(param);
+        self
+    }
+
+    /// Says which end of this unit's scores is better.
+    pub fn with_score_order(mut self, order: ScoreOrder) -> Self {
+        self.score_order = order;
+        self
+    }
+
+    /// The declared parameter called `name`.
+    pub fn param(&self, name: &str) -> Option<&ParamSpec> {
+        self.params.iter().find(|p| p.name == name)
+    }
+}
