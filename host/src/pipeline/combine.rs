@@ -1,0 +1,277 @@
+//! Turning each score unit's answer into points per candidate, the two ways
+//! the pipeline knows.
+//!
+//! * **Rank** (oVirt's `RankSelectorPolicyUnit`): sort the candidates by the
+//!   unit's score, best first; competition ranks, 0-based, give tied
+//!   candidates the best rank of their group (`[1, 1, 5]` → `[0, 0, 2]` for
+//!   lower-is-better); a candidate gets `(n − 1 − rank) × factor` points.
+//!   Only the order a unit produces matters, never its magnitudes.
+//! * **Normalised** (Nova's `BaseWeightHandler`): clamp to the unit's floor
+//!   and ceiling when it gives them, map onto [0, 1] with the floor (else the
+//!   smallest value) at one end and the ceiling (else the largest) at the
+//!   other, so that 1 is always the best end whichever way the unit counts;
+//!   all 0 when the range is empty; times the factor. As in Nova, a floor or
+//!   ceiling is also the end of the range, not just a clamp: free RAM
+//!   `[1000, 2000]` with floor 0 maps to `[0.5, 1]`.
+//!
+//! These functions run once per score unit per decision over every
+//! surviving candidate, so they allocate nothing per candidate: the caller
+//! passes the output slices and one reusable ordering buffer, and each unit
+//! is sorted exactly once.
+
+use std::cmp::Ordering;
+
+use sandpiper_guest::model::{ScoreOrder, Scores};
+
+/// Ranks `values` (one per candidate) and adds `(n − 1 − rank) × factor` to
+/// each candidate's total. Writes each candidate's rank and points to
+/// `ranks` and `points`. `order` is scratch space, reused between units.
+/// Values must be finite (the pipeline checks before calling).
+pub(crate) fn rank(
+    values: &[f64],
+    score_order: ScoreOrder,
+    factor: u32,
+    order: &mut Vec<u32>,
+    ranks: &mut [u32],
+    points: &mut [f64],
+    totals: &mut [f64],
+) {
+    let n = values.len();
+    debug_assert!(ranks.len() == n && points.len() == n && totals.len() == n);
+    order.clear();
+    order.extend(0..n as u32);
+    let value = |i: &u32| values[*i as usize];
+    match score_order {
+        ScoreOrder::LowerIsBetter => order.sort_unstable_by(|a, b| value(a).total_cmp(&value(b))),
+        ScoreOrder::HigherIsBetter => order.sort_unstable_by(|a, b| value(b).total_cmp(&value(a))),
+    }
+    let factor = f64::from(factor);
+    let mut group_rank = 0u32;
+    let mut previous: Option<f64> = None;
+    for (position, &candidate) in order.iter().enumerate() {
+        let v = values[candidate as usize];
+        // `==`, not total_cmp: -0.0 and 0.0 are the same score.
+        if previous.is_none_or(|p| p != v) {
+            group_rank = position as u32;
+            previous = Some(v);
+        }
+        let c = candidate as usize;
+        ranks[c] = group_rank;
+        points[c] = f64::from(n as u32 - 1 - group_rank) * factor;
+        totals[c] += points[c];
+    }
+}
+
+/// Maps `values` onto [0, 1] (1 = best) after clamping to `floor` and
+/// `ceiling`, and adds `normalised × factor` to each candidate's total.
+/// Writes each candidate's normalised value and points. Values, floor and
+/// ceiling must be finite and `floor ≤ ceiling` (the pipeline checks).
+pub(crate) fn normalise(
+    scores: &Scores,
+    score_order: ScoreOrder,
+    factor: u32,
+    normalised: &mut [f64],
+    points: &mut [f64],
+    totals: &mut [f64],
+) {
+    let Scores {
+        values,
+        floor,
+        ceiling,
+    } = scores;
+    let (floor, ceiling) = (*floor, *ceiling);
+    let n = values.len();
+    debug_assert!(normalised.len() == n && points.len() == n && totals.len() == n);
+    let clamp = |v: f64| {
+        let v = floor.map_or(v, |f| v.max(f));
+        ceiling.map_or(v, |c| v.min(c))
+    };
+    let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
+    for &v in values {
+        let v = clamp(v);
+        min = min.min(v);
+        max = max.max(v);
+    }
+    let low = floor.unwrap_or(min);
+    let high = ceiling.unwrap_or(max);
+    let range = high - low;
+    let factor = f64::from(factor);
+    for (i, &v) in values.iter().enumerate() {
+        let share = if range > 0.0 {
+            match score_order {
+                ScoreOrder::HigherIsBetter => (clamp(v) - low) / range,
+                ScoreOrder::LowerIsBetter => (high - clamp(v)) / range,
+            }
+        } else {
+            0.0
+        };
+        normalised[i] = share;
+        points[i] = share * factor;
+        totals[i] += points[i];
+    }
+}
+
+/// Why a score unit's answer cannot be combined.
+pub(crate) fn check_scores(scores: &Scores, candidates: usize) -> Result<(), String> {
+    let Scores {
+        values,
+        floor,
+        ceiling,
+    } = scores;
+    let (floor, ceiling) = (*floor, *ceiling);
+    if values.len() != candidates {
+        return Err(format!(
+            "{} scores for {} candidates",
+            values.len(),
+            candidates
+        ));
+    }
+    if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+        return Err(format!("score {} (candidate {i}) is not finite", values[i]));
+    }
+    for (name, bound) in [("floor", floor), ("ceiling", ceiling)] {
+        if let Some(b) = bound.filter(|b| !b.is_finite()) {
+            return Err(format!("{name} {b} is not finite"));
+        }
+    }
+    if let (Some(f), Some(c)) = (floor, ceiling)
+        && f.partial_cmp(&c) == Some(Ordering::Greater)
+    {
+        return Err(format!("floor {f} is above ceiling {c}"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ranked(values: &[f64], order: ScoreOrder, factor: u32) -> (Vec<u32>, Vec<f64>) {
+        let n = values.len();
+        let (mut ranks, mut points, mut totals) = (vec![0; n], vec![0.0; n], vec![0.0; n]);
+        rank(
+            values,
+            order,
+            factor,
+            &mut Vec::new(),
+            &mut ranks,
+            &mut points,
+            &mut totals,
+        );
+        assert_eq!(points, totals);
+        (ranks, points)
+    }
+
+    #[test]
+    fn competition_ranks_share_the_best_rank_of_a_tie() {
+        let (ranks, points) = ranked(&[1.0, 1.0, 5.0], ScoreOrder::LowerIsBetter, 1);
+        assert_eq!(ranks, [0, 0, 2]);
+        assert_eq!(points, [2.0, 2.0, 0.0]);
+        let (ranks, _) = ranked(&[5.0, 1.0, 1.0, 0.0], ScoreOrder::HigherIsBetter, 1);
+        assert_eq!(ranks, [0, 1, 1, 3]);
+    }
+
+    #[test]
+    fn signed_zeros_are_one_score() {
+        let (ranks, _) = ranked(&[0.0, -0.0, 1.0], ScoreOrder::LowerIsBetter, 1);
+        assert_eq!(ranks, [0, 0, 2]);
+    }
+
+    fn clamped(values: &[f64], floor: Option<f64>, ceiling: Option<f64>) -> Scores {
+        Scores {
+            values: values.to_vec(),
+            floor,
+            ceiling,
+        }
+    }
+
+    #[test]
+    fn normalised_maps_the_best_end_to_one() {
+        let n = 3;
+        let (mut norm, mut points, mut totals) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+        let v = [10.0, 20.0, 30.0];
+        normalise(
+            &Scores::new(v.to_vec()),
+            ScoreOrder::LowerIsBetter,
+            2,
+            &mut norm,
+            &mut points,
+            &mut totals,
+        );
+        assert_eq!(norm, [1.0, 0.5, 0.0]);
+        assert_eq!(points, [2.0, 1.0, 0.0]);
+        normalise(
+            &Scores::new(v.to_vec()),
+            ScoreOrder::HigherIsBetter,
+            1,
+            &mut norm,
+            &mut points,
+            &mut totals,
+        );
+        assert_eq!(norm, [0.0, 0.5, 1.0]);
+        assert_eq!(totals, [2.0, 1.5, 1.0]);
+    }
+
+    #[test]
+    fn normalised_uses_floor_and_ceiling_as_the_range_like_nova() {
+        let n = 2;
+        let (mut norm, mut points, mut totals) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+        // Nova's RAMWeigher: minval 0, so norm = free / max(free).
+        normalise(
+            &clamped(&[1000.0, 2000.0], Some(0.0), None),
+            ScoreOrder::HigherIsBetter,
+            1,
+            &mut norm,
+            &mut points,
+            &mut totals,
+        );
+        assert_eq!(norm, [0.5, 1.0]);
+        // Negative values clamp to the floor.
+        normalise(
+            &clamped(&[-500.0, 2000.0], Some(0.0), None),
+            ScoreOrder::HigherIsBetter,
+            1,
+            &mut norm,
+            &mut points,
+            &mut totals,
+        );
+        assert_eq!(norm, [0.0, 1.0]);
+        // A ceiling clamps from above.
+        normalise(
+            &clamped(&[50.0, 500.0], Some(0.0), Some(100.0)),
+            ScoreOrder::HigherIsBetter,
+            1,
+            &mut norm,
+            &mut points,
+            &mut totals,
+        );
+        assert_eq!(norm, [0.5, 1.0]);
+    }
+
+    #[test]
+    fn an_empty_range_gives_no_points() {
+        let n = 3;
+        let (mut norm, mut points, mut totals) = (vec![9.0; n], vec![9.0; n], vec![0.0; n]);
+        normalise(
+            &Scores::new(vec![7.0; 3]),
+            ScoreOrder::HigherIsBetter,
+            5,
+            &mut norm,
+            &mut points,
+            &mut totals,
+        );
+        assert_eq!(norm, [0.0; 3]);
+        assert_eq!(totals, [0.0; 3]);
+    }
+
+    #[test]
+    fn scores_must_be_one_finite_value_per_candidate() {
+        let check = |v: &[f64], floor, ceiling| check_scores(&clamped(v, floor, ceiling), 2);
+        assert!(check(&[1.0], None, None).is_err());
+        assert!(check(&[1.0, f64::NAN], None, None).is_err());
+        assert!(check(&[1.0, f64::INFINITY], None, None).is_err());
+        assert!(check(&[1.0, 2.0], Some(3.0), Some(1.0)).is_err());
+        assert!(check(&[1.0, 2.0], Some(f64::NAN), None).is_err());
+        assert!(check(&[1.0, 2.0], Some(0.0), Some(1.0)).is_ok());
+    }
+}

@@ -1,0 +1,33 @@
+//! The scheduling pipeline: a policy's units, run in order over a cluster
+//! snapshot, turned into one decision with a record of why.
+//!
+//! * [`Policy`] (built and checked by [`PolicyBuilder`]) says which units
+//!   filter, score and balance, and with which parameters.
+//! * [`schedule`] places one VM: filters, then scores combined by rank
+//!   (oVirt) or normalised (Nova), ties to the earliest candidate.
+//! * [`balance`] asks the balance unit for a migration and lets the same
+//!   filters and scores decide whether it happens.
+//! * [`Explain`] records every step for people and golden tests.
+//!
+//! The pipeline sees units only through [`crate::unit::Unit`], so the same
+//! code runs sandboxed WebAssembly units and native builds of their source.
+
+mod balance;
+mod combine;
+mod explain;
+mod native;
+mod params;
+mod policy;
+mod schedule;
+
+pub use balance::{BalanceDecision, BalanceError, BalanceInput, balance};
+pub use explain::{
+    BalanceExplain, Explain, FailureRecord, FilterRecord, Outcome, ScoreRecord, Standing,
+    TIE_BREAK_RULE,
+};
+pub use params::{PATTERN_SIZE_LIMIT_BYTES, ParamError, ParamValues, SpecError};
+pub use policy::{
+    Combination, DEFAULT_FACTOR, FilterStep, OnFailure, Policy, PolicyBuilder, PolicyError,
+    Position, ScoreStep,
+};
+pub use schedule::{Decision, Ranked, ScheduleError, ScheduleRequest, schedule};

@@ -1,0 +1,355 @@
+//! A scheduling policy: which units filter, which score and with what
+//! weight, which one balances, how scores combine, and the policy's
+//! parameter values. A `Policy` can only be made by `PolicyBuilder::build`,
+//! which checks every rule, so a policy in hand is always runnable.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::params::{ParamError, ParamTable, ParamValues, SpecError, TableError};
+use crate::unit::{Role, Unit};
+
+/// Where a filter runs relative to the others (oVirt's position −1/0/+1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Position {
+    /// Runs before every other filter; at most one per policy.
+    First,
+    /// Runs between first and last, in the order the filters were added.
+    #[default]
+    Middle,
+    /// Runs after every other filter; at most one per policy.
+    Last,
+}
+
+/// What a failing filter (trap, limit, invalid output) does to the decision.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnFailure {
+    /// The decision fails: a constraint that cannot be checked is not met.
+    #[default]
+    FailClosed,
+    /// The filter is skipped, as oVirt does with external filters, and the
+    /// failure is recorded in the explain record.
+    FailOpen,
+}
+
+/// How the score units' answers become one total per host.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Combination {
+    /// oVirt's rank selector: only each unit's ordering counts.
+    #[default]
+    Rank,
+    /// Nova's weigher: each unit's spread, mapped to [0, 1], counts.
+    Normalised,
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Position::First => "first",
+            Position::Middle => "middle",
+            Position::Last => "last",
+        })
+    }
+}
+
+/// A filter of a policy.
+#[derive(Clone)]
+pub struct FilterStep {
+    pub unit: Arc<dyn Unit>,
+    pub position: Position,
+    pub on_failure: OnFailure,
+}
+
+/// A score unit of a policy with its weight. A factor of 0 disables the
+/// unit without removing it (oVirt); the pipeline then does not call it.
+#[derive(Clone)]
+pub struct ScoreStep {
+    pub unit: Arc<dyn Unit>,
+    pub factor: u32,
+}
+
+/// The factor a score unit gets when none is given (oVirt's REST default).
+pub const DEFAULT_FACTOR: u32 = 1;
+
+/// A policy breaks one of the composition rules.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("unit `{unit}` appears more than once in the policy")]
+    DuplicateUnit { unit: String },
+    #[error("unit `{unit}` is used as a {role} but does not export the {role} interface")]
+    NotExported { unit: String, role: Role },
+    #[error("filter `{unit}` cannot also be first: `{first}` already is")]
+    SecondFirst { unit: String, first: String },
+    #[error("filter `{unit}` cannot also be last: `{last}` already is")]
+    SecondLast { unit: String, last: String },
+    #[error("unit `{unit}` cannot also balance: `{balance}` already does")]
+    SecondBalance { unit: String, balance: String },
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error(transparent)]
+    Param(#[from] ParamError),
+}
+
+impl From<TableError> for PolicyError {
+    fn from(e: TableError) -> Self {
+        match e {
+            TableError::Spec(e) => PolicyError::Spec(e),
+            TableError::Param(e) => PolicyError::Param(e),
+        }
+    }
+}
+
+/// A checked policy. Filters are held in run order: the first filter, the
+/// middle ones in the order they were added, then the last.
+#[derive(Clone)]
+pub struct Policy {
+    filters: Vec<FilterStep>,
+    scores: Vec<ScoreStep>,
+    balance: Option<Arc<dyn Unit>>,
+    combination: Combination,
+    params: ParamTable,
+}
+
+impl fmt::Debug for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = |u: &Arc<dyn Unit>| u.info().name.clone();
+        f.debug_struct("Policy")
+            .field(
+                "filters",
+                &self
+                    .filters
+                    .iter()
+                    .map(|s| name(&s.unit))
+                    .collect::<Vec<_>>(),
+            )
+            .field(
+                "scores",
+                &self
+                    .scores
+                    .iter()
+                    .map(|s| (name(&s.unit), s.factor))
+                    .collect::<Vec<_>>(),
+            )
+            .field("balance", &self.balance.as_ref().map(name))
+            .field("combination", &self.combination)
+            .field("params", self.params.policy_values())
+            .finish()
+    }
+}
+
+impl Policy {
+    /// Starts an empty policy (rank combination, no units, no values).
+    pub fn builder() -> PolicyBuilder {
+        PolicyBuilder::default()
+    }
+
+    /// The filters, in run order.
+    pub fn filters(&self) -> &[FilterStep] {
+        &self.filters
+    }
+
+    /// The score units, in the order they were added.
+    pub fn scores(&self) -> &[ScoreStep] {
+        &self.scores
+    }
+
+    /// The balance unit, if any.
+    pub fn balance_unit(&self) -> Option<&Arc<dyn Unit>> {
+        self.balance.as_ref()
+    }
+
+    pub fn combination(&self) -> Combination {
+        self.combination
+    }
+
+    /// The policy's own parameter values.
+    pub fn params(&self) -> &ParamValues {
+        self.params.policy_values()
+    }
+
+    /// Checks a cluster's overrides against the policy's units, so that a
+    /// bad override is refused when it is set rather than at the next
+    /// decision.
+    pub fn check_overrides(&self, overrides: &ParamValues) -> Result<(), ParamError> {
+        self.params.check(overrides)
+    }
+
+    pub(crate) fn param_table(&self) -> &ParamTable {
+        &self.params
+    }
+
+    /// Parameter slot of filter `index` (slots follow the run order:
+    /// filters, then score units, then the balance unit).
+    pub(crate) fn filter_slot(&self, index: usize) -> usize {
+        index
+    }
+
+    pub(crate) fn score_slot(&self, index: usize) -> usize {
+        self.filters.len() + index
+    }
+
+    pub(crate) fn balance_slot(&self) -> usize {
+        self.filters.len() + self.scores.len()
+    }
+}
+
+/// Collects a policy's parts; `build` checks them.
+#[derive(Clone, Default)]
+pub struct PolicyBuilder {
+    filters: Vec<FilterStep>,
+    scores: Vec<ScoreStep>,
+    balance: Vec<Arc<dyn Unit>>,
+    combination: Combination,
+    params: ParamValues,
+}
+
+impl PolicyBuilder {
+    /// Adds a fail-closed filter in the middle position.
+    pub fn filter(self, unit: Arc<dyn Unit>) -> Self {
+        self.filter_with(unit, Position::Middle, OnFailure::FailClosed)
+    }
+
+    /// Adds a filter at `position` with the given failure behaviour.
+    pub fn filter_with(
+        mut self,
+        unit: Arc<dyn Unit>,
+        position: Position,
+        on_failure: OnFailure,
+    ) -> Self {
+        self.filters.push(FilterStep {
+            unit,
+            position,
+            on_failure,
+        });
+        self
+    }
+
+    /// Adds a score unit with weight `factor`.
+    pub fn score(mut self, unit: Arc<dyn Unit>, factor: u32) -> Self {
+        self.scores.push(ScoreStep { unit, factor });
+        self
+    }
+
+    /// Sets the balance unit (a second one is an error at `build`).
+    pub fn balance(mut self, unit: Arc<dyn Unit>) -> Self {
+        self.balance.push(unit);
+        self
+    }
+
+    pub fn combination(mut self, combination: Combination) -> Self {
+        self.combination = combination;
+        self
+    }
+
+    /// Sets the policy's value for parameter `key`.
+    pub fn param(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.params.insert(key.into(), value.into());
+        self
+    }
+
+    /// Sets all of the policy's parameter values at once.
+    pub fn params(mut self, params: ParamValues) -> Self {
+        self.params = params;
+        self
+    }
+
+    /// Checks the composition rules and the parameters and orders the
+    /// filters.
+    pub fn build(self) -> Result<Policy, PolicyError> {
+        let PolicyBuilder {
+            filters,
+            scores,
+            balance,
+            combination,
+            params,
+        } = self;
+
+        let roles = filters
+            .iter()
+            .map(|s| (&s.unit, Role::Filter))
+            .chain(scores.iter().map(|s| (&s.unit, Role::Score)))
+            .chain(balance.iter().map(|u| (u, Role::Balance)));
+        let mut seen: Vec<&str> = Vec::new();
+        for (unit, role) in roles {
+            let name = unit_name(unit);
+            if !unit.exports().has(role) {
+                return Err(PolicyError::NotExported {
+                    unit: name.to_owned(),
+                    role,
+                });
+            }
+            if seen.contains(&name) {
+                return Err(PolicyError::DuplicateUnit {
+                    unit: name.to_owned(),
+                });
+            }
+            seen.push(name);
+        }
+
+        let mut balance = balance.into_iter();
+        let balance_unit = balance.next();
+        if let (Some(first), Some(second)) = (&balance_unit, balance.next()) {
+            return Err(PolicyError::SecondBalance {
+                unit: unit_name(&second).to_owned(),
+                balance: unit_name(first).to_owned(),
+            });
+        }
+
+        let filters = order_filters(filters)?;
+
+        let units = filters
+            .iter()
+            .map(|s| &s.unit)
+            .chain(scores.iter().map(|s| &s.unit))
+            .chain(balance_unit.iter())
+            .map(|u| (unit_name(u), u.info().params.as_slice()));
+        let params = ParamTable::new(units, params)?;
+
+        Ok(Policy {
+            filters,
+            scores,
+            balance: balance_unit,
+            combination,
+            params,
+        })
+    }
+}
+
+fn unit_name(unit: &Arc<dyn Unit>) -> &str {
+    &unit.info().name
+}
+
+/// Puts the first filter first and the last one last, keeping the order in
+/// which the middle ones were added; refuses a second first or last.
+fn order_filters(filters: Vec<FilterStep>) -> Result<Vec<FilterStep>, PolicyError> {
+    let mut first: Option<FilterStep> = None;
+    let mut last: Option<FilterStep> = None;
+    let mut middle = Vec::with_capacity(filters.len());
+    for step in filters {
+        match step.position {
+            Position::First => match &first {
+                Some(existing) => {
+                    return Err(PolicyError::SecondFirst {
+                        unit: unit_name(&step.unit).to_owned(),
+                        first: unit_name(&existing.unit).to_owned(),
+                    });
+                }
+                None => first = Some(step),
+            },
+            Position::Last => match &last {
+                Some(existing) => {
+                    return Err(PolicyError::SecondLast {
+                        unit: unit_name(&step.unit).to_owned(),
+                        last: unit_name(&existing.unit).to_owned(),
+                    });
+                }
+                None => last = Some(step),
+            },
+            Position::Middle => middle.push(step),
+        }
+    }
+    Ok(first.into_iter().chain(middle).chain(last).collect())
+}

@@ -1,0 +1,361 @@
+//! One placement decision: run the policy's filters over the candidates,
+//! score the survivors, combine the scores, pick the winner.
+//!
+//! The rules, in the order they apply:
+//!
+//! * Filters run one after another, each over the survivors of the previous
+//!   one, and the chain stops as soon as no candidate is left. A filter's
+//!   answer must only name candidates, each once; a filter that fails
+//!   (trap, limit, invalid answer) ends the decision with an error naming it
+//!   when it is fail-closed, and is skipped (and recorded) when fail-open.
+//! * No survivor: the decision has no host, and the explain record lists
+//!   every rejection with its reason. One survivor: it is chosen without
+//!   calling any score unit (oVirt does the same; it saves the most time
+//!   exactly when the filters were strict).
+//! * Otherwise every score unit with a factor above 0 is called; one that
+//!   fails or answers something unusable (wrong length, a non-finite value)
+//!   is skipped and recorded. Scores combine by rank or normalised (see
+//!   `combine`), the highest total wins.
+//! * **Ties** go to the candidate that comes first in candidate order — the
+//!   order of the request's `candidates`, or host order when it gives none.
+//!   Filters keep that order, so a caller that wants a different preference
+//!   among equals expresses it by ordering the candidates.
+
+use std::sync::Arc;
+
+use sandpiper_guest::Inventory;
+use sandpiper_guest::model::{KeyValue, Rejection, Request, Vm};
+
+use super::combine;
+use super::explain::{
+    Explain, FailureRecord, FilterRecord, Outcome, ScoreRecord, SnapshotRef, Standing,
+};
+use super::params::{ParamError, ParamValues};
+use super::policy::{Combination, OnFailure, Policy};
+use crate::unit::{Failed, UnitError};
+
+/// What to place and where it may go.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ScheduleRequest {
+    pub vm: Vm,
+    /// Scheduler hints (Nova's `same_host`, `query`, ...); a list-valued hint
+    /// repeats its key.
+    pub hints: Vec<KeyValue>,
+    /// Host indices the VM may go to, distinct, in order of preference among
+    /// equals; `None` means every host of the snapshot, in snapshot order.
+    pub candidates: Option<Vec<u32>>,
+    /// The cluster's parameter overrides, which beat the policy's values.
+    pub params: ParamValues,
+}
+
+/// A candidate and its total score.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Ranked {
+    pub host: u32,
+    pub total: f64,
+}
+
+/// The result of a decision.
+#[derive(Clone, Debug)]
+pub struct Decision {
+    /// The winning host, `None` when every candidate was rejected.
+    pub chosen: Option<u32>,
+    /// The surviving candidates, best first, ties in candidate order. A
+    /// single survivor is listed with total 0; empty when none survived.
+    pub ranked: Vec<Ranked>,
+    pub explain: Explain,
+}
+
+/// Why no decision could be made at all (as opposed to "no host fits",
+/// which is a decision).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ScheduleError {
+    #[error(transparent)]
+    Params(#[from] ParamError),
+    #[error("candidate host {host} is out of range: the snapshot has {host_count} hosts")]
+    CandidateOutOfRange { host: u32, host_count: usize },
+    #[error("candidate host {host} is listed twice")]
+    DuplicateCandidate { host: u32 },
+    #[error("the snapshot has {host_count} hosts, more than a host index can address")]
+    TooManyHosts { host_count: usize },
+    #[error("filter `{unit}` failed and the policy fails closed on it: {}", failed.error)]
+    FilterFailed { unit: String, failed: Failed },
+}
+
+/// Where a candidate stands while the filters run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    NotCandidate,
+    Survivor,
+    /// Rejected by the filter being checked.
+    Rejecting,
+    /// Rejected by an earlier filter.
+    Rejected,
+}
+
+/// Places `request.vm` with `policy` over the snapshot `inventory`.
+pub fn schedule(
+    policy: &Policy,
+    inventory: &Arc<Inventory>,
+    request: &ScheduleRequest,
+) -> Result<Decision, ScheduleError> {
+    let resolved = policy.param_table().resolve(&request.params)?;
+    let host_count = inventory.host_count();
+    if u32::try_from(host_count).is_err() {
+        return Err(ScheduleError::TooManyHosts { host_count });
+    }
+
+    // One mark per host, so that checking candidates and filter answers is
+    // a lookup, not a search.
+    let mut marks = vec![Mark::NotCandidate; host_count];
+    let mut survivors: Vec<u32> = match &request.candidates {
+        None => (0..host_count as u32).collect(),
+        Some(given) => {
+            for &host in given {
+                match marks.get_mut(host as usize) {
+                    None => return Err(ScheduleError::CandidateOutOfRange { host, host_count }),
+                    Some(Mark::Survivor) => return Err(ScheduleError::DuplicateCandidate { host }),
+                    Some(mark) => *mark = Mark::Survivor,
+                }
+            }
+            given.clone()
+        }
+    };
+    if request.candidates.is_none() {
+        marks.fill(Mark::Survivor);
+    }
+
+    let mut explain = Explain {
+        combination: policy.combination(),
+        candidates: survivors.len(),
+        filters: Vec::with_capacity(policy.filters().len()),
+        scored: Vec::new(),
+        scores: Vec::new(),
+        totals: Vec::new(),
+        outcome: Outcome::NoHost,
+        inventory: SnapshotRef(Arc::clone(inventory)),
+    };
+    let mut call = Request {
+        vm: request.vm.clone(),
+        params: Vec::new(),
+        hints: request.hints.clone(),
+    };
+
+    for (index, step) in policy.filters().iter().enumerate() {
+        if survivors.is_empty() {
+            break;
+        }
+        let unit = &step.unit;
+        call.params = resolved.for_slot(policy.filter_slot(index)).to_vec();
+        let answer = unit
+            .filter(inventory, &call, &survivors)
+            .and_then(|called| {
+                check_rejections(&called.value, &survivors, &mut marks).map_err(|reason| {
+                    Failed {
+                        error: UnitError::InvalidOutput(reason),
+                        usage: called.usage,
+                    }
+                })?;
+                Ok(called)
+            });
+        let input = survivors.len();
+        match answer {
+            Ok(called) => {
+                survivors.retain(|&h| {
+                    let mark = &mut marks[h as usize];
+                    if *mark == Mark::Rejecting {
+                        *mark = Mark::Rejected;
+                    }
+                    *mark == Mark::Survivor
+                });
+                let mut rejected = called.value;
+                rejected.retain(|r| !r.hosts.is_empty());
+                explain.filters.push(FilterRecord {
+                    unit: unit.info().name.clone(),
+                    position: step.position,
+                    on_failure: step.on_failure,
+                    input,
+                    rejected,
+                    survivors: survivors.len(),
+                    usage: called.usage,
+                    failure: None,
+                });
+            }
+            Err(failed) => match step.on_failure {
+                OnFailure::FailClosed => {
+                    return Err(ScheduleError::FilterFailed {
+                        unit: unit.info().name.clone(),
+                        failed,
+                    });
+                }
+                OnFailure::FailOpen => explain.filters.push(FilterRecord {
+                    unit: unit.info().name.clone(),
+                    position: step.position,
+                    on_failure: step.on_failure,
+                    input,
+                    rejected: Vec::new(),
+                    survivors: input,
+                    usage: failed.usage,
+                    failure: Some(FailureRecord::from(&failed)),
+                }),
+            },
+        }
+    }
+
+    match survivors.as_slice() {
+        [] => {
+            explain.outcome = Outcome::NoHost;
+            return Ok(Decision {
+                chosen: None,
+                ranked: Vec::new(),
+                explain,
+            });
+        }
+        &[only] => {
+            explain.outcome = Outcome::SingleSurvivor { host: only };
+            return Ok(Decision {
+                chosen: Some(only),
+                ranked: vec![Ranked {
+                    host: only,
+                    total: 0.0,
+                }],
+                explain,
+            });
+        }
+        _ => {}
+    }
+
+    let n = survivors.len();
+    let mut totals = vec![0.0; n];
+    let mut order: Vec<u32> = Vec::with_capacity(n);
+    for (index, step) in policy.scores().iter().enumerate() {
+        let unit = &step.unit;
+        let info = unit.info();
+        let mut record = ScoreRecord {
+            unit: info.name.clone(),
+            factor: step.factor,
+            score_order: info.score_order,
+            called: false,
+            usage: None,
+            failure: None,
+            floor: None,
+            ceiling: None,
+            raw: Vec::new(),
+            standing: Standing::None,
+            points: Vec::new(),
+        };
+        if step.factor == 0 {
+            explain.scores.push(record);
+            continue;
+        }
+        call.params = resolved.for_slot(policy.score_slot(index)).to_vec();
+        record.called = true;
+        let answer = unit.score(inventory, &call, &survivors).and_then(|called| {
+            combine::check_scores(&called.value, n).map_err(|reason| Failed {
+                error: UnitError::InvalidOutput(reason),
+                usage: called.usage,
+            })?;
+            Ok(called)
+        });
+        match answer {
+            Err(failed) => {
+                record.usage = Some(failed.usage);
+                record.failure = Some(FailureRecord::from(&failed));
+            }
+            Ok(called) => {
+                let scores = called.value;
+                let mut points = vec![0.0; n];
+                record.standing = match policy.combination() {
+                    Combination::Rank => {
+                        let mut ranks = vec![0; n];
+                        combine::rank(
+                            &scores.values,
+                            info.score_order,
+                            step.factor,
+                            &mut order,
+                            &mut ranks,
+                            &mut points,
+                            &mut totals,
+                        );
+                        Standing::Ranks(ranks)
+                    }
+                    Combination::Normalised => {
+                        let mut normalised = vec![0.0; n];
+                        combine::normalise(
+                            &scores,
+                            info.score_order,
+                            step.factor,
+                            &mut normalised,
+                            &mut points,
+                            &mut totals,
+                        );
+                        Standing::Normalised(normalised)
+                    }
+                };
+                record.usage = Some(called.usage);
+                record.floor = scores.floor;
+                record.ceiling = scores.ceiling;
+                record.raw = scores.values;
+                record.points = points;
+            }
+        }
+        explain.scores.push(record);
+    }
+
+    // Best first; the sort is stable, so equal totals keep candidate order.
+    let mut ranked: Vec<Ranked> = survivors
+        .iter()
+        .zip(&totals)
+        .map(|(&host, &total)| Ranked { host, total })
+        .collect();
+    ranked.sort_by(|a, b| b.total.total_cmp(&a.total));
+    let winner = ranked[0];
+    let tied_with = ranked[1..]
+        .iter()
+        .take_while(|r| r.total == winner.total)
+        .map(|r| r.host)
+        .collect();
+    explain.outcome = Outcome::Weighed {
+        winner: winner.host,
+        tied_with,
+    };
+    explain.scored = survivors;
+    explain.totals = totals;
+    Ok(Decision {
+        chosen: Some(winner.host),
+        ranked,
+        explain,
+    })
+}
+
+/// Checks a filter's answer against the current survivors and marks the
+/// hosts it rejects `Rejecting`. On error every mark is restored, so that a
+/// skipped (fail-open) filter leaves the survivors as they were.
+fn check_rejections(
+    rejections: &[Rejection],
+    survivors: &[u32],
+    marks: &mut [Mark],
+) -> Result<(), String> {
+    let mut outcome = Ok(());
+    'groups: for group in rejections {
+        for &host in &group.hosts {
+            match marks.get(host as usize) {
+                Some(Mark::Survivor) => marks[host as usize] = Mark::Rejecting,
+                Some(Mark::Rejecting) => {
+                    outcome = Err(format!("host {host} is rejected twice"));
+                    break 'groups;
+                }
+                _ => {
+                    outcome = Err(format!("host {host} is not a candidate"));
+                    break 'groups;
+                }
+            }
+        }
+    }
+    if outcome.is_err() {
+        for &host in survivors {
+            marks[host as usize] = Mark::Survivor;
+        }
+    }
+    outcome
+}

@@ -1,0 +1,865 @@
+//! The JSON shape of a cluster snapshot and of the VM to place: the one
+//! format the HTTP API (inline hosts), unit-case fixture files and
+//! `sandpiper unit test` share.
+//!
+//! Hosts and VMs are named by their engine ids here; [`Snapshot::build`]
+//! turns the snapshot into the column store units read ([`Inventory`]) plus
+//! the id → index map ([`HostIndex`]) used to translate request fields such
+//! as `current_host` and candidate lists. Every field name is snake_case,
+//! metric and flag names are the WIT case names with `_` for `-`, unknown
+//! fields are refused, and every error names the path of the offending
+//! field (`hosts[3].metrics.memry_free_mib: unknown metric ...`).
+//!
+//! Metrics are taken as given: nothing is derived from the VM list, so a
+//! snapshot says exactly what the engine reported.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+
+use sandpiper_guest::Inventory;
+use sandpiper_guest::inventory::ColumnLengthError;
+use sandpiper_guest::model::{
+    GroupScope, HostFlag, HostLabels, HostMetric, HostStatus, HostText, Interned, KeyValue, Labels,
+    Vm, VmFlag, VmGroup, VmMetric, VmText,
+};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// A cluster: its hosts and the VMs running (or pending) on them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    #[serde(default)]
+    pub hosts: Vec<Host>,
+    #[serde(default)]
+    pub vms: Vec<RunningVm>,
+}
+
+/// One host. Only `id` is required.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Host {
+    /// Engine identity, unique in the snapshot.
+    pub id: String,
+    /// Display name; the id when absent.
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub status: Status,
+    /// Management address; hosts sharing one are the same machine.
+    #[serde(default)]
+    pub address: String,
+    /// Availability zone, empty when none.
+    #[serde(default)]
+    pub zone: String,
+    /// Numeric columns by WIT `host-metric` name with `_` (`memory_free_mib`);
+    /// absent metrics read as 0.
+    #[serde(default)]
+    pub metrics: BTreeMap<String, f64>,
+    /// WIT `host-flag` names with `_` (`spm`, `hosted_engine`, `isolated`).
+    #[serde(default)]
+    pub flags: Vec<String>,
+    /// Networks the host is attached to.
+    #[serde(default)]
+    pub networks: Vec<String>,
+    /// Capabilities and properties (`cpu_info:arch`, `hypervisor_type`).
+    #[serde(default)]
+    pub capabilities: BTreeMap<String, String>,
+    /// Aggregates (host groups) the host belongs to, with their metadata.
+    #[serde(default)]
+    pub aggregates: BTreeMap<String, BTreeMap<String, String>>,
+    /// Engine-defined metrics by name (Nova's metrics).
+    #[serde(default)]
+    pub named_metrics: BTreeMap<String, f64>,
+    /// Instances known on the host, for tenant and type isolation.
+    #[serde(default)]
+    pub instances: Vec<Instance>,
+}
+
+/// A host's lifecycle state; see `types.host-status` in the WIT.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    #[default]
+    Up,
+    Disabled,
+    Maintenance,
+    Down,
+    NonOperational,
+}
+
+impl From<Status> for HostStatus {
+    fn from(status: Status) -> Self {
+        match status {
+            Status::Up => HostStatus::Up,
+            Status::Disabled => HostStatus::Disabled,
+            Status::Maintenance => HostStatus::Maintenance,
+            Status::Down => HostStatus::Down,
+            Status::NonOperational => HostStatus::NonOperational,
+        }
+    }
+}
+
+/// An instance known on a host.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Instance {
+    #[serde(default)]
+    pub tenant: String,
+    #[serde(default)]
+    pub instance_type: String,
+}
+
+/// A VM running (or pending) on a host of the snapshot.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunningVm {
+    /// Engine identity, unique in the snapshot.
+    pub id: String,
+    /// Display name; the id when absent.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Id of the host it runs on.
+    pub host: String,
+    #[serde(default)]
+    pub memory_mib: f64,
+    /// Guaranteed memory; `memory_mib` when absent.
+    #[serde(default)]
+    pub memory_guaranteed_mib: Option<f64>,
+    #[serde(default = "one")]
+    pub vcpus: u32,
+    /// CPU usage in percent of the VM's own vCPUs.
+    #[serde(default)]
+    pub cpu_usage_percent: f64,
+    #[serde(default = "yes")]
+    pub migratable: bool,
+    #[serde(default)]
+    pub highly_available: bool,
+    #[serde(default)]
+    pub hosted_engine: bool,
+    /// A placement decided but not yet reported back by the engine.
+    #[serde(default)]
+    pub pending: bool,
+}
+
+/// The VM to place. Everything is optional; see each field for its default.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VmSpec {
+    #[serde(default)]
+    pub id: String,
+    /// Display name; the id when absent.
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub memory_mib: f64,
+    /// Guaranteed memory; `memory_mib` when absent (oVirt's default).
+    #[serde(default)]
+    pub memory_guaranteed_mib: Option<f64>,
+    #[serde(default = "one")]
+    pub vcpus: u32,
+    /// Sockets; `vcpus` when absent (one core of one thread per socket, as
+    /// oVirt lays out a VM by default).
+    #[serde(default)]
+    pub cpu_sockets: Option<u32>,
+    #[serde(default = "one")]
+    pub cpu_cores_per_socket: u32,
+    #[serde(default = "one")]
+    pub cpu_threads_per_core: u32,
+    /// Measured CPU usage, for a running VM.
+    #[serde(default)]
+    pub cpu_usage_percent: Option<f64>,
+    #[serde(default)]
+    pub disk_gib: f64,
+    /// Id of the host it runs on now (a migration); absent for a new start.
+    #[serde(default)]
+    pub current_host: Option<String>,
+    /// Ids of the hosts the VM is dedicated to.
+    #[serde(default)]
+    pub dedicated_hosts: Vec<String>,
+    /// Only `dedicated_hosts` may run it.
+    #[serde(default)]
+    pub pinned: bool,
+    #[serde(default)]
+    pub networks: Vec<String>,
+    /// Required capabilities (flavor extra specs) with their operators.
+    #[serde(default)]
+    pub extra_specs: BTreeMap<String, String>,
+    #[serde(default)]
+    pub image_properties: BTreeMap<String, String>,
+    #[serde(default)]
+    pub tenant: String,
+    #[serde(default)]
+    pub instance_type: String,
+    #[serde(default)]
+    pub highly_available: bool,
+    #[serde(default)]
+    pub hosted_engine: bool,
+    #[serde(default)]
+    pub groups: Vec<Group>,
+}
+
+impl Default for VmSpec {
+    fn default() -> Self {
+        VmSpec {
+            id: String::new(),
+            name: None,
+            memory_mib: 0.0,
+            memory_guaranteed_mib: None,
+            vcpus: 1,
+            cpu_sockets: None,
+            cpu_cores_per_socket: 1,
+            cpu_threads_per_core: 1,
+            cpu_usage_percent: None,
+            disk_gib: 0.0,
+            current_host: None,
+            dedicated_hosts: Vec::new(),
+            pinned: false,
+            networks: Vec::new(),
+            extra_specs: BTreeMap::new(),
+            image_properties: BTreeMap::new(),
+            tenant: String::new(),
+            instance_type: String::new(),
+            highly_available: false,
+            hosted_engine: false,
+            groups: Vec::new(),
+        }
+    }
+}
+
+/// An affinity group the VM to place belongs to; see `types.vm-group`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Group {
+    #[serde(default)]
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub scope: Scope,
+    /// Affinity (true, the default) or anti-affinity.
+    #[serde(default = "yes")]
+    pub positive: bool,
+    /// A hard rule (true, the default) or a soft preference.
+    #[serde(default = "yes")]
+    pub enforcing: bool,
+    #[serde(default = "one_f64")]
+    pub priority: f64,
+    /// Host ids: where the other members run (`vms`), or the member hosts
+    /// (`hosts`).
+    #[serde(default)]
+    pub hosts: Vec<String>,
+}
+
+/// What a group constrains placement against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    #[default]
+    Vms,
+    Hosts,
+}
+
+/// Scheduler hints by key: one value or a list (a list-valued hint repeats
+/// its key towards units).
+pub type Hints = BTreeMap<String, HintValue>;
+
+/// A hint's value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum HintValue {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// Hints as the key/value pairs units receive, a list repeating its key.
+pub fn hint_pairs(hints: &Hints) -> Vec<KeyValue> {
+    let mut pairs = Vec::new();
+    for (key, value) in hints {
+        match value {
+            HintValue::One(v) => pairs.push(KeyValue::new(key.clone(), v.clone())),
+            HintValue::Many(vs) => {
+                pairs.extend(vs.iter().map(|v| KeyValue::new(key.clone(), v.clone())));
+            }
+        }
+    }
+    pairs
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn one_f64() -> f64 {
+    1.0
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A snapshot or request that cannot be used, with the path of the field at
+/// fault (`hosts[3].metrics.memry_free_mib`, `vm.current_host`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{path}: {kind}")]
+pub struct SnapshotError {
+    pub path: String,
+    pub kind: SnapshotErrorKind,
+}
+
+/// What is wrong with the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SnapshotErrorKind {
+    /// Not valid JSON for the shape, or an unknown field.
+    #[error("{0}")]
+    Json(String),
+    #[error("unknown metric (expected a WIT host-metric name with `_`, e.g. memory_free_mib)")]
+    UnknownMetric,
+    #[error("unknown flag \"{0}\" (expected spm, hosted_engine or isolated)")]
+    UnknownFlag(String),
+    #[error("unknown host \"{0}\"")]
+    UnknownHost(String),
+    #[error("duplicate host id \"{0}\"")]
+    DuplicateHost(String),
+    #[error("duplicate VM id \"{0}\"")]
+    DuplicateVm(String),
+    #[error("empty id")]
+    EmptyId,
+    #[error("{count} entries, more than an index can address")]
+    TooMany { count: usize },
+    /// A column came out with the wrong length: a bug in this module.
+    #[error("{0}")]
+    Column(#[from] ColumnLengthError),
+}
+
+impl SnapshotError {
+    fn at(path: impl fmt::Display, kind: SnapshotErrorKind) -> Self {
+        SnapshotError {
+            path: path.to_string(),
+            kind,
+        }
+    }
+}
+
+/// Parses any JSON document of this module's shapes, naming the path of
+/// the first offending field in the error.
+pub fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, SnapshotError> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        SnapshotError {
+            path: if path == "." { "$".to_owned() } else { path },
+            kind: SnapshotErrorKind::Json(e.into_inner().to_string()),
+        }
+    })
+}
+
+/// Host ids and their indices in a snapshot.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostIndex {
+    ids: Vec<String>,
+    by_id: HashMap<String, u32>,
+}
+
+impl HostIndex {
+    /// The index of host `id`.
+    pub fn index(&self, id: &str) -> Option<u32> {
+        self.by_id.get(id).copied()
+    }
+
+    /// The id of host `index`.
+    pub fn id(&self, index: u32) -> Option<&str> {
+        self.ids.get(index as usize).map(String::as_str)
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// The index of host `id`, or an error naming `path`.
+    pub fn resolve(&self, id: &str, path: impl fmt::Display) -> Result<u32, SnapshotError> {
+        self.index(id)
+            .ok_or_else(|| SnapshotError::at(path, SnapshotErrorKind::UnknownHost(id.to_owned())))
+    }
+
+    /// The indices of hosts `ids`, in order; errors name `path[i]`.
+    pub fn resolve_all(&self, ids: &[String], path: &str) -> Result<Vec<u32>, SnapshotError> {
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| self.resolve(id, format_args!("{path}[{i}]")))
+            .collect()
+    }
+}
+
+/// A snapshot as the pipeline reads it.
+pub struct Cluster {
+    pub inventory: Inventory,
+    pub hosts: HostIndex,
+}
+
+impl Snapshot {
+    /// Parses a snapshot from JSON.
+    pub fn from_json(text: &str) -> Result<Self, SnapshotError> {
+        from_json(text)
+    }
+
+    /// Checks the snapshot and builds its columns.
+    pub fn build(&self) -> Result<Cluster, SnapshotError> {
+        let hosts = self.host_index()?;
+        let mut inv = Inventory::new(self.hosts.len(), self.vms.len());
+        self.fill_hosts(&mut inv)?;
+        self.fill_vms(&mut inv, &hosts)?;
+        Ok(Cluster {
+            inventory: inv,
+            hosts,
+        })
+    }
+
+    fn host_index(&self) -> Result<HostIndex, SnapshotError> {
+        if u32::try_from(self.hosts.len()).is_err() {
+            return Err(SnapshotError::at(
+                "hosts",
+                SnapshotErrorKind::TooMany {
+                    count: self.hosts.len(),
+                },
+            ));
+        }
+        let mut index = HostIndex {
+            ids: Vec::with_capacity(self.hosts.len()),
+            by_id: HashMap::with_capacity(self.hosts.len()),
+        };
+        for (i, host) in self.hosts.iter().enumerate() {
+            if host.id.is_empty() {
+                return Err(SnapshotError::at(
+                    format_args!("hosts[{i}].id"),
+                    SnapshotErrorKind::EmptyId,
+                ));
+            }
+            if index.by_id.insert(host.id.clone(), i as u32).is_some() {
+                return Err(SnapshotError::at(
+                    format_args!("hosts[{i}].id"),
+                    SnapshotErrorKind::DuplicateHost(host.id.clone()),
+                ));
+            }
+            index.ids.push(host.id.clone());
+        }
+        Ok(index)
+    }
+
+    fn fill_hosts(&self, inv: &mut Inventory) -> Result<(), SnapshotError> {
+        let n = self.hosts.len();
+        let column = |e: ColumnLengthError| SnapshotError::at("hosts", e.into());
+
+        let mut metrics: BTreeMap<HostMetric, Vec<f64>> = BTreeMap::new();
+        let mut flags: BTreeMap<HostFlag, Vec<bool>> = BTreeMap::new();
+        for (i, host) in self.hosts.iter().enumerate() {
+            for (name, &value) in &host.metrics {
+                let metric = snake_case_name(name)
+                    .and_then(|wit| HostMetric::from_wit_name(&wit))
+                    .ok_or_else(|| {
+                        SnapshotError::at(
+                            format_args!("hosts[{i}].metrics.{name}"),
+                            SnapshotErrorKind::UnknownMetric,
+                        )
+                    })?;
+                metrics.entry(metric).or_insert_with(|| vec![0.0; n])[i] = value;
+            }
+            for (j, name) in host.flags.iter().enumerate() {
+                let flag = snake_case_name(name)
+                    .and_then(|wit| HostFlag::from_wit_name(&wit))
+                    .ok_or_else(|| {
+                        SnapshotError::at(
+                            format_args!("hosts[{i}].flags[{j}]"),
+                            SnapshotErrorKind::UnknownFlag(name.clone()),
+                        )
+                    })?;
+                flags.entry(flag).or_insert_with(|| vec![false; n])[i] = true;
+            }
+        }
+        for (metric, values) in metrics {
+            inv.set_host_metric(metric, values).map_err(column)?;
+        }
+        for (flag, values) in flags {
+            inv.set_host_flag(flag, values).map_err(column)?;
+        }
+
+        inv.set_host_statuses(self.hosts.iter().map(|h| h.status.into()).collect())
+            .map_err(column)?;
+        let texts: [(HostText, fn(&Host) -> &str); 4] = [
+            (HostText::Id, |h| &h.id),
+            (HostText::Name, |h| h.name.as_deref().unwrap_or(&h.id)),
+            (HostText::Address, |h| &h.address),
+            (HostText::Zone, |h| &h.zone),
+        ];
+        for (text, get) in texts {
+            inv.set_host_text(text, Interned::from_rows(self.hosts.iter().map(get)))
+                .map_err(column)?;
+        }
+
+        let set = |names: &Vec<String>| -> Vec<(String, String)> {
+            names.iter().map(|n| (n.clone(), String::new())).collect()
+        };
+        let labels: [(HostLabels, Vec<Vec<(String, String)>>); 5] = [
+            (
+                HostLabels::Networks,
+                self.hosts.iter().map(|h| set(&h.networks)).collect(),
+            ),
+            (
+                HostLabels::Capabilities,
+                self.hosts
+                    .iter()
+                    .map(|h| h.capabilities.clone().into_iter().collect())
+                    .collect(),
+            ),
+            (
+                HostLabels::Aggregates,
+                self.hosts
+                    .iter()
+                    .map(|h| {
+                        h.aggregates
+                            .keys()
+                            .map(|k| (k.clone(), String::new()))
+                            .collect()
+                    })
+                    .collect(),
+            ),
+            (
+                HostLabels::AggregateMetadata,
+                self.hosts
+                    .iter()
+                    .map(|h| {
+                        h.aggregates
+                            .values()
+                            .flat_map(|meta| meta.iter().map(|(k, v)| (k.clone(), v.clone())))
+                            .collect()
+                    })
+                    .collect(),
+            ),
+            (
+                HostLabels::Instances,
+                self.hosts
+                    .iter()
+                    .map(|h| {
+                        h.instances
+                            .iter()
+                            .flat_map(|inst| {
+                                [
+                                    ("tenant".to_owned(), inst.tenant.clone()),
+                                    ("instance-type".to_owned(), inst.instance_type.clone()),
+                                ]
+                            })
+                            .collect()
+                    })
+                    .collect(),
+            ),
+        ];
+        for (kind, rows) in labels {
+            inv.set_host_labels(kind, Labels::from_rows(rows))
+                .map_err(column)?;
+        }
+
+        let names: BTreeSet<&String> = self
+            .hosts
+            .iter()
+            .flat_map(|h| h.named_metrics.keys())
+            .collect();
+        for name in names {
+            let values = self
+                .hosts
+                .iter()
+                .map(|h| h.named_metrics.get(name).copied().unwrap_or(f64::NAN))
+                .collect();
+            inv.set_host_named_metric(name.clone(), values)
+                .map_err(column)?;
+        }
+        Ok(())
+    }
+
+    fn fill_vms(&self, inv: &mut Inventory, hosts: &HostIndex) -> Result<(), SnapshotError> {
+        if u32::try_from(self.vms.len()).is_err() {
+            return Err(SnapshotError::at(
+                "vms",
+                SnapshotErrorKind::TooMany {
+                    count: self.vms.len(),
+                },
+            ));
+        }
+        let column = |e: ColumnLengthError| SnapshotError::at("vms", e.into());
+        let mut seen: HashMap<&str, ()> = HashMap::with_capacity(self.vms.len());
+        let mut on_host = Vec::with_capacity(self.vms.len());
+        for (i, vm) in self.vms.iter().enumerate() {
+            if vm.id.is_empty() {
+                return Err(SnapshotError::at(
+                    format_args!("vms[{i}].id"),
+                    SnapshotErrorKind::EmptyId,
+                ));
+            }
+            if seen.insert(&vm.id, ()).is_some() {
+                return Err(SnapshotError::at(
+                    format_args!("vms[{i}].id"),
+                    SnapshotErrorKind::DuplicateVm(vm.id.clone()),
+                ));
+            }
+            on_host.push(hosts.resolve(&vm.host, format_args!("vms[{i}].host"))?);
+        }
+        inv.set_vm_hosts(on_host).map_err(column)?;
+
+        let metrics: [(VmMetric, fn(&RunningVm) -> f64); 4] = [
+            (VmMetric::MemoryMib, |v| v.memory_mib),
+            (VmMetric::MemoryGuaranteedMib, |v| {
+                v.memory_guaranteed_mib.unwrap_or(v.memory_mib)
+            }),
+            (VmMetric::Vcpus, |v| f64::from(v.vcpus)),
+            (VmMetric::CpuUsagePercent, |v| v.cpu_usage_percent),
+        ];
+        for (metric, get) in metrics {
+            inv.set_vm_metric(metric, self.vms.iter().map(get).collect())
+                .map_err(column)?;
+        }
+        let flags: [(VmFlag, fn(&RunningVm) -> bool); 4] = [
+            (VmFlag::Migratable, |v| v.migratable),
+            (VmFlag::HighlyAvailable, |v| v.highly_available),
+            (VmFlag::HostedEngine, |v| v.hosted_engine),
+            (VmFlag::Pending, |v| v.pending),
+        ];
+        for (flag, get) in flags {
+            inv.set_vm_flag(flag, self.vms.iter().map(get).collect())
+                .map_err(column)?;
+        }
+        let texts: [(VmText, fn(&RunningVm) -> &str); 2] = [
+            (VmText::Id, |v| &v.id),
+            (VmText::Name, |v| v.name.as_deref().unwrap_or(&v.id)),
+        ];
+        for (text, get) in texts {
+            inv.set_vm_text(text, Interned::from_rows(self.vms.iter().map(get)))
+                .map_err(column)?;
+        }
+        Ok(())
+    }
+}
+
+/// The WIT spelling of a snapshot name (`memory_free_mib` →
+/// `memory-free-mib`); `None` for a name already spelled with `-`, so that
+/// each metric or flag has exactly one JSON spelling.
+fn snake_case_name(name: &str) -> Option<String> {
+    (!name.contains('-')).then(|| name.replace('_', "-"))
+}
+
+impl VmSpec {
+    /// Parses a VM to place from JSON.
+    pub fn from_json(text: &str) -> Result<Self, SnapshotError> {
+        from_json(text)
+    }
+
+    /// The VM as units see it, host ids turned into indices. `path` names
+    /// this VM in errors (`vm`, `cases[2].vm`).
+    pub fn to_vm(&self, hosts: &HostIndex, path: &str) -> Result<Vm, SnapshotError> {
+        let current_host = self
+            .current_host
+            .as_deref()
+            .map(|id| hosts.resolve(id, format_args!("{path}.current_host")))
+            .transpose()?;
+        let dedicated_hosts =
+            hosts.resolve_all(&self.dedicated_hosts, &format!("{path}.dedicated_hosts"))?;
+        let groups = self
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                Ok(VmGroup {
+                    id: g.id.clone(),
+                    name: g.name.clone(),
+                    scope: match g.scope {
+                        Scope::Vms => GroupScope::Vms,
+                        Scope::Hosts => GroupScope::Hosts,
+                    },
+                    positive: g.positive,
+                    enforcing: g.enforcing,
+                    priority: g.priority,
+                    hosts: hosts.resolve_all(&g.hosts, &format!("{path}.groups[{i}].hosts"))?,
+                })
+            })
+            .collect::<Result<_, SnapshotError>>()?;
+        let pairs = |map: &BTreeMap<String, String>| {
+            map.iter()
+                .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
+                .collect()
+        };
+        Ok(Vm {
+            id: self.id.clone(),
+            name: self.name.clone().unwrap_or_else(|| self.id.clone()),
+            memory_mib: self.memory_mib,
+            memory_guaranteed_mib: self.memory_guaranteed_mib.unwrap_or(self.memory_mib),
+            vcpus: self.vcpus,
+            cpu_sockets: self.cpu_sockets.unwrap_or(self.vcpus),
+            cpu_cores_per_socket: self.cpu_cores_per_socket,
+            cpu_threads_per_core: self.cpu_threads_per_core,
+            cpu_usage_percent: self.cpu_usage_percent,
+            disk_gib: self.disk_gib,
+            current_host,
+            dedicated_hosts,
+            pinned: self.pinned,
+            networks: self.networks.clone(),
+            extra_specs: pairs(&self.extra_specs),
+            image_properties: pairs(&self.image_properties),
+            tenant: self.tenant.clone(),
+            instance_type: self.instance_type.clone(),
+            highly_available: self.highly_available,
+            hosted_engine: self.hosted_engine,
+            groups,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"{
+      "hosts": [
+        { "id": "h1", "name": "h1", "status": "up", "address": "10.0.0.1", "zone": "az1",
+          "metrics": { "memory_total_mib": 16384, "memory_free_mib": 8192, "cpu_cores": 8 },
+          "flags": ["spm"], "networks": ["ovirtmgmt"], "capabilities": {"k": "v"},
+          "aggregates": { "agg1": { "k": "v" } }, "named_metrics": { "cpu.frequency": 2.4 },
+          "instances": [ { "tenant": "t1", "instance_type": "m1.small" } ] },
+        { "id": "h2", "status": "non_operational" }
+      ],
+      "vms": [
+        { "id": "vm1", "name": "vm1", "host": "h1", "memory_mib": 1024, "memory_guaranteed_mib": 1024,
+          "vcpus": 2, "cpu_usage_percent": 50, "migratable": true, "highly_available": false,
+          "hosted_engine": false, "pending": false }
+      ]
+    }"#;
+
+    fn error_of(text: &str) -> String {
+        match Snapshot::from_json(text).and_then(|s| s.build().map(|_| ())) {
+            Ok(()) => panic!("expected an error for {text}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn the_documented_example_builds_every_column() {
+        let cluster = Snapshot::from_json(EXAMPLE)
+            .and_then(|s| s.build())
+            .expect("the example is valid");
+        let inv = &cluster.inventory;
+        assert_eq!((inv.host_count(), inv.vm_count()), (2, 1));
+        assert_eq!(inv.host_metric(HostMetric::MemoryFreeMib), [8192.0, 0.0]);
+        assert_eq!(inv.host_flag(HostFlag::Spm), [true, false]);
+        assert_eq!(
+            inv.host_statuses(),
+            [HostStatus::Up, HostStatus::NonOperational]
+        );
+        assert_eq!(inv.host_text(HostText::Name).get(1), "h2");
+        assert_eq!(inv.host_text(HostText::Zone).get(0), "az1");
+        let networks: Vec<_> = inv.host_labels(HostLabels::Networks).row(0).collect();
+        assert_eq!(networks, [("ovirtmgmt", "")]);
+        let meta: Vec<_> = inv
+            .host_labels(HostLabels::AggregateMetadata)
+            .row(0)
+            .collect();
+        assert_eq!(meta, [("k", "v")]);
+        let instances: Vec<_> = inv.host_labels(HostLabels::Instances).row(0).collect();
+        assert_eq!(instances, [("tenant", "t1"), ("instance-type", "m1.small")]);
+        let freq = inv.host_named_metric("cpu.frequency");
+        assert_eq!(freq[0], 2.4);
+        assert!(freq[1].is_nan());
+        assert_eq!(inv.vm_hosts(), [0]);
+        assert_eq!(inv.vm_metric(VmMetric::Vcpus), [2.0]);
+        assert_eq!(inv.vm_flag(VmFlag::Migratable), [true]);
+        assert_eq!(cluster.hosts.index("h2"), Some(1));
+    }
+
+    #[test]
+    fn errors_name_the_field_path() {
+        assert_eq!(
+            error_of(r#"{"hosts": [{"id": "h1", "metrics": {"memry_free_mib": 1}}]}"#),
+            "hosts[0].metrics.memry_free_mib: unknown metric (expected a WIT host-metric name with `_`, e.g. memory_free_mib)"
+        );
+        assert_eq!(
+            error_of(r#"{"hosts": [{"id": "h1"}, {"id": "h1"}]}"#),
+            "hosts[1].id: duplicate host id \"h1\""
+        );
+        assert_eq!(
+            error_of(r#"{"hosts": [{"id": "h1"}], "vms": [{"id": "v", "host": "h9"}]}"#),
+            "vms[0].host: unknown host \"h9\""
+        );
+        assert_eq!(
+            error_of(r#"{"hosts": [{"id": "h1", "flags": ["spm", "spn"]}]}"#),
+            "hosts[0].flags[1]: unknown flag \"spn\" (expected spm, hosted_engine or isolated)"
+        );
+        assert!(
+            error_of(r#"{"hosts": [{"id": "h1", "memory": 3}]}"#)
+                .starts_with("hosts[0].memory: unknown field `memory`")
+        );
+        assert!(
+            error_of(r#"{"hosts": [{"id": "h1", "metrics": {"cpu_cores": "eight"}}]}"#)
+                .starts_with("hosts[0].metrics.cpu_cores: invalid type")
+        );
+        assert!(
+            error_of(r#"{"hosts": [{"id": "h1", "status": "upp"}]}"#)
+                .starts_with("hosts[0].status: unknown variant `upp`")
+        );
+    }
+
+    #[test]
+    fn metric_names_have_one_spelling() {
+        let err = error_of(r#"{"hosts": [{"id": "h1", "metrics": {"memory-free-mib": 1}}]}"#);
+        assert!(err.starts_with("hosts[0].metrics.memory-free-mib: unknown metric"));
+    }
+
+    #[test]
+    fn the_vm_to_place_maps_host_ids_to_indices() {
+        let cluster = Snapshot::from_json(EXAMPLE)
+            .and_then(|s| s.build())
+            .expect("the example is valid");
+        let spec = VmSpec::from_json(
+            r#"{"id": "new", "memory_mib": 2048, "vcpus": 4, "current_host": "h2",
+                "dedicated_hosts": ["h1"], "extra_specs": {"hw:cpu": ">= 4"},
+                "groups": [{"id": "g", "scope": "hosts", "hosts": ["h2", "h1"]}]}"#,
+        )
+        .expect("valid VM");
+        let vm = spec.to_vm(&cluster.hosts, "vm").expect("hosts are known");
+        assert_eq!(vm.current_host, Some(1));
+        assert_eq!(vm.dedicated_hosts, [0]);
+        assert_eq!(vm.memory_guaranteed_mib, 2048.0);
+        assert_eq!(vm.cpu_sockets, 4);
+        assert_eq!(vm.name, "new");
+        assert_eq!(vm.groups[0].hosts, [1, 0]);
+        assert_eq!(vm.groups[0].scope, GroupScope::Hosts);
+        assert!(vm.groups[0].enforcing && vm.groups[0].positive);
+
+        let bad = VmSpec::from_json(r#"{"current_host": "h9"}"#).expect("valid JSON");
+        assert_eq!(
+            bad.to_vm(&cluster.hosts, "vm").unwrap_err().to_string(),
+            "vm.current_host: unknown host \"h9\""
+        );
+        let bad =
+            VmSpec::from_json(r#"{"groups": [{"hosts": ["h1", "h7"]}]}"#).expect("valid JSON");
+        assert_eq!(
+            bad.to_vm(&cluster.hosts, "cases[2].vm")
+                .unwrap_err()
+                .to_string(),
+            "cases[2].vm.groups[0].hosts[1]: unknown host \"h7\""
+        );
+    }
+
+    #[test]
+    fn list_hints_repeat_their_key() {
+        let hints: Hints = from_json(r#"{"same_host": ["a", "b"], "query": "q"}"#).expect("valid");
+        let pairs = hint_pairs(&hints);
+        assert_eq!(
+            pairs,
+            [
+                KeyValue::new("query", "q"),
+                KeyValue::new("same_host", "a"),
+                KeyValue::new("same_host", "b")
+            ]
+        );
+    }
+}
