@@ -1,0 +1,519 @@
+// Sandpiper's JavaScript helper layer: the Rust SDK's friendly view of a call
+// (hosts by index, the VM, typed parameters, rejections grouped by reason)
+// over the bindings componentize-js generates from `wit/policy.wit`.
+//
+// A unit is an ES module that exports the world's interfaces (`metadata` and
+// any of `filter`, `score`, `balance`) and, in each call, wraps the request in
+// a `Context`:
+//
+//   import { Context, Rejections, param, unitInfo } from './sandpiper.js';
+//
+//   const INFO = unitInfo('Example', 'Says no to hosts that are down.');
+//   export const metadata = { info: () => INFO };
+//   export const filter = {
+//     filter(request, candidates) {
+//       const cx = new Context(request, INFO);
+//       const rejections = new Rejections();
+//       for (const host of cx.hosts.candidates(candidates)) {
+//         if (!host.isUp) rejections.reject(host.index, 'not up');
+//       }
+//       return rejections.build();
+//     },
+//   };
+//
+// Columns are fetched from the host the first time a call reads them and kept
+// for the rest of the call (the snapshot never changes within a call). WIT
+// enums are their case names as strings ('memory-free-mib'), records are
+// objects with camelCase fields, `option` none is `undefined`. Every number
+// in the contract is an f64 or u32, so nothing here needs BigInt.
+
+import * as inventory from 'sandpiper:policy/inventory@0.1.0';
+
+/** The largest value `Params.u32` accepts, as in the Rust SDK. */
+const U32_MAX = 4294967295;
+
+/** Declares a parameter; `pattern` must match the whole value. */
+export function param(name, description, defaultValue, pattern) {
+  return { name, description, defaultValue, pattern };
+}
+
+/**
+ * What the unit says about itself; also where parameter defaults come from
+ * when a caller did not fill them in. `scoreOrder` is 'lower-is-better'
+ * (costs) or 'higher-is-better' (merits).
+ */
+export function unitInfo(name, description, { params = [], scoreOrder = 'lower-is-better' } = {}) {
+  return { name, description, params, scoreOrder };
+}
+
+/** A score unit's answer: one finite value per candidate, in order. */
+export function scores(values, { floor, ceiling } = {}) {
+  return { values: Float64Array.from(values), floor, ceiling };
+}
+
+/**
+ * A parameter is neither given nor declared, or does not parse as the type
+ * asked for. The message reads like the Rust SDK's.
+ */
+export class ParamError extends Error {
+  constructor(name, value, expected) {
+    super(
+      value === undefined
+        ? `parameter \`${name}\` is neither given nor declared`
+        : `parameter \`${name}\` is "${value}", not ${expected}`,
+    );
+    this.name = 'ParamError';
+    this.param = name;
+  }
+}
+
+/**
+ * The unit's parameters for one call: the request's value, else the declared
+ * default. The host has already checked every value against its pattern, so
+ * errors here are the unit's own mistakes.
+ */
+export class Params {
+  constructor(given, info) {
+    this.given = new Map();
+    for (const { key, value } of given) {
+      if (!this.given.has(key)) this.given.set(key, value);
+    }
+    this.info = info;
+  }
+
+  /** The raw value, or undefined when neither given nor declared. */
+  get(name) {
+    if (this.given.has(name)) return this.given.get(name);
+    const spec = this.info.params.find((p) => p.name === name);
+    return spec === undefined ? undefined : spec.defaultValue;
+  }
+
+  str(name) {
+    const value = this.get(name);
+    if (value === undefined) throw new ParamError(name);
+    return value;
+  }
+
+  /** A finite number (NaN and infinities mean nothing as thresholds). */
+  f64(name) {
+    const value = this.str(name);
+    const text = value.trim();
+    const number = text === '' ? NaN : Number(text);
+    if (!Number.isFinite(number)) throw new ParamError(name, value, 'a finite number');
+    return number;
+  }
+
+  /** An unsigned 32-bit integer, written in decimal digits. */
+  u32(name) {
+    const value = this.str(name);
+    const digits = value.trim();
+    if (!/^[0-9]+$/.test(digits) || Number(digits) > U32_MAX) {
+      throw new ParamError(name, value, 'an unsigned 32-bit integer');
+    }
+    return Number(digits);
+  }
+
+  /** Exactly `true` or `false`. */
+  bool(name) {
+    const value = this.str(name);
+    const word = value.trim();
+    if (word !== 'true' && word !== 'false') throw new ParamError(name, value, '`true` or `false`');
+    return word === 'true';
+  }
+}
+
+/** Row `row`'s [key, value] pairs of a key/value column. */
+function labelsRow(labels, row) {
+  const { strings, offsets, keys, values } = labels;
+  const pairs = [];
+  if (row + 1 >= offsets.length) return pairs;
+  for (let j = offsets[row]; j < offsets[row + 1]; j++) {
+    pairs.push([strings[keys[j]], strings[values[j]]]);
+  }
+  return pairs;
+}
+
+/** The first value of `key` in row `row`, or undefined. */
+function labelsFirst(labels, row, key) {
+  const { strings, offsets, keys, values } = labels;
+  if (row + 1 >= offsets.length) return undefined;
+  for (let j = offsets[row]; j < offsets[row + 1]; j++) {
+    if (strings[keys[j]] === key) return strings[values[j]];
+  }
+  return undefined;
+}
+
+/** A per-call cache: `fetch(key)` runs once per key. */
+class Columns {
+  constructor(fetch) {
+    this.fetch = fetch;
+    this.columns = new Map();
+  }
+
+  get(key) {
+    let column = this.columns.get(key);
+    if (column === undefined) {
+      column = this.fetch(key);
+      this.columns.set(key, column);
+    }
+    return column;
+  }
+}
+
+/**
+ * All hosts of the snapshot, by index. Whole columns for tight loops
+ * (`hosts.metric('memory-free-mib')`), or one host at a time through
+ * `HostRef`.
+ */
+export class Hosts {
+  constructor() {
+    this.count = undefined;
+    this.metrics = new Columns(inventory.hostMetrics);
+    this.flagColumns = new Columns(inventory.hostFlags);
+    this.textColumns = new Columns(inventory.hostTexts);
+    this.labelColumns = new Columns(inventory.hostLabels);
+    this.namedMetrics = new Columns(inventory.hostNamedMetric);
+    this.statusColumn = undefined;
+  }
+
+  get length() {
+    if (this.count === undefined) this.count = inventory.hostCount();
+    return this.count;
+  }
+
+  /** The host at `index`, or undefined when the snapshot has none there. */
+  get(index) {
+    return index >= 0 && index < this.length ? new HostRef(this, index) : undefined;
+  }
+
+  *[Symbol.iterator]() {
+    for (let index = 0; index < this.length; index++) yield new HostRef(this, index);
+  }
+
+  /** The hosts behind `candidates`, in order; indices outside the snapshot are skipped. */
+  *candidates(candidates) {
+    const count = this.length;
+    for (const index of candidates) {
+      if (index < count) yield new HostRef(this, index);
+    }
+  }
+
+  /** A numeric column, one value per host. */
+  metric(metric) {
+    return this.metrics.get(metric);
+  }
+
+  statuses() {
+    if (this.statusColumn === undefined) this.statusColumn = inventory.hostStatuses();
+    return this.statusColumn;
+  }
+
+  flags(flag) {
+    return this.flagColumns.get(flag);
+  }
+
+  /** An interned string column: `values[indices[host]]`. */
+  texts(text) {
+    return this.textColumns.get(text);
+  }
+
+  /** A key/value column in compressed-row form (see `types.labels`). */
+  labels(kind) {
+    return this.labelColumns.get(kind);
+  }
+
+  /** An engine-defined metric, NaN where a host does not report it. */
+  namedMetric(name) {
+    return this.namedMetrics.get(name);
+  }
+}
+
+/** Turns 'memory-free-mib' into 'memoryFreeMib'. */
+function camelCase(witName) {
+  return witName.replace(/-([a-z])/g, (_, letter) => letter.toUpperCase());
+}
+
+/** The numeric host columns, in WIT order (`types.host-metric`). */
+const HOST_METRICS = [
+  'cpu-sockets', 'cpu-cores', 'cpu-threads', 'cpu-usage-percent', 'cpu-pending-percent',
+  'cpu-overloaded-minutes', 'vcpus-used', 'vcpus-pending', 'memory-total-mib', 'memory-free-mib',
+  'memory-pending-mib', 'memory-committed-mib', 'memory-reserved-mib', 'swap-total-mib',
+  'swap-free-mib', 'vm-count', 'vm-pending-count', 'disk-total-gib', 'disk-free-gib', 'io-ops',
+  'build-failures', 'ha-score', 'hypervisor-version',
+];
+
+/**
+ * One host. Each getter reads the host's row of a column the call fetches
+ * once. Every numeric column is a getter named after its metric in camelCase:
+ * `host.memoryFreeMib`, `host.cpuUsagePercent`, ...
+ */
+export class HostRef {
+  constructor(hosts, index) {
+    this.hosts = hosts;
+    this.index = index;
+  }
+
+  metric(metric) {
+    return this.hosts.metric(metric)[this.index];
+  }
+
+  get status() {
+    return this.hosts.statuses()[this.index];
+  }
+
+  get isUp() {
+    return this.status === 'up';
+  }
+
+  flag(flag) {
+    return this.hosts.flags(flag)[this.index];
+  }
+
+  get isSpm() {
+    return this.flag('spm');
+  }
+
+  text(text) {
+    const column = this.hosts.texts(text);
+    return column.values[column.indices[this.index]];
+  }
+
+  get id() {
+    return this.text('id');
+  }
+
+  get name() {
+    return this.text('name');
+  }
+
+  get address() {
+    return this.text('address');
+  }
+
+  get zone() {
+    return this.text('zone');
+  }
+
+  /** This host's [key, value] pairs of a key/value column. */
+  labels(kind) {
+    return labelsRow(this.hosts.labels(kind), this.index);
+  }
+
+  get networks() {
+    return this.labels('networks').map(([name]) => name);
+  }
+
+  hasNetwork(network) {
+    return this.networks.includes(network);
+  }
+
+  /** The host's capability `key` (its first value if it repeats), or undefined. */
+  capability(key) {
+    return labelsFirst(this.hosts.labels('capabilities'), this.index, key);
+  }
+
+  get capabilities() {
+    return this.labels('capabilities');
+  }
+
+  get aggregates() {
+    return this.labels('aggregates').map(([name]) => name);
+  }
+
+  /** Every value the host's aggregates set for `key`. */
+  aggregateMetadata(key) {
+    return this.labels('aggregate-metadata').filter(([k]) => k === key).map(([, v]) => v);
+  }
+
+  /** An engine-defined metric, undefined when the host does not report it. */
+  namedMetric(name) {
+    const value = this.hosts.namedMetric(name)[this.index];
+    return Number.isNaN(value) ? undefined : value;
+  }
+}
+
+// One getter per numeric column (the Rust SDK's `metric_accessors!`),
+// generated from the WIT case names so none can be missed.
+for (const metric of HOST_METRICS) {
+  Object.defineProperty(HostRef.prototype, camelCase(metric), {
+    get() {
+      return this.hosts.metric(metric)[this.index];
+    },
+  });
+}
+
+/** The VMs already running (or pending) in the cluster, by index. */
+export class Vms {
+  constructor() {
+    this.count = undefined;
+    this.hostColumn = undefined;
+    this.metrics = new Columns(inventory.vmMetrics);
+    this.flagColumns = new Columns(inventory.vmFlags);
+    this.textColumns = new Columns(inventory.vmTexts);
+  }
+
+  get length() {
+    if (this.count === undefined) this.count = inventory.vmCount();
+    return this.count;
+  }
+
+  get(index) {
+    return index >= 0 && index < this.length ? new VmRef(this, index) : undefined;
+  }
+
+  *[Symbol.iterator]() {
+    for (let index = 0; index < this.length; index++) yield new VmRef(this, index);
+  }
+
+  /** Host index of every VM. */
+  hosts() {
+    if (this.hostColumn === undefined) this.hostColumn = inventory.vmHosts();
+    return this.hostColumn;
+  }
+
+  /** The VMs placed on `host`, in index order. */
+  onHost(host) {
+    const placed = [];
+    const hosts = this.hosts();
+    for (let index = 0; index < hosts.length; index++) {
+      if (hosts[index] === host) placed.push(new VmRef(this, index));
+    }
+    return placed;
+  }
+
+  metric(metric) {
+    return this.metrics.get(metric);
+  }
+
+  flags(flag) {
+    return this.flagColumns.get(flag);
+  }
+
+  texts(text) {
+    return this.textColumns.get(text);
+  }
+}
+
+/** One running VM. */
+export class VmRef {
+  constructor(vms, index) {
+    this.vms = vms;
+    this.index = index;
+  }
+
+  get host() {
+    return this.vms.hosts()[this.index];
+  }
+
+  metric(metric) {
+    return this.vms.metric(metric)[this.index];
+  }
+
+  get memoryMib() {
+    return this.metric('memory-mib');
+  }
+
+  get memoryGuaranteedMib() {
+    return this.metric('memory-guaranteed-mib');
+  }
+
+  get vcpus() {
+    return this.metric('vcpus');
+  }
+
+  get cpuUsagePercent() {
+    return this.metric('cpu-usage-percent');
+  }
+
+  flag(flag) {
+    return this.vms.flags(flag)[this.index];
+  }
+
+  get isMigratable() {
+    return this.flag('migratable');
+  }
+
+  get isPending() {
+    return this.flag('pending');
+  }
+
+  text(text) {
+    const column = this.vms.texts(text);
+    return column.values[column.indices[this.index]];
+  }
+
+  get id() {
+    return this.text('id');
+  }
+
+  get name() {
+    return this.text('name');
+  }
+}
+
+/**
+ * Everything one filter or score call can read: the VM being placed
+ * (`cx.vm`, the generated record), the unit's parameters, the request's
+ * hints, the hosts and the running VMs.
+ */
+export class Context {
+  constructor(request, info) {
+    this.request = request;
+    this.vm = request.vm;
+    this.params = new Params(request.params, info);
+    this.hosts = new Hosts();
+    this.vms = new Vms();
+  }
+
+  /** The request's hints called `key` (a list-valued hint repeats). */
+  hints(key) {
+    return this.request.hints.filter((pair) => pair.key === key).map((pair) => pair.value);
+  }
+
+  /** The VM's extra spec `key` (its first value), or undefined. */
+  extraSpec(key) {
+    const pair = this.vm.extraSpecs.find((p) => p.key === key);
+    return pair === undefined ? undefined : pair.value;
+  }
+}
+
+/**
+ * A filter's answer: rejected hosts grouped by reason, reasons in the order
+ * they first appeared. A host already rejected keeps its first reason.
+ */
+export class Rejections {
+  constructor() {
+    this.groups = new Map();
+    this.rejected = new Set();
+  }
+
+  /** Rejects `host` for `reason`; false when it was already rejected. */
+  reject(host, reason) {
+    if (this.rejected.has(host)) return false;
+    this.rejected.add(host);
+    let group = this.groups.get(reason);
+    if (group === undefined) {
+      group = [];
+      this.groups.set(reason, group);
+    }
+    group.push(host);
+    return true;
+  }
+
+  rejectAll(hosts, reason) {
+    for (const host of hosts) this.reject(host, reason);
+  }
+
+  isRejected(host) {
+    return this.rejected.has(host);
+  }
+
+  get length() {
+    return this.rejected.size;
+  }
+
+  /** The groups, ready to return from `filter.filter`. */
+  build() {
+    return Array.from(this.groups, ([reason, hosts]) => ({ reason, hosts: Uint32Array.from(hosts) }));
+  }
+}

@@ -1,0 +1,75 @@
+"""HeadroomAffinity in Python: the example unit every supported language
+implements identically (see policies/examples/README.md).
+
+* filter: rejects a host whose free memory minus the VM's memory is below
+  ``HeadroomMib`` (and, with its own reason, a host that cannot hold the VM
+  at all);
+* score: prefers hosts whose capability ``LabelKey`` equals the VM's extra
+  spec of the same key (1 for a match, else 0; higher is better).
+
+Build: ``scripts/build-unit.sh python filter-score-unit out.wasm
+policies/examples/python/headroom_affinity.py``.
+"""
+
+import sandpiper
+from sandpiper import ScoreOrder
+from wit_world import exports
+
+INFO = sandpiper.unit_info(
+    "HeadroomAffinityPython",
+    "Keeps HeadroomMib of memory free on the chosen host and prefers hosts "
+    "whose capability LabelKey matches the VM's extra spec LabelKey.",
+    params=[
+        sandpiper.param(
+            "HeadroomMib",
+            "Memory (MiB) that must stay free on a host after placing the VM.",
+            "512",
+            "^[0-9]{1,9}$",
+        ),
+        sandpiper.param(
+            "LabelKey",
+            "Host capability compared with the VM's extra spec of the same key.",
+            "rack",
+            "^[A-Za-z0-9_.:/-]{1,64}$",
+        ),
+    ],
+    score_order=ScoreOrder.HIGHER_IS_BETTER,
+)
+
+
+class Metadata(exports.Metadata):
+    def info(self):
+        return INFO
+
+
+class Filter(exports.Filter):
+    def filter(self, request, candidates):
+        cx = sandpiper.Context(request, INFO)
+        rejections = sandpiper.Rejections()
+        try:
+            headroom = cx.params.u32("HeadroomMib")
+        except sandpiper.ParamError as error:
+            # A misconfigured unit fails closed, and says why.
+            rejections.reject_all(candidates, str(error))
+            return rejections.build()
+        needed = cx.vm.memory_mib
+        too_tight = f"would leave less than {headroom} MiB free"
+        for host in cx.hosts.candidates(candidates):
+            free = host.memory_free_mib
+            if free < needed:
+                rejections.reject(host.index, "not enough free memory for the VM")
+            elif free - needed < headroom:
+                rejections.reject(host.index, too_tight)
+        return rejections.build()
+
+
+class Score(exports.Score):
+    def score(self, request, candidates):
+        cx = sandpiper.Context(request, INFO)
+        key = cx.params.str("LabelKey")
+        wanted = cx.extra_spec(key)
+        if wanted is None:
+            return sandpiper.scores([0.0] * len(candidates))
+        return sandpiper.scores(
+            1.0 if host.capability(key) == wanted else 0.0 for host in cx.hosts.candidates(candidates)
+        )
