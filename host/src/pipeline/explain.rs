@@ -87,8 +87,22 @@ pub struct ScoreRecord {
     /// The unit's raw scores.
     pub raw: Vec<f64>,
     pub standing: Standing,
-    /// What the unit added to each candidate's total.
-    pub points: Vec<f64>,
+}
+
+impl ScoreRecord {
+    /// What the unit added to the total of candidate `i` (the `i`th of
+    /// `Explain::scored`). Derived rather than stored, to keep one vector
+    /// per unit off the decision path.
+    pub fn points(&self, i: usize) -> f64 {
+        let factor = f64::from(self.factor);
+        match &self.standing {
+            Standing::None => 0.0,
+            Standing::Ranks(ranks) => ranks.get(i).map_or(0.0, |&r| {
+                super::combine::rank_points(ranks.len(), r, factor)
+            }),
+            Standing::Normalised(shares) => shares.get(i).map_or(0.0, |&s| s * factor),
+        }
+    }
 }
 
 /// How a decision ended.
@@ -350,7 +364,7 @@ impl Serialize for Explain {
                             Standing::Normalised(n) => n.get(i).copied(),
                             _ => None,
                         },
-                        points: u.points.get(i).copied().unwrap_or(0.0),
+                        points: u.points(i),
                     })
                     .collect(),
             })

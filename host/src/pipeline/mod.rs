@@ -25,7 +25,9 @@ pub use explain::{
     BalanceExplain, Explain, FailureRecord, FilterRecord, Outcome, ScoreRecord, Standing,
     TIE_BREAK_RULE,
 };
-pub use params::{PATTERN_SIZE_LIMIT_BYTES, ParamError, ParamValues, SpecError};
+pub use params::{
+    PATTERN_SIZE_LIMIT_BYTES, ParamError, ParamValues, SpecError, UnitParamsError, unit_params,
+};
 pub use policy::{
     Combination, DEFAULT_FACTOR, FilterStep, OnFailure, Policy, PolicyBuilder, PolicyError,
     Position, ScoreStep,

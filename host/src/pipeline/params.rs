@@ -179,6 +179,32 @@ impl ParamTable {
     }
 }
 
+/// The parameters one unit receives for `values` (keys it does not declare
+/// are refused), as the pipeline would pass them: each declared key with
+/// its value from `values`, else its default. For running a unit on its
+/// own, as unit cases and `sandpiper unit test` do.
+pub fn unit_params(
+    unit: &str,
+    specs: &[ParamSpec],
+    values: &ParamValues,
+) -> Result<Vec<KeyValue>, UnitParamsError> {
+    let table = ParamTable::new([(unit, specs)], ParamValues::new()).map_err(|e| match e {
+        TableError::Spec(e) => UnitParamsError::Spec(e),
+        TableError::Param(e) => UnitParamsError::Param(e),
+    })?;
+    let resolved = table.resolve(values)?;
+    Ok(resolved.for_slot(0).to_vec())
+}
+
+/// Why [`unit_params`] could not give a unit its parameters.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnitParamsError {
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error(transparent)]
+    Param(#[from] ParamError),
+}
+
 /// Either a unit's declaration or a policy value was unusable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum TableError {

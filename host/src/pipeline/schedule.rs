@@ -227,7 +227,7 @@ pub fn schedule(
 
     let n = survivors.len();
     let mut totals = vec![0.0; n];
-    let mut order: Vec<u32> = Vec::with_capacity(n);
+    let mut buffers = combine::SortBuffers::with_capacity(n);
     for (index, step) in policy.scores().iter().enumerate() {
         let unit = &step.unit;
         let info = unit.info();
@@ -242,7 +242,6 @@ pub fn schedule(
             ceiling: None,
             raw: Vec::new(),
             standing: Standing::None,
-            points: Vec::new(),
         };
         if step.factor == 0 {
             explain.scores.push(record);
@@ -264,7 +263,6 @@ pub fn schedule(
             }
             Ok(called) => {
                 let scores = called.value;
-                let mut points = vec![0.0; n];
                 record.standing = match policy.combination() {
                     Combination::Rank => {
                         let mut ranks = vec![0; n];
@@ -272,43 +270,50 @@ pub fn schedule(
                             &scores.values,
                             info.score_order,
                             step.factor,
-                            &mut order,
+                            &mut buffers,
                             &mut ranks,
-                            &mut points,
                             &mut totals,
                         );
                         Standing::Ranks(ranks)
                     }
                     Combination::Normalised => {
-                        let mut normalised = vec![0.0; n];
+                        let mut shares = vec![0.0; n];
                         combine::normalise(
                             &scores,
                             info.score_order,
                             step.factor,
-                            &mut normalised,
-                            &mut points,
+                            &mut shares,
                             &mut totals,
                         );
-                        Standing::Normalised(normalised)
+                        Standing::Normalised(shares)
                     }
                 };
                 record.usage = Some(called.usage);
                 record.floor = scores.floor;
                 record.ceiling = scores.ceiling;
                 record.raw = scores.values;
-                record.points = points;
             }
         }
         explain.scores.push(record);
     }
 
-    // Best first; the sort is stable, so equal totals keep candidate order.
-    let mut ranked: Vec<Ranked> = survivors
+    // Best first, equal totals in candidate order (the sort is stable).
+    buffers.pairs.clear();
+    buffers.pairs.extend(
+        totals
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| (!combine::ascending_key(t), i as u32)),
+    );
+    buffers.sort();
+    let ranked: Vec<Ranked> = buffers
+        .pairs
         .iter()
-        .zip(&totals)
-        .map(|(&host, &total)| Ranked { host, total })
+        .map(|&(_, i)| Ranked {
+            host: survivors[i as usize],
+            total: totals[i as usize],
+        })
         .collect();
-    ranked.sort_by(|a, b| b.total.total_cmp(&a.total));
     let winner = ranked[0];
     let tied_with = ranked[1..]
         .iter()

@@ -1,0 +1,314 @@
+//! The scheduling pipeline's cost, sandboxed against native: the built-in
+//! four-unit policy (Memory and CPU filters, even-memory and
+//! even-distribution scores) over synthetic clusters of 1,000, 10,000 and
+//! 50,000 hosts, once with every unit as a WebAssembly component run
+//! through the real sandbox (fresh instance per call, fuel, deadline and
+//! memory limits on) and once with the same units' source compiled
+//! natively, interleaved in one process so both see the same machine state.
+//!
+//! Run with: `cargo bench --bench pipeline` (figures in docs/performance.md).
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use sandpiper::builtin::UNITS;
+use sandpiper::pipeline::{Decision, Policy, ScheduleRequest, schedule};
+use sandpiper::sandbox::{Limits, Runtime};
+use sandpiper::unit::Unit;
+use sandpiper_guest::Inventory;
+use sandpiper_guest::model::{HostFlag, HostMetric, HostText, Interned, Request, Vm};
+
+/// Cluster sizes measured.
+const SIZES: [usize; 3] = [1_000, 10_000, 50_000];
+/// Host-runs per size: runs = this / hosts, so each size takes similar time.
+const HOST_RUNS_PER_SIZE: usize = 2_000_000;
+/// Fewest and most timed runs per size and mode: enough for a stable
+/// median, few enough to finish in about a minute on two cores.
+const MIN_RUNS: usize = 21;
+const MAX_RUNS: usize = 201;
+/// Untimed runs first, so that code, caches and the instance pool are warm.
+const WARMUP_RUNS: usize = 5;
+/// Seed of the synthetic cluster generator: every run sees the same cluster.
+const SEED: u64 = 0x5A4D_9195_0B1E_C7ED;
+
+/// The policy's units, by package, in policy order; the first two filter.
+const PACKAGES: [&str; 4] = [
+    "sandpiper-policy-memory",
+    "sandpiper-policy-cpu",
+    "sandpiper-policy-even-memory",
+    "sandpiper-policy-even-distribution",
+];
+
+fn main() -> anyhow::Result<()> {
+    let runtime = Runtime::new(Limits::default()).context("starting the sandbox runtime")?;
+    let mut wasm: Vec<Arc<dyn Unit>> = Vec::new();
+    for package in PACKAGES {
+        let Some(builtin) = UNITS.iter().find(|u| u.package == package) else {
+            bail!("built-in unit {package} is not embedded");
+        };
+        let unit = runtime
+            .load(builtin.wasm)
+            .with_context(|| format!("loading {package}"))?;
+        wasm.push(unit);
+    }
+    let native: Vec<Arc<dyn Unit>> = vec![
+        Arc::new(sandpiper_policy_memory::native_unit()),
+        Arc::new(sandpiper_policy_cpu::native_unit()),
+        Arc::new(sandpiper_policy_even_memory::native_unit()),
+        Arc::new(sandpiper_policy_even_distribution::native_unit()),
+    ];
+    let wasm_policy = policy(&wasm)?;
+    let native_policy = policy(&native)?;
+    let request = ScheduleRequest {
+        vm: Vm {
+            id: "bench".to_owned(),
+            memory_mib: 8192.0,
+            memory_guaranteed_mib: 8192.0,
+            vcpus: 4,
+            cpu_sockets: 4,
+            ..Vm::default()
+        },
+        ..ScheduleRequest::default()
+    };
+
+    println!(
+        "machine: {} logical CPUs; {} timed runs per mode at 10,000 hosts",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        runs_for(10_000)
+    );
+    for hosts in SIZES {
+        let inventory = Arc::new(cluster(hosts)?);
+        let runs = runs_for(hosts);
+        let mut wasm_runs = Runs::new(&wasm_policy);
+        let mut native_runs = Runs::new(&native_policy);
+        for i in 0..WARMUP_RUNS + runs {
+            let timed = i >= WARMUP_RUNS;
+            // Alternate which mode goes first, so neither always runs on
+            // caches the other just warmed.
+            if i % 2 == 0 {
+                wasm_runs.run(&wasm_policy, &inventory, &request, timed)?;
+                native_runs.run(&native_policy, &inventory, &request, timed)?;
+            } else {
+                native_runs.run(&native_policy, &inventory, &request, timed)?;
+                wasm_runs.run(&wasm_policy, &inventory, &request, timed)?;
+            }
+        }
+        let instantiate = instantiate_median(wasm[0].as_ref(), &inventory, runs)?;
+        let (w, n) = (median(&mut wasm_runs.total), median(&mut native_runs.total));
+        println!(
+            "pipeline hosts={hosts} units={} wasm_median_us={} native_median_us={} ratio={:.2} instantiate_us={:.1}",
+            PACKAGES.len(),
+            w.as_micros(),
+            n.as_micros(),
+            ratio(w, n),
+            instantiate.as_secs_f64() * 1e6,
+        );
+        for (u, name) in wasm_runs.names.iter().enumerate() {
+            let (w, n) = (
+                median(&mut wasm_runs.per_unit[u]),
+                median(&mut native_runs.per_unit[u]),
+            );
+            println!(
+                "  unit hosts={hosts} name={name} wasm_median_us={} native_median_us={} ratio={:.2}",
+                w.as_micros(),
+                n.as_micros(),
+                ratio(w, n),
+            );
+        }
+        println!(
+            "  survivors hosts={hosts} after_filters={}",
+            wasm_runs.survivors
+        );
+    }
+    Ok(())
+}
+
+fn runs_for(hosts: usize) -> usize {
+    (HOST_RUNS_PER_SIZE / hosts).clamp(MIN_RUNS, MAX_RUNS)
+}
+
+fn policy(units: &[Arc<dyn Unit>]) -> anyhow::Result<Policy> {
+    Policy::builder()
+        .filter(Arc::clone(&units[0]))
+        .filter(Arc::clone(&units[1]))
+        .score(Arc::clone(&units[2]), 1)
+        .score(Arc::clone(&units[3]), 2)
+        .build()
+        .context("building the benchmark policy")
+}
+
+/// Timings of one mode: whole decisions and each unit's calls (read from
+/// the explain record, so they are the pipeline's own measurements).
+struct Runs {
+    names: Vec<String>,
+    total: Vec<Duration>,
+    per_unit: Vec<Vec<Duration>>,
+    survivors: usize,
+}
+
+impl Runs {
+    fn new(policy: &Policy) -> Self {
+        let names: Vec<String> = policy
+            .filters()
+            .iter()
+            .map(|f| f.unit.info().name.clone())
+            .chain(policy.scores().iter().map(|s| s.unit.info().name.clone()))
+            .collect();
+        Runs {
+            per_unit: vec![Vec::new(); names.len()],
+            names,
+            total: Vec::new(),
+            survivors: 0,
+        }
+    }
+
+    fn run(
+        &mut self,
+        policy: &Policy,
+        inventory: &Arc<Inventory>,
+        request: &ScheduleRequest,
+        timed: bool,
+    ) -> anyhow::Result<()> {
+        let start = Instant::now();
+        let decision: Decision =
+            black_box(schedule(policy, inventory, request)).context("scheduling")?;
+        let elapsed = start.elapsed();
+        let explain = &decision.explain;
+        if explain.filters.len() + explain.scores.len() != self.names.len() {
+            bail!("not every unit ran: {:?}", explain.outcome);
+        }
+        if let Some(f) = explain.filters.iter().find_map(|f| f.failure.as_ref()) {
+            bail!("a filter failed: {}", f.message);
+        }
+        if let Some(f) = explain.scores.iter().find_map(|s| s.failure.as_ref()) {
+            bail!("a score unit failed: {}", f.message);
+        }
+        if timed {
+            self.total.push(elapsed);
+            let usages = explain.filters.iter().map(|f| f.usage.elapsed).chain(
+                explain
+                    .scores
+                    .iter()
+                    .map(|s| s.usage.map_or(Duration::ZERO, |u| u.elapsed)),
+            );
+            for (slot, usage) in self.per_unit.iter_mut().zip(usages) {
+                slot.push(usage);
+            }
+            self.survivors = explain.scored.len();
+        }
+        Ok(())
+    }
+}
+
+/// Median cost of a fresh instance plus one call that does nothing (a
+/// filter over no candidates): what every sandboxed call pays up front.
+fn instantiate_median(
+    unit: &dyn Unit,
+    inventory: &Arc<Inventory>,
+    runs: usize,
+) -> anyhow::Result<Duration> {
+    let request = Request {
+        vm: Vm::default(),
+        params: Vec::new(),
+        hints: Vec::new(),
+    };
+    let mut samples = Vec::with_capacity(runs);
+    for _ in 0..WARMUP_RUNS + runs {
+        let called = unit
+            .filter(inventory, &request, &[])
+            .map_err(|f| anyhow::anyhow!("empty filter call failed: {}", f.error))?;
+        samples.push(called.usage.elapsed);
+    }
+    Ok(median(&mut samples[WARMUP_RUNS..].to_vec()))
+}
+
+fn median(samples: &mut [Duration]) -> Duration {
+    if samples.is_empty() {
+        return Duration::ZERO;
+    }
+    samples.sort_unstable();
+    samples[samples.len() / 2]
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64().max(1e-9)
+}
+
+/// SplitMix64: a tiny deterministic generator, so every run and every
+/// machine sees the same cluster.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn pick<T: Copy>(&mut self, choices: &[T]) -> T {
+        choices[(self.next() % choices.len() as u64) as usize]
+    }
+}
+
+/// A synthetic cluster of `hosts` hosts shaped so that the filters reject
+/// some (about one in six for memory, fewer for CPU) and the scores spread.
+fn cluster(hosts: usize) -> anyhow::Result<Inventory> {
+    let mut rng = SplitMix(SEED ^ hosts as u64);
+    let mut inv = Inventory::new(hosts, 0);
+    let mut columns: Vec<(HostMetric, Vec<f64>)> = [
+        HostMetric::MemoryTotalMib,
+        HostMetric::MemoryFreeMib,
+        HostMetric::MemoryCommittedMib,
+        HostMetric::MemoryReservedMib,
+        HostMetric::SwapFreeMib,
+        HostMetric::CpuCores,
+        HostMetric::CpuThreads,
+        HostMetric::CpuUsagePercent,
+    ]
+    .into_iter()
+    .map(|m| (m, Vec::with_capacity(hosts)))
+    .collect();
+    for _ in 0..hosts {
+        let total = rng.pick(&[65_536.0, 131_072.0, 262_144.0, 524_288.0]);
+        let used_share = rng.unit() * 0.99;
+        let free = (total * (1.0 - used_share)).floor();
+        let reserved = 1024.0;
+        let committed = (total * used_share * (0.8 + 0.4 * rng.unit())).floor();
+        let swap_free = rng.pick(&[0.0, 0.0, 4096.0]);
+        let cores = rng.pick(&[2.0, 8.0, 16.0, 32.0, 64.0]);
+        let usage = (rng.unit() * 100.0).floor();
+        let values = [
+            total,
+            free,
+            committed,
+            reserved,
+            swap_free,
+            cores,
+            cores * 2.0,
+            usage,
+        ];
+        for ((_, column), value) in columns.iter_mut().zip(values) {
+            column.push(value);
+        }
+    }
+    for (metric, column) in columns {
+        inv.set_host_metric(metric, column)?;
+    }
+    let mut spm = vec![false; hosts];
+    spm[0] = true;
+    inv.set_host_flag(HostFlag::Spm, spm)?;
+    inv.set_host_text(
+        HostText::Id,
+        Interned::from_rows((0..hosts).map(|i| format!("host-{i:05}"))),
+    )?;
+    Ok(inv)
+}
