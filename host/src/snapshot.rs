@@ -489,75 +489,46 @@ impl Snapshot {
 
         inv.set_host_statuses(self.hosts.iter().map(|h| h.status.into()).collect())
             .map_err(column)?;
-        let texts: [(HostText, fn(&Host) -> &str); 4] = [
-            (HostText::Id, |h| &h.id),
-            (HostText::Name, |h| h.name.as_deref().unwrap_or(&h.id)),
-            (HostText::Address, |h| &h.address),
-            (HostText::Zone, |h| &h.zone),
-        ];
-        for (text, get) in texts {
-            inv.set_host_text(text, Interned::from_rows(self.hosts.iter().map(get)))
+        for &text in HostText::ALL {
+            let rows = self.hosts.iter().map(|h| match text {
+                HostText::Id => h.id.as_str(),
+                HostText::Name => h.name.as_deref().unwrap_or(&h.id),
+                HostText::Address => &h.address,
+                HostText::Zone => &h.zone,
+            });
+            inv.set_host_text(text, Interned::from_rows(rows))
                 .map_err(column)?;
         }
 
-        let set = |names: &Vec<String>| -> Vec<(String, String)> {
-            names.iter().map(|n| (n.clone(), String::new())).collect()
-        };
-        let labels: [(HostLabels, Vec<Vec<(String, String)>>); 5] = [
-            (
-                HostLabels::Networks,
-                self.hosts.iter().map(|h| set(&h.networks)).collect(),
-            ),
-            (
-                HostLabels::Capabilities,
-                self.hosts
-                    .iter()
-                    .map(|h| h.capabilities.clone().into_iter().collect())
-                    .collect(),
-            ),
-            (
-                HostLabels::Aggregates,
-                self.hosts
-                    .iter()
-                    .map(|h| {
-                        h.aggregates
-                            .keys()
-                            .map(|k| (k.clone(), String::new()))
-                            .collect()
-                    })
-                    .collect(),
-            ),
-            (
-                HostLabels::AggregateMetadata,
-                self.hosts
-                    .iter()
-                    .map(|h| {
-                        h.aggregates
-                            .values()
-                            .flat_map(|meta| meta.iter().map(|(k, v)| (k.clone(), v.clone())))
-                            .collect()
-                    })
-                    .collect(),
-            ),
-            (
-                HostLabels::Instances,
-                self.hosts
-                    .iter()
-                    .map(|h| {
-                        h.instances
-                            .iter()
-                            .flat_map(|inst| {
-                                [
-                                    ("tenant".to_owned(), inst.tenant.clone()),
-                                    ("instance-type".to_owned(), inst.instance_type.clone()),
-                                ]
-                            })
-                            .collect()
-                    })
-                    .collect(),
-            ),
-        ];
-        for (kind, rows) in labels {
+        for &kind in HostLabels::ALL {
+            let rows = self.hosts.iter().map(|h| -> Vec<(&str, &str)> {
+                match kind {
+                    HostLabels::Networks => h.networks.iter().map(|n| (n.as_str(), "")).collect(),
+                    HostLabels::Capabilities => h
+                        .capabilities
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect(),
+                    HostLabels::Aggregates => {
+                        h.aggregates.keys().map(|a| (a.as_str(), "")).collect()
+                    }
+                    HostLabels::AggregateMetadata => h
+                        .aggregates
+                        .values()
+                        .flat_map(|meta| meta.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                        .collect(),
+                    HostLabels::Instances => h
+                        .instances
+                        .iter()
+                        .flat_map(|i| {
+                            [
+                                ("tenant", i.tenant.as_str()),
+                                ("instance-type", i.instance_type.as_str()),
+                            ]
+                        })
+                        .collect(),
+                }
+            });
             inv.set_host_labels(kind, Labels::from_rows(rows))
                 .map_err(column)?;
         }
@@ -588,7 +559,7 @@ impl Snapshot {
                 },
             ));
         }
-        let column = |e: ColumnLengthError| SnapshotError::at("vms", e.into());
+        let column_error = |e: ColumnLengthError| SnapshotError::at("vms", e.into());
         let mut seen: HashMap<&str, ()> = HashMap::with_capacity(self.vms.len());
         let mut on_host = Vec::with_capacity(self.vms.len());
         for (i, vm) in self.vms.iter().enumerate() {
@@ -606,37 +577,35 @@ impl Snapshot {
             }
             on_host.push(hosts.resolve(&vm.host, format_args!("vms[{i}].host"))?);
         }
-        inv.set_vm_hosts(on_host).map_err(column)?;
+        inv.set_vm_hosts(on_host).map_err(column_error)?;
 
-        let metrics: [(VmMetric, fn(&RunningVm) -> f64); 4] = [
-            (VmMetric::MemoryMib, |v| v.memory_mib),
-            (VmMetric::MemoryGuaranteedMib, |v| {
-                v.memory_guaranteed_mib.unwrap_or(v.memory_mib)
-            }),
-            (VmMetric::Vcpus, |v| f64::from(v.vcpus)),
-            (VmMetric::CpuUsagePercent, |v| v.cpu_usage_percent),
-        ];
-        for (metric, get) in metrics {
-            inv.set_vm_metric(metric, self.vms.iter().map(get).collect())
-                .map_err(column)?;
+        for &metric in VmMetric::ALL {
+            let column = self.vms.iter().map(|v| match metric {
+                VmMetric::MemoryMib => v.memory_mib,
+                VmMetric::MemoryGuaranteedMib => v.memory_guaranteed_mib.unwrap_or(v.memory_mib),
+                VmMetric::Vcpus => f64::from(v.vcpus),
+                VmMetric::CpuUsagePercent => v.cpu_usage_percent,
+            });
+            inv.set_vm_metric(metric, column.collect())
+                .map_err(column_error)?;
         }
-        let flags: [(VmFlag, fn(&RunningVm) -> bool); 4] = [
-            (VmFlag::Migratable, |v| v.migratable),
-            (VmFlag::HighlyAvailable, |v| v.highly_available),
-            (VmFlag::HostedEngine, |v| v.hosted_engine),
-            (VmFlag::Pending, |v| v.pending),
-        ];
-        for (flag, get) in flags {
-            inv.set_vm_flag(flag, self.vms.iter().map(get).collect())
-                .map_err(column)?;
+        for &flag in VmFlag::ALL {
+            let column = self.vms.iter().map(|v| match flag {
+                VmFlag::Migratable => v.migratable,
+                VmFlag::HighlyAvailable => v.highly_available,
+                VmFlag::HostedEngine => v.hosted_engine,
+                VmFlag::Pending => v.pending,
+            });
+            inv.set_vm_flag(flag, column.collect())
+                .map_err(column_error)?;
         }
-        let texts: [(VmText, fn(&RunningVm) -> &str); 2] = [
-            (VmText::Id, |v| &v.id),
-            (VmText::Name, |v| v.name.as_deref().unwrap_or(&v.id)),
-        ];
-        for (text, get) in texts {
-            inv.set_vm_text(text, Interned::from_rows(self.vms.iter().map(get)))
-                .map_err(column)?;
+        for &text in VmText::ALL {
+            let rows = self.vms.iter().map(|v| match text {
+                VmText::Id => v.id.as_str(),
+                VmText::Name => v.name.as_deref().unwrap_or(&v.id),
+            });
+            inv.set_vm_text(text, Interned::from_rows(rows))
+                .map_err(column_error)?;
         }
         Ok(())
     }
