@@ -227,7 +227,7 @@ pub fn schedule(
 
     let n = survivors.len();
     let mut totals = vec![0.0; n];
-    let mut buffers = combine::SortBuffers::with_capacity(n);
+    let mut buffers = combine::SortBuffers::take();
     for (index, step) in policy.scores().iter().enumerate() {
         let unit = &step.unit;
         let info = unit.info();
@@ -314,6 +314,7 @@ pub fn schedule(
             total: totals[i as usize],
         })
         .collect();
+    buffers.give_back();
     let winner = ranked[0];
     let tied_with = ranked[1..]
         .iter()
