@@ -1,0 +1,415 @@
+//! `/api/v1/clusters`: clusters, the policy each runs, its parameter
+//! overrides, and the log of decisions made for it.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::assemble::{AssemblyError, assemble, from_registry};
+use super::error::ApiError;
+use super::extract::{Json, Path, Query};
+use super::policies::policy_href;
+use super::types::{
+    ErrorBody, IdRef, NamedRef, Property, check_name, properties_to_values, values_to_properties,
+};
+use super::{AppState, location};
+use crate::pipeline::ParamValues;
+use crate::store::clusters::ClusterRecord;
+use crate::store::decisions::DecisionRecord;
+use crate::store::{self, SqliteConnection};
+
+/// Decisions listed when the request does not say how many.
+pub const DEFAULT_DECISIONS_LISTED: u32 = 20;
+
+/// Most decisions one list request returns: each carries a whole explain
+/// record, and a page of a few hundred is already more than anyone reads.
+pub const MAX_DECISIONS_LISTED: u32 = 500;
+
+/// A cluster (oVirt's `cluster`, as far as scheduling goes).
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Cluster {
+    pub id: Uuid,
+    pub name: String,
+    pub description: String,
+    pub scheduling_policy: NamedRef,
+    /// Overrides of the policy's values and the units' defaults (oVirt's
+    /// custom scheduling policy properties).
+    pub properties: Vec<Property>,
+    pub href: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// A new cluster.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterAdd {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Defaults to the default policy.
+    #[serde(default)]
+    pub scheduling_policy: Option<IdRef>,
+    /// Every key must be declared by a unit of the policy and every value
+    /// match its pattern.
+    #[serde(default)]
+    pub properties: Vec<Property>,
+}
+
+/// Changes to a cluster; fields left out stay as they are. Attaching
+/// another policy checks the cluster's overrides against it.
+#[derive(Clone, Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterUpdate {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub scheduling_policy: Option<IdRef>,
+    /// Replaces all of the cluster's overrides.
+    pub properties: Option<Vec<Property>>,
+}
+
+/// A decision made for a cluster.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct DecisionEntry {
+    pub id: Uuid,
+    /// `schedule` or `balance`.
+    pub kind: String,
+    /// The VM placed, or the VM the balance unit proposed to move.
+    pub vm_id: Option<String>,
+    /// The host chosen, if any.
+    pub host_id: Option<String>,
+    pub created_at: String,
+    /// The answer as it was returned, explain record included.
+    #[schema(value_type = Object)]
+    pub answer: Box<serde_json::value::RawValue>,
+    pub href: String,
+}
+
+/// How many decisions to list.
+#[derive(Clone, Copy, Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct DecisionsQuery {
+    /// Newest first; default 20, at most 500.
+    pub limit: Option<u32>,
+}
+
+pub(crate) fn cluster_href(id: Uuid) -> String {
+    format!("/api/v1/clusters/{id}")
+}
+
+async fn view(conn: &mut SqliteConnection, c: &ClusterRecord) -> Result<Cluster, ApiError> {
+    let policy_name = store::policies::get(conn, c.policy_id)
+        .await?
+        .map(|p| p.name)
+        .unwrap_or_default();
+    Ok(Cluster {
+        id: c.id,
+        name: c.name.clone(),
+        description: c.description.clone(),
+        scheduling_policy: NamedRef {
+            id: c.policy_id,
+            name: policy_name,
+            href: policy_href(c.policy_id),
+        },
+        properties: values_to_properties(&c.params),
+        href: cluster_href(c.id),
+        created_at: c.created_at.clone(),
+        updated_at: c.updated_at.clone(),
+    })
+}
+
+pub(crate) async fn load(
+    conn: &mut SqliteConnection,
+    id: Uuid,
+) -> Result<ClusterRecord, ApiError> {
+    store::clusters::get(conn, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound {
+            resource: "cluster",
+            id: id.to_string(),
+        })
+}
+
+async fn ensure_name_free(
+    conn: &mut SqliteConnection,
+    name: &str,
+    except: Option<Uuid>,
+) -> Result<(), ApiError> {
+    let taken = store::clusters::id_by_name(conn, name).await?;
+    if taken.is_some() && taken != except {
+        Err(ApiError::NameTaken {
+            resource: "cluster",
+            name: name.to_owned(),
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// Checks `overrides` against policy `policy_id`. `overrides_are_the_change`
+/// says whether a bad override is the request's fault (422) or would be
+/// stranded by it (409).
+async fn check_overrides(
+    state: &AppState,
+    conn: &mut SqliteConnection,
+    cluster_name: &str,
+    policy_id: Uuid,
+    overrides: &ParamValues,
+    overrides_are_the_change: bool,
+) -> Result<(), ApiError> {
+    let record = store::policies::get(conn, policy_id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound {
+            resource: "scheduling policy",
+            id: policy_id.to_string(),
+        })?;
+    let lookup = from_registry(state.registry());
+    let policy =
+        assemble(&record, &lookup, &Default::default()).map_err(|e| match e {
+            AssemblyError::Policy(e) => ApiError::Internal(format!(
+                "stored policy `{}` does not assemble: {e}",
+                record.name
+            )),
+            other => other.into(),
+        })?;
+    policy.check_overrides(overrides).map_err(|e| {
+        if overrides_are_the_change {
+            ApiError::Param(e)
+        } else {
+            ApiError::ParamsWouldBreak {
+                message: format!(
+                    "cluster `{cluster_name}` has an override policy `{}` does not accept: {e}",
+                    record.name
+                ),
+                owner: format!("cluster {cluster_name}"),
+            }
+        }
+    })
+}
+
+/// Lists every cluster.
+#[utoipa::path(get, path = "/api/v1/clusters", tag = "clusters",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Every cluster, by name", body = Vec<Cluster>),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+    ))]
+pub async fn list_clusters(
+    State(state): State<AppState>,
+) -> Result<axum::Json<Vec<Cluster>>, ApiError> {
+    let mut conn = state.store().read().await?;
+    let clusters = store::clusters::list(&mut conn).await?;
+    let mut out = Vec::with_capacity(clusters.len());
+    for c in &clusters {
+        out.push(view(&mut conn, c).await?);
+    }
+    Ok(axum::Json(out))
+}
+
+/// Adds a cluster.
+#[utoipa::path(post, path = "/api/v1/clusters", tag = "clusters",
+    security(("bearer" = [])),
+    request_body = ClusterAdd,
+    responses(
+        (status = 201, body = Cluster),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 404, description = "The policy", body = ErrorBody),
+        (status = 409, description = "`name_taken`", body = ErrorBody),
+        (status = 422, description = "`unknown_parameter`, `invalid_parameter_value`", body = ErrorBody),
+    ))]
+pub async fn add_cluster(
+    State(state): State<AppState>,
+    Json(body): Json<ClusterAdd>,
+) -> Result<impl IntoResponse, ApiError> {
+    check_name("name", &body.name)?;
+    let params = properties_to_values(body.properties, "properties")?;
+    let mut tx = state.store().write().await?;
+    ensure_name_free(&mut tx, &body.name, None).await?;
+    let policy_id = match body.scheduling_policy {
+        Some(r) => r.id,
+        None => store::policies::default_id(&mut tx)
+            .await?
+            .ok_or_else(|| ApiError::Internal("there is no default policy".to_owned()))?,
+    };
+    check_overrides(&state, &mut tx, &body.name, policy_id, &params, true).await?;
+    let record = ClusterRecord {
+        id: Uuid::new_v4(),
+        name: body.name,
+        description: body.description,
+        policy_id,
+        params,
+        created_at: String::new(),
+        updated_at: String::new(),
+    };
+    store::clusters::save(&mut tx, &record).await?;
+    let stored = load(&mut tx, record.id).await?;
+    let body = view(&mut tx, &stored).await?;
+    tx.commit().await?;
+    Ok((
+        StatusCode::CREATED,
+        location(cluster_href(record.id)),
+        axum::Json(body),
+    ))
+}
+
+/// Gets one cluster.
+#[utoipa::path(get, path = "/api/v1/clusters/{id}", tag = "clusters",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Cluster id")),
+    responses(
+        (status = 200, body = Cluster),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+    ))]
+pub async fn get_cluster(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+) -> Result<axum::Json<Cluster>, ApiError> {
+    let mut conn = state.store().read().await?;
+    let cluster = load(&mut conn, id).await?;
+    Ok(axum::Json(view(&mut conn, &cluster).await?))
+}
+
+/// Renames a cluster, attaches another policy or sets its overrides.
+#[utoipa::path(put, path = "/api/v1/clusters/{id}", tag = "clusters",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Cluster id")),
+    request_body = ClusterUpdate,
+    responses(
+        (status = 200, body = Cluster),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 404, description = "The cluster or the policy", body = ErrorBody),
+        (status = 409, description = "`name_taken`, `params_would_break`", body = ErrorBody),
+        (status = 422, description = "`unknown_parameter`, `invalid_parameter_value`", body = ErrorBody),
+    ))]
+pub async fn update_cluster(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    Json(body): Json<ClusterUpdate>,
+) -> Result<axum::Json<Cluster>, ApiError> {
+    let mut tx = state.store().write().await?;
+    let mut cluster = load(&mut tx, id).await?;
+    if let Some(name) = body.name {
+        check_name("name", &name)?;
+        ensure_name_free(&mut tx, &name, Some(id)).await?;
+        cluster.name = name;
+    }
+    if let Some(description) = body.description {
+        cluster.description = description;
+    }
+    if let Some(policy) = body.scheduling_policy {
+        cluster.policy_id = policy.id;
+    }
+    let params_change = body.properties.is_some();
+    if let Some(properties) = body.properties {
+        cluster.params = properties_to_values(properties, "properties")?;
+    }
+    check_overrides(
+        &state,
+        &mut tx,
+        &cluster.name,
+        cluster.policy_id,
+        &cluster.params,
+        params_change,
+    )
+    .await?;
+    store::clusters::save(&mut tx, &cluster).await?;
+    let stored = load(&mut tx, id).await?;
+    let body = view(&mut tx, &stored).await?;
+    tx.commit().await?;
+    Ok(axum::Json(body))
+}
+
+/// Deletes a cluster and its decisions log.
+#[utoipa::path(delete, path = "/api/v1/clusters/{id}", tag = "clusters",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Cluster id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+    ))]
+pub async fn delete_cluster(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+) -> Result<StatusCode, ApiError> {
+    let mut tx = state.store().write().await?;
+    load(&mut tx, id).await?;
+    store::clusters::delete(&mut tx, id).await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+fn decision_view(d: DecisionRecord) -> Result<DecisionEntry, ApiError> {
+    let answer = serde_json::value::RawValue::from_string(d.answer)
+        .map_err(|e| ApiError::Internal(format!("stored decision {} is not JSON: {e}", d.id)))?;
+    Ok(DecisionEntry {
+        href: format!("{}/decisions/{}", cluster_href(d.cluster_id), d.id),
+        id: d.id,
+        kind: d.kind.name().to_owned(),
+        vm_id: d.vm_id,
+        host_id: d.host_id,
+        created_at: d.created_at,
+        answer,
+    })
+}
+
+/// Lists a cluster's latest decisions, newest first.
+#[utoipa::path(get, path = "/api/v1/clusters/{id}/decisions", tag = "clusters",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Cluster id"), DecisionsQuery),
+    responses(
+        (status = 200, body = Vec<DecisionEntry>),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+    ))]
+pub async fn list_decisions(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    Query(query): Query<DecisionsQuery>,
+) -> Result<axum::Json<Vec<DecisionEntry>>, ApiError> {
+    let limit = query.limit.unwrap_or(DEFAULT_DECISIONS_LISTED);
+    if limit > MAX_DECISIONS_LISTED {
+        return Err(ApiError::InvalidQuery(format!(
+            "limit {limit} is above the maximum of {MAX_DECISIONS_LISTED}"
+        )));
+    }
+    let mut conn = state.store().read().await?;
+    load(&mut conn, id).await?;
+    let decisions = store::decisions::list(&mut conn, id, limit).await?;
+    let entries = decisions
+        .into_iter()
+        .map(decision_view)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(axum::Json(entries))
+}
+
+/// Gets one decision of a cluster.
+#[utoipa::path(get, path = "/api/v1/clusters/{id}/decisions/{decision_id}", tag = "clusters",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Cluster id"), ("decision_id" = Uuid, Path, description = "Decision id")),
+    responses(
+        (status = 200, body = DecisionEntry),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+    ))]
+pub async fn get_decision(
+    State(state): State<AppState>,
+    Path((id, decision_id)): Path<(Uuid, Uuid)>,
+) -> Result<axum::Json<DecisionEntry>, ApiError> {
+    let mut conn = state.store().read().await?;
+    let decision = store::decisions::get(&mut conn, decision_id)
+        .await?
+        .filter(|d| d.cluster_id == id)
+        .ok_or_else(|| ApiError::NotFound {
+            resource: "decision",
+            id: decision_id.to_string(),
+        })?;
+    Ok(axum::Json(decision_view(decision)?))
+}

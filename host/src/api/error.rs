@@ -1,0 +1,403 @@
+//! The one error type of the HTTP API and its JSON shape,
+//! `{"error": {"code", "message", "details"}}`, used for every 4xx and 5xx.
+//!
+//! `code` is stable: engines and scripts branch on it, so a code is never
+//! renamed or reused (add a new one instead). `message` is for people and
+//! may change. `details` holds the structured facts behind the message (the
+//! field, the conflicting names, the limit).
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::auth::Role;
+use crate::pipeline::{ParamError, PolicyError};
+use crate::store::StoreError;
+
+/// Why a request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    // ---- 400: the request is malformed ----
+    /// The body is not JSON (or is cut short).
+    #[error("malformed JSON at line {line}, column {column}: {message}")]
+    MalformedJson {
+        message: String,
+        line: usize,
+        column: usize,
+    },
+    /// The body is JSON but a field is unknown, missing or of the wrong type.
+    #[error("invalid field `{field}`: {message}")]
+    InvalidField { field: String, message: String },
+    #[error("invalid query string: {0}")]
+    InvalidQuery(String),
+    #[error("invalid path: {0}")]
+    InvalidPath(String),
+    /// A value is well-formed JSON but not acceptable (an empty name, a
+    /// negative factor, a position other than -1/0/1).
+    #[error("invalid value for `{field}`: {message}")]
+    InvalidValue { field: String, message: String },
+
+    // ---- 401/403: who is asking ----
+    #[error("a valid bearer token is required (Authorization: Bearer <token>)")]
+    Unauthenticated,
+    #[error("this route needs the {required} role; the token has the {actual} role")]
+    Forbidden { required: Role, actual: Role },
+
+    // ---- 404/405 ----
+    #[error("{resource} `{id}` does not exist")]
+    NotFound { resource: &'static str, id: String },
+    #[error("no such route")]
+    NoRoute,
+    #[error("method not allowed on this route")]
+    MethodNotAllowed,
+
+    // ---- 409: the request conflicts with what is stored ----
+    #[error("a {resource} named `{name}` already exists")]
+    NameTaken { resource: &'static str, name: String },
+    #[error("unit `{unit}` is used by policies {policies:?}")]
+    UnitInUse { unit: String, policies: Vec<String> },
+    #[error("unit `{unit}` is built in and cannot be changed or deleted")]
+    UnitInternal { unit: String },
+    #[error("unit `{unit}` is disabled and cannot be added to a policy")]
+    UnitDisabled { unit: String },
+    #[error("policy `{policy}` is built in and read-only; clone it to change it")]
+    PolicyLocked { policy: String },
+    #[error("policy `{policy}` is attached to clusters {clusters:?}")]
+    PolicyInUse {
+        policy: String,
+        clusters: Vec<String>,
+    },
+    #[error("policy `{policy}` is the default policy; make another one the default first")]
+    DefaultPolicy { policy: String },
+    /// A policy rule (oVirt's): unit once per policy, one first and one last
+    /// filter, one balance unit.
+    #[error("{0}")]
+    PolicyConflict(PolicyError),
+    /// A change would leave parameter values that no unit declares or that
+    /// no longer match (removing a unit, replacing a module, switching a
+    /// cluster's policy).
+    #[error("{message}")]
+    ParamsWouldBreak { message: String, owner: String },
+    #[error("the change conflicts with stored data")]
+    StoreConflict,
+    #[error("token `{token}` is the last admin token; create another admin token first")]
+    LastAdminToken { token: String },
+
+    // ---- 413/415 ----
+    #[error("the body is larger than the {limit_bytes}-byte limit of this route")]
+    PayloadTooLarge { limit_bytes: usize },
+    #[error("the body must be sent with Content-Type: {expected}")]
+    UnsupportedMediaType { expected: &'static str },
+
+    // ---- 422: well-formed but unacceptable content ----
+    /// A parameter key no unit of the policy declares, or a value that does
+    /// not match its pattern.
+    #[error("{0}")]
+    Param(ParamError),
+    /// A unit put in a slot whose interface it does not export, or a unit
+    /// whose declared parameters are unusable.
+    #[error("{0}")]
+    PolicyInvalid(PolicyError),
+    /// An uploaded module was refused; `code` says why (see `upload`).
+    #[error("{message}")]
+    ModuleRejected {
+        code: &'static str,
+        message: String,
+    },
+    /// The request's snapshot or candidates are unusable, or the policy
+    /// could not decide (a fail-closed filter failed).
+    #[error("{message}")]
+    Unprocessable {
+        code: &'static str,
+        message: String,
+        details: Value,
+    },
+
+    // ---- 5xx ----
+    /// Something on our side failed; the message is logged, not returned.
+    #[error("internal error")]
+    Internal(String),
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// Every code [`ApiError`] can produce, for the OpenAPI document and tests.
+pub const ERROR_CODES: &[&str] = &[
+    "malformed_json",
+    "invalid_field",
+    "invalid_query",
+    "invalid_path",
+    "invalid_value",
+    "unauthenticated",
+    "forbidden",
+    "not_found",
+    "no_route",
+    "method_not_allowed",
+    "name_taken",
+    "unit_in_use",
+    "unit_internal",
+    "unit_disabled",
+    "policy_locked",
+    "policy_in_use",
+    "default_policy",
+    "unit_already_in_policy",
+    "first_filter_taken",
+    "last_filter_taken",
+    "balance_taken",
+    "params_would_break",
+    "store_conflict",
+    "last_admin_token",
+    "payload_too_large",
+    "unsupported_media_type",
+    "unknown_parameter",
+    "invalid_parameter_value",
+    "unit_type_mismatch",
+    "unit_params_invalid",
+    "module_not_wasm",
+    "module_is_core_module",
+    "module_precompiled",
+    "module_too_large",
+    "module_invalid",
+    "module_exports",
+    "module_forbidden_import",
+    "module_compile_failed",
+    "module_compile_timeout",
+    "module_unit_failed",
+    "module_info_invalid",
+    "invalid_snapshot",
+    "invalid_candidates",
+    "filter_failed",
+    "balance_failed",
+    "no_balance_unit",
+    "internal",
+    "unavailable",
+];
+
+impl ApiError {
+    pub fn status_code(&self) -> StatusCode {
+        use ApiError::*;
+        match self {
+            MalformedJson { .. }
+            | InvalidField { .. }
+            | InvalidQuery(_)
+            | InvalidPath(_)
+            | InvalidValue { .. } => StatusCode::BAD_REQUEST,
+            Unauthenticated => StatusCode::UNAUTHORIZED,
+            Forbidden { .. } => StatusCode::FORBIDDEN,
+            NotFound { .. } | NoRoute => StatusCode::NOT_FOUND,
+            MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            NameTaken { .. }
+            | UnitInUse { .. }
+            | UnitInternal { .. }
+            | UnitDisabled { .. }
+            | PolicyLocked { .. }
+            | PolicyInUse { .. }
+            | DefaultPolicy { .. }
+            | PolicyConflict(_)
+            | ParamsWouldBreak { .. }
+            | StoreConflict
+            | LastAdminToken { .. } => StatusCode::CONFLICT,
+            PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Param(_) | PolicyInvalid(_) | ModuleRejected { .. } | Unprocessable { .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        use ApiError::*;
+        match self {
+            MalformedJson { .. } => "malformed_json",
+            InvalidField { .. } => "invalid_field",
+            InvalidQuery(_) => "invalid_query",
+            InvalidPath(_) => "invalid_path",
+            InvalidValue { .. } => "invalid_value",
+            Unauthenticated => "unauthenticated",
+            Forbidden { .. } => "forbidden",
+            NotFound { .. } => "not_found",
+            NoRoute => "no_route",
+            MethodNotAllowed => "method_not_allowed",
+            NameTaken { .. } => "name_taken",
+            UnitInUse { .. } => "unit_in_use",
+            UnitInternal { .. } => "unit_internal",
+            UnitDisabled { .. } => "unit_disabled",
+            PolicyLocked { .. } => "policy_locked",
+            PolicyInUse { .. } => "policy_in_use",
+            DefaultPolicy { .. } => "default_policy",
+            PolicyConflict(e) | PolicyInvalid(e) => policy_error_code(e),
+            ParamsWouldBreak { .. } => "params_would_break",
+            StoreConflict => "store_conflict",
+            LastAdminToken { .. } => "last_admin_token",
+            PayloadTooLarge { .. } => "payload_too_large",
+            UnsupportedMediaType { .. } => "unsupported_media_type",
+            Param(e) => param_error_code(e),
+            ModuleRejected { code, .. } | Unprocessable { code, .. } => code,
+            Internal(_) => "internal",
+            Unavailable(_) => "unavailable",
+        }
+    }
+
+    /// The structured facts behind the message.
+    pub fn details(&self) -> Value {
+        use ApiError::*;
+        match self {
+            MalformedJson { line, column, .. } => json!({ "line": line, "column": column }),
+            InvalidField { field, .. } | InvalidValue { field, .. } => json!({ "field": field }),
+            Forbidden { required, actual } => json!({ "required": required, "actual": actual }),
+            NotFound { resource, id } => json!({ "resource": resource, "id": id }),
+            NameTaken { resource, name } => json!({ "resource": resource, "name": name }),
+            UnitInUse { unit, policies } => json!({ "unit": unit, "policies": policies }),
+            UnitInternal { unit } | UnitDisabled { unit } => json!({ "unit": unit }),
+            PolicyLocked { policy } | DefaultPolicy { policy } => json!({ "policy": policy }),
+            PolicyInUse { policy, clusters } => json!({ "policy": policy, "clusters": clusters }),
+            PolicyConflict(e) | PolicyInvalid(e) => policy_error_details(e),
+            ParamsWouldBreak { owner, .. } => json!({ "owner": owner }),
+            LastAdminToken { token } => json!({ "token": token }),
+            PayloadTooLarge { limit_bytes } => json!({ "limit_bytes": limit_bytes }),
+            UnsupportedMediaType { expected } => json!({ "expected": expected }),
+            Param(e) => param_error_details(e),
+            Unprocessable { details, .. } => details.clone(),
+            _ => json!({}),
+        }
+    }
+}
+
+fn param_error_code(e: &ParamError) -> &'static str {
+    match e {
+        ParamError::UnknownKey { .. } => "unknown_parameter",
+        ParamError::BadValue { .. } => "invalid_parameter_value",
+    }
+}
+
+fn param_error_details(e: &ParamError) -> Value {
+    match e {
+        ParamError::UnknownKey { key } => json!({ "parameter": key }),
+        ParamError::BadValue {
+            key,
+            value,
+            pattern,
+            unit,
+        } => json!({ "parameter": key, "value": value, "pattern": pattern, "unit": unit }),
+    }
+}
+
+fn policy_error_code(e: &PolicyError) -> &'static str {
+    match e {
+        PolicyError::DuplicateUnit { .. } => "unit_already_in_policy",
+        PolicyError::NotExported { .. } => "unit_type_mismatch",
+        PolicyError::SecondFirst { .. } => "first_filter_taken",
+        PolicyError::SecondLast { .. } => "last_filter_taken",
+        PolicyError::SecondBalance { .. } => "balance_taken",
+        PolicyError::Spec(_) => "unit_params_invalid",
+        PolicyError::Param(p) => param_error_code(p),
+    }
+}
+
+fn policy_error_details(e: &PolicyError) -> Value {
+    match e {
+        PolicyError::DuplicateUnit { unit } => json!({ "unit": unit }),
+        PolicyError::NotExported { unit, role } => json!({ "unit": unit, "role": role }),
+        PolicyError::SecondFirst { unit, first } => json!({ "unit": unit, "first": first }),
+        PolicyError::SecondLast { unit, last } => json!({ "unit": unit, "last": last }),
+        PolicyError::SecondBalance { unit, balance } => {
+            json!({ "unit": unit, "balance": balance })
+        }
+        PolicyError::Spec(_) => json!({}),
+        PolicyError::Param(p) => param_error_details(p),
+    }
+}
+
+impl From<PolicyError> for ApiError {
+    /// Rules about what is already in the policy are conflicts (409); a
+    /// unit in the wrong slot or a bad parameter is invalid content (422).
+    fn from(e: PolicyError) -> Self {
+        match e {
+            PolicyError::DuplicateUnit { .. }
+            | PolicyError::SecondFirst { .. }
+            | PolicyError::SecondLast { .. }
+            | PolicyError::SecondBalance { .. } => ApiError::PolicyConflict(e),
+            PolicyError::Param(p) => ApiError::Param(p),
+            PolicyError::NotExported { .. } | PolicyError::Spec(_) => ApiError::PolicyInvalid(e),
+        }
+    }
+}
+
+impl From<ParamError> for ApiError {
+    fn from(e: ParamError) -> Self {
+        ApiError::Param(e)
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        if e.is_constraint_violation() {
+            // Our own checks run first, inside the same transaction; a
+            // constraint can still fire when they miss a case, and then the
+            // request conflicts with stored data rather than failing inside.
+            tracing::warn!(error = %e, "store constraint violated");
+            ApiError::StoreConflict
+        } else {
+            ApiError::Internal(e.to_string())
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status_code();
+        let message = match &self {
+            ApiError::Internal(cause) => {
+                tracing::error!(%cause, "internal error");
+                self.to_string()
+            }
+            _ => self.to_string(),
+        };
+        let body = json!({
+            "error": {
+                "code": self.code(),
+                "message": message,
+                "details": self.details(),
+            }
+        });
+        let mut response = (status, axum::Json(body)).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_listed_once() {
+        let mut seen = std::collections::HashSet::new();
+        for code in ERROR_CODES {
+            assert!(seen.insert(code), "{code} listed twice");
+        }
+    }
+
+    #[test]
+    fn codes_of_sample_errors_are_listed() {
+        let samples = [
+            ApiError::Unauthenticated,
+            ApiError::NoRoute,
+            ApiError::StoreConflict,
+            ApiError::Internal("x".into()),
+            ApiError::Param(ParamError::UnknownKey { key: "k".into() }),
+            ApiError::PolicyConflict(PolicyError::DuplicateUnit { unit: "u".into() }),
+        ];
+        for e in samples {
+            assert!(ERROR_CODES.contains(&e.code()), "{} not listed", e.code());
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! Request extractors that fail in our error shape: a JSON body whose
+//! errors name the offending field, a query string and path parameters.
+//! axum's own extractors answer with plain-text bodies, which engines
+//! cannot branch on.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+
+/// A JSON body. Unknown fields are refused by the target types
+/// (`deny_unknown_fields`), and every error names the field it is about.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Json<T>(pub T);
+
+impl<S, T> FromRequest<S> for Json<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        if !is_json(req.headers()) {
+            return Err(ApiError::UnsupportedMediaType {
+                expected: "application/json",
+            });
+        }
+        let bytes = body_bytes(req, state).await?;
+        parse_json(&bytes).map(Json)
+    }
+}
+
+/// Reads the whole body, turning the route's body limit into a 413.
+pub async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    let limit = req
+        .extensions()
+        .get::<BodyLimit>()
+        .map_or(0, |limit| limit.0);
+    Bytes::from_request(req, state).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge { limit_bytes: limit }
+        } else {
+            ApiError::InvalidField {
+                field: ".".to_owned(),
+                message: rejection.body_text(),
+            }
+        }
+    })
+}
+
+/// The body limit in force for a route, put in the request's extensions by
+/// the router so that a 413 can say what the limit was.
+#[derive(Clone, Copy, Debug)]
+pub struct BodyLimit(pub usize);
+
+/// Parses `bytes` as a `T`, naming the field on error.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let field = e.path().to_string();
+        json_error(e.into_inner(), field)
+    })?;
+    // Trailing characters after the value are malformed JSON too.
+    de.end().map_err(|e| json_error(e, ".".to_owned()))?;
+    Ok(value)
+}
+
+fn json_error(e: serde_json::Error, field: String) -> ApiError {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Data => ApiError::InvalidField {
+            field,
+            message: e.to_string(),
+        },
+        Category::Syntax | Category::Eof | Category::Io => ApiError::MalformedJson {
+            message: e.to_string(),
+            line: e.line(),
+            column: e.column(),
+        },
+    }
+}
+
+/// Whether the request says its body is JSON.
+pub fn is_json(headers: &HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// A query string.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Query<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for Query<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| Query(q.0))
+            .map_err(|rejection| ApiError::InvalidQuery(rejection.body_text()))
+    }
+}
+
+/// Path parameters.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Path<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for Path<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned + Send,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| Path(p.0))
+            .map_err(|rejection| ApiError::InvalidPath(rejection.body_text()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[expect(dead_code, reason = "only deserialised")]
+    struct Outer {
+        name: String,
+        inner: Inner,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[expect(dead_code, reason = "only deserialised")]
+    struct Inner {
+        factor: u32,
+    }
+
+    fn field_of(body: &str) -> (String, &'static str) {
+        let err = parse_json::<Outer>(body.as_bytes()).expect_err("must fail");
+        let code = err.code();
+        match err {
+            ApiError::InvalidField { field, .. } => (field, code),
+            other => (String::new(), other.code()),
+        }
+    }
+
+    #[test]
+    fn an_unknown_nested_field_is_named() {
+        let (field, code) = field_of(r#"{"name": "a", "inner": {"factor": 1, "weight": 2}}"#);
+        assert_eq!(code, "invalid_field");
+        assert_eq!(field, "inner.weight");
+    }
+
+    #[test]
+    fn a_wrong_type_is_named() {
+        let (field, code) = field_of(r#"{"name": "a", "inner": {"factor": -1}}"#);
+        assert_eq!(code, "invalid_field");
+        assert_eq!(field, "inner.factor");
+    }
+
+    #[test]
+    fn broken_json_is_malformed() {
+        let (_, code) = field_of(r#"{"name": "a", "#);
+        assert_eq!(code, "malformed_json");
+        let (_, code) = field_of(r#"{"name": "a", "inner": {"factor": 1}} x"#);
+        assert_eq!(code, "malformed_json");
+    }
+}

@@ -1,0 +1,44 @@
+//! `GET /healthz`: 200 when the store answers and the units are loaded.
+//! The server only starts listening once startup has loaded every unit, so
+//! a 200 means a decision can be made.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::error::ApiError;
+use super::types::ErrorBody;
+
+/// The server is ready.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// Always `ok`.
+    pub status: &'static str,
+    /// Units loaded and ready to run.
+    pub units_loaded: usize,
+}
+
+/// Whether the server can answer.
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses(
+        (status = 200, body = Health),
+        (status = 503, description = "`unavailable`: the store does not answer", body = ErrorBody),
+    ))]
+pub async fn healthz(
+    State(state): State<AppState>,
+) -> Result<(StatusCode, axum::Json<Health>), ApiError> {
+    state
+        .store()
+        .ping()
+        .await
+        .map_err(|e| ApiError::Unavailable(format!("the store does not answer: {e}")))?;
+    Ok((
+        StatusCode::OK,
+        axum::Json(Health {
+            status: "ok",
+            units_loaded: state.registry().len(),
+        }),
+    ))
+}

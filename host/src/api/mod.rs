@@ -1,0 +1,241 @@
+//! The HTTP API under `/api/v1`: oVirt's resource names
+//! (`schedulingpolicyunits`, `schedulingpolicies` with `filters`, `weights`
+//! and `balances`, `clusters`) plus the decisions engines ask for, as JSON.
+//!
+//! [`app`] builds the whole router from an [`AppState`], with no socket, so
+//! tests can drive it directly; `server` binds it. Every route is declared
+//! with its role in [`access::ROUTES`], and every handler is annotated for
+//! the OpenAPI document served at `/api/v1/openapi.json`.
+
+pub mod access;
+pub mod assemble;
+pub mod clusters;
+pub mod error;
+pub mod extract;
+pub mod health;
+pub mod openapi;
+pub mod policies;
+pub mod schedule;
+pub mod tokens;
+pub mod types;
+pub mod units;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::Method;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
+use utoipa_axum::routes;
+
+use self::error::ApiError;
+use self::extract::BodyLimit;
+use crate::registry::Registry;
+use crate::store::Store;
+use crate::upload::Modules;
+
+/// Largest JSON body of an admin request (a policy, a cluster, a token), in
+/// bytes. Those are a few kilobytes; a megabyte leaves room for very long
+/// descriptions and parameter lists without letting a client make the
+/// server buffer much.
+pub const MAX_JSON_BODY_BYTES: usize = 1 << 20;
+
+/// Limits of the API, set from the configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ApiLimits {
+    /// Largest `.wasm` upload, bytes.
+    pub max_module_bytes: usize,
+    /// Largest schedule or balance request (VM plus inline hosts), bytes.
+    pub max_snapshot_bytes: usize,
+    /// Decisions kept per cluster; older ones are forgotten.
+    pub decisions_retained: u32,
+}
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    store: Store,
+    registry: Registry,
+    modules: Modules,
+    limits: ApiLimits,
+}
+
+impl AppState {
+    pub fn new(store: Store, registry: Registry, modules: Modules, limits: ApiLimits) -> Self {
+        AppState {
+            shared: Arc::new(Shared {
+                store,
+                registry,
+                modules,
+                limits,
+            }),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.shared.store
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.shared.registry
+    }
+
+    pub fn modules(&self) -> &Modules {
+        &self.shared.modules
+    }
+
+    pub fn limits(&self) -> &ApiLimits {
+        &self.shared.limits
+    }
+}
+
+/// Gives a route its own body limit (and tells the 413 what it was).
+fn with_body_limit<S>(
+    (schemas, paths, router): UtoipaMethodRouter<S>,
+    limit: usize,
+) -> UtoipaMethodRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    (
+        schemas,
+        paths,
+        router
+            .layer::<_, std::convert::Infallible>(DefaultBodyLimit::max(limit))
+            .layer::<_, std::convert::Infallible>(axum::Extension(BodyLimit(limit))),
+    )
+}
+
+/// The routes and their OpenAPI description, before state and layers.
+pub fn routes(limits: &ApiLimits) -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::base())
+        .routes(routes!(health::healthz))
+        .routes(routes!(openapi::document))
+        .routes(with_body_limit(
+            routes!(units::list_units, units::upload_unit),
+            limits.max_module_bytes,
+        ))
+        .routes(routes!(units::get_unit, units::delete_unit))
+        .routes(with_body_limit(
+            routes!(units::replace_module),
+            limits.max_module_bytes,
+        ))
+        .routes(routes!(units::enable_unit))
+        .routes(routes!(units::disable_unit))
+        .routes(routes!(policies::list_policies, policies::add_policy))
+        .routes(routes!(
+            policies::get_policy,
+            policies::update_policy,
+            policies::delete_policy
+        ))
+        .routes(routes!(policies::clone_policy))
+        .routes(routes!(policies::list_filters, policies::add_filter))
+        .routes(routes!(policies::get_filter, policies::delete_filter))
+        .routes(routes!(policies::list_weights, policies::add_weight))
+        .routes(routes!(policies::get_weight, policies::delete_weight))
+        .routes(routes!(policies::list_balances, policies::add_balance))
+        .routes(routes!(policies::get_balance, policies::delete_balance))
+        .routes(routes!(clusters::list_clusters, clusters::add_cluster))
+        .routes(routes!(
+            clusters::get_cluster,
+            clusters::update_cluster,
+            clusters::delete_cluster
+        ))
+        .routes(with_body_limit(
+            routes!(schedule::schedule_vm),
+            limits.max_snapshot_bytes,
+        ))
+        .routes(with_body_limit(
+            routes!(schedule::balance_cluster),
+            limits.max_snapshot_bytes,
+        ))
+        .routes(routes!(clusters::list_decisions))
+        .routes(routes!(clusters::get_decision))
+        .routes(routes!(tokens::list_tokens, tokens::add_token))
+        .routes(routes!(tokens::revoke_token))
+}
+
+/// The whole application: every route with its access check, body limits
+/// and error shape, over `state`.
+pub fn app(state: AppState) -> Router {
+    let limits = *state.limits();
+    let (router, api) = routes(&limits).split_for_parts();
+    let api = openapi::finish(api);
+    router
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            access::authorize,
+        ))
+        .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES))
+        .layer(axum::Extension(BodyLimit(MAX_JSON_BODY_BYTES)))
+        .layer(axum::Extension(Arc::new(api)))
+        .fallback(no_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
+async fn no_route() -> ApiError {
+    ApiError::NoRoute
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+/// The `Location` of a created resource.
+pub(crate) fn location(path: String) -> [(axum::http::HeaderName, String); 1] {
+    [(axum::http::header::LOCATION, path)]
+}
+
+/// Every route the router serves, as (method, path), from the OpenAPI
+/// document (which the router is built from).
+pub fn served_routes(limits: &ApiLimits) -> Vec<(Method, String)> {
+    let (_, api) = routes(limits).split_for_parts();
+    let mut out = Vec::new();
+    for (path, item) in &api.paths.paths {
+        for (method, present) in [
+            (Method::GET, item.get.is_some()),
+            (Method::POST, item.post.is_some()),
+            (Method::PUT, item.put.is_some()),
+            (Method::DELETE, item.delete.is_some()),
+            (Method::PATCH, item.patch.is_some()),
+        ] {
+            if present {
+                out.push((method, path.clone()));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> ApiLimits {
+        ApiLimits {
+            max_module_bytes: 1,
+            max_snapshot_bytes: 1,
+            decisions_retained: 1,
+        }
+    }
+
+    #[test]
+    fn the_router_and_the_access_table_list_the_same_routes() {
+        let mut served: Vec<String> = served_routes(&limits())
+            .into_iter()
+            .map(|(m, p)| format!("{m} {p}"))
+            .collect();
+        served.sort();
+        let mut declared: Vec<String> = access::ROUTES
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect();
+        declared.sort();
+        assert_eq!(served, declared);
+    }
+}

@@ -1,0 +1,104 @@
+//! The OpenAPI 3.1 document: generated from the handlers' annotations
+//! (utoipa), completed with the bearer scheme, each route's role from
+//! `access::ROUTES` and the list of error codes, and served at
+//! `GET /api/v1/openapi.json`. It is the engines' contract.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::http::Method;
+use utoipa::OpenApi;
+use utoipa::openapi::schema::{ObjectBuilder, Type};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+
+use super::access::{Access, access_for};
+use super::error::ERROR_CODES;
+use super::types::{ErrorBody, ErrorDetail};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Sandpiper",
+        description = "A scheduling policy engine for VM clusters. Policies are chains of \
+            filter, score (weight) and balance units, each a sandboxed WebAssembly \
+            component. Resource names follow oVirt's REST API. Every error has the shape \
+            `{\"error\": {\"code\", \"message\", \"details\"}}`; `code` is stable.",
+    ),
+    components(schemas(ErrorBody, ErrorDetail)),
+    tags(
+        (name = "health", description = "Liveness and the API description"),
+        (name = "schedulingpolicyunits", description = "Policy units: uploaded WebAssembly components"),
+        (name = "schedulingpolicies", description = "Scheduling policies and their filters, weights and balances"),
+        (name = "clusters", description = "Clusters, their policy and overrides, and their decisions"),
+        (name = "decisions", description = "Placement and balancing decisions, for engines"),
+        (name = "tokens", description = "Bearer tokens and roles"),
+    )
+)]
+struct Base;
+
+/// The document before the routes are added.
+pub fn base() -> utoipa::openapi::OpenApi {
+    let mut doc = Base::openapi();
+    doc.components
+        .get_or_insert_with(Default::default)
+        .add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "A token from `POST /api/v1/tokens` (or the first admin token). \
+                         Roles: reader (GET), engine (reader + schedule/balance), admin (all).",
+                    ))
+                    .build(),
+            ),
+        );
+    doc
+}
+
+/// Adds each operation's role, as declared in `access::ROUTES`, to its
+/// description, and drops the security requirement of public routes.
+pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
+    for (path, item) in doc.paths.paths.iter_mut() {
+        for (method, op) in [
+            (Method::GET, item.get.as_mut()),
+            (Method::POST, item.post.as_mut()),
+            (Method::PUT, item.put.as_mut()),
+            (Method::DELETE, item.delete.as_mut()),
+            (Method::PATCH, item.patch.as_mut()),
+        ] {
+            let Some(op) = op else { continue };
+            let note = match access_for(&method, path) {
+                Some(Access::Public) => {
+                    op.security = None;
+                    "Public: no token needed.".to_owned()
+                }
+                Some(Access::Role(role)) => format!("Needs a token with the `{role}` role."),
+                None => "Not reachable: the route declares no role.".to_owned(),
+            };
+            op.description = Some(match op.description.take() {
+                Some(d) if !d.is_empty() => format!("{d}\n\n{note}"),
+                _ => note,
+            });
+        }
+    }
+    doc
+}
+
+/// The schema of `error.code`: every stable code.
+pub fn error_code_schema() -> utoipa::openapi::schema::Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some("Stable error code; never renamed or reused."))
+        .enum_values(Some(ERROR_CODES.iter().copied()))
+        .build()
+}
+
+/// The OpenAPI document of this API.
+#[utoipa::path(get, path = "/api/v1/openapi.json", tag = "health",
+    responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json")))]
+pub async fn document(
+    Extension(doc): Extension<Arc<utoipa::openapi::OpenApi>>,
+) -> axum::Json<Arc<utoipa::openapi::OpenApi>> {
+    axum::Json(doc)
+}

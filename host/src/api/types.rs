@@ -1,0 +1,110 @@
+//! Small JSON shapes shared by several resources: oVirt's `property`
+//! (name/value), references to other resources, and the error body.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::pipeline::ParamValues;
+
+/// A parameter value (oVirt's `property`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Property {
+    /// The parameter's key, as a unit declares it (e.g. `HighUtilization`).
+    pub name: String,
+    /// Must match the pattern of every unit of the policy that declares the key.
+    pub value: String,
+}
+
+/// Turns a list of properties into values by key; a key given twice is an
+/// error naming it.
+pub fn properties_to_values(
+    properties: Vec<Property>,
+    field: &str,
+) -> Result<ParamValues, super::error::ApiError> {
+    let mut values = ParamValues::new();
+    for p in properties {
+        if values.contains_key(&p.name) {
+            return Err(super::error::ApiError::InvalidValue {
+                field: field.to_owned(),
+                message: format!("parameter `{}` is given twice", p.name),
+            });
+        }
+        values.insert(p.name, p.value);
+    }
+    Ok(values)
+}
+
+pub fn values_to_properties(values: &ParamValues) -> Vec<Property> {
+    values
+        .iter()
+        .map(|(name, value)| Property {
+            name: name.clone(),
+            value: value.clone(),
+        })
+        .collect()
+}
+
+/// A reference to another resource by id, as a request names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IdRef {
+    pub id: Uuid,
+}
+
+/// A reference to another resource as a response shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
+pub struct NamedRef {
+    pub id: Uuid,
+    pub name: String,
+    /// Where the resource lives.
+    pub href: String,
+}
+
+/// The body of every error response.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable, machine-readable; see the `ErrorCode` schema for every value.
+    #[schema(schema_with = super::openapi::error_code_schema)]
+    pub code: String,
+    /// For people; may change between versions.
+    pub message: String,
+    /// Structured facts behind the message (the field, the conflicting
+    /// names, the limit); an empty object when there are none.
+    #[schema(value_type = Object)]
+    pub details: serde_json::Value,
+}
+
+/// Checks a resource name: not blank, no surrounding spaces, no control
+/// characters, at most [`MAX_NAME_CHARS`] characters.
+pub fn check_name(field: &str, name: &str) -> Result<(), super::error::ApiError> {
+    let problem = if name.trim().is_empty() {
+        Some("must not be empty".to_owned())
+    } else if name.trim() != name {
+        Some("must not start or end with spaces".to_owned())
+    } else if name.chars().any(char::is_control) {
+        Some("must not contain control characters".to_owned())
+    } else if name.chars().count() > MAX_NAME_CHARS {
+        Some(format!("must be at most {MAX_NAME_CHARS} characters"))
+    } else {
+        None
+    };
+    match problem {
+        Some(message) => Err(super::error::ApiError::InvalidValue {
+            field: field.to_owned(),
+            message,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Longest name of a unit, policy, cluster or token, in characters: names
+/// are shown in lists and explain records, not documents.
+pub const MAX_NAME_CHARS: usize = 200;

@@ -1,0 +1,567 @@
+//! `/api/v1/schedulingpolicyunits`: policy units. Uploading one sends the
+//! `.wasm` component as the body; what the unit does (its roles, its
+//! parameters) is read from the module, never declared by hand.
+//!
+//! An upload is validated and compiled (out of process, see `upload`)
+//! before anything is stored; a refused upload changes nothing. Replacing a
+//! unit's module commits the new module in one transaction and then swaps
+//! the loaded unit, so decisions in flight finish on the old code.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::Extension;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::assemble::check_change;
+use super::error::ApiError;
+use super::extract::{Path, Query, body_bytes};
+use super::types::{ErrorBody, check_name};
+use super::{AppState, location};
+use crate::auth::Principal;
+use crate::registry::Named;
+use crate::store::units::{UnitModule, UnitRecord};
+use crate::store::{self, SqliteConnection};
+use crate::unit::Unit;
+use crate::upload::{UploadError, module_sha256};
+
+/// Header that names an uploaded unit when the query does not.
+pub const NAME_HEADER: &str = "sandpiper-unit-name";
+
+/// Header that describes an uploaded unit when the query does not.
+pub const DESCRIPTION_HEADER: &str = "sandpiper-unit-description";
+
+/// A policy unit (oVirt's `scheduling_policy_unit`).
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct SchedulingPolicyUnit {
+    pub id: Uuid,
+    /// Unique. Taken from the module's `info()` unless given at upload.
+    pub name: String,
+    pub description: String,
+    /// Built into the server: cannot be deleted, replaced or disabled.
+    pub internal: bool,
+    /// Disabled units are skipped by decisions and cannot join policies.
+    pub enabled: bool,
+    /// Which interfaces the module exports: the slots it can fill.
+    pub exports: UnitExports,
+    /// How to read the unit's scores: `lower-is-better` (oVirt costs) or
+    /// `higher-is-better` (Nova merits).
+    pub score_order: String,
+    /// The parameters the unit accepts (oVirt's properties, with defaults).
+    pub params: Vec<UnitParam>,
+    pub module: ModuleInfo,
+    pub uploaded_at: String,
+    /// The name of the token that uploaded it, or `builtin`.
+    pub uploaded_by: String,
+    pub href: String,
+}
+
+/// Which of `filter`, `score` and `balance` a module exports.
+#[derive(Clone, Copy, Debug, Serialize, ToSchema)]
+pub struct UnitExports {
+    pub filter: bool,
+    pub score: bool,
+    pub balance: bool,
+}
+
+/// A parameter a unit declares.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct UnitParam {
+    pub name: String,
+    pub description: String,
+    /// Used when neither the cluster nor the policy sets a value.
+    pub default_value: String,
+    /// A value must match it as a whole (Rust `regex` syntax).
+    pub pattern: String,
+}
+
+/// The module a unit runs.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ModuleInfo {
+    /// sha256 of the `.wasm`, hex: the same bytes are the same module.
+    pub sha256: String,
+    pub size_bytes: u64,
+}
+
+/// Overrides of what the module says about itself. Headers
+/// `Sandpiper-Unit-Name` and `Sandpiper-Unit-Description` do the same.
+#[derive(Clone, Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct UploadQuery {
+    /// The unit's name instead of the module's own.
+    pub name: Option<String>,
+    /// The unit's description instead of the module's own.
+    pub description: Option<String>,
+}
+
+pub(crate) fn unit_href(id: Uuid) -> String {
+    format!("/api/v1/schedulingpolicyunits/{id}")
+}
+
+pub(crate) fn view(u: &UnitRecord) -> SchedulingPolicyUnit {
+    SchedulingPolicyUnit {
+        id: u.id,
+        name: u.name.clone(),
+        description: u.description.clone(),
+        internal: u.internal,
+        enabled: u.enabled,
+        exports: UnitExports {
+            filter: u.exports.filter,
+            score: u.exports.score,
+            balance: u.exports.balance,
+        },
+        score_order: u.score_order.wit_name().to_owned(),
+        params: u
+            .params
+            .iter()
+            .map(|p| UnitParam {
+                name: p.name.clone(),
+                description: p.description.clone(),
+                default_value: p.default_value.clone(),
+                pattern: p.pattern.clone(),
+            })
+            .collect(),
+        module: ModuleInfo {
+            sha256: u.module_sha256.clone(),
+            size_bytes: u.module_size_bytes,
+        },
+        uploaded_at: u.uploaded_at.clone(),
+        uploaded_by: u.uploaded_by.clone(),
+        href: unit_href(u.id),
+    }
+}
+
+async fn load(conn: &mut SqliteConnection, id: Uuid) -> Result<UnitRecord, ApiError> {
+    store::units::get(conn, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound {
+            resource: "scheduling policy unit",
+            id: id.to_string(),
+        })
+}
+
+fn ensure_not_internal(unit: &UnitRecord) -> Result<(), ApiError> {
+    if unit.internal {
+        Err(ApiError::UnitInternal {
+            unit: unit.name.clone(),
+        })
+    } else {
+        Ok(())
+    }
+}
+
+impl From<UploadError> for ApiError {
+    fn from(e: UploadError) -> Self {
+        match e {
+            UploadError::Rejected(r) => ApiError::ModuleRejected {
+                code: module_code(&r.code),
+                message: r.message,
+            },
+            UploadError::Timeout(_) => ApiError::ModuleRejected {
+                code: "module_compile_timeout",
+                message: e.to_string(),
+            },
+            UploadError::CompileFailed(_) => ApiError::ModuleRejected {
+                code: "module_compile_failed",
+                message: e.to_string(),
+            },
+            UploadError::Internal(message) => ApiError::Internal(message),
+        }
+    }
+}
+
+/// The stable code for a rejection code from the compile step; one this
+/// version does not know (a newer child?) is reported as `module_invalid`.
+fn module_code(code: &str) -> &'static str {
+    super::error::ERROR_CODES
+        .iter()
+        .copied()
+        .find(|c| c.starts_with("module_") && *c == code)
+        .unwrap_or("module_invalid")
+}
+
+/// The name and description an upload asks for, from the query or else the
+/// headers.
+fn overrides(query: UploadQuery, headers: &HeaderMap) -> Result<UploadQuery, ApiError> {
+    let header = |name: &str| -> Result<Option<String>, ApiError> {
+        match headers.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .to_str()
+                .map(|s| Some(s.to_owned()))
+                .map_err(|_| ApiError::InvalidValue {
+                    field: name.to_owned(),
+                    message: "must be visible ASCII".to_owned(),
+                }),
+        }
+    };
+    let wanted = UploadQuery {
+        name: match query.name {
+            Some(n) => Some(n),
+            None => header(NAME_HEADER)?,
+        },
+        description: match query.description {
+            Some(d) => Some(d),
+            None => header(DESCRIPTION_HEADER)?,
+        },
+    };
+    if let Some(name) = &wanted.name {
+        check_name("name", name)?;
+    }
+    Ok(wanted)
+}
+
+/// The module behind an upload: compiled (or found compiled in the store),
+/// loaded, and ready to store.
+struct Prepared {
+    sha256: String,
+    wasm: axum::body::Bytes,
+    /// Compiled code to store, when it was compiled now.
+    artifact: Option<Vec<u8>>,
+    unit: Arc<dyn Unit>,
+}
+
+/// Turns uploaded bytes into a loaded unit, reusing stored compiled code
+/// for bytes the store already has.
+async fn prepare(state: &AppState, wasm: axum::body::Bytes) -> Result<Prepared, ApiError> {
+    let sha256 = module_sha256(&wasm);
+    let engine_hash = state.modules().engine_hash();
+    let stored = {
+        let mut conn = state.store().read().await?;
+        store::modules::artifact(&mut conn, &sha256, &engine_hash).await?
+    };
+    let (artifact, fresh) = match stored {
+        Some(artifact) => (artifact, false),
+        None => (state.modules().compile(&wasm).await?, true),
+    };
+    let unit = state.modules().load(&sha256, artifact.clone()).await?;
+    Ok(Prepared {
+        sha256,
+        wasm,
+        artifact: fresh.then_some(artifact),
+        unit,
+    })
+}
+
+/// Stores the module and its compiled code (if new) inside `tx`.
+async fn store_module(
+    state: &AppState,
+    conn: &mut SqliteConnection,
+    prepared: &Prepared,
+) -> Result<(), ApiError> {
+    store::modules::insert(conn, &prepared.sha256, &prepared.wasm).await?;
+    if let Some(artifact) = &prepared.artifact {
+        store::modules::insert_artifact(
+            conn,
+            &prepared.sha256,
+            &state.modules().engine_hash(),
+            artifact,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+fn unit_module(
+    unit: &Arc<dyn Unit>,
+    name: String,
+    description: String,
+    sha256: &str,
+    by: &Principal,
+) -> UnitModule {
+    let info = unit.info();
+    UnitModule {
+        name,
+        description,
+        exports: unit.exports(),
+        score_order: info.score_order,
+        params: info.params.clone(),
+        module_sha256: sha256.to_owned(),
+        uploaded_by: by.name.clone(),
+    }
+}
+
+/// Lists every unit.
+#[utoipa::path(get, path = "/api/v1/schedulingpolicyunits", tag = "schedulingpolicyunits",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Every unit, by name", body = Vec<SchedulingPolicyUnit>),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+    ))]
+pub async fn list_units(
+    State(state): State<AppState>,
+) -> Result<axum::Json<Vec<SchedulingPolicyUnit>>, ApiError> {
+    let mut conn = state.store().read().await?;
+    let units = store::units::list(&mut conn).await?;
+    Ok(axum::Json(units.iter().map(view).collect()))
+}
+
+/// Uploads a unit: the body is the `.wasm` component.
+///
+/// The module must be a component exporting `metadata` and at least one of
+/// `filter`, `score`, `balance` from `sandpiper:policy@0.1.0`, and import
+/// nothing but `sandpiper:policy/inventory` and the WASI interfaces the host
+/// provides. Uploading the same bytes under the same name again returns the
+/// existing unit (200).
+#[utoipa::path(post, path = "/api/v1/schedulingpolicyunits", tag = "schedulingpolicyunits",
+    security(("bearer" = [])),
+    params(UploadQuery,
+        ("Sandpiper-Unit-Name" = Option<String>, Header, description = "The unit's name, when the query gives none"),
+        ("Sandpiper-Unit-Description" = Option<String>, Header, description = "The unit's description, when the query gives none")),
+    request_body(content = Vec<u8>, content_type = "application/wasm", description = "The component's bytes"),
+    responses(
+        (status = 201, description = "Stored and loaded", body = SchedulingPolicyUnit),
+        (status = 200, description = "The same bytes under the same name: the existing unit", body = SchedulingPolicyUnit),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 409, description = "`name_taken`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 422, description = "`module_not_wasm`, `module_is_core_module`, `module_invalid`, `module_exports`, `module_forbidden_import`, `module_compile_failed`, `module_compile_timeout`, `module_unit_failed`, `unit_params_invalid`", body = ErrorBody),
+    ))]
+pub async fn upload_unit(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Query(query): Query<UploadQuery>,
+    headers: HeaderMap,
+    request: Request,
+) -> Result<impl IntoResponse, ApiError> {
+    let wanted = overrides(query, &headers)?;
+    let wasm = body_bytes(request, &()).await?;
+    if let Some(name) = &wanted.name {
+        // Fail fast, before compiling, on a name that is certainly taken
+        // by another module.
+        let mut conn = state.store().read().await?;
+        if let Some(existing) = store::units::get_by_name(&mut conn, name).await? {
+            if existing.module_sha256 != module_sha256(&wasm) {
+                return Err(ApiError::NameTaken {
+                    resource: "scheduling policy unit",
+                    name: name.clone(),
+                });
+            }
+        }
+    }
+    let prepared = prepare(&state, wasm).await?;
+    let info = prepared.unit.info();
+    let name = wanted.name.unwrap_or_else(|| info.name.clone());
+    check_name("name", &name).map_err(|_| ApiError::ModuleRejected {
+        code: "module_unit_failed",
+        message: format!("the unit's info() gives an unusable name {:?}", info.name),
+    })?;
+    let description = wanted.description.unwrap_or_else(|| info.description.clone());
+
+    let mut tx = state.store().write().await?;
+    if let Some(existing) = store::units::get_by_name(&mut tx, &name).await? {
+        if existing.module_sha256 == prepared.sha256 {
+            return Ok((StatusCode::OK, location(unit_href(existing.id)), axum::Json(view(&existing))));
+        }
+        return Err(ApiError::NameTaken {
+            resource: "scheduling policy unit",
+            name,
+        });
+    }
+    store_module(&state, &mut tx, &prepared).await?;
+    let id = Uuid::new_v4();
+    let module = unit_module(&prepared.unit, name, description, &prepared.sha256, &principal);
+    store::units::insert(&mut tx, id, false, &module).await?;
+    let record = load(&mut tx, id).await?;
+    tx.commit().await?;
+    state.registry().insert(
+        id,
+        Arc::new(Named::new(prepared.unit, &record.name, &record.description)),
+    );
+    tracing::info!(unit = %record.name, %id, sha256 = %record.module_sha256, by = %principal.name, "unit uploaded");
+    Ok((StatusCode::CREATED, location(unit_href(id)), axum::Json(view(&record))))
+}
+
+/// Gets one unit.
+#[utoipa::path(get, path = "/api/v1/schedulingpolicyunits/{id}", tag = "schedulingpolicyunits",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Unit id")),
+    responses(
+        (status = 200, body = SchedulingPolicyUnit),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+    ))]
+pub async fn get_unit(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+) -> Result<axum::Json<SchedulingPolicyUnit>, ApiError> {
+    let mut conn = state.store().read().await?;
+    Ok(axum::Json(view(&load(&mut conn, id).await?)))
+}
+
+/// Deletes a unit no policy uses.
+#[utoipa::path(delete, path = "/api/v1/schedulingpolicyunits/{id}", tag = "schedulingpolicyunits",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Unit id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "`unit_internal`, `unit_in_use`", body = ErrorBody),
+    ))]
+pub async fn delete_unit(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+) -> Result<StatusCode, ApiError> {
+    let mut tx = state.store().write().await?;
+    let unit = load(&mut tx, id).await?;
+    ensure_not_internal(&unit)?;
+    let policies = store::units::policies_using(&mut tx, id).await?;
+    if !policies.is_empty() {
+        return Err(ApiError::UnitInUse {
+            unit: unit.name,
+            policies,
+        });
+    }
+    store::units::delete(&mut tx, id).await?;
+    store::modules::collect_garbage(&mut tx, &state.modules().engine_hash()).await?;
+    let module_gone = store::modules::wasm(&mut tx, &unit.module_sha256).await?.is_none();
+    tx.commit().await?;
+    state.registry().remove(id);
+    if module_gone {
+        state.modules().unload(&unit.module_sha256);
+    }
+    tracing::info!(unit = %unit.name, %id, "unit deleted");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Replaces a unit's module: the body is the new `.wasm`.
+///
+/// The new module must still fit every policy that uses the unit (same
+/// slots exported, parameter values still valid). Decisions in flight
+/// finish on the old module; later ones use the new one. The unit keeps its
+/// name unless the query or header gives one; its description becomes the
+/// new module's unless given.
+#[utoipa::path(put, path = "/api/v1/schedulingpolicyunits/{id}/module", tag = "schedulingpolicyunits",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Unit id"), UploadQuery),
+    request_body(content = Vec<u8>, content_type = "application/wasm", description = "The new component's bytes"),
+    responses(
+        (status = 200, body = SchedulingPolicyUnit),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "`unit_internal`, `name_taken`, `params_would_break`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 422, description = "As for an upload, plus `unit_type_mismatch` when a policy uses the unit in a slot the new module does not export", body = ErrorBody),
+    ))]
+pub async fn replace_module(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<Uuid>,
+    Query(query): Query<UploadQuery>,
+    headers: HeaderMap,
+    request: Request,
+) -> Result<axum::Json<SchedulingPolicyUnit>, ApiError> {
+    let wanted = overrides(query, &headers)?;
+    let wasm = body_bytes(request, &()).await?;
+    {
+        let mut conn = state.store().read().await?;
+        ensure_not_internal(&load(&mut conn, id).await?)?;
+    }
+    let prepared = prepare(&state, wasm).await?;
+
+    let mut tx = state.store().write().await?;
+    let current = load(&mut tx, id).await?;
+    ensure_not_internal(&current)?;
+    let name = wanted.name.unwrap_or_else(|| current.name.clone());
+    if name != current.name && store::units::get_by_name(&mut tx, &name).await?.is_some() {
+        return Err(ApiError::NameTaken {
+            resource: "scheduling policy unit",
+            name,
+        });
+    }
+    let description = wanted
+        .description
+        .unwrap_or_else(|| prepared.unit.info().description.clone());
+    let replacement: Arc<dyn Unit> =
+        Arc::new(Named::new(Arc::clone(&prepared.unit), &name, &description));
+
+    // Every policy using the unit must still assemble with the new module,
+    // and every cluster running one of them keep valid overrides.
+    let lookup = |unit_id: Uuid| {
+        if unit_id == id {
+            Some(Arc::clone(&replacement))
+        } else {
+            state.registry().get(unit_id)
+        }
+    };
+    for policy in store::policies::list(&mut tx).await? {
+        let uses = policy.filters.iter().any(|f| f.unit_id == id)
+            || policy.weights.iter().any(|w| w.unit_id == id)
+            || policy.balance == Some(id);
+        if uses {
+            let clusters = store::clusters::using_policy(&mut tx, policy.id).await?;
+            check_change(&policy, &clusters, &lookup, false)?;
+        }
+    }
+
+    store_module(&state, &mut tx, &prepared).await?;
+    let module = unit_module(&prepared.unit, name, description, &prepared.sha256, &principal);
+    store::units::replace_module(&mut tx, id, &module).await?;
+    store::modules::collect_garbage(&mut tx, &state.modules().engine_hash()).await?;
+    let old_module_gone = current.module_sha256 != prepared.sha256
+        && store::modules::wasm(&mut tx, &current.module_sha256).await?.is_none();
+    let record = load(&mut tx, id).await?;
+    tx.commit().await?;
+    state.registry().insert(id, replacement);
+    if old_module_gone {
+        state.modules().unload(&current.module_sha256);
+    }
+    tracing::info!(unit = %record.name, %id, sha256 = %record.module_sha256, by = %principal.name, "unit module replaced");
+    Ok(axum::Json(view(&record)))
+}
+
+async fn set_enabled(
+    state: &AppState,
+    id: Uuid,
+    enabled: bool,
+) -> Result<axum::Json<SchedulingPolicyUnit>, ApiError> {
+    let mut tx = state.store().write().await?;
+    let unit = load(&mut tx, id).await?;
+    ensure_not_internal(&unit)?;
+    store::units::set_enabled(&mut tx, id, enabled).await?;
+    let record = load(&mut tx, id).await?;
+    tx.commit().await?;
+    Ok(axum::Json(view(&record)))
+}
+
+/// Enables a unit: decisions run it again and policies may take it.
+#[utoipa::path(post, path = "/api/v1/schedulingpolicyunits/{id}/enable", tag = "schedulingpolicyunits",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Unit id")),
+    responses(
+        (status = 200, body = SchedulingPolicyUnit),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "`unit_internal`", body = ErrorBody),
+    ))]
+pub async fn enable_unit(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+) -> Result<axum::Json<SchedulingPolicyUnit>, ApiError> {
+    set_enabled(&state, id, true).await
+}
+
+/// Disables a unit: decisions skip it (and the parameter values only it
+/// declares) and policies cannot take it, but policies keep it.
+#[utoipa::path(post, path = "/api/v1/schedulingpolicyunits/{id}/disable", tag = "schedulingpolicyunits",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Unit id")),
+    responses(
+        (status = 200, body = SchedulingPolicyUnit),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "`unit_internal`", body = ErrorBody),
+    ))]
+pub async fn disable_unit(
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+) -> Result<axum::Json<SchedulingPolicyUnit>, ApiError> {
+    set_enabled(&state, id, false).await
+}

@@ -1,0 +1,241 @@
+//! Bearer tokens and roles: who may call what, how tokens are made and
+//! stored, and where the first admin token comes from.
+//!
+//! Roles are ordered: a reader may only read; an engine may also ask for
+//! decisions; an admin may do everything. Each route declares the least role
+//! it needs (`api::access::ROUTES`).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::store::{self, Store, StoreError};
+
+/// Environment variable that supplies the first admin token.
+pub const ADMIN_TOKEN_ENV: &str = "SANDPIPER_ADMIN_TOKEN";
+
+/// Random bytes in a generated token: 256 bits, so guessing one is hopeless
+/// and a plain hash is a safe way to store it (see [`hash_token`]).
+pub const TOKEN_BYTES: usize = 32;
+
+/// Prefix of generated tokens, so a leaked one is recognisable in logs and
+/// by secret scanners.
+pub const TOKEN_PREFIX: &str = "sp_";
+
+/// Shortest token accepted from `SANDPIPER_ADMIN_TOKEN`: tokens are stored
+/// with an unsalted hash, which is only safe for secrets too long to guess.
+pub const MIN_SUPPLIED_TOKEN_CHARS: usize = 32;
+
+/// What a token may do.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// GET only.
+    Reader,
+    /// Reads, plus schedule and balance decisions.
+    Engine,
+    /// Everything: units, policies, clusters, tokens.
+    Admin,
+}
+
+impl Role {
+    pub const ALL: [Role; 3] = [Role::Reader, Role::Engine, Role::Admin];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Reader => "reader",
+            Role::Engine => "engine",
+            Role::Admin => "admin",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    /// Whether this role includes everything `required` may do.
+    pub fn allows(self, required: Role) -> bool {
+        self >= required
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The caller of a request, once its token is verified.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    pub token_id: Uuid,
+    pub name: String,
+    pub role: Role,
+}
+
+/// A new random token.
+pub fn generate_token() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; TOKEN_BYTES];
+    getrandom::fill(&mut bytes)?;
+    let mut token = String::with_capacity(TOKEN_PREFIX.len() + 2 * TOKEN_BYTES);
+    token.push_str(TOKEN_PREFIX);
+    for b in bytes {
+        token.push_str(&format!("{b:02x}"));
+    }
+    Ok(token)
+}
+
+/// The stored form of a token: its sha256, hex. A slow, salted password
+/// hash is not needed because tokens are 256 random bits, not
+/// human-chosen passwords: nobody can search that space, hashed or not,
+/// and a fast hash keeps the per-request check cheap.
+pub fn hash_token(token: &str) -> String {
+    hex(&Sha256::digest(token.as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The first admin token could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("could not generate a random token: {0}")]
+    Random(getrandom::Error),
+    #[error("could not write the admin token to {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{ADMIN_TOKEN_ENV} is too short: {chars} characters, at least {MIN_SUPPLIED_TOKEN_CHARS} needed"
+    )]
+    TooShort { chars: usize },
+}
+
+/// What [`bootstrap_admin`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Bootstrap {
+    /// Tokens existed already and none was supplied: nothing to do.
+    Existing,
+    /// The supplied token was registered as an admin token (or already was).
+    Supplied,
+    /// A token was generated and written to this file.
+    Generated(PathBuf),
+}
+
+/// Where a generated admin token is written: beside the database, named
+/// after it.
+pub fn admin_token_path(db_path: &Path) -> PathBuf {
+    let stem = db_path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "sandpiper".to_owned());
+    db_path.with_file_name(format!("{stem}.admin-token"))
+}
+
+/// Makes sure an admin can get in. A token from `supplied` (the
+/// `SANDPIPER_ADMIN_TOKEN` variable) is registered unless it is already
+/// known; otherwise, when the database has no tokens at all (a first start),
+/// one is generated and written once, readable only by the owner, to
+/// [`admin_token_path`].
+pub async fn bootstrap_admin(
+    store: &Store,
+    db_path: &Path,
+    supplied: Option<&str>,
+) -> Result<Bootstrap, BootstrapError> {
+    let mut tx = store.write().await?;
+    if let Some(token) = supplied {
+        let chars = token.chars().count();
+        if chars < MIN_SUPPLIED_TOKEN_CHARS {
+            return Err(BootstrapError::TooShort { chars });
+        }
+        let hash = hash_token(token);
+        // A supplied token that was revoked stays revoked: the variable
+        // must not undo an admin's decision on every restart.
+        if !store::tokens::hash_known(&mut tx, &hash).await? {
+            store::tokens::insert(&mut tx, Uuid::new_v4(), "bootstrap-admin", Role::Admin, &hash)
+                .await?;
+        }
+        tx.commit().await?;
+        return Ok(Bootstrap::Supplied);
+    }
+    if store::tokens::count(&mut tx).await? > 0 {
+        return Ok(Bootstrap::Existing);
+    }
+    let token = generate_token().map_err(BootstrapError::Random)?;
+    let path = admin_token_path(db_path);
+    write_secret(&path, &token).map_err(|source| BootstrapError::Write {
+        path: path.clone(),
+        source,
+    })?;
+    store::tokens::insert(
+        &mut tx,
+        Uuid::new_v4(),
+        "bootstrap-admin",
+        Role::Admin,
+        &hash_token(&token),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Bootstrap::Generated(path))
+}
+
+/// Writes `secret` to `path` with mode 0600: to a fresh temporary file in the
+/// same directory, then renamed over `path`, so the secret is never readable
+/// by others, not even for a moment.
+fn write_secret(path: &Path, secret: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    // A leftover from a crash between create and rename.
+    match std::fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(secret.as_bytes())?;
+    file.write_all(b"\n")?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_tokens_are_long_random_and_prefixed() {
+        let a = generate_token().expect("random");
+        let b = generate_token().expect("random");
+        assert_ne!(a, b);
+        assert!(a.starts_with(TOKEN_PREFIX));
+        assert_eq!(a.len(), TOKEN_PREFIX.len() + 2 * TOKEN_BYTES);
+    }
+
+    #[test]
+    fn roles_are_ordered_reader_engine_admin() {
+        assert!(Role::Admin.allows(Role::Engine));
+        assert!(Role::Engine.allows(Role::Reader));
+        assert!(!Role::Reader.allows(Role::Engine));
+        assert!(!Role::Engine.allows(Role::Admin));
+    }
+
+    #[test]
+    fn the_token_file_sits_beside_the_database() {
+        assert_eq!(
+            admin_token_path(Path::new("/var/lib/sandpiper/sandpiper.db")),
+            Path::new("/var/lib/sandpiper/sandpiper.admin-token")
+        );
+    }
+}

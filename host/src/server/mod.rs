@@ -1,0 +1,201 @@
+//! Starting and stopping the server: open and migrate the store, make sure
+//! an admin can get in, register the built-in units and policy, load every
+//! stored unit, bind, serve until SIGINT or SIGTERM, let requests in flight
+//! finish, and close the store cleanly.
+
+mod builtins;
+mod loading;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use crate::api::{self, AppState};
+use crate::auth::{self, ADMIN_TOKEN_ENV, Bootstrap};
+use crate::config::ServeArgs;
+use crate::registry::Registry;
+use crate::sandbox::Runtime;
+use crate::store::{Store, StoreError};
+use crate::upload::Modules;
+
+pub use builtins::{BUILTIN_POLICY_NAME, builtin_unit_id};
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("could not create the database directory {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("could not open the store at {path}: {source}")]
+    Store { path: PathBuf, source: StoreError },
+    #[error(transparent)]
+    Bootstrap(#[from] auth::BootstrapError),
+    #[error("invalid unit limits: {0}")]
+    Limits(#[from] crate::sandbox::LimitsError),
+    #[error("could not start the WebAssembly runtime: {0}")]
+    Runtime(String),
+    #[error("could not locate the sandpiper binary for compiling uploads: {0}")]
+    Exe(std::io::Error),
+    #[error("built-in unit `{name}` could not be registered: {message}")]
+    Builtin { name: String, message: String },
+    #[error(transparent)]
+    StoreOp(#[from] StoreError),
+    #[error("could not listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// A server that has loaded everything and bound its socket.
+pub struct Server {
+    listener: TcpListener,
+    addr: SocketAddr,
+    state: AppState,
+    grace: Duration,
+}
+
+impl Server {
+    /// Does everything up to, and including, binding the socket; requests
+    /// are answered once [`Server::run`] is called.
+    pub async fn start(args: ServeArgs) -> Result<Server, StartError> {
+        if let Some(dir) = args.db.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StartError::DataDir {
+                path: dir.to_owned(),
+                source,
+            })?;
+        }
+        let store = Store::open(&args.db)
+            .await
+            .map_err(|source| StartError::Store {
+                path: args.db.clone(),
+                source,
+            })?;
+        tracing::info!(db = %args.db.display(), "store open, migrations applied");
+
+        let supplied = std::env::var(ADMIN_TOKEN_ENV)
+            .ok()
+            .filter(|t| !t.is_empty());
+        match auth::bootstrap_admin(&store, &args.db, supplied.as_deref()).await? {
+            Bootstrap::Generated(path) => tracing::warn!(
+                path = %path.display(),
+                "first start: generated an admin token and wrote it to this file (mode 0600); \
+                 read it, keep it safe and delete the file"
+            ),
+            Bootstrap::Supplied => tracing::info!("admin token from {ADMIN_TOKEN_ENV} registered"),
+            Bootstrap::Existing => {}
+        }
+
+        let limits = args.unit_limits();
+        limits.validate()?;
+        let runtime =
+            Arc::new(Runtime::new(limits).map_err(|e| StartError::Runtime(e.to_string()))?);
+        let exe = std::env::current_exe().map_err(StartError::Exe)?;
+        let modules = Modules::new(runtime, args.compile_limits(), exe);
+        let registry = Registry::new();
+
+        builtins::register(&store, &modules, &registry).await?;
+        loading::load_uploaded(&store, &modules, &registry).await?;
+        tracing::info!(units = registry.len(), "units loaded");
+
+        let state = AppState::new(store, registry, modules, args.api_limits());
+        let listener = TcpListener::bind(args.listen)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: args.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: args.listen,
+            source,
+        })?;
+        tracing::info!(%addr, "listening");
+        Ok(Server {
+            listener,
+            addr,
+            state,
+            grace: args.shutdown_grace(),
+        })
+    }
+
+    /// The address actually bound (the OS picks the port for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves until SIGINT or SIGTERM, then stops accepting, waits up to
+    /// the grace period for requests in flight, and closes the store.
+    pub async fn run(self) -> std::io::Result<()> {
+        let Server {
+            listener,
+            state,
+            grace,
+            ..
+        } = self;
+        let store = state.store().clone();
+        let app = api::app(state);
+        let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            tracing::info!("shutting down: no new connections, finishing requests in flight");
+            let _ = stopping_tx.send(true);
+        });
+        let grace_expired = async move {
+            let mut stopping = stopping_rx;
+            // Wait for the signal, then for the grace period.
+            while !*stopping.borrow() {
+                if stopping.changed().await.is_err() {
+                    // The sender is gone only when serving ended.
+                    std::future::pending::<()>().await;
+                }
+            }
+            tokio::time::sleep(grace).await;
+        };
+        let result = tokio::select! {
+            result = serve => result,
+            () = grace_expired => {
+                tracing::warn!(grace_secs = grace.as_secs(), "requests still running after the grace period; stopping anyway");
+                Ok(())
+            }
+        };
+        store.close().await;
+        tracing::info!("store closed; bye");
+        result
+    }
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let interrupt = async {
+        match signal(SignalKind::interrupt()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGINT");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    let terminate = async {
+        match signal(SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        () = interrupt => {},
+        () = terminate => {},
+    }
+}

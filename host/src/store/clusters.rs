@@ -1,0 +1,146 @@
+//! Clusters: the policy each one runs and its parameter overrides.
+
+use uuid::Uuid;
+
+use super::{SqliteConnection, StoreError, parse_id};
+use crate::pipeline::ParamValues;
+
+/// A stored cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterRecord {
+    pub id: Uuid,
+    pub name: String,
+    pub description: String,
+    pub policy_id: Uuid,
+    /// Overrides of the policy's values and the units' defaults.
+    pub params: ParamValues,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: String,
+    name: String,
+    description: String,
+    policy_id: String,
+    created_at: String,
+    updated_at: String,
+}
+
+const SELECT: &str =
+    "SELECT id, name, description, policy_id, created_at, updated_at FROM clusters";
+
+async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<ClusterRecord, StoreError> {
+    let params = sqlx::query_as::<_, (String, String)>(
+        "SELECT name, value FROM cluster_params WHERE cluster_id = ? ORDER BY name",
+    )
+    .bind(&row.id)
+    .fetch_all(conn)
+    .await?
+    .into_iter()
+    .collect();
+    Ok(ClusterRecord {
+        id: parse_id(&row.id)?,
+        name: row.name,
+        description: row.description,
+        policy_id: parse_id(&row.policy_id)?,
+        params,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    })
+}
+
+/// Every cluster, by name.
+pub async fn list(conn: &mut SqliteConnection) -> Result<Vec<ClusterRecord>, StoreError> {
+    let rows = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY name")))
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut clusters = Vec::with_capacity(rows.len());
+    for row in rows {
+        clusters.push(complete(conn, row).await?);
+    }
+    Ok(clusters)
+}
+
+pub async fn get(
+    conn: &mut SqliteConnection,
+    id: Uuid,
+) -> Result<Option<ClusterRecord>, StoreError> {
+    let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = ?")))
+        .bind(id.to_string())
+        .fetch_optional(&mut *conn)
+        .await?;
+    match row {
+        Some(row) => Ok(Some(complete(conn, row).await?)),
+        None => Ok(None),
+    }
+}
+
+/// The clusters that run policy `policy_id`.
+pub async fn using_policy(
+    conn: &mut SqliteConnection,
+    policy_id: Uuid,
+) -> Result<Vec<ClusterRecord>, StoreError> {
+    let rows = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!(
+        "{SELECT} WHERE policy_id = ? ORDER BY name"
+    )))
+    .bind(policy_id.to_string())
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut clusters = Vec::with_capacity(rows.len());
+    for row in rows {
+        clusters.push(complete(conn, row).await?);
+    }
+    Ok(clusters)
+}
+
+/// Writes `cluster` as a whole (row and overrides), inserting or replacing.
+pub async fn save(conn: &mut SqliteConnection, cluster: &ClusterRecord) -> Result<(), StoreError> {
+    let id = cluster.id.to_string();
+    sqlx::query(
+        "INSERT INTO clusters (id, name, description, policy_id) VALUES (?1, ?2, ?3, ?4) \
+         ON CONFLICT (id) DO UPDATE SET name = ?2, description = ?3, policy_id = ?4, \
+         updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+    )
+    .bind(&id)
+    .bind(&cluster.name)
+    .bind(&cluster.description)
+    .bind(cluster.policy_id.to_string())
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("DELETE FROM cluster_params WHERE cluster_id = ?")
+        .bind(&id)
+        .execute(&mut *conn)
+        .await?;
+    for (name, value) in &cluster.params {
+        sqlx::query("INSERT INTO cluster_params (cluster_id, name, value) VALUES (?, ?, ?)")
+            .bind(&id)
+            .bind(name)
+            .bind(value)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
+pub async fn delete(conn: &mut SqliteConnection, id: Uuid) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM clusters WHERE id = ?")
+        .bind(id.to_string())
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// The id of the cluster called `name`, if any.
+pub async fn id_by_name(
+    conn: &mut SqliteConnection,
+    name: &str,
+) -> Result<Option<Uuid>, StoreError> {
+    sqlx::query_scalar::<_, String>("SELECT id FROM clusters WHERE name = ?")
+        .bind(name)
+        .fetch_optional(conn)
+        .await?
+        .map(|id| parse_id(&id))
+        .transpose()
+}

@@ -1,0 +1,139 @@
+//! A generated cluster and requests that exercise every branch of the
+//! HeadroomAffinity example, including the corners where languages could
+//! disagree: fractional and NaN memory, a host with its capability repeated
+//! (the first value counts), non-ASCII values, a repeated extra spec, and
+//! candidate lists that skip and reorder hosts.
+
+use std::sync::Arc;
+
+use sandpiper_guest::Inventory;
+use sandpiper_guest::model::{HostLabels, HostMetric, KeyValue, Labels, Request, Vm};
+
+/// A deterministic pseudo-random sequence (64-bit LCG, Knuth's MMIX
+/// constants): the same cluster on every run and every machine.
+struct Sequence(u64);
+
+impl Sequence {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % below
+    }
+}
+
+/// Racks hosts are in; `r-ü` checks that non-ASCII text crosses intact.
+const RACKS: [&str; 4] = ["r1", "r2", "r3", "r-ü"];
+
+/// `hosts` hosts with varied free memory and capabilities.
+pub fn inventory(hosts: usize) -> Arc<Inventory> {
+    let mut random = Sequence(hosts as u64);
+    let mut free = Vec::with_capacity(hosts);
+    let mut capabilities = Vec::with_capacity(hosts);
+    for host in 0..hosts {
+        free.push(match host % 50 {
+            // Unknown free memory: both comparisons are false everywhere.
+            7 => f64::NAN,
+            // Fractions, to show arithmetic is the same in every language.
+            11 => 4096.0 + 512.0 - 0.5,
+            13 => 4096.0 + 512.0,
+            _ => (random.next(64) * 256) as f64 + random.next(4) as f64 * 0.25,
+        });
+        let rack = RACKS[random.next(RACKS.len() as u64) as usize];
+        let mut pairs: Vec<(&str, &str)> = Vec::new();
+        match host % 10 {
+            // No rack at all.
+            3 => pairs.push(("disk", "hdd")),
+            // The rack twice: only the first value is the host's rack.
+            5 => {
+                pairs.push(("rack", "r9"));
+                pairs.push(("rack", rack));
+            }
+            _ => {
+                pairs.push(("disk", if host % 4 == 0 { "ssd" } else { "hdd" }));
+                pairs.push(("rack", rack));
+            }
+        }
+        capabilities.push(pairs);
+    }
+    let mut inventory = Inventory::new(hosts, 0);
+    inventory
+        .set_host_metric(HostMetric::MemoryFreeMib, free)
+        .expect("one value per host");
+    inventory
+        .set_host_labels(HostLabels::Capabilities, Labels::from_rows(capabilities))
+        .expect("one row per host");
+    Arc::new(inventory)
+}
+
+/// One call to compare across languages.
+pub struct Call {
+    pub name: &'static str,
+    pub request: Request,
+    pub candidates: Vec<u32>,
+}
+
+fn request(memory_mib: f64, extra_specs: &[(&str, &str)], params: &[(&str, &str)]) -> Request {
+    Request {
+        vm: Vm {
+            id: "vm".into(),
+            memory_mib,
+            extra_specs: extra_specs
+                .iter()
+                .map(|(k, v)| KeyValue::new(*k, *v))
+                .collect(),
+            ..Vm::default()
+        },
+        params: params.iter().map(|(k, v)| KeyValue::new(*k, *v)).collect(),
+        hints: Vec::new(),
+    }
+}
+
+/// The calls every language must answer identically over `hosts` hosts.
+/// Parameters are given as the host gives them: every declared one, with
+/// its value.
+pub fn calls(hosts: usize) -> Vec<Call> {
+    let all: Vec<u32> = (0..hosts as u32).collect();
+    let every_third_backwards: Vec<u32> = all.iter().rev().step_by(3).copied().collect();
+    let defaults = [("HeadroomMib", "512"), ("LabelKey", "rack")];
+    vec![
+        Call {
+            name: "4 GiB VM for rack r1, default parameters",
+            request: request(4096.0, &[("rack", "r1")], &defaults),
+            candidates: all.clone(),
+        },
+        Call {
+            name: "fractional VM for a non-ASCII rack, large headroom",
+            request: request(
+                1000.5,
+                &[("rack", "r-ü")],
+                &[("HeadroomMib", "6000"), ("LabelKey", "rack")],
+            ),
+            candidates: every_third_backwards.clone(),
+        },
+        Call {
+            name: "repeated extra spec: the first value counts",
+            request: request(
+                2048.0,
+                &[("rack", "r9"), ("rack", "r2")],
+                &[("HeadroomMib", "0"), ("LabelKey", "rack")],
+            ),
+            candidates: all.clone(),
+        },
+        Call {
+            name: "another label key, the largest headroom",
+            request: request(
+                0.0,
+                &[("disk", "ssd")],
+                &[("HeadroomMib", "999999999"), ("LabelKey", "disk")],
+            ),
+            candidates: every_third_backwards,
+        },
+        Call {
+            name: "no matching extra spec",
+            request: request(8192.0, &[], &defaults),
+            candidates: all,
+        },
+    ]
+}

@@ -1,0 +1,240 @@
+//! The examples through the real sandbox (`Runtime::load`, `WasmUnit`):
+//! identical answers in every language, the example fixture through
+//! `sandpiper unit test`, 10,000 hosts under each language's limits, and
+//! infinite loops that stop.
+
+use std::sync::{Arc, LazyLock};
+
+use sandpiper::sandbox::{Limits, Runtime, WasmUnit};
+use sandpiper::unit::{Unit, UnitError};
+use sandpiper_guest::Inventory;
+use sandpiper_guest::model::{Rejection, Request, ScoreOrder, Scores};
+
+use super::cluster::{self, Call};
+use super::examples::{self, Language};
+use super::limits;
+
+/// One runtime for the whole test binary: it compiles each component once
+/// (an 18 MB Python unit takes seconds) and every test shares the result.
+static RUNTIME: LazyLock<Runtime> =
+    LazyLock::new(|| Runtime::new(Limits::default()).expect("a runtime with default limits"));
+
+/// The example in `language`, loaded under that language's limits.
+fn example_unit(language: Language) -> WasmUnit {
+    let bytes = examples::example(language);
+    let unit = RUNTIME
+        .load(&bytes)
+        .unwrap_or_else(|e| panic!("loading the {} example: {e}", language.name()));
+    unit.with_limits(limits::for_language(language))
+        .expect("valid limits")
+}
+
+/// What a unit answered to one call.
+#[derive(Debug, PartialEq)]
+struct Answer {
+    rejections: Vec<Rejection>,
+    scores: Scores,
+}
+
+fn answer(unit: &WasmUnit, inventory: &Arc<Inventory>, request: &Request, candidates: &[u32]) -> Answer {
+    let name = &unit.info().name;
+    let rejections = unit
+        .filter(inventory, request, candidates)
+        .unwrap_or_else(|failed| panic!("{name}: filter failed: {failed} ({:?})", failed.usage))
+        .value;
+    let scores = unit
+        .score(inventory, request, candidates)
+        .unwrap_or_else(|failed| panic!("{name}: score failed: {failed} ({:?})", failed.usage))
+        .value;
+    Answer { rejections, scores }
+}
+
+/// Every language answers `calls` over `inventory` exactly as Rust does.
+fn assert_identical(inventory: &Arc<Inventory>, calls: &[Call]) {
+    let units: Vec<(Language, WasmUnit)> = Language::ALL
+        .iter()
+        .map(|&language| (language, example_unit(language)))
+        .collect();
+    for call in calls {
+        let reference = answer(&units[0].1, inventory, &call.request, &call.candidates);
+        for (language, unit) in &units[1..] {
+            let got = answer(unit, inventory, &call.request, &call.candidates);
+            assert_eq!(
+                got.rejections,
+                reference.rejections,
+                "{}: rejections differ from Rust's in call `{}`",
+                language.name(),
+                call.name
+            );
+            assert_eq!(
+                got.scores,
+                reference.scores,
+                "{}: scores differ from Rust's in call `{}`",
+                language.name(),
+                call.name
+            );
+        }
+    }
+}
+
+#[test]
+fn every_language_describes_the_same_unit() {
+    let rust = example_unit(Language::Rust).info().clone();
+    assert_eq!(rust.name, "HeadroomAffinityRust");
+    assert_eq!(rust.score_order, ScoreOrder::HigherIsBetter);
+    for language in &Language::ALL[1..] {
+        let unit = example_unit(*language);
+        let exports = unit.exports();
+        assert!(exports.filter && exports.score && !exports.balance);
+        let info = unit.info();
+        assert!(info.name.starts_with("HeadroomAffinity") && info.name != rust.name);
+        assert_eq!(info.description, rust.description, "{}", language.name());
+        assert_eq!(info.params, rust.params, "{}", language.name());
+        assert_eq!(info.score_order, rust.score_order, "{}", language.name());
+    }
+}
+
+#[test]
+fn every_language_answers_identically_on_a_generated_cluster() {
+    let hosts = 300;
+    let inventory = cluster::inventory(hosts);
+    let calls = cluster::calls(hosts);
+
+    // The answers exercise every branch, so agreeing means something.
+    let rust = example_unit(Language::Rust);
+    let first = answer(&rust, &inventory, &calls[0].request, &calls[0].candidates);
+    let reasons: Vec<&str> = first.rejections.iter().map(|r| r.reason.as_str()).collect();
+    assert_eq!(
+        reasons,
+        ["not enough free memory for the VM", "would leave less than 512 MiB free"]
+    );
+    let matches = first.scores.values.iter().filter(|&&v| v == 1.0).count();
+    assert!(matches > 0 && matches < hosts, "some hosts match the rack, some do not");
+
+    assert_identical(&inventory, &calls);
+}
+
+#[test]
+fn every_language_passes_the_example_fixture_through_unit_test() {
+    let fixture = std::fs::read_to_string(
+        examples::repo().join("policies/examples/cases/headroom_affinity.json"),
+    )
+    .expect("the example fixture");
+    for language in Language::ALL {
+        let bytes = examples::example(language);
+        let mut report = Vec::new();
+        let summary = sandpiper::unit_test::run(
+            &RUNTIME,
+            &bytes,
+            &fixture,
+            Some(limits::for_language(language)),
+            &mut report,
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", language.name()));
+        let report = String::from_utf8(report).expect("a text report");
+        assert!(
+            summary.all_passed() && summary.passed == 5,
+            "{}: {summary:?}\n{report}",
+            language.name()
+        );
+        assert!(
+            report.contains("would leave less than 1024 MiB free: h2, h4")
+                && report.contains("h5=1")
+                && report.contains("/host)"),
+            "{}: the report shows verdicts, scores and fuel:\n{report}",
+            language.name()
+        );
+    }
+}
+
+#[test]
+fn every_language_finishes_10k_hosts_under_its_limits_and_still_agrees() {
+    let hosts = 10_000;
+    let inventory = cluster::inventory(hosts);
+    let calls = cluster::calls(hosts);
+    assert_identical(&inventory, &calls[..1]);
+}
+
+/// A unit that loops forever in `filter` and `score`, in `language`.
+fn looping_unit(language: Language) -> WasmUnit {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (file, source) = match language {
+        Language::Python => (
+            "spin.py",
+            "from wit_world import exports\n\
+             from wit_world.imports.types import UnitInfo, ScoreOrder\n\
+             class Metadata(exports.Metadata):\n\
+             \x20   def info(self):\n\
+             \x20       return UnitInfo('Spin', 'Never answers.', [], ScoreOrder.LOWER_IS_BETTER)\n\
+             class Filter(exports.Filter):\n\
+             \x20   def filter(self, request, candidates):\n\
+             \x20       n = 0\n\
+             \x20       while True:\n\
+             \x20           n += 1\n\
+             class Score(exports.Score):\n\
+             \x20   def score(self, request, candidates):\n\
+             \x20       while True:\n\
+             \x20           pass\n",
+        ),
+        Language::Js => (
+            "spin.js",
+            "export const metadata = { info: () => ({ name: 'Spin', description: 'Never answers.', \
+             params: [], scoreOrder: 'lower-is-better' }) };\n\
+             export const filter = { filter(request, candidates) { let n = 0; for (;;) { n++; } } };\n\
+             export const score = { score(request, candidates) { for (;;) {} } };\n",
+        ),
+        Language::C => (
+            "spin.c",
+            "#include \"sandpiper.h\"\n\
+             static const sp_unit_t UNIT = {\"Spin\", \"Never answers.\", NULL, 0,\n\
+             \x20   SANDPIPER_POLICY_TYPES_SCORE_ORDER_LOWER_IS_BETTER};\n\
+             void exports_sandpiper_policy_metadata_info(exports_sandpiper_policy_metadata_unit_info_t *ret) {\n\
+             \x20 sp_unit_info(&UNIT, ret);\n}\n\
+             static volatile unsigned long long spins;\n\
+             void exports_sandpiper_policy_filter_filter(exports_sandpiper_policy_filter_request_t *request,\n\
+             \x20   bindings_list_u32_t *candidates, exports_sandpiper_policy_filter_list_rejection_t *ret) {\n\
+             \x20 (void)request; (void)candidates; (void)ret;\n\
+             \x20 for (;;) spins++;\n}\n\
+             void exports_sandpiper_policy_score_score(exports_sandpiper_policy_score_request_t *request,\n\
+             \x20   bindings_list_u32_t *candidates, exports_sandpiper_policy_score_scores_t *ret) {\n\
+             \x20 (void)request; (void)candidates; (void)ret;\n\
+             \x20 for (;;) spins++;\n}\n",
+        ),
+        Language::Rust => unreachable!("the sandbox's own tests cover Rust units that loop"),
+    };
+    let path = dir.path().join(file);
+    std::fs::write(&path, source).expect("write the looping unit");
+    let bytes = examples::build_unit(language, examples::EXAMPLE_WORLD, &path);
+    RUNTIME
+        .load(&bytes)
+        .unwrap_or_else(|e| panic!("loading the looping {} unit: {e}", language.name()))
+        .with_limits(limits::for_language(language))
+        .expect("valid limits")
+}
+
+#[test]
+fn an_infinite_loop_stops_in_every_language_under_its_limits() {
+    // The largest budgets a language gets are those of a 10k-host cluster.
+    let inventory = Arc::new(Inventory::new(10_000, 0));
+    let candidates: Vec<u32> = (0..10_000).collect();
+    let request = Request::default();
+    for language in [Language::Python, Language::Js, Language::C] {
+        let unit = looping_unit(language);
+        let failures = [
+            unit.filter(&inventory, &request, &candidates).err(),
+            unit.score(&inventory, &request, &candidates).err(),
+        ];
+        for failed in failures {
+            let failed = failed.unwrap_or_else(|| panic!("{}: a loop answered", language.name()));
+            assert!(
+                matches!(
+                    failed.error,
+                    UnitError::OutOfFuel { .. } | UnitError::DeadlineExceeded { .. }
+                ),
+                "{}: stopped by fuel or deadline, not {:?}",
+                language.name(),
+                failed.error
+            );
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! A small blocking HTTP/1.1 client for the tests. It writes the request
+//! body on its own thread while reading the answer, so a server that
+//! answers (413) before reading a large body is still heard, instead of the
+//! test seeing only a broken pipe.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// How long one request may take before the test fails: decisions and
+/// uploads of test units take milliseconds; a compile of a real unit well
+/// under a second.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// An HTTP answer.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    /// The body as JSON (`Null` when empty).
+    pub fn json(&self) -> Value {
+        if self.body.is_empty() {
+            return Value::Null;
+        }
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    /// `error.code` of an error body.
+    pub fn code(&self) -> String {
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or_else(|| panic!("not an error body: {}", String::from_utf8_lossy(&self.body)))
+            .to_owned()
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends one request on a fresh connection.
+pub fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<Vec<u8>>,
+) -> Reply {
+    let stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    stream
+        .set_read_timeout(Some(REQUEST_TIMEOUT))
+        .expect("read timeout");
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    let body = body.unwrap_or_default();
+    if !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH") {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    let mut writer = stream.try_clone().expect("clone stream");
+    let sender = std::thread::spawn(move || {
+        // The server may answer and close before reading everything; the
+        // answer is what the test checks, so write errors are ignored.
+        let _ = writer.write_all(head.as_bytes());
+        let _ = writer.write_all(&body);
+        let _ = writer.flush();
+    });
+    let reply = read_reply(stream);
+    let _ = sender.join();
+    reply
+}
+
+fn read_reply(stream: TcpStream) -> Reply {
+    let mut reader = BufReader::new(stream);
+    let mut status_line = String::new();
+    reader
+        .read_line(&mut status_line)
+        .unwrap_or_else(|e| panic!("reading the status line: {e}"));
+    let status: u16 = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("reading a header");
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            headers.push((k.trim().to_owned(), v.trim().to_owned()));
+        }
+    }
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _): &&(String, String)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    };
+    let mut body = Vec::new();
+    if header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size).expect("chunk size");
+            let size = usize::from_str_radix(size.trim(), 16).expect("hex chunk size");
+            let mut chunk = vec![0; size + 2];
+            reader.read_exact(&mut chunk).expect("chunk");
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..size]);
+        }
+    } else if let Some(length) = header("content-length") {
+        let length: usize = length.parse().expect("content-length");
+        body.resize(length, 0);
+        reader.read_exact(&mut body).expect("body");
+    } else {
+        // Connection: close delimits the body; a reset after the answer
+        // is just the server closing.
+        let _ = reader.read_to_end(&mut body);
+    }
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}

@@ -1,0 +1,280 @@
+//! Running the real `sandpiper` binary for a test: a temporary directory
+//! with its SQLite file, a random port, a known admin token, and helpers to
+//! call the API and to dump the database.
+
+pub mod http;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+pub use http::Reply;
+
+/// The admin token every test server starts with (via
+/// `SANDPIPER_ADMIN_TOKEN`).
+pub const ADMIN_TOKEN: &str = "e2e-admin-0123456789abcdef0123456789abcdef";
+
+/// How long a server may take to start: migrations, compiling the built-in
+/// units on a first start (tens of milliseconds each), binding.
+pub const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long a stopped server may take to finish and exit.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A running server.
+pub struct Server {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    pub db: PathBuf,
+    log: PathBuf,
+}
+
+impl Server {
+    /// Starts a server whose data lives in `dir`.
+    pub fn start(dir: &Path) -> Server {
+        Server::start_with(dir, &[], &[])
+    }
+
+    /// Starts a server with extra `serve` flags and environment.
+    pub fn start_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+        let db = dir.join("sandpiper.db");
+        let log = dir.join("server.log");
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("server log");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sandpiper"));
+        command
+            .arg("serve")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--db")
+            .arg(&db)
+            .args(args)
+            .env_remove("SANDPIPER_LOG")
+            .env("SANDPIPER_ADMIN_TOKEN", ADMIN_TOKEN)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("start sandpiper");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(addr) = line.strip_prefix("listening on ") {
+                    let _ = tx.send(addr.trim().to_owned());
+                }
+            }
+        });
+        let addr = match rx.recv_timeout(START_TIMEOUT) {
+            Ok(addr) => addr.parse().expect("a socket address"),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "the server did not start; its log:\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+        };
+        Server {
+            child: Some(child),
+            addr,
+            db,
+            log,
+        }
+    }
+
+    /// A client with `token` (none: anonymous).
+    pub fn client(&self, token: Option<&str>) -> Client {
+        Client {
+            addr: self.addr,
+            token: token.map(str::to_owned),
+        }
+    }
+
+    /// A client with the admin token.
+    pub fn admin(&self) -> Client {
+        self.client(Some(ADMIN_TOKEN))
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends SIGTERM and waits for a clean exit.
+    pub fn stop(mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        terminate(&child);
+        wait_with_timeout(&mut child, STOP_TIMEOUT).unwrap_or_else(|| {
+            let _ = child.kill();
+            panic!("the server did not stop in time; log:\n{}", self.log())
+        })
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn terminate(child: &Child) {
+    let pid = rustix::process::Pid::from_child(child);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
+}
+
+fn wait_with_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Calls the API with one token.
+#[derive(Clone, Debug)]
+pub struct Client {
+    pub addr: SocketAddr,
+    pub token: Option<String>,
+}
+
+impl Client {
+    /// Sends a request with an optional body and content type.
+    pub fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        content_type: Option<&str>,
+        extra: &[(&str, &str)],
+    ) -> Reply {
+        let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        let mut headers: Vec<(&str, &str)> = extra.to_vec();
+        if let Some(auth) = &auth {
+            headers.push(("Authorization", auth));
+        }
+        if let Some(ct) = content_type {
+            headers.push(("Content-Type", ct));
+        }
+        http::send(self.addr, method, path, &headers, body)
+    }
+
+    pub fn get(&self, path: &str) -> Reply {
+        self.send("GET", path, None, None, &[])
+    }
+
+    pub fn delete(&self, path: &str) -> Reply {
+        self.send("DELETE", path, None, None, &[])
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> Reply {
+        self.send("POST", path, Some(body.to_string().into_bytes()), Some("application/json"), &[])
+    }
+
+    pub fn put(&self, path: &str, body: &Value) -> Reply {
+        self.send("PUT", path, Some(body.to_string().into_bytes()), Some("application/json"), &[])
+    }
+
+    /// POSTs raw bytes as `application/wasm`.
+    pub fn post_wasm(&self, path: &str, wasm: &[u8]) -> Reply {
+        self.send("POST", path, Some(wasm.to_vec()), Some("application/wasm"), &[])
+    }
+
+    /// PUTs raw bytes as `application/wasm`.
+    pub fn put_wasm(&self, path: &str, wasm: &[u8]) -> Reply {
+        self.send("PUT", path, Some(wasm.to_vec()), Some("application/wasm"), &[])
+    }
+}
+
+/// Asserts a status, showing the body when it differs.
+#[track_caller]
+pub fn expect_status(reply: &Reply, status: u16) -> Value {
+    assert_eq!(
+        reply.status,
+        status,
+        "unexpected status; body: {}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    reply.json()
+}
+
+/// Every row of every table of the database at `db`, as text, in a fixed
+/// order: two dumps are equal exactly when the stored data is. Blobs are
+/// written as their length (their identity is the row's sha256 key).
+pub fn dump(db: &Path) -> String {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        use sqlx::{Connection, Row};
+        let options = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(db)
+            .read_only(true);
+        let mut conn = sqlx::SqliteConnection::connect_with(&options)
+            .await
+            .expect("open the database");
+        let tables: Vec<String> = sqlx::query_scalar(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .expect("tables");
+        let mut out = String::new();
+        for table in tables {
+            let columns: Vec<(String, String)> =
+                sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                    "SELECT name, type FROM pragma_table_info('{table}') ORDER BY cid"
+                )))
+                .fetch_all(&mut conn)
+                .await
+                .expect("columns");
+            let select: Vec<String> = columns
+                .iter()
+                .map(|(name, ty)| {
+                    if ty.eq_ignore_ascii_case("BLOB") {
+                        format!("'<' || length(\"{name}\") || ' bytes>'")
+                    } else {
+                        format!("quote(\"{name}\")")
+                    }
+                })
+                .collect();
+            let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {} FROM \"{table}\" ORDER BY rowid",
+                select.join(", ")
+            )))
+            .fetch_all(&mut conn)
+            .await
+            .expect("rows");
+            out.push_str(&format!("== {table}\n"));
+            for row in rows {
+                let values: Vec<String> = (0..columns.len())
+                    .map(|i| row.try_get::<String, _>(i).unwrap_or_default())
+                    .collect();
+                out.push_str(&values.join(" | "));
+                out.push('\n');
+            }
+        }
+        out
+    })
+}
