@@ -1,0 +1,337 @@
+//! The claim ledger: resources that decisions have handed out and the
+//! engine has not reported back yet (oVirt's pending resources, Placement's
+//! allocations), one claim per VM.
+//!
+//! A claim is keyed by the VM, so placing the same VM again replaces its
+//! claim instead of adding a second one (oVirt's `VmSpecificPendingResource`
+//! identity). It lives until one of:
+//!
+//! * the engine **confirms** it and then reports the host at a generation at
+//!   or after the one the confirmation named: that report already counts the
+//!   VM, so the claim would count it twice;
+//! * the engine reports the VM running (on any host), which is the same news;
+//! * the engine **releases** it (the VM failed to start, or was cancelled);
+//! * it **expires**, if still unconfirmed a TTL after it was made: the
+//!   engine gave up on the start, or lost the message, and the capacity must
+//!   not stay parked forever. A confirmed claim never expires: its VM runs,
+//!   and only a report that counts the VM may stop the claim counting it
+//!   (expiring it earlier could double-book the host);
+//! * its host is removed from the inventory.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::resources::Resources;
+use super::time::Timestamp;
+
+/// Where a claim stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ClaimState {
+    /// Decided; the engine has not said the VM started.
+    Pending,
+    /// The engine says the VM started; its reports of the host from
+    /// generation `covered_from` on include the VM.
+    Confirmed { covered_from: u64 },
+}
+
+/// Resources held on a host for one VM.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Claim {
+    pub vm_id: String,
+    pub host_id: String,
+    pub resources: Resources,
+    /// The decision that made the claim.
+    pub decision_id: Uuid,
+    pub created_at: Timestamp,
+    /// When the claim expires unless confirmed first; a confirmed claim
+    /// does not expire.
+    pub expires_at: Timestamp,
+    #[serde(flatten)]
+    pub state: ClaimState,
+}
+
+/// A claim operation that cannot be done.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClaimError {
+    #[error("VM `{vm_id}` holds no claim")]
+    NoClaim { vm_id: String },
+}
+
+/// Every live claim of one cluster, by VM and by host.
+#[derive(Clone, Debug, Default)]
+pub struct ClaimLedger {
+    by_vm: HashMap<String, Claim>,
+    by_host: HashMap<String, HostClaims>,
+}
+
+/// The claims on one host and their sum.
+#[derive(Clone, Debug, Default)]
+struct HostClaims {
+    vms: BTreeSet<String>,
+    total: Resources,
+}
+
+impl ClaimLedger {
+    pub fn new() -> Self {
+        ClaimLedger::default()
+    }
+
+    /// Number of live claims.
+    pub fn len(&self) -> usize {
+        self.by_vm.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_vm.is_empty()
+    }
+
+    /// The claim of `vm_id`.
+    pub fn get(&self, vm_id: &str) -> Option<&Claim> {
+        self.by_vm.get(vm_id)
+    }
+
+    /// Every claim, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &Claim> {
+        self.by_vm.values()
+    }
+
+    /// The sum of the claims on `host_id`.
+    pub fn pending_on(&self, host_id: &str) -> Resources {
+        self.by_host
+            .get(host_id)
+            .map(|h| h.total)
+            .unwrap_or_default()
+    }
+
+    /// Each host with claims and their sum, leaving out the claims of the
+    /// VMs in `except` (a decision about those VMs replaces their claims,
+    /// so it must not count them against itself).
+    pub fn pending_by_host<'a>(
+        &'a self,
+        except: &'a BTreeSet<String>,
+    ) -> impl Iterator<Item = (&'a str, Resources)> + 'a {
+        self.by_host.iter().filter_map(move |(host, claims)| {
+            if claims.vms.iter().any(|vm| except.contains(vm)) {
+                let mut total = Resources::default();
+                for vm in claims.vms.iter().filter(|vm| !except.contains(*vm)) {
+                    if let Some(claim) = self.by_vm.get(vm) {
+                        total.add(&claim.resources);
+                    }
+                }
+                (!total.is_empty()).then_some((host.as_str(), total))
+            } else {
+                Some((host.as_str(), claims.total))
+            }
+        })
+    }
+
+    /// Records `claim`, replacing the VM's previous claim (returned).
+    pub fn insert(&mut self, claim: Claim) -> Option<Claim> {
+        let previous = self.remove(&claim.vm_id);
+        let host = claim.host_id.clone();
+        self.by_host
+            .entry(host.clone())
+            .or_default()
+            .vms
+            .insert(claim.vm_id.clone());
+        self.by_vm.insert(claim.vm_id.clone(), claim);
+        self.resum(&host);
+        previous
+    }
+
+    /// Drops the claim of `vm_id` (the engine released it).
+    pub fn remove(&mut self, vm_id: &str) -> Option<Claim> {
+        let claim = self.by_vm.remove(vm_id)?;
+        if let Some(host) = self.by_host.get_mut(&claim.host_id) {
+            host.vms.remove(vm_id);
+        }
+        self.resum(&claim.host_id);
+        Some(claim)
+    }
+
+    /// Marks the claim of `vm_id` confirmed: reports of its host from
+    /// generation `covered_from` on include the VM.
+    pub fn confirm(&mut self, vm_id: &str, covered_from: u64) -> Result<&Claim, ClaimError> {
+        let claim = self
+            .by_vm
+            .get_mut(vm_id)
+            .ok_or_else(|| ClaimError::NoClaim {
+                vm_id: vm_id.to_owned(),
+            })?;
+        claim.state = ClaimState::Confirmed { covered_from };
+        Ok(claim)
+    }
+
+    /// Drops every unconfirmed claim that expired at or before `now`.
+    pub fn expire(&mut self, now: Timestamp) -> Vec<Claim> {
+        let expired: Vec<String> = self
+            .by_vm
+            .values()
+            .filter(|c| c.state == ClaimState::Pending && c.expires_at <= now)
+            .map(|c| c.vm_id.clone())
+            .collect();
+        self.remove_all(expired)
+    }
+
+    /// The earliest expiry among the unconfirmed claims.
+    pub fn next_expiry(&self) -> Option<Timestamp> {
+        self.by_vm
+            .values()
+            .filter(|c| c.state == ClaimState::Pending)
+            .map(|c| c.expires_at)
+            .min()
+    }
+
+    /// Drops the confirmed claims on `host_id` that a report of the host at
+    /// `generation` already includes.
+    pub fn drop_covered(&mut self, host_id: &str, generation: u64) -> Vec<Claim> {
+        let covered: Vec<String> = self
+            .by_host
+            .get(host_id)
+            .into_iter()
+            .flat_map(|h| h.vms.iter())
+            .filter(|vm| {
+                matches!(
+                    self.by_vm.get(*vm).map(|c| c.state),
+                    Some(ClaimState::Confirmed { covered_from }) if covered_from <= generation
+                )
+            })
+            .cloned()
+            .collect();
+        self.remove_all(covered)
+    }
+
+    /// Drops every claim on `host_id` (the host left the inventory).
+    pub fn drop_host(&mut self, host_id: &str) -> Vec<Claim> {
+        let on_host: Vec<String> = self
+            .by_host
+            .get(host_id)
+            .map(|h| h.vms.iter().cloned().collect())
+            .unwrap_or_default();
+        self.remove_all(on_host)
+    }
+
+    /// Drops the claims of VMs the engine reports running: its figures
+    /// count them now.
+    pub fn drop_reported<'a>(&mut self, vm_ids: impl IntoIterator<Item = &'a str>) -> Vec<Claim> {
+        let reported: Vec<String> = vm_ids
+            .into_iter()
+            .filter(|vm| self.by_vm.contains_key(*vm))
+            .map(str::to_owned)
+            .collect();
+        self.remove_all(reported)
+    }
+
+    fn remove_all(&mut self, vm_ids: Vec<String>) -> Vec<Claim> {
+        vm_ids.iter().filter_map(|vm| self.remove(vm)).collect()
+    }
+
+    /// Recomputes a host's sum from its claims (rather than adding and
+    /// subtracting, which would let rounding drift accumulate).
+    fn resum(&mut self, host_id: &str) {
+        let Some(host) = self.by_host.get_mut(host_id) else {
+            return;
+        };
+        if host.vms.is_empty() {
+            self.by_host.remove(host_id);
+            return;
+        }
+        let mut total = Resources::default();
+        for vm in &host.vms {
+            if let Some(claim) = self.by_vm.get(vm) {
+                total.add(&claim.resources);
+            }
+        }
+        host.total = total;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(vm: &str, host: &str, memory: f64, expires: u64) -> Claim {
+        Claim {
+            vm_id: vm.to_owned(),
+            host_id: host.to_owned(),
+            resources: Resources {
+                memory_mib: memory,
+                vms: 1.0,
+                ..Resources::default()
+            },
+            decision_id: Uuid::nil(),
+            created_at: Timestamp(0),
+            expires_at: Timestamp(expires),
+            state: ClaimState::Pending,
+        }
+    }
+
+    #[test]
+    fn claiming_the_same_vm_again_replaces_its_claim() {
+        let mut ledger = ClaimLedger::new();
+        ledger.insert(claim("vm", "h1", 1024.0, 10));
+        let previous = ledger.insert(claim("vm", "h2", 2048.0, 10));
+        assert_eq!(previous.map(|c| c.host_id), Some("h1".to_owned()));
+        assert_eq!(ledger.len(), 1);
+        assert!(ledger.pending_on("h1").is_empty());
+        assert_eq!(ledger.pending_on("h2").memory_mib, 2048.0);
+    }
+
+    #[test]
+    fn a_decision_about_a_vm_does_not_count_its_own_claim() {
+        let mut ledger = ClaimLedger::new();
+        ledger.insert(claim("a", "h1", 1024.0, 10));
+        ledger.insert(claim("b", "h1", 512.0, 10));
+        ledger.insert(claim("c", "h2", 256.0, 10));
+        let except = BTreeSet::from(["a".to_owned(), "c".to_owned()]);
+        let mut pending: Vec<_> = ledger
+            .pending_by_host(&except)
+            .map(|(h, r)| (h.to_owned(), r.memory_mib))
+            .collect();
+        pending.sort_by(|x, y| x.0.cmp(&y.0));
+        assert_eq!(pending, [("h1".to_owned(), 512.0)]);
+    }
+
+    #[test]
+    fn pending_claims_expire_confirmed_ones_wait_for_the_covering_report() {
+        let mut ledger = ClaimLedger::new();
+        ledger.insert(claim("a", "h1", 1.0, 10));
+        ledger.insert(claim("b", "h1", 1.0, 5));
+        assert_eq!(ledger.next_expiry(), Some(Timestamp(5)));
+        ledger.confirm("b", 7).expect("b has a claim");
+        assert_eq!(ledger.next_expiry(), Some(Timestamp(10)));
+        assert_eq!(
+            ledger
+                .expire(Timestamp(1000))
+                .iter()
+                .map(|c| c.vm_id.as_str())
+                .collect::<Vec<_>>(),
+            ["a"]
+        );
+        assert_eq!(ledger.len(), 1);
+        assert!(ledger.drop_covered("h1", 6).is_empty());
+        assert_eq!(ledger.drop_covered("h1", 7).len(), 1);
+        assert!(ledger.is_empty());
+        assert_eq!(
+            ledger.confirm("b", 1).map(|_| ()),
+            Err(ClaimError::NoClaim {
+                vm_id: "b".to_owned()
+            })
+        );
+    }
+
+    #[test]
+    fn reports_and_host_removal_drop_claims() {
+        let mut ledger = ClaimLedger::new();
+        ledger.insert(claim("a", "h1", 1.0, 10));
+        ledger.insert(claim("b", "h1", 1.0, 10));
+        ledger.insert(claim("c", "h2", 1.0, 10));
+        assert_eq!(ledger.drop_reported(["c", "zzz"]).len(), 1);
+        assert_eq!(ledger.drop_host("h1").len(), 2);
+        assert!(ledger.is_empty());
+        assert!(ledger.pending_by_host(&BTreeSet::new()).next().is_none());
+    }
+}

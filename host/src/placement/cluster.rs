@@ -1,0 +1,550 @@
+//! Everything Sandpiper holds about one cluster — its host inventory, its
+//! claims and the ready-built columns — and every operation on it, as plain
+//! synchronous code with time passed in.
+//!
+//! A [`ClusterState`] does no locking and no I/O: the caller (the
+//! `service`) holds the cluster's lock around every call, so each call sees
+//! and leaves a consistent state, and persists the [`Change`]s each call
+//! returns, in order. Keeping this layer free of clocks, threads and the
+//! database is what lets the model-based test drive thousands of random
+//! interleavings through the very code the server runs.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde::Serialize;
+
+use super::claims::{Claim, ClaimError, ClaimLedger, ClaimState};
+use super::columns::Columns;
+use super::hosts::{
+    Applied, HostInventory, HostRecord, HostUpdate, InventoryError, MAX_GENERATION, check_upsert,
+};
+use super::resources::Resources;
+use super::time::Timestamp;
+use crate::snapshot::{Snapshot, SnapshotError, SnapshotErrorKind};
+
+/// A change to persist, in the order the state made it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    /// Every host replaced by these records (a full snapshot); removed-host
+    /// markers are forgotten.
+    Snapshot {
+        generation: u64,
+        records: Vec<HostRecord>,
+    },
+    /// One host added or replaced.
+    Host(HostRecord),
+    /// One host removed at `generation`.
+    HostRemoved { host_id: String, generation: u64 },
+    /// The inventory's generations.
+    Generations {
+        generation: u64,
+        snapshot_generation: u64,
+    },
+    /// A claim made, replaced or confirmed.
+    ClaimPut(Claim),
+    /// A claim gone (released, expired, covered by a report).
+    ClaimDeleted { vm_id: String },
+}
+
+/// How one update of a batch went.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UpdateResult {
+    pub host_id: String,
+    pub generation: u64,
+    /// `applied`, or `stale` when older than what is held.
+    pub outcome: &'static str,
+    /// The generation held for the host when the update was stale.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<u64>,
+    /// Claims the update resolved (confirmed and now covered, or reported).
+    pub claims_resolved: usize,
+}
+
+/// A summary of the held inventory.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct InventorySummary {
+    pub generation: u64,
+    pub snapshot_generation: u64,
+    pub hosts: usize,
+    pub vms: usize,
+    pub claims: usize,
+    /// The sum of every live claim.
+    pub pending: Resources,
+}
+
+/// The held state of one cluster.
+#[derive(Default)]
+pub struct ClusterState {
+    pub(super) hosts: HostInventory,
+    pub(super) claims: ClaimLedger,
+    /// `None` after a change of shape, until the next decision rebuilds them.
+    pub(super) columns: Option<Columns>,
+}
+
+impl ClusterState {
+    pub fn new() -> Self {
+        ClusterState::default()
+    }
+
+    /// Restores a state from its stored parts; the columns are built at the
+    /// first decision.
+    pub fn restore(hosts: HostInventory, claims: impl IntoIterator<Item = Claim>) -> Self {
+        let mut ledger = ClaimLedger::new();
+        for claim in claims {
+            ledger.insert(claim);
+        }
+        ClusterState {
+            hosts,
+            claims: ledger,
+            columns: None,
+        }
+    }
+
+    pub fn hosts(&self) -> &HostInventory {
+        &self.hosts
+    }
+
+    pub fn claims(&self) -> &ClaimLedger {
+        &self.claims
+    }
+
+    /// Whether any host was ever pushed (a stateful decision needs one).
+    pub fn has_inventory(&self) -> bool {
+        !self.hosts.is_empty() || self.hosts.generation() > 0
+    }
+
+    pub fn summary(&self) -> InventorySummary {
+        let mut pending = Resources::default();
+        for claim in self.claims.iter() {
+            pending.add(&claim.resources);
+        }
+        InventorySummary {
+            generation: self.hosts.generation(),
+            snapshot_generation: self.hosts.snapshot_generation(),
+            hosts: self.hosts.len(),
+            vms: self.hosts.records().iter().map(|r| r.vms.len()).sum(),
+            claims: self.claims.len(),
+            pending,
+        }
+    }
+
+    /// Replaces the inventory with a full snapshot taken at `generation`.
+    /// Claims on hosts that are gone, claims of VMs the snapshot reports
+    /// running, and confirmed claims the snapshot covers are dropped.
+    pub fn replace_snapshot(
+        &mut self,
+        generation: u64,
+        snapshot: Snapshot,
+    ) -> Result<Vec<Change>, InventoryError> {
+        // The cheap checks first: a refused snapshot costs no column build.
+        if generation > MAX_GENERATION {
+            return Err(InventoryError::GenerationTooLarge { given: generation });
+        }
+        if generation <= self.hosts.generation() && self.has_inventory() {
+            return Err(InventoryError::StaleSnapshot {
+                given: generation,
+                held: self.hosts.generation(),
+            });
+        }
+        let columns = Columns::build(&snapshot)?;
+        self.hosts.replace(generation, snapshot)?;
+        self.columns = Some(columns);
+
+        let mut changes = vec![
+            Change::Snapshot {
+                generation,
+                records: self.hosts.records().to_vec(),
+            },
+            Change::Generations {
+                generation,
+                snapshot_generation: generation,
+            },
+        ];
+        let present: BTreeSet<&str> = self
+            .hosts
+            .records()
+            .iter()
+            .map(|r| r.host.id.as_str())
+            .collect();
+        let reported: BTreeSet<&str> = self
+            .hosts
+            .records()
+            .iter()
+            .flat_map(|r| r.vms.iter().map(|v| v.id.as_str()))
+            .collect();
+        let resolved: Vec<String> = self
+            .claims
+            .iter()
+            .filter(|c| {
+                !present.contains(c.host_id.as_str())
+                    || reported.contains(c.vm_id.as_str())
+                    || matches!(c.state, ClaimState::Confirmed { covered_from } if covered_from <= generation)
+            })
+            .map(|c| c.vm_id.clone())
+            .collect();
+        for vm_id in resolved {
+            if self.claims.remove(&vm_id).is_some() {
+                changes.push(Change::ClaimDeleted { vm_id });
+            }
+        }
+        Ok(changes)
+    }
+
+    /// Applies a batch of updates in order. Every update is checked first
+    /// and the batch is refused whole if one is invalid (the error names
+    /// `updates[i]`); stale updates are not errors, their result says so.
+    pub fn apply_updates(
+        &mut self,
+        updates: Vec<HostUpdate>,
+    ) -> Result<(Vec<UpdateResult>, Vec<Change>), SnapshotError> {
+        let mut checked = Vec::with_capacity(updates.len());
+        for (i, update) in updates.into_iter().enumerate() {
+            if update.generation() > MAX_GENERATION {
+                return Err(SnapshotError {
+                    path: format!("updates[{i}].generation"),
+                    kind: SnapshotErrorKind::Json(format!(
+                        "{} is above the largest generation, {MAX_GENERATION} (2^53)",
+                        update.generation()
+                    )),
+                });
+            }
+            let row = match &update {
+                HostUpdate::Upsert { host, vms, .. } => Some(
+                    check_upsert(host, vms.as_deref()).map_err(|e| SnapshotError {
+                        path: format!("updates[{i}].{}", upsert_path(&e.path)),
+                        kind: e.kind,
+                    })?,
+                ),
+                HostUpdate::Remove { host_id, .. } if host_id.is_empty() => {
+                    return Err(SnapshotError {
+                        path: format!("updates[{i}].host_id"),
+                        kind: SnapshotErrorKind::EmptyId,
+                    });
+                }
+                HostUpdate::Remove { .. } => None,
+            };
+            checked.push((update, row));
+        }
+
+        let mut results = Vec::with_capacity(checked.len());
+        let mut changes = Vec::new();
+        let before = (self.hosts.generation(), self.hosts.snapshot_generation());
+        for (update, one_host) in checked {
+            let host_id = update.host_id().to_owned();
+            let generation = update.generation();
+            let reported: Vec<String> = match &update {
+                HostUpdate::Upsert { vms: Some(vms), .. } => {
+                    vms.iter().map(|v| v.id.clone()).collect()
+                }
+                _ => Vec::new(),
+            };
+            let removal = matches!(update, HostUpdate::Remove { .. });
+            let applied = self.hosts.apply(update);
+            let mut resolved = Vec::new();
+            match applied {
+                Applied::Stale { held } => {
+                    results.push(UpdateResult {
+                        host_id,
+                        generation,
+                        outcome: "stale",
+                        held: Some(held),
+                        claims_resolved: 0,
+                    });
+                    continue;
+                }
+                Applied::Row(row) => {
+                    if let (Some(columns), Some(one)) = (&mut self.columns, &one_host) {
+                        columns.patch_row(row, &one.inventory);
+                    }
+                }
+                Applied::Shape => self.columns = None,
+            }
+            if removal {
+                resolved.extend(self.claims.drop_host(&host_id));
+                changes.push(Change::HostRemoved {
+                    host_id: host_id.clone(),
+                    generation,
+                });
+            } else {
+                resolved.extend(self.claims.drop_covered(&host_id, generation));
+                resolved.extend(
+                    self.claims
+                        .drop_reported(reported.iter().map(String::as_str)),
+                );
+                if let Some((_, record)) = self.hosts.get(&host_id) {
+                    changes.push(Change::Host(record.clone()));
+                }
+                if matches!(applied, Applied::Shape) && !reported.is_empty() {
+                    // VMs taken off other hosts changed those hosts' records.
+                    for record in self.hosts.records() {
+                        if record.host.id != host_id {
+                            changes.push(Change::Host(record.clone()));
+                        }
+                    }
+                }
+            }
+            results.push(UpdateResult {
+                host_id,
+                generation,
+                outcome: "applied",
+                held: None,
+                claims_resolved: resolved.len(),
+            });
+            changes.extend(
+                resolved
+                    .into_iter()
+                    .map(|c| Change::ClaimDeleted { vm_id: c.vm_id }),
+            );
+        }
+        let after = (self.hosts.generation(), self.hosts.snapshot_generation());
+        if after != before {
+            changes.push(Change::Generations {
+                generation: after.0,
+                snapshot_generation: after.1,
+            });
+        }
+        Ok((results, changes))
+    }
+
+    /// Confirms the claim of `vm_id`: the engine started the VM, and its
+    /// reports of the host from generation `covered_from` on include it.
+    /// Without `covered_from`, the next report of the host applied is taken
+    /// to include it, which is right when the engine sends reports and
+    /// confirmations in order; an engine whose reports may overtake its
+    /// confirmations names the generation. The claim keeps counting, and no
+    /// longer expires, until that report arrives.
+    pub fn confirm(
+        &mut self,
+        vm_id: &str,
+        covered_from: Option<u64>,
+    ) -> Result<(Claim, Vec<Change>), ClaimError> {
+        let host_id = self
+            .claims
+            .get(vm_id)
+            .map(|c| c.host_id.clone())
+            .ok_or_else(|| ClaimError::NoClaim {
+                vm_id: vm_id.to_owned(),
+            })?;
+        let next_report = self.hosts.held_generation(&host_id).saturating_add(1);
+        let covered_from = covered_from.unwrap_or(next_report);
+        let claim = self.claims.confirm(vm_id, covered_from)?.clone();
+        // A report at or after `covered_from` may already be held.
+        if covered_from <= self.hosts.held_generation(&host_id)
+            && self.hosts.get(&host_id).is_some()
+        {
+            let dropped = self
+                .claims
+                .drop_covered(&host_id, self.hosts.held_generation(&host_id));
+            let changes = dropped
+                .into_iter()
+                .map(|c| Change::ClaimDeleted { vm_id: c.vm_id })
+                .collect();
+            return Ok((claim, changes));
+        }
+        Ok((claim.clone(), vec![Change::ClaimPut(claim)]))
+    }
+
+    /// Releases the claim of `vm_id` (the VM did not start).
+    pub fn release(&mut self, vm_id: &str) -> Result<(Claim, Vec<Change>), ClaimError> {
+        let claim = self
+            .claims
+            .remove(vm_id)
+            .ok_or_else(|| ClaimError::NoClaim {
+                vm_id: vm_id.to_owned(),
+            })?;
+        let changes = vec![Change::ClaimDeleted {
+            vm_id: claim.vm_id.clone(),
+        }];
+        Ok((claim, changes))
+    }
+
+    /// Drops the claims that expired at or before `now`.
+    pub fn expire(&mut self, now: Timestamp) -> (Vec<Claim>, Vec<Change>) {
+        let expired = self.claims.expire(now);
+        let changes = expired
+            .iter()
+            .map(|c| Change::ClaimDeleted {
+                vm_id: c.vm_id.clone(),
+            })
+            .collect();
+        (expired, changes)
+    }
+
+    /// The columns, rebuilt from the records if a change of shape dropped
+    /// them. Records are checked as they arrive, so a failure here means a
+    /// bug, reported rather than hidden.
+    pub(super) fn ensure_columns(&mut self) -> Result<(), SnapshotError> {
+        if self.columns.is_none() {
+            self.columns = Some(Columns::build(&self.hosts.to_snapshot())?);
+        }
+        Ok(())
+    }
+
+    /// The rows of hosts with claims and their sums, leaving out `except`.
+    pub(super) fn pending_rows(
+        columns: &Columns,
+        claims: &ClaimLedger,
+        except: &BTreeSet<String>,
+    ) -> HashMap<usize, Resources> {
+        claims
+            .pending_by_host(except)
+            .filter_map(|(host, total)| {
+                columns.hosts().index(host).map(|row| (row as usize, total))
+            })
+            .collect()
+    }
+}
+
+/// The path of a field of an upsert from the path in its one-host snapshot
+/// (`hosts[0].metrics.x` → `host.metrics.x`).
+fn upsert_path(path: &str) -> String {
+    match path.strip_prefix("hosts[0]") {
+        Some(rest) => format!("host{rest}"),
+        None => path.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::Host;
+    use uuid::Uuid;
+
+    fn host(id: &str) -> Host {
+        Host {
+            id: id.to_owned(),
+            metrics: [("memory_free_mib".to_owned(), 1000.0)].into(),
+            ..Host::default()
+        }
+    }
+
+    fn state() -> ClusterState {
+        let mut state = ClusterState::new();
+        state
+            .replace_snapshot(
+                5,
+                Snapshot {
+                    hosts: vec![host("a"), host("b")],
+                    vms: Vec::new(),
+                },
+            )
+            .expect("first snapshot");
+        state
+    }
+
+    fn claim(vm: &str, host: &str) -> Claim {
+        Claim {
+            vm_id: vm.to_owned(),
+            host_id: host.to_owned(),
+            resources: Resources {
+                memory_mib: 100.0,
+                vms: 1.0,
+                ..Resources::default()
+            },
+            decision_id: Uuid::nil(),
+            created_at: Timestamp(0),
+            expires_at: Timestamp(1000),
+            state: ClaimState::Pending,
+        }
+    }
+
+    fn upsert(generation: u64, id: &str) -> HostUpdate {
+        HostUpdate::Upsert {
+            generation,
+            host: host(id),
+            vms: None,
+        }
+    }
+
+    #[test]
+    fn a_confirmed_claim_lasts_until_the_report_that_covers_it() {
+        let mut state = state();
+        state.claims.insert(claim("v", "a"));
+        let (confirmed, _) = state.confirm("v", None).expect("claimed");
+        assert_eq!(confirmed.state, ClaimState::Confirmed { covered_from: 6 });
+        // A report of the other host does not cover it.
+        let (results, _) = state.apply_updates(vec![upsert(6, "b")]).expect("valid");
+        assert_eq!(results[0].claims_resolved, 0);
+        assert_eq!(state.claims.len(), 1);
+        let (results, changes) = state.apply_updates(vec![upsert(6, "a")]).expect("valid");
+        assert_eq!(results[0].claims_resolved, 1);
+        assert!(state.claims.is_empty());
+        assert!(changes.contains(&Change::ClaimDeleted {
+            vm_id: "v".to_owned()
+        }));
+    }
+
+    #[test]
+    fn a_confirmation_already_covered_drops_the_claim_at_once() {
+        let mut state = state();
+        state.claims.insert(claim("v", "a"));
+        let (_, changes) = state.confirm("v", Some(5)).expect("claimed");
+        assert!(state.claims.is_empty());
+        assert_eq!(
+            changes,
+            [Change::ClaimDeleted {
+                vm_id: "v".to_owned()
+            }]
+        );
+    }
+
+    #[test]
+    fn a_snapshot_drops_claims_on_vanished_hosts_and_reported_vms() {
+        let mut state = state();
+        state.claims.insert(claim("gone", "a"));
+        state.claims.insert(claim("reported", "b"));
+        state.claims.insert(claim("starting", "b"));
+        let snapshot: Snapshot = crate::snapshot::from_json(
+            r#"{"hosts": [{"id": "b"}], "vms": [{"id": "reported", "host": "b"}]}"#,
+        )
+        .expect("valid");
+        let changes = state.replace_snapshot(6, snapshot).expect("newer");
+        assert_eq!(state.claims.len(), 1);
+        assert!(state.claims.get("starting").is_some());
+        assert_eq!(
+            changes
+                .iter()
+                .filter(|c| matches!(c, Change::ClaimDeleted { .. }))
+                .count(),
+            2
+        );
+        assert!(matches!(
+            state.replace_snapshot(6, Snapshot::default()),
+            Err(InventoryError::StaleSnapshot { given: 6, held: 6 })
+        ));
+    }
+
+    #[test]
+    fn a_batch_with_a_bad_update_is_refused_whole_naming_it() {
+        let mut state = state();
+        let mut bad = host("a");
+        bad.metrics.insert("nope".to_owned(), 1.0);
+        let batch = vec![
+            upsert(9, "b"),
+            HostUpdate::Upsert {
+                generation: 9,
+                host: bad,
+                vms: None,
+            },
+        ];
+        let err = state.apply_updates(batch).map(|_| ()).unwrap_err();
+        assert_eq!(err.path, "updates[1].host.metrics.nope");
+        assert_eq!(state.hosts.generation(), 5);
+    }
+
+    #[test]
+    fn removing_a_host_drops_its_claims_and_reshapes() {
+        let mut state = state();
+        state.claims.insert(claim("v", "a"));
+        let remove = HostUpdate::Remove {
+            generation: 7,
+            host_id: "a".to_owned(),
+        };
+        let (results, _) = state.apply_updates(vec![remove]).expect("valid");
+        assert_eq!(results[0].claims_resolved, 1);
+        assert!(state.columns.is_none());
+        state.ensure_columns().expect("rebuilds");
+        assert_eq!(state.columns.as_ref().map(Columns::host_count), Some(1));
+        assert_eq!(state.summary().hosts, 1);
+    }
+}

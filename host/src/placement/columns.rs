@@ -1,0 +1,232 @@
+//! The held inventory as the column store units read, kept ready between
+//! decisions, and the per-decision snapshot with pending claims applied.
+//!
+//! Building the columns of 10,000 hosts from their records takes
+//! milliseconds (strings are interned, labels packed), far too long to do
+//! for every decision. So the columns are built once, by
+//! `Snapshot::build`, and then:
+//!
+//! * an update that changes only a host's numbers, status or flags patches
+//!   that host's row in place;
+//! * anything else (a host added, removed or renamed, VMs moved) drops the
+//!   columns and the next decision rebuilds them;
+//! * each decision gets its own [`Inventory`] that *shares* every column
+//!   with the held one ([`Inventory::share`]) except the ten usage columns
+//!   pending claims move, which are copied and adjusted only on the hosts
+//!   that have claims.
+
+use std::sync::Arc;
+
+use sandpiper_guest::Inventory;
+use sandpiper_guest::model::{HostFlag, HostMetric, HostStatus};
+
+use super::resources::{self, PENDING_METRICS, Resources};
+use crate::snapshot::{Cluster, HostIndex, SnapshotError};
+
+/// The held inventory's columns.
+pub struct Columns {
+    /// Every column as built; its numeric, status and flag columns go stale
+    /// once a row is patched, and are then always replaced by the fields
+    /// below in the snapshots handed out.
+    base: Inventory,
+    hosts: HostIndex,
+    /// The reported numeric columns, by `HostMetric` position.
+    metrics: Vec<Arc<Vec<f64>>>,
+    statuses: Vec<HostStatus>,
+    flags: Vec<Vec<bool>>,
+    /// Whether any row was patched since the build.
+    patched: bool,
+}
+
+impl Columns {
+    /// Takes over the columns of a built snapshot.
+    pub fn from_cluster(cluster: Cluster) -> Self {
+        let Cluster {
+            inventory: base,
+            hosts,
+        } = cluster;
+        let metrics = HostMetric::ALL
+            .iter()
+            .map(|&m| Arc::new(base.host_metric(m).to_vec()))
+            .collect();
+        let statuses = base.host_statuses().to_vec();
+        let flags = HostFlag::ALL
+            .iter()
+            .map(|&f| base.host_flag(f).to_vec())
+            .collect();
+        Columns {
+            base,
+            hosts,
+            metrics,
+            statuses,
+            flags,
+            patched: false,
+        }
+    }
+
+    /// Builds the columns of a snapshot.
+    pub fn build(snapshot: &crate::snapshot::Snapshot) -> Result<Self, SnapshotError> {
+        Ok(Columns::from_cluster(snapshot.build()?))
+    }
+
+    /// Host ids and their rows.
+    pub fn hosts(&self) -> &HostIndex {
+        &self.hosts
+    }
+
+    pub fn host_count(&self) -> usize {
+        self.base.host_count()
+    }
+
+    /// The reported value of `metric` for host `row` (no pending claims).
+    pub fn reported(&self, metric: HostMetric, row: usize) -> f64 {
+        self.metrics[metric as usize]
+            .get(row)
+            .copied()
+            .unwrap_or(0.0)
+    }
+
+    /// The reported status of host `row`.
+    pub fn status(&self, row: usize) -> HostStatus {
+        self.statuses.get(row).copied().unwrap_or_default()
+    }
+
+    /// Replaces host `row`'s numbers, status and flags with row 0 of `one`
+    /// (a one-host snapshot of the host's new report).
+    pub fn patch_row(&mut self, row: usize, one: &Inventory) {
+        if row >= self.host_count() {
+            return;
+        }
+        for &metric in HostMetric::ALL {
+            let value = one.host_metric(metric).first().copied().unwrap_or(0.0);
+            let column = &mut self.metrics[metric as usize];
+            if column[row] != value && !(column[row].is_nan() && value.is_nan()) {
+                Arc::make_mut(column)[row] = value;
+            }
+        }
+        self.statuses[row] = one.host_statuses().first().copied().unwrap_or_default();
+        for &flag in HostFlag::ALL {
+            self.flags[flag as usize][row] = one.host_flag(flag).first().copied().unwrap_or(false);
+        }
+        self.patched = true;
+    }
+
+    /// The snapshot a decision reads: the reported columns with `pending`
+    /// (host row and the sum of its claims) applied to the usage columns.
+    pub fn with_pending(&self, pending: &[(usize, Resources)]) -> Inventory {
+        let mut inventory = self.base.share();
+        let cpus: Vec<(usize, f64)> = pending
+            .iter()
+            .map(|&(row, _)| {
+                let threads = self.reported(HostMetric::CpuThreads, row);
+                let cores = self.reported(HostMetric::CpuCores, row);
+                (row, resources::host_cpus(threads, cores))
+            })
+            .collect();
+        for &metric in HostMetric::ALL {
+            let reported = &self.metrics[metric as usize];
+            let column = if pending.is_empty() || !PENDING_METRICS.contains(&metric) {
+                Arc::clone(reported)
+            } else {
+                let mut column = reported.as_ref().clone();
+                for (&(row, ref claimed), &(_, cpus)) in pending.iter().zip(&cpus) {
+                    if let Some(value) = column.get_mut(row) {
+                        *value = resources::with_pending(metric, *value, claimed, cpus);
+                    }
+                }
+                Arc::new(column)
+            };
+            // The lengths match by construction; a mismatch would be a bug
+            // here, and the base column then stays, which only loses the
+            // pending adjustment of a snapshot that cannot exist.
+            let _ = inventory.set_host_metric_shared(metric, column);
+        }
+        if self.patched {
+            let _ = inventory.set_host_statuses(self.statuses.clone());
+            for &flag in HostFlag::ALL {
+                let _ = inventory.set_host_flag(flag, self.flags[flag as usize].clone());
+            }
+        }
+        inventory
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{Host, Snapshot, Status};
+
+    fn host(id: &str, free: f64, cores: f64) -> Host {
+        Host {
+            id: id.to_owned(),
+            metrics: [
+                ("memory_free_mib".to_owned(), free),
+                ("cpu_cores".to_owned(), cores),
+                ("cpu_usage_percent".to_owned(), 10.0),
+            ]
+            .into(),
+            ..Host::default()
+        }
+    }
+
+    fn columns() -> Columns {
+        Columns::build(&Snapshot {
+            hosts: vec![host("a", 4096.0, 4.0), host("b", 8192.0, 8.0)],
+            vms: Vec::new(),
+        })
+        .expect("valid snapshot")
+    }
+
+    #[test]
+    fn pending_moves_usage_on_claimed_hosts_only() {
+        let columns = columns();
+        let claimed = Resources {
+            memory_mib: 1024.0,
+            cpu_vcpu_percent: 40.0,
+            vms: 1.0,
+            ..Resources::default()
+        };
+        let inv = columns.with_pending(&[(1, claimed)]);
+        assert_eq!(inv.host_metric(HostMetric::MemoryFreeMib), [4096.0, 7168.0]);
+        assert_eq!(inv.host_metric(HostMetric::MemoryPendingMib), [0.0, 1024.0]);
+        assert_eq!(inv.host_metric(HostMetric::CpuUsagePercent), [10.0, 15.0]);
+        assert_eq!(inv.host_metric(HostMetric::VmPendingCount), [0.0, 1.0]);
+        assert_eq!(inv.host_metric(HostMetric::CpuCores), [4.0, 8.0]);
+        assert_eq!(
+            inv.host_text(sandpiper_guest::model::HostText::Id).get(1),
+            "b"
+        );
+        // The held columns are untouched.
+        let plain = columns.with_pending(&[]);
+        assert_eq!(
+            plain.host_metric(HostMetric::MemoryFreeMib),
+            [4096.0, 8192.0]
+        );
+    }
+
+    #[test]
+    fn a_patched_row_shows_in_every_later_snapshot() {
+        let mut columns = columns();
+        let held = columns.with_pending(&[]);
+        let mut report = host("a", 100.0, 4.0);
+        report.status = Status::Maintenance;
+        report.flags = vec!["spm".to_owned()];
+        let one = Snapshot {
+            hosts: vec![report],
+            vms: Vec::new(),
+        }
+        .build()
+        .expect("valid host");
+        columns.patch_row(0, &one.inventory);
+        let inv = columns.with_pending(&[]);
+        assert_eq!(inv.host_metric(HostMetric::MemoryFreeMib), [100.0, 8192.0]);
+        assert_eq!(inv.host_statuses()[0], HostStatus::Maintenance);
+        assert_eq!(inv.host_flag(HostFlag::Spm), [true, false]);
+        // A snapshot handed out before the patch keeps what it saw.
+        assert_eq!(
+            held.host_metric(HostMetric::MemoryFreeMib),
+            [4096.0, 8192.0]
+        );
+        assert_eq!(held.host_statuses()[0], HostStatus::Up);
+    }
+}

@@ -1,0 +1,42 @@
+//! Placement with state: the host inventory Sandpiper holds for a cluster
+//! (a full snapshot, then a stream of generation-stamped updates), the
+//! claims every decision records against the host it chose, and placing
+//! one VM or `count` instances so that no host is ever overcommitted,
+//! however many callers decide at once.
+//!
+//! * [`hosts`]: the inventory records and the generation rules that make a
+//!   late or repeated report harmless.
+//! * [`claims`]: the claim ledger, one claim per VM, and how claims end
+//!   (confirmed and covered, reported, released, expired).
+//! * [`resources`]: what a VM consumes and which usage columns a pending
+//!   claim moves.
+//! * [`columns`]: the held inventory kept as ready columns, and the
+//!   per-decision snapshot with pending claims applied.
+//! * [`cluster`] and [`place`]: one cluster's state and every operation on
+//!   it, synchronous and clock-free, so the model-based test runs the very
+//!   code the server runs.
+//! * [`time`]: wall-clock instants for claims, which survive restarts.
+//!
+//! How concurrent decisions are kept from overcommitting is documented in
+//! docs/architecture.md ("Concurrency: one decision per cluster at a time").
+
+pub mod claims;
+pub mod cluster;
+pub mod columns;
+pub mod hosts;
+pub mod persist;
+pub mod place;
+pub mod resources;
+pub mod service;
+pub mod time;
+
+pub use claims::{Claim, ClaimError, ClaimLedger, ClaimState};
+pub use cluster::{Change, ClusterState, InventorySummary, UpdateResult};
+pub use hosts::{Applied, HostInventory, HostRecord, HostUpdate, InventoryError};
+pub use persist::{LoggedDecision, Persister, Retention};
+pub use place::{
+    MAX_INSTANCES_PER_REQUEST, Mode, Pick, PlaceContext, PlaceError, PlaceOutcome, PlaceRequest,
+};
+pub use resources::Resources;
+pub use service::{LogFn, PlaceJob, Placed, PlacementConfig, PlacementError, PlacementService};
+pub use time::Timestamp;

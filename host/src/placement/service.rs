@@ -1,0 +1,526 @@
+//! The placement service the API calls: one [`ClusterState`] per cluster
+//! behind that cluster's lock, loaded from the store on first use, with
+//! every change queued to the store under the lock and acknowledged before
+//! the caller answers.
+//!
+//! **Concurrency.** Operations on one cluster run one at a time (oVirt's
+//! per-cluster scheduling lock), so every decision sees every claim made
+//! before it and no two decisions can hand out the same capacity; see
+//! docs/architecture.md for why this beats optimistic concurrency here.
+//! The lock is fair (first come, first served) and bounded both ways, as
+//! the oVirt scheduler API asks:
+//!
+//! * a caller that cannot get the lock within `lock_timeout` is answered
+//!   [`PlacementError::Busy`] (503) instead of queueing without end;
+//! * a decision that has held the lock for `max_hold` starts no further
+//!   pick and is answered [`PlacementError::HoldExceeded`] (503) with
+//!   nothing claimed, so one huge or slow request cannot starve the rest.
+//!   (A pick in progress finishes: unit calls are bounded by their own
+//!   deadlines.)
+//!
+//! Different clusters have different locks and never wait on each other.
+//!
+//! **Delay and retry.** When a decision finds no host but some candidate
+//! would hold the VM's memory once its pending claims resolve, the request
+//! releases the lock, waits up to `retry_wait` for any claim of the
+//! cluster to resolve (a confirm covered by a report, a release, an
+//! expiry, a fresh report), and tries once more (oVirt's `RunVmDelayer`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Notify, OwnedMutexGuard};
+use uuid::Uuid;
+
+use super::claims::{Claim, ClaimError};
+use super::cluster::{Change, ClusterState, InventorySummary, UpdateResult};
+use super::hosts::{HostUpdate, InventoryError};
+use super::persist::{self, Ack, LoggedDecision, Op, PersistError, Persister, Retention};
+use super::place::{PlaceContext, PlaceError, PlaceOutcome, PlaceRequest};
+use super::time::Timestamp;
+use crate::pipeline::{ParamValues, Policy};
+use crate::snapshot::{Snapshot, SnapshotError};
+use crate::store::{Store, StoreError};
+
+/// How long an unconfirmed claim holds its resources, seconds. A VM start
+/// (image fetch, boot to "powering up") takes seconds to a couple of
+/// minutes; ten minutes covers slow starts. Too short would free capacity
+/// that is about to be used (a double booking); too long only parks
+/// capacity after a lost message, which is the safe side.
+pub const DEFAULT_CLAIM_TTL: Duration = Duration::from_secs(600);
+
+/// How long a request waits for its cluster's lock before it is answered
+/// 503. A decision holds it for about a millisecond at 10,000 hosts, so
+/// ten seconds is thousands of decisions queued: past that, the caller is
+/// better served by an answer it can retry than by a hung connection.
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long one decision may hold its cluster's lock before it stops
+/// placing instances, answers 503 and claims nothing. 256 instances over
+/// 10,000 hosts take well under a second with compiled units; ten seconds
+/// leaves room for slow interpreted units while bounding the wait of
+/// everyone queued behind.
+pub const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(10);
+
+/// How long a request with no host waits for pending claims to resolve
+/// before its one retry. oVirt waits at most one host refresh (3 s by
+/// default) for the monitoring report that resolves a claim.
+pub const DEFAULT_RETRY_WAIT: Duration = Duration::from_secs(3);
+
+/// How often expired claims are swept even when no request arrives, so
+/// that their rows are deleted and requests waiting to retry are woken.
+/// Decisions drop expired claims themselves, so this only bounds how long
+/// an expired claim lingers in listings: one second is plenty.
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Decisions kept in the log at most this long, days. A month of history
+/// answers "why did this VM land there" for any recent incident.
+pub const DEFAULT_DECISIONS_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// The service's settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlacementConfig {
+    pub claim_ttl: Duration,
+    pub lock_timeout: Duration,
+    pub max_hold: Duration,
+    pub retry_wait: Duration,
+    pub sweep_interval: Duration,
+    pub retention: Retention,
+}
+
+impl Default for PlacementConfig {
+    fn default() -> Self {
+        PlacementConfig {
+            claim_ttl: DEFAULT_CLAIM_TTL,
+            lock_timeout: DEFAULT_LOCK_TIMEOUT,
+            max_hold: DEFAULT_MAX_HOLD,
+            retry_wait: DEFAULT_RETRY_WAIT,
+            sweep_interval: SWEEP_INTERVAL,
+            retention: Retention {
+                count: 1000,
+                max_age: DEFAULT_DECISIONS_MAX_AGE,
+            },
+        }
+    }
+}
+
+/// Why a placement operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PlacementError {
+    #[error(
+        "cluster {cluster_id} is busy: its lock was not free within {} ms; retry",
+        waited.as_millis()
+    )]
+    Busy { cluster_id: Uuid, waited: Duration },
+    #[error(transparent)]
+    Inventory(#[from] InventoryError),
+    #[error(transparent)]
+    Invalid(#[from] SnapshotError),
+    #[error(transparent)]
+    Place(#[from] PlaceError),
+    #[error(transparent)]
+    Claim(#[from] ClaimError),
+    #[error(
+        "cluster {cluster_id} has no inventory: push a snapshot first, or send the hosts inline"
+    )]
+    NoInventory { cluster_id: Uuid },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Persist(#[from] PersistError),
+    #[error("placement task failed: {0}")]
+    Task(String),
+}
+
+/// A placement to make.
+pub struct PlaceJob {
+    pub policy: Policy,
+    /// The cluster's parameter overrides.
+    pub params: ParamValues,
+    pub request: PlaceRequest,
+    pub dry_run: bool,
+    pub decision_id: Uuid,
+    /// Builds the log entry of the final attempt; it runs under the lock,
+    /// so the entry is stored in the same transaction as the claims.
+    pub log: Option<LogFn>,
+}
+
+/// Builds a decision's log entry from its outcome and how long it waited.
+pub type LogFn = Box<dyn Fn(&PlaceOutcome, Option<Duration>) -> LoggedDecision + Send + Sync>;
+
+/// A placement made.
+#[derive(Debug)]
+pub struct Placed {
+    pub outcome: PlaceOutcome,
+    /// How long the request waited for pending claims before its retry.
+    pub waited: Option<Duration>,
+}
+
+/// The placement service; cloning shares it.
+#[derive(Clone)]
+pub struct PlacementService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    persister: Persister,
+    config: PlacementConfig,
+    clusters: Mutex<HashMap<Uuid, Arc<Slot>>>,
+}
+
+/// One cluster: its state (`None` until loaded) and a signal raised
+/// whenever one of its claims resolves.
+struct Slot {
+    state: Arc<tokio::sync::Mutex<Option<ClusterState>>>,
+    resolved: Notify,
+}
+
+/// What a locked operation leaves behind.
+struct Done<T> {
+    value: T,
+    ack: Ack,
+}
+
+impl PlacementService {
+    /// Starts the service, its store writer and its expiry sweeper on the
+    /// current tokio runtime.
+    pub fn start(store: Store, config: PlacementConfig) -> Self {
+        let persister = Persister::start(store.clone(), config.retention);
+        let inner = Arc::new(Inner {
+            store,
+            persister,
+            config,
+            clusters: Mutex::new(HashMap::new()),
+        });
+        tokio::spawn(sweep(Arc::downgrade(&inner), config.sweep_interval));
+        PlacementService { inner }
+    }
+
+    pub fn config(&self) -> &PlacementConfig {
+        &self.inner.config
+    }
+
+    /// Replaces a cluster's inventory with a full snapshot.
+    pub async fn replace_snapshot(
+        &self,
+        cluster_id: Uuid,
+        generation: u64,
+        snapshot: Snapshot,
+    ) -> Result<InventorySummary, PlacementError> {
+        self.locked(cluster_id, move |state, _| {
+            let changes = state.replace_snapshot(generation, snapshot)?;
+            Ok((state.summary(), changes, true))
+        })
+        .await
+    }
+
+    /// Applies a batch of incremental updates.
+    pub async fn apply_updates(
+        &self,
+        cluster_id: Uuid,
+        updates: Vec<HostUpdate>,
+    ) -> Result<(Vec<UpdateResult>, InventorySummary), PlacementError> {
+        self.locked(cluster_id, move |state, _| {
+            let (results, changes) = state.apply_updates(updates)?;
+            let any = results.iter().any(|r| r.outcome == "applied");
+            Ok(((results, state.summary()), changes, any))
+        })
+        .await
+    }
+
+    /// The cluster's inventory summary (expired claims dropped first).
+    pub async fn summary(&self, cluster_id: Uuid) -> Result<InventorySummary, PlacementError> {
+        self.locked(cluster_id, |state, now| {
+            let (expired, changes) = state.expire(now);
+            Ok((state.summary(), changes, !expired.is_empty()))
+        })
+        .await
+    }
+
+    /// The cluster's live claims, oldest first.
+    pub async fn claims(&self, cluster_id: Uuid) -> Result<Vec<Claim>, PlacementError> {
+        self.locked(cluster_id, |state, now| {
+            let (expired, changes) = state.expire(now);
+            let mut claims: Vec<Claim> = state.claims().iter().cloned().collect();
+            claims.sort_by(|a, b| (a.created_at, &a.vm_id).cmp(&(b.created_at, &b.vm_id)));
+            Ok((claims, changes, !expired.is_empty()))
+        })
+        .await
+    }
+
+    /// Confirms a VM's claim (see [`ClusterState::confirm`]).
+    pub async fn confirm(
+        &self,
+        cluster_id: Uuid,
+        vm_id: String,
+        covered_from: Option<u64>,
+    ) -> Result<Claim, PlacementError> {
+        self.locked(cluster_id, move |state, now| {
+            let (_, mut changes) = state.expire(now);
+            let (claim, more) = state.confirm(&vm_id, covered_from)?;
+            let resolved = more
+                .iter()
+                .any(|c| matches!(c, Change::ClaimDeleted { .. }));
+            changes.extend(more);
+            Ok((claim, changes, resolved))
+        })
+        .await
+    }
+
+    /// Releases a VM's claim.
+    pub async fn release(&self, cluster_id: Uuid, vm_id: String) -> Result<Claim, PlacementError> {
+        self.locked(cluster_id, move |state, now| {
+            let (_, mut changes) = state.expire(now);
+            let (claim, more) = state.release(&vm_id)?;
+            changes.extend(more);
+            Ok((claim, changes, true))
+        })
+        .await
+    }
+
+    /// Whether the cluster has an inventory to decide on.
+    pub async fn has_inventory(&self, cluster_id: Uuid) -> Result<bool, PlacementError> {
+        self.locked(cluster_id, |state, _| {
+            Ok((state.has_inventory(), Vec::new(), false))
+        })
+        .await
+    }
+
+    /// Forgets a deleted cluster's state (its rows go with the cluster).
+    pub fn forget(&self, cluster_id: Uuid) {
+        self.inner
+            .clusters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&cluster_id);
+    }
+
+    /// Places the job's instances over the held inventory, with one
+    /// delayed retry when waiting for pending claims could help.
+    pub async fn place(&self, cluster_id: Uuid, job: PlaceJob) -> Result<Placed, PlacementError> {
+        let job = Arc::new(job);
+        let slot = self.slot(cluster_id);
+        // Registered before the first attempt, so that a claim resolved
+        // between the attempt and the wait is not missed.
+        let resolved = slot.resolved.notified();
+        tokio::pin!(resolved);
+        resolved.as_mut().enable();
+
+        let retry_wait = self.inner.config.retry_wait;
+        let may_wait = !retry_wait.is_zero() && !job.dry_run;
+        if let Some(outcome) = self.attempt(cluster_id, &job, may_wait, None).await? {
+            return Ok(Placed {
+                outcome,
+                waited: None,
+            });
+        }
+        let started = Instant::now();
+        let _ = tokio::time::timeout(retry_wait, resolved).await;
+        let waited = started.elapsed();
+        match self.attempt(cluster_id, &job, false, Some(waited)).await? {
+            Some(outcome) => Ok(Placed {
+                outcome,
+                waited: Some(waited),
+            }),
+            None => Err(PlacementError::Task(
+                "a final attempt asked to be retried".to_owned(),
+            )),
+        }
+    }
+
+    /// One attempt. With `may_wait`, an attempt that placed nothing, found
+    /// no host, and would find one once pending claims resolve returns
+    /// `None` instead of an answer (and logs nothing); the caller waits and
+    /// tries again.
+    async fn attempt(
+        &self,
+        cluster_id: Uuid,
+        job: &Arc<PlaceJob>,
+        may_wait: bool,
+        waited: Option<Duration>,
+    ) -> Result<Option<PlaceOutcome>, PlacementError> {
+        let job = Arc::clone(job);
+        let ttl = self.inner.config.claim_ttl;
+        let max_hold = self.inner.config.max_hold;
+        self.locked_with_hold(cluster_id, move |state, now, acquired| {
+            if !state.has_inventory() {
+                return Err(PlacementError::NoInventory { cluster_id });
+            }
+            let cx = PlaceContext {
+                policy: &job.policy,
+                params: &job.params,
+                decision_id: job.decision_id,
+                now,
+                claim_ttl: ttl,
+                hold_deadline: Some(acquired + max_hold),
+                dry_run: job.dry_run,
+            };
+            let (outcome, changes) = state.place(&job.request, &cx)?;
+            let resolved = changes
+                .iter()
+                .any(|c| matches!(c, Change::ClaimDeleted { .. }));
+            if may_wait
+                && !outcome.complete
+                && outcome.pending_could_fit
+                && outcome.claims.is_empty()
+            {
+                return Ok((None, changes, resolved, Vec::new()));
+            }
+            let mut ops = Vec::new();
+            if let Some(log) = &job.log
+                && !job.dry_run
+            {
+                ops.push(Op::Decision(log(&outcome, waited)));
+            }
+            Ok((Some(outcome), changes, resolved, ops))
+        })
+        .await
+    }
+
+    fn slot(&self, cluster_id: Uuid) -> Arc<Slot> {
+        let mut clusters = self
+            .inner
+            .clusters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        Arc::clone(clusters.entry(cluster_id).or_insert_with(|| {
+            Arc::new(Slot {
+                state: Arc::new(tokio::sync::Mutex::new(None)),
+                resolved: Notify::new(),
+            })
+        }))
+    }
+
+    /// Takes the cluster's lock (loading its state on first use), or gives
+    /// up after the lock timeout.
+    async fn lock(
+        &self,
+        cluster_id: Uuid,
+    ) -> Result<(Arc<Slot>, OwnedMutexGuard<Option<ClusterState>>, Instant), PlacementError> {
+        let slot = self.slot(cluster_id);
+        let timeout = self.inner.config.lock_timeout;
+        let mut guard = tokio::time::timeout(timeout, Arc::clone(&slot.state).lock_owned())
+            .await
+            .map_err(|_| PlacementError::Busy {
+                cluster_id,
+                waited: timeout,
+            })?;
+        let acquired = Instant::now();
+        if guard.is_none() {
+            let mut conn = self.inner.store.read().await?;
+            *guard = Some(persist::load(&mut conn, cluster_id).await?);
+        }
+        Ok((slot, guard, acquired))
+    }
+
+    /// Runs `work` on the blocking pool with the cluster locked, queues its
+    /// changes before unlocking, wakes waiters if it resolved claims, and
+    /// waits for the changes to be stored.
+    async fn locked<T: Send + 'static>(
+        &self,
+        cluster_id: Uuid,
+        work: impl FnOnce(
+            &mut ClusterState,
+            Timestamp,
+        ) -> Result<(T, Vec<Change>, bool), PlacementError>
+        + Send
+        + 'static,
+    ) -> Result<T, PlacementError> {
+        self.locked_with_hold(cluster_id, move |state, now, _| {
+            work(state, now)
+                .map(|(value, changes, resolved)| (value, changes, resolved, Vec::new()))
+        })
+        .await
+    }
+
+    async fn locked_with_hold<T: Send + 'static>(
+        &self,
+        cluster_id: Uuid,
+        work: impl FnOnce(
+            &mut ClusterState,
+            Timestamp,
+            Instant,
+        ) -> Result<(T, Vec<Change>, bool, Vec<Op>), PlacementError>
+        + Send
+        + 'static,
+    ) -> Result<T, PlacementError> {
+        let (slot, mut guard, acquired) = self.lock(cluster_id).await?;
+        let persister = self.inner.persister.clone();
+        let done =
+            tokio::task::spawn_blocking(move || -> Result<(Done<T>, bool), PlacementError> {
+                let Some(state) = guard.as_mut() else {
+                    return Err(PlacementError::Task("cluster state not loaded".to_owned()));
+                };
+                let (value, changes, resolved, extra) = work(state, Timestamp::now(), acquired)?;
+                let mut ops = Vec::with_capacity(1 + extra.len());
+                if !changes.is_empty() {
+                    ops.push(Op::Changes {
+                        cluster_id,
+                        changes,
+                    });
+                }
+                ops.extend(extra);
+                // Queued while the lock is held: the store sees changes in the
+                // order they were made.
+                let ack = persister.submit(ops);
+                drop(guard);
+                Ok((Done { value, ack }, resolved))
+            })
+            .await
+            .map_err(|e| PlacementError::Task(e.to_string()))??;
+        let (Done { value, ack }, resolved) = done;
+        if resolved {
+            slot.resolved.notify_waiters();
+        }
+        ack.wait().await?;
+        Ok(value)
+    }
+}
+
+/// Drops expired claims of every loaded cluster now and then, storing the
+/// deletions and waking requests that wait for claims to resolve. A busy
+/// cluster is skipped: its next operation expires claims itself.
+async fn sweep(inner: Weak<Inner>, every: Duration) {
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let slots: Vec<(Uuid, Arc<Slot>)> = inner
+            .clusters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(id, slot)| (*id, Arc::clone(slot)))
+            .collect();
+        let now = Timestamp::now();
+        for (cluster_id, slot) in slots {
+            let Ok(mut guard) = Arc::clone(&slot.state).try_lock_owned() else {
+                continue;
+            };
+            let Some(state) = guard.as_mut() else {
+                continue;
+            };
+            if state.claims().next_expiry().is_none_or(|at| at > now) {
+                continue;
+            }
+            let (expired, changes) = state.expire(now);
+            let ack = inner.persister.submit(vec![Op::Changes {
+                cluster_id,
+                changes,
+            }]);
+            drop(guard);
+            if !expired.is_empty() {
+                tracing::info!(%cluster_id, claims = expired.len(), "claims expired");
+                slot.resolved.notify_waiters();
+            }
+            if let Err(e) = ack.wait().await {
+                tracing::error!(%cluster_id, error = %e, "expired claims not deleted from the store");
+            }
+        }
+    }
+}
