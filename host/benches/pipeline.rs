@@ -1,6 +1,6 @@
 //! The scheduling pipeline's cost, sandboxed against native: the built-in
 //! four-unit policy (Memory and CPU filters, even-memory and
-//! even-distribution scores) over synthetic clusters of 1,000, 10,000 and
+//! cpu-even-distribution scores) over synthetic clusters of 1,000, 10,000 and
 //! 50,000 hosts, once with every unit as a WebAssembly component run
 //! through the real sandbox (fresh instance per call, fuel, deadline and
 //! memory limits on) and once with the same units' source compiled
@@ -38,7 +38,7 @@ const PACKAGES: [&str; 4] = [
     "sandpiper-policy-memory",
     "sandpiper-policy-cpu",
     "sandpiper-policy-even-memory",
-    "sandpiper-policy-even-distribution",
+    "sandpiper-policy-cpu-even-distribution",
 ];
 
 fn main() -> anyhow::Result<()> {
@@ -57,7 +57,7 @@ fn main() -> anyhow::Result<()> {
         Arc::new(sandpiper_policy_memory::native_unit()),
         Arc::new(sandpiper_policy_cpu::native_unit()),
         Arc::new(sandpiper_policy_even_memory::native_unit()),
-        Arc::new(sandpiper_policy_even_distribution::native_unit()),
+        Arc::new(sandpiper_policy_cpu_even_distribution::native_unit()),
     ];
     let wasm_policy = policy(&wasm)?;
     let native_policy = policy(&native)?;

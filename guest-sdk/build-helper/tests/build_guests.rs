@@ -51,7 +51,10 @@ fn assert_exports(path: &Path, interfaces: &[&str]) {
 
 fn build_and_check(builder: &Builder) {
     let built = builder
-        .build(&["sandpiper-policy-cpu", "sandpiper-policy-even-distribution"])
+        .build(&[
+            "sandpiper-policy-cpu",
+            "sandpiper-policy-even-guest-distribution",
+        ])
         .expect("the guests build");
     assert_eq!(built.len(), 2);
     assert_eq!(built[0].package, "sandpiper-policy-cpu");
@@ -59,7 +62,7 @@ fn build_and_check(builder: &Builder) {
     assert_exports(&built[0].path, &["filter", "metadata"]);
     assert_exports(&built[1].path, &["balance", "metadata", "score"]);
     let listing = render_listing(&built);
-    assert!(listing.contains("SANDPIPER_POLICY_EVEN_DISTRIBUTION"));
+    assert!(listing.contains("SANDPIPER_POLICY_EVEN_GUEST_DISTRIBUTION"));
 }
 
 #[test]

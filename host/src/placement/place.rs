@@ -460,7 +460,7 @@ mod tests {
             .filter(Arc::new(sandpiper_policy_cpu::native_unit()))
             .filter(Arc::new(sandpiper_policy_memory::native_unit()))
             .score(
-                Arc::new(sandpiper_policy_even_distribution::native_unit()),
+                Arc::new(sandpiper_policy_cpu_even_distribution::native_unit()),
                 2,
             )
             .score(Arc::new(sandpiper_policy_even_memory::native_unit()), 1)

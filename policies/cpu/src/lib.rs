@@ -14,9 +14,7 @@
 //!   than cores.
 
 use sandpiper_guest::prelude::*;
-
-/// Parameter: count hardware threads instead of cores.
-pub const COUNT_THREADS_AS_CORES: &str = "CountThreadsAsCores";
+use sandpiper_ovirt::params::{self, COUNT_THREADS_AS_CORES};
 
 /// The `CPU` filter.
 pub struct CpuFilter;
@@ -28,12 +26,7 @@ impl Unit for CpuFilter {
             "Rejects hosts with fewer CPU cores (or threads, when CountThreadsAsCores is \
              true) than the VM has vCPUs.",
         )
-        .with_param(ParamSpec::new(
-            COUNT_THREADS_AS_CORES,
-            "Count a host's hardware threads, not its cores, as its CPUs.",
-            "false",
-            "^(true|false)$",
-        ))
+        .with_param(params::count_threads_as_cores())
     }
 }
 

@@ -2,36 +2,37 @@
 //! memory, so memory spreads evenly.
 //!
 //! Behaviour from oVirt's `EvenDistributionMemoryWeightPolicyUnit`
-//! (reference notes §2.2). A host's schedulable memory is its "max
-//! scheduling memory": `MaxMemoryOverCommit` percent of its physical memory,
-//! minus what it has committed to VMs (pending placements included) and its
-//! own reservation, never below zero. The cost, lower is better, is
+//! (reference notes §2.2), in `float` and with Java's rounding as oVirt
+//! computes it. A host's schedulable memory is oVirt's "max scheduling
+//! memory": `MaxMemoryOverCommit` percent of its physical memory, minus
+//! what it has committed to VMs (pending placements included) and its own
+//! reservation, never below zero. The weight, lower is better, is
 //!
 //! ```text
-//! cost = 1000 - round((schedulable - vm_memory - 1) * 999 / (max_schedulable - 1))
+//! 1000 - round((schedulable - vm_memory - 1) * 999 / (max_schedulable - 1))
 //! ```
 //!
 //! where `max_schedulable` is the largest schedulable memory among the
 //! candidates and the VM's memory is not subtracted on the host it already
-//! runs on. The best-provided host costs about 1 and a host the VM would
-//! exactly fill about 1000; one the VM does not fit costs more (the
+//! runs on. The best-provided host weighs about 1 and a host the VM would
+//! exactly fill about 1000; one the VM does not fit weighs more (the
 //! `Memory` filter normally removed it already).
+//!
+//! Data: `memory-total-mib`, `memory-committed-mib`, `memory-reserved-mib`;
+//! the VM's `memory-mib` and `current-host`.
 //!
 //! Where we differ from oVirt: oVirt adds a per-VM overhead estimate to the
 //! VM's memory and reads the over-commit percentage from the cluster; here
 //! there is no overhead and the percentage is the unit's parameter (shared
 //! by name with the `Memory` filter). When no candidate has more than 1 MiB
 //! schedulable, oVirt divides by zero or less; we give every candidate the
-//! same cost, so the unit expresses no preference.
+//! same weight (1000), so the unit expresses no preference.
 
 use sandpiper_guest::prelude::*;
-
-/// Parameter: memory a host may promise to VMs, in percent of its physical
-/// memory (as in the `Memory` filter).
-pub const MAX_MEMORY_OVER_COMMIT: &str = "MaxMemoryOverCommit";
-
-/// oVirt's `MaxSchedulerWeight`: costs run from 1 to this.
-pub const MAX_COST: f64 = 1000.0;
+use sandpiper_ovirt::MAX_SCHEDULER_WEIGHT;
+use sandpiper_ovirt::memory::MemoryColumns;
+use sandpiper_ovirt::params::{self, MAX_MEMORY_OVER_COMMIT};
+use sandpiper_ovirt::scores::java_round;
 
 /// The `OptimalForMemoryEvenDistribution` score.
 pub struct EvenMemory;
@@ -40,62 +41,49 @@ impl Unit for EvenMemory {
     fn info() -> UnitInfo {
         UnitInfo::new(
             "OptimalForMemoryEvenDistribution",
-            "Gives hosts with more schedulable memory a lower cost, so that VMs spread \
+            "Gives hosts with more schedulable memory a lower weight, so that VMs spread \
              memory evenly across the cluster.",
         )
-        .with_param(ParamSpec::new(
-            MAX_MEMORY_OVER_COMMIT,
-            "Memory a host may promise to VMs, in percent of its physical memory (100 to 1000).",
-            "100",
-            "^([1-9][0-9]{2}|1000)$",
-        ))
+        .with_param(params::max_memory_over_commit())
         .with_score_order(ScoreOrder::LowerIsBetter)
     }
 }
 
 impl Score for EvenMemory {
     fn score(cx: &Context<'_>, candidates: &[u32]) -> Scores {
+        let no_preference = || Scores::new(vec![MAX_SCHEDULER_WEIGHT; candidates.len()]);
         // A broken parameter leaves every candidate equal: this unit then
         // has no say, and the rest of the policy still decides.
         let Ok(over_commit_percent) = cx.params().f64(MAX_MEMORY_OVER_COMMIT) else {
-            return Scores::new(vec![MAX_COST; candidates.len()]);
+            return no_preference();
         };
-        let hosts = cx.hosts();
-        let schedulable: Vec<f64> = candidates
+        let memory = MemoryColumns::new(&cx.hosts(), over_commit_percent);
+        let schedulable: Vec<f32> = candidates
             .iter()
-            .map(|&index| {
-                hosts
-                    .get(index)
-                    .map_or(0.0, |host| schedulable_mib(&host, over_commit_percent))
-            })
+            .map(|&h| memory.max_scheduling_mib(h) as f32)
             .collect();
-        let max = schedulable.iter().copied().fold(0.0, f64::max);
+        let max = schedulable.iter().copied().fold(0.0, f32::max);
         if max <= 1.0 {
-            return Scores::new(vec![MAX_COST; candidates.len()]);
+            return no_preference();
         }
         let vm = cx.vm();
-        let vm_memory = vm.memory_mib.max(0.0);
+        let vm_memory = vm.memory_mib.max(0.0) as f32;
+        let span = (MAX_SCHEDULER_WEIGHT - 1.0) as f32;
         let values = candidates
             .iter()
             .zip(&schedulable)
-            .map(|(&index, &memory)| {
-                let left = if vm.current_host == Some(index) {
-                    memory
+            .map(|(&h, &free)| {
+                let left = if vm.current_host == Some(h) {
+                    free
                 } else {
-                    memory - vm_memory
+                    free - vm_memory
                 };
-                MAX_COST - ((left - 1.0) * (MAX_COST - 1.0) / (max - 1.0)).round()
+                let score = (left - 1.0) * span / (max - 1.0);
+                MAX_SCHEDULER_WEIGHT - java_round(f64::from(score))
             })
             .collect();
         Scores::new(values)
     }
-}
-
-/// oVirt's max scheduling memory, MiB; 0 when the host reports nothing.
-fn schedulable_mib(host: &HostRef<'_>, over_commit_percent: f64) -> f64 {
-    let limit = host.memory_total_mib() * over_commit_percent / 100.0;
-    let free = limit - host.memory_committed_mib() - host.memory_reserved_mib();
-    if free.is_nan() { 0.0 } else { free.max(0.0) }
 }
 
 sandpiper_guest::export_unit!(EvenMemory: score);

@@ -5,9 +5,9 @@
 //! §2.1). Two checks per candidate, both skipped for the host the VM already
 //! runs on (its memory is already there):
 //!
-//! * **physical**: the host must have free memory left after pending
-//!   placements, and the VM's memory must fit in that free memory plus free
-//!   swap;
+//! * **physical**: the host's free memory after pending placements must
+//!   not be negative, and the VM's memory must fit in that free memory plus
+//!   free swap;
 //! * **over-commit**: what the host has promised to VMs (committed memory,
 //!   pending placements included) plus its own reservation plus the VM's
 //!   guaranteed memory must stay within `MaxMemoryOverCommit` percent of its
@@ -27,10 +27,7 @@
 //!   default 100, oVirt's "no over-commit" setting.
 
 use sandpiper_guest::prelude::*;
-
-/// Parameter: memory a host may promise to VMs, in percent of its physical
-/// memory (100 = no over-commit; oVirt offers 100, 150 and 200).
-pub const MAX_MEMORY_OVER_COMMIT: &str = "MaxMemoryOverCommit";
+use sandpiper_ovirt::params::{self, MAX_MEMORY_OVER_COMMIT};
 
 /// The `Memory` filter.
 pub struct MemoryFilter;
@@ -42,12 +39,7 @@ impl Unit for MemoryFilter {
             "Rejects hosts whose free memory and swap cannot hold the VM, or whose \
              schedulable memory under the over-commit limit cannot guarantee it.",
         )
-        .with_param(ParamSpec::new(
-            MAX_MEMORY_OVER_COMMIT,
-            "Memory a host may promise to VMs, in percent of its physical memory (100 to 1000).",
-            "100",
-            "^([1-9][0-9]{2}|1000)$",
-        ))
+        .with_param(params::max_memory_over_commit())
     }
 }
 
@@ -115,7 +107,9 @@ fn shortfall(host: &HostRef<'_>, need: &Need, over_commit_percent: f64) -> Optio
     } else {
         String::new()
     };
-    if !reported(free) {
+    // oVirt fails only a negative figure (pending placements claimed more
+    // than was free); with none free, swap may still hold the VM.
+    if free.is_nan() || free < 0.0 {
         return Some(format!("no free memory{pending_note}"));
     }
     let swap_free = host.swap_free_mib().max(0.0);

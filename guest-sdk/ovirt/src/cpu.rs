@@ -1,0 +1,220 @@
+//! A host's CPU load as oVirt's `HostCpuLoadHelper` computes it.
+//!
+//! oVirt sums the load of a host's shared CPUs in "percent of one CPU"
+//! (usage × CPUs), adds what pending placements will add, and adds the SPM
+//! role's share (one unmeasured vCPU); the load in percent of the host is
+//! that sum over the CPU count, rounded up. Our inventory has no per-CPU
+//! topology or exclusive pinning, so every CPU is shared and the host-wide
+//! usage figure is used (oVirt's own fallback when per-CPU figures are
+//! missing).
+//!
+//! Our `cpu-usage-percent` column already includes pending placements.
+//! oVirt's scores count pending load and its filters and balancers do not,
+//! so [`Pending`] says which one a unit wants and the pending part
+//! (`cpu-pending-percent`) is taken out when excluded.
+
+use sandpiper_guest::prelude::*;
+
+use crate::{SPM_VCPU_CONSUMPTION, VCPU_CONSUMPTION_PERCENT};
+
+/// Whether pending placements count towards a host's load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pending {
+    /// As oVirt's weights (`HostCpuLoadHelper` built with the pending
+    /// resource manager).
+    Included,
+    /// As oVirt's `CPUOverloaded` filter and its balancers.
+    Excluded,
+}
+
+/// The columns the load arithmetic reads, fetched once per call.
+pub struct CpuColumns<'a> {
+    cores: &'a [f64],
+    threads: &'a [f64],
+    usage: &'a [f64],
+    /// Only fetched when pending load is excluded.
+    pending: Option<&'a [f64]>,
+    spm: &'a [bool],
+}
+
+/// One host's shared CPU load.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HostLoad {
+    /// CPUs the load is spread over: cores, or threads when counted so.
+    pub cpus: f64,
+    /// Load in percent of one CPU, summed over the host's CPUs, with the
+    /// SPM role's share (`getEffectiveSharedCpuTotalLoad`).
+    pub total: f64,
+}
+
+impl HostLoad {
+    /// Load in percent of the whole host, rounded up as oVirt's
+    /// `getEffectiveSharedCpuLoad` does.
+    pub fn percent(&self) -> f64 {
+        (self.total / self.cpus).ceil()
+    }
+}
+
+/// The load, in percent of one CPU, that the SPM role adds to its host.
+pub const SPM_LOAD: f64 = SPM_VCPU_CONSUMPTION * VCPU_CONSUMPTION_PERCENT;
+
+impl<'a> CpuColumns<'a> {
+    /// Fetches the CPU columns; the pending column only when `pending` is
+    /// [`Pending::Excluded`].
+    pub fn new(hosts: &Hosts<'a>, pending: Pending) -> Self {
+        CpuColumns {
+            cores: hosts.metric(HostMetric::CpuCores),
+            threads: hosts.metric(HostMetric::CpuThreads),
+            usage: hosts.metric(HostMetric::CpuUsagePercent),
+            pending: match pending {
+                Pending::Included => None,
+                Pending::Excluded => Some(hosts.metric(HostMetric::CpuPendingPercent)),
+            },
+            spm: hosts.flags(HostFlag::Spm),
+        }
+    }
+
+    /// Host `host`'s CPU count: threads when `threads_as_cores` and the
+    /// host reports them (oVirt's `SlaValidator.getEffectiveCpuCores`),
+    /// else cores. `None` when the host reports no CPUs.
+    pub fn cpus(&self, host: u32, threads_as_cores: bool) -> Option<f64> {
+        let host = host as usize;
+        let cores = self.cores.get(host).copied().filter(|&c| c > 0.0)?;
+        let threads = self.threads.get(host).copied().unwrap_or(0.0);
+        Some(if threads_as_cores && threads > 0.0 {
+            threads
+        } else {
+            cores
+        })
+    }
+
+    /// Hardware threads of `host`, its cores when it reports none.
+    pub fn threads(&self, host: u32) -> Option<f64> {
+        let threads = self.threads.get(host as usize).copied().unwrap_or(0.0);
+        if threads > 0.0 {
+            Some(threads)
+        } else {
+            self.cpus(host, false)
+        }
+    }
+
+    /// True when `host` holds the SPM role.
+    pub fn is_spm(&self, host: u32) -> bool {
+        self.spm.get(host as usize).copied().unwrap_or(false)
+    }
+
+    /// Host `host`'s load, or `None` without statistics (no CPU count or no
+    /// usage figure: oVirt's `hostStatisticsPresent`).
+    pub fn load(&self, host: u32, threads_as_cores: bool) -> Option<HostLoad> {
+        let cpus = self.cpus(host, threads_as_cores)?;
+        let index = host as usize;
+        let mut usage = self.usage.get(index).copied().filter(|u| u.is_finite())?;
+        if let Some(pending) = self.pending {
+            let part = pending.get(index).copied().unwrap_or(0.0);
+            if part.is_finite() && part > 0.0 {
+                usage = (usage - part).max(0.0);
+            }
+        }
+        let spm = if self.is_spm(host) { SPM_LOAD } else { 0.0 };
+        Some(HostLoad {
+            cpus,
+            total: usage * cpus + spm,
+        })
+    }
+}
+
+/// The load, in percent of one CPU, the VM being placed adds to a host
+/// (oVirt's `calcAddedSharedVmsLoad`): its measured usage times its vCPUs
+/// when it is running (a migration), else `VcpuConsumptionPercentage` per
+/// vCPU. Nothing on the host it already runs on.
+pub fn added_vm_load(vm: &Vm, host: u32) -> f64 {
+    if vm.current_host == Some(host) {
+        return 0.0;
+    }
+    let vcpus = f64::from(vm.vcpus);
+    match (vm.current_host, vm.cpu_usage_percent) {
+        (Some(_), Some(usage)) if usage.is_finite() => usage.max(0.0) * vcpus,
+        _ => VCPU_CONSUMPTION_PERCENT * vcpus,
+    }
+}
+
+/// oVirt's `EvenDistributionCPUWeightPolicyUnit.calcHostScore` before
+/// rounding: the host's predicted load per CPU with the VM on it, times the
+/// vCPU over-commit penalty (1, or 1000 when the vCPU to CPU ratio with the
+/// VM reaches `vcpu_ratio_limit`; a limit of 0 disables it).
+pub fn predicted_load_score(
+    load: HostLoad,
+    vm: &Vm,
+    host: u32,
+    host_vcpus: f64,
+    vcpu_ratio_limit: f64,
+) -> f64 {
+    let predicted = (load.total + added_vm_load(vm, host)) / load.cpus;
+    predicted * vcpu_penalty(load, vm, host, host_vcpus, vcpu_ratio_limit)
+}
+
+/// oVirt's `calculateVCpuPenalty` multiplier for the penalised case.
+pub const VCPU_PENALTY: f64 = 1000.0;
+
+/// 1, or [`VCPU_PENALTY`] when the host's vCPUs (pending included) plus the
+/// VM's, per CPU, reach `limit` (0 = off).
+fn vcpu_penalty(load: HostLoad, vm: &Vm, host: u32, host_vcpus: f64, limit: f64) -> f64 {
+    if limit == 0.0 {
+        return 1.0;
+    }
+    let added = if vm.current_host == Some(host) {
+        0.0
+    } else {
+        f64::from(vm.vcpus)
+    };
+    let host_vcpus = if host_vcpus.is_finite() {
+        host_vcpus
+    } else {
+        0.0
+    };
+    if (host_vcpus + added) / load.cpus < limit {
+        1.0
+    } else {
+        VCPU_PENALTY
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inventory() -> Inventory {
+        let mut inventory = Inventory::new(3, 0);
+        inventory
+            .set_host_metric(HostMetric::CpuCores, vec![4.0, 8.0, 0.0])
+            .unwrap();
+        inventory
+            .set_host_metric(HostMetric::CpuThreads, vec![8.0, 0.0, 4.0])
+            .unwrap();
+        inventory
+            .set_host_metric(HostMetric::CpuUsagePercent, vec![50.0, 21.0, 10.0])
+            .unwrap();
+        inventory
+            .set_host_metric(HostMetric::CpuPendingPercent, vec![10.0, 0.0, 0.0])
+            .unwrap();
+        inventory
+            .set_host_flag(HostFlag::Spm, vec![false, true, false])
+            .unwrap();
+        inventory
+    }
+
+    #[test]
+    fn load_counts_spm_and_optionally_pending() {
+        let inventory = inventory();
+        let hosts = Hosts::new(&inventory);
+        let with = CpuColumns::new(&hosts, Pending::Included);
+        let without = CpuColumns::new(&hosts, Pending::Excluded);
+        assert_eq!(with.load(0, false).map(|l| l.total), Some(200.0));
+        assert_eq!(without.load(0, false).map(|l| l.total), Some(160.0));
+        assert_eq!(with.load(0, true).map(|l| l.cpus), Some(8.0));
+        // 21% of 8 cores plus the SPM's 10 = 178, over 8 = 22.25, up to 23.
+        assert_eq!(with.load(1, false).map(|l| l.percent()), Some(23.0));
+        assert_eq!(with.load(1, true).map(|l| l.cpus), Some(8.0), "no threads");
+        assert_eq!(with.load(2, false), None, "no cores: no statistics");
+    }
+}
