@@ -77,7 +77,7 @@ pub const DEFAULT_FACTOR: u32 = 1;
 /// A policy breaks one of the composition rules.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
-    #[error("unit `{unit}` appears more than once in the policy")]
+    #[error("unit `{unit}` appears more than once in one role of the policy")]
     DuplicateUnit { unit: String },
     #[error("unit `{unit}` is used as a {role} but does not export the {role} interface")]
     NotExported { unit: String, role: Role },
@@ -272,7 +272,11 @@ impl PolicyBuilder {
             .map(|s| (&s.unit, Role::Filter))
             .chain(scores.iter().map(|s| (&s.unit, Role::Score)))
             .chain(balance.iter().map(|u| (u, Role::Balance)));
-        let mut seen: Vec<&str> = Vec::new();
+        // A unit fills each role at most once, but may fill several roles:
+        // oVirt's `VmAffinityGroups` or `HA` is one unit used as a filter
+        // and as a weight, `OptimalForEvenGuestDistribution` as a weight and
+        // as the balancer (oVirt has two units of one name for each).
+        let mut seen: Vec<(&str, Role)> = Vec::new();
         for (unit, role) in roles {
             let name = unit_name(unit);
             if !unit.exports().has(role) {
@@ -281,12 +285,12 @@ impl PolicyBuilder {
                     role,
                 });
             }
-            if seen.contains(&name) {
+            if seen.contains(&(name, role)) {
                 return Err(PolicyError::DuplicateUnit {
                     unit: name.to_owned(),
                 });
             }
-            seen.push(name);
+            seen.push((name, role));
         }
 
         let mut balance = balance.into_iter();
@@ -352,4 +356,59 @@ fn order_filters(filters: Vec<FilterStep>) -> Result<Vec<FilterStep>, PolicyErro
         }
     }
     Ok(first.into_iter().chain(middle).chain(last).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandpiper_guest::Inventory;
+    use sandpiper_guest::model::{Request, Scores, UnitInfo};
+    use sandpiper_guest::native::NativeUnit;
+
+    fn no_rejections(
+        _: &Inventory,
+        _: &Request,
+        _: &[u32],
+    ) -> Vec<sandpiper_guest::model::Rejection> {
+        Vec::new()
+    }
+
+    fn flat(_: &Inventory, _: &Request, candidates: &[u32]) -> Scores {
+        Scores::new(vec![1.0; candidates.len()])
+    }
+
+    /// A unit exporting filter and score, like oVirt's `VmAffinityGroups`.
+    fn filter_and_score() -> Arc<dyn Unit> {
+        Arc::new(NativeUnit {
+            info: UnitInfo::new("Both", "filters and scores"),
+            filter: Some(no_rejections),
+            score: Some(flat),
+            balance: None,
+        })
+    }
+
+    #[test]
+    fn a_unit_may_fill_two_roles_but_each_only_once() {
+        let unit = filter_and_score();
+        let policy = Policy::builder()
+            .filter(Arc::clone(&unit))
+            .score(Arc::clone(&unit), 1)
+            .build();
+        assert!(policy.is_ok(), "filter and score: {:?}", policy.err());
+
+        let twice = Policy::builder()
+            .filter(Arc::clone(&unit))
+            .filter(Arc::clone(&unit))
+            .build();
+        assert!(matches!(twice, Err(PolicyError::DuplicateUnit { unit }) if unit == "Both"));
+
+        let scored_twice = Policy::builder()
+            .score(Arc::clone(&unit), 1)
+            .score(unit, 2)
+            .build();
+        assert!(matches!(
+            scored_twice,
+            Err(PolicyError::DuplicateUnit { .. })
+        ));
+    }
 }
