@@ -1,0 +1,152 @@
+//! Aggregate metadata as Nova's filters and weighers read it.
+//!
+//! Two readings, both from `nova/scheduler/filters/utils.py`:
+//!
+//! * **values of one key** (`aggregate_values_from_key`): the raw values
+//!   the host's aggregates set for a key, one per aggregate. The numeric
+//!   overrides (`max_io_ops_per_host`, `ram_allocation_ratio`, ...) take
+//!   the **minimum** of them (`validate_num_values(..., based_on=min)`); if
+//!   any value does not parse (Python's `int()` or `float()`), the
+//!   configured value is used instead, as Nova does after its warning.
+//! * **all metadata, comma split** (`aggregate_metadata_get_by_host`): for
+//!   each key, the union over aggregates of its values split on commas and
+//!   stripped. [`split`] is that splitting.
+//!
+//! In our snapshot the `aggregate-metadata` column holds every aggregate's
+//! pairs, a key repeating once per aggregate that sets it.
+
+use std::collections::HashMap;
+
+use sandpiper_guest::model::Labels;
+
+use crate::labels;
+use crate::python;
+
+/// The values of a comma-separated metadata value, stripped, as Nova's
+/// `x.strip() for x in v.split(',')` yields them (empty parts included).
+pub fn split(value: &str) -> impl Iterator<Item = &str> {
+    value.split(',').map(python::strip)
+}
+
+/// How an override value is parsed: Python's `int()` or `float()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cast {
+    Int,
+    Float,
+}
+
+/// Where a host's effective setting came from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Setting {
+    /// No aggregate of the host sets the key: the configured value.
+    Configured(f64),
+    /// The smallest value the host's aggregates set.
+    Aggregate(f64),
+    /// An aggregate value did not parse, so the configured value is used.
+    Unparsable { value: f64, text: String },
+}
+
+impl Setting {
+    /// The value to use.
+    pub fn value(&self) -> f64 {
+        match self {
+            Setting::Configured(v) | Setting::Aggregate(v) => *v,
+            Setting::Unparsable { value, .. } => *value,
+        }
+    }
+}
+
+/// A numeric setting that aggregates may override per host.
+pub struct Override<'a> {
+    labels: &'a Labels,
+    key: Option<u32>,
+    cast: Cast,
+    configured: f64,
+    /// Parsed value per value-string id (`None`: does not parse).
+    parsed: HashMap<u32, Option<f64>>,
+}
+
+impl<'a> Override<'a> {
+    /// The setting `key` of the `aggregate-metadata` column `labels`, with
+    /// `configured` as the value where no aggregate sets it.
+    pub fn new(labels: &'a Labels, key: &str, cast: Cast, configured: f64) -> Self {
+        Override {
+            labels,
+            key: labels::find(labels, key),
+            cast,
+            configured,
+            parsed: HashMap::new(),
+        }
+    }
+
+    /// The setting for host `row`.
+    pub fn for_host(&mut self, row: u32) -> Setting {
+        let Some(key) = self.key else {
+            return Setting::Configured(self.configured);
+        };
+        let mut min: Option<f64> = None;
+        for id in labels::values_of(self.labels, row, key) {
+            let cast = self.cast;
+            let labels = self.labels;
+            let parsed = *self.parsed.entry(id).or_insert_with(|| {
+                let text = labels::text(labels, id);
+                match cast {
+                    Cast::Int => python::int(text),
+                    Cast::Float => python::float(text),
+                }
+            });
+            match parsed {
+                // Python's `min` keeps the first of equal values and never
+                // prefers NaN to a number it has already seen.
+                Some(v) => min = Some(min.map_or(v, |m| if v < m { v } else { m })),
+                None => {
+                    return Setting::Unparsable {
+                        value: self.configured,
+                        text: labels::text(self.labels, id).to_owned(),
+                    };
+                }
+            }
+        }
+        match min {
+            Some(v) => Setting::Aggregate(v),
+            None => Setting::Configured(self.configured),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metadata() -> Labels {
+        Labels::from_rows([
+            vec![("max_io_ops_per_host", "12"), ("max_io_ops_per_host", "7")],
+            vec![("max_io_ops_per_host", "7"), ("max_io_ops_per_host", "x")],
+            vec![("other", "1")],
+            vec![("max_io_ops_per_host", "1.5")],
+        ])
+    }
+
+    /// Nova's `test_validate_num_values` and the aggregate filters' tests.
+    #[test]
+    fn overrides_take_the_minimum_and_fall_back_on_bad_values() {
+        let labels = metadata();
+        let mut setting = Override::new(&labels, "max_io_ops_per_host", Cast::Int, 8.0);
+        assert_eq!(setting.for_host(0), Setting::Aggregate(7.0));
+        assert!(matches!(setting.for_host(1), Setting::Unparsable { value, .. } if value == 8.0));
+        assert_eq!(setting.for_host(2), Setting::Configured(8.0));
+        assert!(
+            matches!(setting.for_host(3), Setting::Unparsable { .. }),
+            "int('1.5') fails"
+        );
+        let mut ratio = Override::new(&labels, "max_io_ops_per_host", Cast::Float, 8.0);
+        assert_eq!(ratio.for_host(3), Setting::Aggregate(1.5));
+        let mut absent = Override::new(&labels, "nope", Cast::Float, 2.0);
+        assert_eq!(absent.for_host(0).value(), 2.0);
+    }
+
+    #[test]
+    fn splits_on_commas_and_strips() {
+        assert_eq!(split(" a, b ,,c").collect::<Vec<_>>(), ["a", "b", "", "c"]);
+    }
+}

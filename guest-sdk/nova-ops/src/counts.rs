@@ -1,0 +1,112 @@
+//! Nova's per-host count limits: `IoOpsFilter`, `NumInstancesFilter` and
+//! their `Aggregate*` variants, written once for the four units.
+//!
+//! A host passes while its count is strictly below the maximum (Nova:
+//! `num_io_ops < max_io_ops_per_host`, `num_instances <
+//! max_instances_per_host`). The maximum is the unit's parameter; the
+//! aggregate variants let the host's aggregates override it with metadata
+//! of the same key, the smallest value winning, the parameter applying when
+//! a value is not an integer (Python's `int()`: `"1.5"` is not one), as
+//! `nova/scheduler/filters/{io_ops,num_instances}_filter.py` do. Columns:
+//! `io-ops` and `vm-count`, pending placements included.
+
+use sandpiper_guest::prelude::*;
+
+use crate::aggregates::{Cast, Override, Setting};
+use crate::params::{MAX_INSTANCES_PER_HOST, MAX_IO_OPS_PER_HOST, Param};
+
+/// Which count a filter limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Count {
+    /// Instances building, resizing or migrating (`io-ops`).
+    IoOps,
+    /// Instances on the host (`vm-count`).
+    Instances,
+}
+
+impl Count {
+    /// The maximum's parameter (and aggregate metadata key).
+    pub fn param(self) -> Param {
+        match self {
+            Count::IoOps => MAX_IO_OPS_PER_HOST,
+            Count::Instances => MAX_INSTANCES_PER_HOST,
+        }
+    }
+
+    fn column(self) -> HostMetric {
+        match self {
+            Count::IoOps => HostMetric::IoOps,
+            Count::Instances => HostMetric::VmCount,
+        }
+    }
+
+    fn noun(self) -> &'static str {
+        match self {
+            Count::IoOps => "I/O operations",
+            Count::Instances => "instances",
+        }
+    }
+}
+
+/// Nova's `passes = count < max`: false for missing data (NaN) too.
+fn below(count: f64, max: f64) -> bool {
+    count < max
+}
+
+/// Runs the limit `count` over `candidates`; with `per_aggregate` the
+/// host's aggregates may lower or raise the maximum.
+pub fn filter(
+    cx: &Context<'_>,
+    candidates: &[u32],
+    count: Count,
+    per_aggregate: bool,
+) -> Vec<Rejection> {
+    let mut rejections = Rejections::new();
+    let param = count.param();
+    let configured = match cx.params().f64(param.name) {
+        Ok(max) => max,
+        Err(error) => {
+            rejections.reject_all(candidates, error.to_string());
+            return rejections.into_vec();
+        }
+    };
+    let hosts = cx.hosts();
+    let counts = hosts.metric(count.column());
+    let mut overrides = per_aggregate.then(|| {
+        Override::new(
+            hosts.labels(HostLabels::AggregateMetadata),
+            param.name,
+            Cast::Int,
+            configured,
+        )
+    });
+    for &host in candidates {
+        let Some(&n) = counts.get(host as usize) else {
+            continue;
+        };
+        let setting = match overrides.as_mut() {
+            Some(overrides) => overrides.for_host(host),
+            None => Setting::Configured(configured),
+        };
+        let max = setting.value();
+        if !below(n, max) {
+            let source = match &setting {
+                Setting::Configured(_) => String::new(),
+                Setting::Aggregate(_) => " (set by an aggregate)".to_owned(),
+                Setting::Unparsable { text, .. } => {
+                    format!(" (aggregate value {text:?} is not an integer)")
+                }
+            };
+            rejections.reject(
+                host,
+                format!(
+                    "has {} or more {}: {} is {max}{source}",
+                    max,
+                    count.noun(),
+                    param.name
+                ),
+            );
+        }
+    }
+    rejections.into_vec()
+}

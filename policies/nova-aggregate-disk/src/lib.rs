@@ -1,0 +1,39 @@
+//! `AggregateDiskFilter`: rejects hosts without the disk for the VM at the per-aggregate allocation ratio.
+//!
+//! Behaviour from Nova's legacy `AggregateDiskFilter` (removed when Placement took over
+//! capacity checks), shared with its sibling `DiskFilter` in
+//! `sandpiper_nova_ops::capacity`, whose doc gives the exact rule and the
+//! columns read.
+//!
+//! The ratio is the parameter unless the host's aggregates set metadata of
+//! the same key: then the smallest of their values (a value that does not
+//! parse makes the parameter apply, as Nova does after logging).
+//!
+//! Where we differ from Nova: the default ratio is Nova's current initial
+//! ratio (see `sandpiper_nova_ops::params`), not the legacy filters'
+//! default; Nova's filter also recorded the limit for the compute node's
+//! claim, which has no counterpart here.
+
+use sandpiper_guest::prelude::*;
+use sandpiper_nova_ops::capacity::{self, RatioFrom, Resource};
+
+/// The `AggregateDiskFilter` filter.
+pub struct AggregateDiskFilter;
+
+impl Unit for AggregateDiskFilter {
+    fn info() -> UnitInfo {
+        UnitInfo::new(
+            "AggregateDiskFilter",
+            "Rejects hosts without the local disk for the VM at `disk_allocation_ratio`, which the host's aggregates may override (the smallest wins) (Nova's legacy AggregateDiskFilter).",
+        )
+        .with_param(Resource::Disk.ratio_param().spec())
+    }
+}
+
+impl Filter for AggregateDiskFilter {
+    fn filter(cx: &Context<'_>, candidates: &[u32]) -> Vec<Rejection> {
+        capacity::filter(cx, candidates, Resource::Disk, RatioFrom::Aggregates)
+    }
+}
+
+sandpiper_guest::export_unit!(AggregateDiskFilter: filter);
