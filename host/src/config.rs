@@ -85,6 +85,16 @@ pub struct ServeArgs {
     #[arg(long, env = "SANDPIPER_SHUTDOWN_GRACE_SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE_SECS)]
     pub shutdown_grace_secs: u64,
 
+    /// The per-call limits of every unit.
+    #[command(flatten)]
+    pub limits: UnitLimitsArgs,
+}
+
+/// The per-call limits of units, shared by `sandpiper serve` and
+/// `sandpiper unit test` so a unit is tested under the limits it will run
+/// under.
+#[derive(Clone, Debug, clap::Args)]
+pub struct UnitLimitsArgs {
     /// Fuel every unit call gets before the per-host part.
     #[arg(long, env = "SANDPIPER_FUEL_BASE", default_value_t = limits::DEFAULT_FUEL_BASE)]
     pub fuel_base: u64,
@@ -104,6 +114,19 @@ pub struct ServeArgs {
     /// Linear memory a unit call may hold, MiB (all its memories together).
     #[arg(long, env = "SANDPIPER_UNIT_MEMORY_MIB", default_value_t = limits::DEFAULT_MEMORY_BYTES / MIB as u64)]
     pub unit_memory_mib: u64,
+}
+
+impl UnitLimitsArgs {
+    /// The limits these flags describe.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            fuel_base: self.fuel_base,
+            fuel_per_host: self.fuel_per_host,
+            deadline_base: Duration::from_millis(self.deadline_base_ms),
+            deadline_per_host: Duration::from_micros(self.deadline_per_host_us),
+            memory_bytes: self.unit_memory_mib.saturating_mul(MIB as u64),
+        }
+    }
 }
 
 const fn duration_ms(d: Duration) -> u64 {
@@ -133,13 +156,7 @@ impl ServeArgs {
 
     /// The per-call limits of every unit.
     pub fn unit_limits(&self) -> Limits {
-        Limits {
-            fuel_base: self.fuel_base,
-            fuel_per_host: self.fuel_per_host,
-            deadline_base: Duration::from_millis(self.deadline_base_ms),
-            deadline_per_host: Duration::from_micros(self.deadline_per_host_us),
-            memory_bytes: self.unit_memory_mib.saturating_mul(MIB as u64),
-        }
+        self.limits.limits()
     }
 
     pub fn shutdown_grace(&self) -> Duration {

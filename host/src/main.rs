@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sandpiper::config::ServeArgs;
+use sandpiper::unit_test::UnitTestArgs;
 use sandpiper::upload::{self, CompileArgs};
 
 /// Sandpiper: a scheduling policy engine for VM clusters whose policies run
@@ -26,12 +27,23 @@ enum Command {
     /// the server in a child process; not for people).
     #[command(name = upload::COMPILE_SUBCOMMAND, hide = true)]
     CompileUnit(CompileArgs),
+    /// Works with one unit locally, without a server.
+    #[command(subcommand)]
+    Unit(UnitCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum UnitCommand {
+    /// Runs a unit on a fixture (hosts, VM, parameters and expectations)
+    /// and prints its verdicts, reasons, scores, fuel and time.
+    Test(UnitTestArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::CompileUnit(args) => upload::compile_child(&args),
+        Command::Unit(UnitCommand::Test(args)) => sandpiper::unit_test::main(&args),
         Command::Serve(args) => {
             init_logging();
             match serve(args) {

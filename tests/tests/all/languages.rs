@@ -1,7 +1,18 @@
-//! The examples through the real sandbox (`Runtime::load`, `WasmUnit`):
-//! identical answers in every language, the example fixture through
-//! `sandpiper unit test`, 10,000 hosts under each language's limits, and
-//! infinite loops that stop.
+//! Policies in any language: the HeadroomAffinity example, written in Rust,
+//! Python, JavaScript and C (`policies/examples/`), built from source in
+//! each and run through the real sandbox (`Runtime::load`, `WasmUnit`), must
+//! describe itself and answer identically — on a generated cluster full of
+//! corner cases, on the example's fixture through `sandpiper unit test`, and
+//! at 10,000 hosts under each language's limits — and an infinite loop must
+//! stop in every language. (`tests/e2e/languages.rs` does the same through
+//! the server, over HTTP.)
+//!
+//! Building needs the guest toolchains (`scripts/install-guest-toolchains.sh`);
+//! a missing one fails the test with that command.
+
+mod cluster;
+mod examples;
+mod limits;
 
 use std::sync::{Arc, LazyLock};
 
@@ -10,9 +21,8 @@ use sandpiper::unit::{Unit, UnitError};
 use sandpiper_guest::Inventory;
 use sandpiper_guest::model::{Rejection, Request, ScoreOrder, Scores};
 
-use super::cluster::{self, Call};
-use super::examples::{self, Language};
-use super::limits;
+use cluster::Call;
+use examples::Language;
 
 /// One runtime for the whole test binary: it compiles each component once
 /// (an 18 MB Python unit takes seconds) and every test shares the result.
@@ -25,7 +35,7 @@ fn example_unit(language: Language) -> WasmUnit {
     let unit = RUNTIME
         .load(&bytes)
         .unwrap_or_else(|e| panic!("loading the {} example: {e}", language.name()));
-    unit.with_limits(limits::for_language(language))
+    unit.with_limits(limits::for_every_language())
         .expect("valid limits")
 }
 
@@ -36,7 +46,12 @@ struct Answer {
     scores: Scores,
 }
 
-fn answer(unit: &WasmUnit, inventory: &Arc<Inventory>, request: &Request, candidates: &[u32]) -> Answer {
+fn answer(
+    unit: &WasmUnit,
+    inventory: &Arc<Inventory>,
+    request: &Request,
+    candidates: &[u32],
+) -> Answer {
     let name = &unit.info().name;
     let rejections = unit
         .filter(inventory, request, candidates)
@@ -106,10 +121,16 @@ fn every_language_answers_identically_on_a_generated_cluster() {
     let reasons: Vec<&str> = first.rejections.iter().map(|r| r.reason.as_str()).collect();
     assert_eq!(
         reasons,
-        ["not enough free memory for the VM", "would leave less than 512 MiB free"]
+        [
+            "not enough free memory for the VM",
+            "would leave less than 512 MiB free"
+        ]
     );
     let matches = first.scores.values.iter().filter(|&&v| v == 1.0).count();
-    assert!(matches > 0 && matches < hosts, "some hosts match the rack, some do not");
+    assert!(
+        matches > 0 && matches < hosts,
+        "some hosts match the rack, some do not"
+    );
 
     assert_identical(&inventory, &calls);
 }
@@ -127,7 +148,7 @@ fn every_language_passes_the_example_fixture_through_unit_test() {
             &RUNTIME,
             &bytes,
             &fixture,
-            Some(limits::for_language(language)),
+            Some(limits::for_every_language()),
             &mut report,
         )
         .unwrap_or_else(|e| panic!("{}: {e}", language.name()));
@@ -208,7 +229,7 @@ fn looping_unit(language: Language) -> WasmUnit {
     RUNTIME
         .load(&bytes)
         .unwrap_or_else(|e| panic!("loading the looping {} unit: {e}", language.name()))
-        .with_limits(limits::for_language(language))
+        .with_limits(limits::for_every_language())
         .expect("valid limits")
 }
 

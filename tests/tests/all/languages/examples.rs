@@ -101,7 +101,11 @@ pub fn example(language: Language) -> Arc<[u8]> {
     Arc::clone(built.entry(language).or_insert_with(|| {
         let bytes = match language {
             Language::Rust => build_rust_example(),
-            _ => build_unit(language, EXAMPLE_WORLD, &repo().join(language.example_source())),
+            _ => build_unit(
+                language,
+                EXAMPLE_WORLD,
+                &repo().join(language.example_source()),
+            ),
         };
         bytes.into()
     }))
@@ -127,7 +131,11 @@ fn build_rust_example() -> Vec<u8> {
 /// `scripts/build-unit.sh`, or reuses the component a previous run built
 /// from the same inputs.
 pub fn build_unit(language: Language, world: &str, source: &Path) -> Vec<u8> {
-    assert_ne!(language, Language::Rust, "Rust units are crates, built by cargo");
+    assert_ne!(
+        language,
+        Language::Rust,
+        "Rust units are crates, built by cargo"
+    );
     let repo = repo();
     let mut hash = Sha256::new();
     hash.update(language.name());
@@ -137,7 +145,10 @@ pub fn build_unit(language: Language, world: &str, source: &Path) -> Vec<u8> {
         hash_path(&mut hash, &repo.join(input));
     }
     let digest = hash.finalize();
-    let stem = source.file_stem().and_then(|s| s.to_str()).unwrap_or("unit");
+    let stem = source
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("unit");
     let out = cache_dir().join(format!(
         "{}-{stem}-{world}-{}.wasm",
         language.name(),
@@ -198,6 +209,8 @@ fn hash_path(hash: &mut Sha256, path: &Path) {
         }
     } else {
         hash.update(path.to_string_lossy().as_bytes());
-        hash.update(std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display())));
+        hash.update(
+            std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display())),
+        );
     }
 }
