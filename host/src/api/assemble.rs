@@ -71,7 +71,10 @@ pub fn assemble(
     } else {
         only_declared(&record.params, &declared)
     };
-    builder.params(params).build().map_err(AssemblyError::Policy)
+    builder
+        .params(params)
+        .build()
+        .map_err(AssemblyError::Policy)
 }
 
 /// The values whose keys are in `declared`.

@@ -122,10 +122,7 @@ async fn view(conn: &mut SqliteConnection, c: &ClusterRecord) -> Result<Cluster,
     })
 }
 
-pub(crate) async fn load(
-    conn: &mut SqliteConnection,
-    id: Uuid,
-) -> Result<ClusterRecord, ApiError> {
+pub(crate) async fn load(conn: &mut SqliteConnection, id: Uuid) -> Result<ClusterRecord, ApiError> {
     store::clusters::get(conn, id)
         .await?
         .ok_or_else(|| ApiError::NotFound {
@@ -168,14 +165,13 @@ async fn check_overrides(
             id: policy_id.to_string(),
         })?;
     let lookup = from_registry(state.registry());
-    let policy =
-        assemble(&record, &lookup, &Default::default()).map_err(|e| match e {
-            AssemblyError::Policy(e) => ApiError::Internal(format!(
-                "stored policy `{}` does not assemble: {e}",
-                record.name
-            )),
-            other => other.into(),
-        })?;
+    let policy = assemble(&record, &lookup, &Default::default()).map_err(|e| match e {
+        AssemblyError::Policy(e) => ApiError::Internal(format!(
+            "stored policy `{}` does not assemble: {e}",
+            record.name
+        )),
+        other => other.into(),
+    })?;
     policy.check_overrides(overrides).map_err(|e| {
         if overrides_are_the_change {
             ApiError::Param(e)

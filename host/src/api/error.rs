@@ -53,7 +53,10 @@ pub enum ApiError {
 
     // ---- 409: the request conflicts with what is stored ----
     #[error("a {resource} named `{name}` already exists")]
-    NameTaken { resource: &'static str, name: String },
+    NameTaken {
+        resource: &'static str,
+        name: String,
+    },
     #[error("unit `{unit}` is used by policies {policies:?}")]
     UnitInUse { unit: String, policies: Vec<String> },
     #[error("unit `{unit}` is built in and cannot be changed or deleted")]
@@ -100,10 +103,7 @@ pub enum ApiError {
     PolicyInvalid(PolicyError),
     /// An uploaded module was refused; `code` says why (see `upload`).
     #[error("{message}")]
-    ModuleRejected {
-        code: &'static str,
-        message: String,
-    },
+    ModuleRejected { code: &'static str, message: String },
     /// The request's snapshot or candidates are unusable, or the policy
     /// could not decide (a fail-closed filter failed).
     #[error("{message}")]

@@ -259,8 +259,16 @@ fn view(p: &PolicyRecord, names: &HashMap<Uuid, String>) -> SchedulingPolicy {
         default_policy: p.is_default,
         combination: p.combination.into(),
         properties: values_to_properties(&p.params),
-        filters: p.filters.iter().map(|f| filter_view(p.id, f, names)).collect(),
-        weights: p.weights.iter().map(|w| weight_view(p.id, w, names)).collect(),
+        filters: p
+            .filters
+            .iter()
+            .map(|f| filter_view(p.id, f, names))
+            .collect(),
+        weights: p
+            .weights
+            .iter()
+            .map(|w| weight_view(p.id, w, names))
+            .collect(),
         balances: p
             .balance
             .iter()
@@ -353,7 +361,9 @@ pub async fn list_policies(
     let mut conn = state.store().read().await?;
     let policies = store::policies::list(&mut conn).await?;
     let names = store::units::names(&mut conn).await?;
-    Ok(axum::Json(policies.iter().map(|p| view(p, &names)).collect()))
+    Ok(axum::Json(
+        policies.iter().map(|p| view(p, &names)).collect(),
+    ))
 }
 
 /// Adds an empty policy.
@@ -395,7 +405,11 @@ pub async fn add_policy(
     }
     let view = load_view(&mut tx, id).await?;
     tx.commit().await?;
-    Ok((StatusCode::CREATED, location(policy_href(id)), axum::Json(view)))
+    Ok((
+        StatusCode::CREATED,
+        location(policy_href(id)),
+        axum::Json(view),
+    ))
 }
 
 /// Gets one policy.
@@ -440,10 +454,14 @@ pub async fn update_policy(
         && body.combination.is_none()
         && body.properties.is_none();
     if policy.locked && !(only_default && body.default_policy != Some(false)) {
-        return Err(ApiError::PolicyLocked { policy: policy.name });
+        return Err(ApiError::PolicyLocked {
+            policy: policy.name,
+        });
     }
     if body.default_policy == Some(false) && policy.is_default {
-        return Err(ApiError::DefaultPolicy { policy: policy.name });
+        return Err(ApiError::DefaultPolicy {
+            policy: policy.name,
+        });
     }
     if let Some(name) = body.name {
         check_name("name", &name)?;
@@ -492,7 +510,9 @@ pub async fn delete_policy(
     let policy = load(&mut tx, id).await?;
     ensure_unlocked(&policy)?;
     if policy.is_default {
-        return Err(ApiError::DefaultPolicy { policy: policy.name });
+        return Err(ApiError::DefaultPolicy {
+            policy: policy.name,
+        });
     }
     let clusters = store::policies::clusters_using(&mut tx, id).await?;
     if !clusters.is_empty() {
@@ -529,7 +549,9 @@ pub async fn clone_policy(
     let copy = PolicyRecord {
         id: Uuid::new_v4(),
         name: body.name,
-        description: body.description.unwrap_or_else(|| source.description.clone()),
+        description: body
+            .description
+            .unwrap_or_else(|| source.description.clone()),
         locked: false,
         is_default: false,
         ..source
@@ -559,7 +581,11 @@ pub async fn list_filters(
     State(state): State<AppState>,
     Path(id): Path<Uuid>,
 ) -> Result<axum::Json<Vec<Filter>>, ApiError> {
-    Ok(axum::Json(load_view(&mut *state.store().read().await?, id).await?.filters))
+    Ok(axum::Json(
+        load_view(&mut *state.store().read().await?, id)
+            .await?
+            .filters,
+    ))
 }
 
 /// Adds a unit to a policy as a filter.
@@ -675,7 +701,11 @@ pub async fn list_weights(
     State(state): State<AppState>,
     Path(id): Path<Uuid>,
 ) -> Result<axum::Json<Vec<Weight>>, ApiError> {
-    Ok(axum::Json(load_view(&mut *state.store().read().await?, id).await?.weights))
+    Ok(axum::Json(
+        load_view(&mut *state.store().read().await?, id)
+            .await?
+            .weights,
+    ))
 }
 
 /// Adds a unit to a policy as a weight (score unit) with a factor.
@@ -781,7 +811,11 @@ pub async fn list_balances(
     State(state): State<AppState>,
     Path(id): Path<Uuid>,
 ) -> Result<axum::Json<Vec<Balance>>, ApiError> {
-    Ok(axum::Json(load_view(&mut *state.store().read().await?, id).await?.balances))
+    Ok(axum::Json(
+        load_view(&mut *state.store().read().await?, id)
+            .await?
+            .balances,
+    ))
 }
 
 /// Sets a policy's balance unit.

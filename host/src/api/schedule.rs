@@ -194,9 +194,9 @@ fn invalid_candidates(message: String) -> ApiError {
 
 fn schedule_error(e: ScheduleError) -> ApiError {
     match e {
-        ScheduleError::Params(p) => ApiError::Internal(format!(
-            "stored parameters rejected at decision time: {p}"
-        )),
+        ScheduleError::Params(p) => {
+            ApiError::Internal(format!("stored parameters rejected at decision time: {p}"))
+        }
         ScheduleError::CandidateOutOfRange { .. } | ScheduleError::DuplicateCandidate { .. } => {
             invalid_candidates(e.to_string())
         }
@@ -205,7 +205,10 @@ fn schedule_error(e: ScheduleError) -> ApiError {
             message: e.to_string(),
             details: json!({ "field": "hosts" }),
         },
-        ScheduleError::FilterFailed { ref unit, ref failed } => ApiError::Unprocessable {
+        ScheduleError::FilterFailed {
+            ref unit,
+            ref failed,
+        } => ApiError::Unprocessable {
             code: "filter_failed",
             details: json!({ "unit": unit, "unit_error": failed.error.code() }),
             message: e.to_string(),
@@ -220,13 +223,16 @@ fn balance_error(e: BalanceError) -> ApiError {
             message: e.to_string(),
             details: json!({}),
         },
-        BalanceError::Params(p) => ApiError::Internal(format!(
-            "stored parameters rejected at decision time: {p}"
-        )),
+        BalanceError::Params(p) => {
+            ApiError::Internal(format!("stored parameters rejected at decision time: {p}"))
+        }
         BalanceError::CandidateOutOfRange { .. } | BalanceError::DuplicateCandidate { .. } => {
             invalid_candidates(e.to_string())
         }
-        BalanceError::BalanceFailed { ref unit, ref failed } => ApiError::Unprocessable {
+        BalanceError::BalanceFailed {
+            ref unit,
+            ref failed,
+        } => ApiError::Unprocessable {
             code: "balance_failed",
             details: json!({ "unit": unit, "unit_error": failed.error.code() }),
             message: e.to_string(),
@@ -331,7 +337,10 @@ pub async fn schedule_vm(
         }
         .build()
         .map_err(invalid_snapshot)?;
-        let vm = body.vm.to_vm(&cluster.hosts, "vm").map_err(invalid_snapshot)?;
+        let vm = body
+            .vm
+            .to_vm(&cluster.hosts, "vm")
+            .map_err(invalid_snapshot)?;
         let candidates = body
             .candidates
             .map(|ids| cluster.hosts.resolve_all(&ids, "candidates"))
@@ -445,13 +454,9 @@ pub async fn balance_cluster(
                 .get(m.vm as usize)
                 .to_owned()
         });
-        let destination = decision.destination.and_then(|h| {
-            decision
-                .explain
-                .schedule
-                .as_ref()
-                .map(|s| s.host_id(h))
-        });
+        let destination = decision
+            .destination
+            .and_then(|h| decision.explain.schedule.as_ref().map(|s| s.host_id(h)));
         let answer = BalanceAnswer {
             decision_id,
             dry_run: query.dry_run,

@@ -96,7 +96,9 @@ fn view(t: TokenRecord) -> Token {
         (status = 200, body = Vec<Token>),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
     ))]
-pub async fn list_tokens(State(state): State<AppState>) -> Result<axum::Json<Vec<Token>>, ApiError> {
+pub async fn list_tokens(
+    State(state): State<AppState>,
+) -> Result<axum::Json<Vec<Token>>, ApiError> {
     let mut conn = state.store().read().await?;
     let tokens = store::tokens::list(&mut conn).await?;
     Ok(axum::Json(tokens.into_iter().map(view).collect()))
@@ -116,12 +118,17 @@ pub async fn add_token(
     Json(body): Json<TokenAdd>,
 ) -> Result<impl IntoResponse, ApiError> {
     check_name("name", &body.name)?;
-    let secret =
-        generate_token().map_err(|e| ApiError::Internal(format!("no randomness: {e}")))?;
+    let secret = generate_token().map_err(|e| ApiError::Internal(format!("no randomness: {e}")))?;
     let id = Uuid::new_v4();
     let mut tx = state.store().write().await?;
-    store::tokens::insert(&mut tx, id, &body.name, body.role.into(), &hash_token(&secret))
-        .await?;
+    store::tokens::insert(
+        &mut tx,
+        id,
+        &body.name,
+        body.role.into(),
+        &hash_token(&secret),
+    )
+    .await?;
     let record = store::tokens::get(&mut tx, id)
         .await?
         .ok_or_else(|| ApiError::Internal("token vanished after insert".to_owned()))?;

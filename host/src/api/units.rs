@@ -9,10 +9,10 @@
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use axum::Extension;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -352,12 +352,18 @@ pub async fn upload_unit(
         code: "module_unit_failed",
         message: format!("the unit's info() gives an unusable name {:?}", info.name),
     })?;
-    let description = wanted.description.unwrap_or_else(|| info.description.clone());
+    let description = wanted
+        .description
+        .unwrap_or_else(|| info.description.clone());
 
     let mut tx = state.store().write().await?;
     if let Some(existing) = store::units::get_by_name(&mut tx, &name).await? {
         if existing.module_sha256 == prepared.sha256 {
-            return Ok((StatusCode::OK, location(unit_href(existing.id)), axum::Json(view(&existing))));
+            return Ok((
+                StatusCode::OK,
+                location(unit_href(existing.id)),
+                axum::Json(view(&existing)),
+            ));
         }
         return Err(ApiError::NameTaken {
             resource: "scheduling policy unit",
@@ -366,7 +372,13 @@ pub async fn upload_unit(
     }
     store_module(&state, &mut tx, &prepared).await?;
     let id = Uuid::new_v4();
-    let module = unit_module(&prepared.unit, name, description, &prepared.sha256, &principal);
+    let module = unit_module(
+        &prepared.unit,
+        name,
+        description,
+        &prepared.sha256,
+        &principal,
+    );
     store::units::insert(&mut tx, id, false, &module).await?;
     let record = load(&mut tx, id).await?;
     tx.commit().await?;
@@ -375,7 +387,11 @@ pub async fn upload_unit(
         Arc::new(Named::new(prepared.unit, &record.name, &record.description)),
     );
     tracing::info!(unit = %record.name, %id, sha256 = %record.module_sha256, by = %principal.name, "unit uploaded");
-    Ok((StatusCode::CREATED, location(unit_href(id)), axum::Json(view(&record))))
+    Ok((
+        StatusCode::CREATED,
+        location(unit_href(id)),
+        axum::Json(view(&record)),
+    ))
 }
 
 /// Gets one unit.
@@ -421,7 +437,9 @@ pub async fn delete_unit(
     }
     store::units::delete(&mut tx, id).await?;
     store::modules::collect_garbage(&mut tx, &state.modules().engine_hash()).await?;
-    let module_gone = store::modules::wasm(&mut tx, &unit.module_sha256).await?.is_none();
+    let module_gone = store::modules::wasm(&mut tx, &unit.module_sha256)
+        .await?
+        .is_none();
     tx.commit().await?;
     state.registry().remove(id);
     if module_gone {
@@ -502,11 +520,19 @@ pub async fn replace_module(
     }
 
     store_module(&state, &mut tx, &prepared).await?;
-    let module = unit_module(&prepared.unit, name, description, &prepared.sha256, &principal);
+    let module = unit_module(
+        &prepared.unit,
+        name,
+        description,
+        &prepared.sha256,
+        &principal,
+    );
     store::units::replace_module(&mut tx, id, &module).await?;
     store::modules::collect_garbage(&mut tx, &state.modules().engine_hash()).await?;
     let old_module_gone = current.module_sha256 != prepared.sha256
-        && store::modules::wasm(&mut tx, &current.module_sha256).await?.is_none();
+        && store::modules::wasm(&mut tx, &current.module_sha256)
+            .await?
+            .is_none();
     let record = load(&mut tx, id).await?;
     tx.commit().await?;
     state.registry().insert(id, replacement);

@@ -135,6 +135,19 @@ pub async fn register(
     register_policy(store, registry, &by_name).await
 }
 
+/// Whether two policies have the same content (ignoring times and the
+/// default flag).
+fn same_policy(a: &PolicyRecord, b: &PolicyRecord) -> bool {
+    a.name == b.name
+        && a.description == b.description
+        && a.locked == b.locked
+        && a.combination == b.combination
+        && a.params == b.params
+        && a.filters == b.filters
+        && a.weights == b.weights
+        && a.balance == b.balance
+}
+
 fn differs(existing: &store::units::UnitRecord, module: &UnitModule) -> bool {
     existing.module_sha256 != module.module_sha256
         || existing.name != module.name
@@ -151,7 +164,10 @@ async fn register_policy(
     let find = |name: &str| {
         let id = by_name.get(name).copied();
         if id.is_none() {
-            tracing::warn!(unit = name, "built-in policy unit missing from this build; left out");
+            tracing::warn!(
+                unit = name,
+                "built-in policy unit missing from this build; left out"
+            );
         }
         id
     };
@@ -201,7 +217,12 @@ async fn register_policy(
             });
         }
     }
-    store::policies::save(&mut tx, &record).await?;
+    // Rewritten only when this binary's version differs, so a restart
+    // leaves the store exactly as it was.
+    let current = store::policies::get(&mut tx, id).await?;
+    if current.is_none_or(|c| !same_policy(&c, &record)) {
+        store::policies::save(&mut tx, &record).await?;
+    }
     if store::policies::default_id(&mut tx).await?.is_none() {
         store::policies::make_default(&mut tx, id).await?;
     }

@@ -23,7 +23,10 @@ pub async fn insert(
 }
 
 /// The `.wasm` bytes stored under `sha256`.
-pub async fn wasm(conn: &mut SqliteConnection, sha256: &str) -> Result<Option<Vec<u8>>, StoreError> {
+pub async fn wasm(
+    conn: &mut SqliteConnection,
+    sha256: &str,
+) -> Result<Option<Vec<u8>>, StoreError> {
     Ok(
         sqlx::query_scalar::<_, Vec<u8>>("SELECT wasm FROM modules WHERE sha256 = ?")
             .bind(sha256)
@@ -74,11 +77,9 @@ pub async fn collect_garbage(
     conn: &mut SqliteConnection,
     engine_hash: &str,
 ) -> Result<(), StoreError> {
-    sqlx::query(
-        "DELETE FROM modules WHERE sha256 NOT IN (SELECT module_sha256 FROM policy_units)",
-    )
-    .execute(&mut *conn)
-    .await?;
+    sqlx::query("DELETE FROM modules WHERE sha256 NOT IN (SELECT module_sha256 FROM policy_units)")
+        .execute(&mut *conn)
+        .await?;
     sqlx::query("DELETE FROM artifacts WHERE engine_hash <> ?")
         .bind(engine_hash)
         .execute(&mut *conn)

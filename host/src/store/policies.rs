@@ -82,7 +82,9 @@ fn combination_from_name(name: &str) -> Result<Combination, StoreError> {
     match name {
         "rank" => Ok(Combination::Rank),
         "normalised" => Ok(Combination::Normalised),
-        other => Err(StoreError::Corrupt(format!("unknown combination `{other}`"))),
+        other => Err(StoreError::Corrupt(format!(
+            "unknown combination `{other}`"
+        ))),
     }
 }
 
@@ -249,7 +251,12 @@ pub async fn save(conn: &mut SqliteConnection, policy: &PolicyRecord) -> Result<
     .bind(combination_name(policy.combination))
     .execute(&mut *conn)
     .await?;
-    for table in ["policy_params", "policy_filters", "policy_weights", "policy_balances"] {
+    for table in [
+        "policy_params",
+        "policy_filters",
+        "policy_weights",
+        "policy_balances",
+    ] {
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "DELETE FROM {table} WHERE policy_id = ?"
         )))

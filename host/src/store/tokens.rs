@@ -122,7 +122,10 @@ pub async fn count_active_admins(conn: &mut SqliteConnection) -> Result<i64, Sto
 }
 
 /// Whether a token with this hash was ever stored, revoked or not.
-pub async fn hash_known(conn: &mut SqliteConnection, token_sha256: &str) -> Result<bool, StoreError> {
+pub async fn hash_known(
+    conn: &mut SqliteConnection,
+    token_sha256: &str,
+) -> Result<bool, StoreError> {
     Ok(
         sqlx::query_scalar::<_, i64>("SELECT count(*) FROM tokens WHERE token_sha256 = ?")
             .bind(token_sha256)

@@ -113,10 +113,27 @@ impl Server {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// Sends SIGTERM and waits for a clean exit.
-    pub fn stop(mut self) -> ExitStatus {
+    /// Sends SIGTERM and waits for the exit.
+    pub fn stop(self) -> ExitStatus {
+        self.signal_stop();
+        self.wait()
+    }
+
+    /// Sends SIGTERM without waiting.
+    pub fn signal_stop(&self) {
+        terminate(self.child.as_ref().expect("running"));
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().expect("try_wait").is_none())
+    }
+
+    /// Waits for the process to exit.
+    pub fn wait(mut self) -> ExitStatus {
         let mut child = self.child.take().expect("running");
-        terminate(&child);
         wait_with_timeout(&mut child, STOP_TIMEOUT).unwrap_or_else(|| {
             let _ = child.kill();
             panic!("the server did not stop in time; log:\n{}", self.log())
@@ -204,6 +221,30 @@ impl Client {
     pub fn put_wasm(&self, path: &str, wasm: &[u8]) -> Reply {
         self.send("PUT", path, Some(wasm.to_vec()), Some("application/wasm"), &[])
     }
+}
+
+/// The component of the built-in unit in `policies/<dir>`, as embedded in
+/// the binary: a real unit built from source, to upload under another name.
+pub fn builtin_wasm(dir: &str) -> &'static [u8] {
+    sandpiper::builtin::UNITS
+        .iter()
+        .find(|u| u.name == dir)
+        .unwrap_or_else(|| panic!("no built-in unit in policies/{dir}"))
+        .wasm
+}
+
+/// The id (as text) of the unit called `name`, looked up through the API.
+pub fn unit_id(client: &Client, name: &str) -> String {
+    let units = expect_status(&client.get("/api/v1/schedulingpolicyunits"), 200);
+    units
+        .as_array()
+        .expect("a list")
+        .iter()
+        .find(|u| u["name"] == name)
+        .unwrap_or_else(|| panic!("no unit named {name}"))["id"]
+        .as_str()
+        .expect("an id")
+        .to_owned()
 }
 
 /// Asserts a status, showing the body when it differs.
