@@ -79,6 +79,9 @@ pub struct ClusterState {
     pub(super) claims: ClaimLedger,
     /// `None` after a change of shape, until the next decision rebuilds them.
     pub(super) columns: Option<Columns>,
+    /// Where the next sampled decision's window starts (see
+    /// `place::Sampling`); not stored, a restart starts from the top.
+    pub(super) next_window: usize,
 }
 
 impl ClusterState {
@@ -97,6 +100,7 @@ impl ClusterState {
             hosts,
             claims: ledger,
             columns: None,
+            next_window: 0,
         }
     }
 

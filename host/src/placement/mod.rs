@@ -36,6 +36,7 @@ pub use hosts::{Applied, HostInventory, HostRecord, HostUpdate, InventoryError};
 pub use persist::{LoggedDecision, Persister, Retention};
 pub use place::{
     MAX_INSTANCES_PER_REQUEST, Mode, Pick, PlaceContext, PlaceError, PlaceOutcome, PlaceRequest,
+    Sample, Sampling,
 };
 pub use resources::Resources;
 pub use service::{LogFn, PlaceJob, Placed, PlacementConfig, PlacementError, PlacementService};

@@ -21,7 +21,7 @@
 //!   first that could not be (identical instances after it would fail the
 //!   same way).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,7 +31,7 @@ use uuid::Uuid;
 
 use super::claims::{Claim, ClaimState};
 use super::cluster::{Change, ClusterState};
-use super::columns::Columns;
+use super::columns::{Columns, Window};
 use super::resources::Resources;
 use super::time::Timestamp;
 use crate::pipeline::{
@@ -45,6 +45,71 @@ use crate::unit::Unit;
 /// hosts), so this bounds one request's hold to a fraction of a second;
 /// larger bursts are several requests, which interleave with others'.
 pub const MAX_INSTANCES_PER_REQUEST: u32 = 256;
+
+/// Below this many hosts every decision considers them all; above it, the
+/// adaptive sample never considers fewer. kube-scheduler's
+/// `minFeasibleNodesToFind`: a hundred candidates already give the scores
+/// a real choice.
+pub const MIN_SAMPLED_HOSTS: usize = 100;
+
+/// The adaptive sample's share of the cluster at zero hosts, in percent,
+/// falling by one point per [`SAMPLE_HOSTS_PER_POINT`] hosts down to
+/// [`MIN_SAMPLE_PERCENT`]: kube-scheduler's `percentageOfNodesToScore`
+/// default, which keeps the work per decision nearly flat as clusters grow
+/// (5 % of 10,000 hosts is 500).
+pub const BASE_SAMPLE_PERCENT: usize = 50;
+/// See [`BASE_SAMPLE_PERCENT`].
+pub const SAMPLE_HOSTS_PER_POINT: usize = 125;
+/// See [`BASE_SAMPLE_PERCENT`].
+pub const MIN_SAMPLE_PERCENT: usize = 5;
+
+/// How many hosts the first pick of a decision considers when the request
+/// names no candidates (kube-scheduler's `percentageOfNodesToScore`, Nova's
+/// host subset). Each decision looks at the next window of hosts in
+/// rotation, so every host is considered in turn; a window in which no host
+/// survives the filters is widened to every host, so a sample never turns
+/// "fits somewhere" into "fits nowhere". The price is that the winner is
+/// the best of its window, not of the cluster: a policy that must see every
+/// host (tight packing) sets `All`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sampling {
+    /// kube-scheduler's adaptive share (see [`BASE_SAMPLE_PERCENT`]).
+    #[default]
+    Adaptive,
+    /// Every host, every time.
+    All,
+    /// At most this many hosts (at least one).
+    AtMost(u32),
+}
+
+impl Sampling {
+    /// The window size for `hosts` eligible hosts.
+    pub fn window(self, hosts: usize) -> usize {
+        match self {
+            Sampling::All => hosts,
+            Sampling::AtMost(n) => (n as usize).clamp(1, hosts.max(1)).min(hosts),
+            Sampling::Adaptive if hosts < MIN_SAMPLED_HOSTS => hosts,
+            Sampling::Adaptive => {
+                let percent = BASE_SAMPLE_PERCENT
+                    .saturating_sub(hosts / SAMPLE_HOSTS_PER_POINT)
+                    .max(MIN_SAMPLE_PERCENT);
+                (hosts * percent / 100).max(MIN_SAMPLED_HOSTS).min(hosts)
+            }
+        }
+    }
+}
+
+/// Which hosts a decision's first pick considered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Sample {
+    /// Hosts in the window.
+    pub window: usize,
+    /// Hosts held.
+    pub eligible: usize,
+    /// The window could not take every instance (or the VM refers to hosts
+    /// outside it), so the decision was made again over every host.
+    pub widened: bool,
+}
 
 /// How a multi-instance request treats an instance that cannot be placed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,6 +140,8 @@ pub struct PlaceRequest {
     pub hints: Hints,
     /// Filters (by unit name) that run for the first instance only.
     pub once_per_request: BTreeSet<String>,
+    /// Consider every eligible host, whatever the service's sampling.
+    pub exhaustive: bool,
 }
 
 /// What the decision runs with besides the request.
@@ -92,6 +159,8 @@ pub struct PlaceContext<'a> {
     pub hold_deadline: Option<Instant>,
     /// Decide, but record no claim.
     pub dry_run: bool,
+    /// How many hosts the first pick considers.
+    pub sampling: Sampling,
 }
 
 /// One instance's pick.
@@ -118,6 +187,8 @@ pub struct PlaceOutcome {
     /// pending claims were resolved, so waiting for them may help (oVirt's
     /// delay-and-retry condition).
     pub pending_could_fit: bool,
+    /// The window the first pick considered, when it was a sample.
+    pub sample: Option<Sample>,
 }
 
 /// Why a placement could not be decided at all.
@@ -154,6 +225,12 @@ pub enum PlaceError {
 impl ClusterState {
     /// Places the request's instances and records their claims. Expired
     /// claims are dropped first, so they never count.
+    ///
+    /// When the service samples (see [`Sampling`]) and the request names
+    /// no candidates, the decision runs over the next window of hosts in
+    /// rotation; if the window cannot take every instance (or the VM refers
+    /// to hosts outside it), the decision is made again over every host, so
+    /// sampling never turns "fits" into "does not fit".
     pub fn place(
         &mut self,
         request: &PlaceRequest,
@@ -163,16 +240,6 @@ impl ClusterState {
         let ids = instance_ids(request)?;
         let (_, mut changes) = self.expire(cx.now);
         self.ensure_columns().map_err(PlaceError::Inventory)?;
-        let Some(columns) = self.columns.as_ref() else {
-            return Err(PlaceError::BadRequest("no inventory".to_owned()));
-        };
-        let hosts = columns.hosts();
-        let mut vm = request.vm.to_vm(hosts, "vm")?;
-        let mut candidates = candidate_rows(columns, request)?;
-        let except: BTreeSet<String> = ids.iter().cloned().collect();
-        let mut pending = ClusterState::pending_rows(columns, &self.claims, &except);
-        let resources = Resources::of_vm(&vm);
-        let hints = hint_pairs(&request.hints);
         let later_policy = if ids.len() > 1 && !request.once_per_request.is_empty() {
             Some(policy_without(cx.policy, &request.once_per_request)?)
         } else {
@@ -182,82 +249,88 @@ impl ClusterState {
         let later_params = later_policy
             .as_ref()
             .map(|p| only_declared(cx.params, units_of(p)));
+        let later = later_policy.as_ref().zip(later_params.as_ref());
 
-        let mut picks: Vec<Pick> = Vec::with_capacity(ids.len());
-        let mut placed: Vec<(String, u32)> = Vec::new();
-        for (i, id) in ids.iter().enumerate() {
-            if i > 0
-                && let Some(deadline) = cx.hold_deadline
-                && Instant::now() >= deadline
-            {
-                return Err(PlaceError::HoldExceeded {
-                    placed: placed.len(),
-                    count: request.count.max(1),
-                    held: started.elapsed(),
-                });
-            }
-            let rows: Vec<(usize, Resources)> = pending.iter().map(|(&r, &p)| (r, p)).collect();
-            let inventory = Arc::new(columns.with_pending(&rows));
-            vm.id = id.clone();
-            let (policy, params) = match (&later_policy, &later_params, i) {
-                (Some(policy), Some(params), 1..) => (policy, params),
-                _ => (cx.policy, cx.params),
-            };
-            let schedule_request = ScheduleRequest {
-                vm: vm.clone(),
-                hints: hints.clone(),
-                candidates: candidates.clone(),
-                params: params.clone(),
-            };
-            let decision =
-                pipeline::schedule(policy, &inventory, &schedule_request).map_err(|error| {
-                    PlaceError::Schedule {
-                        instance: id.clone(),
-                        error: Box::new(error),
-                    }
-                })?;
-            let Some(host) = decision.chosen else {
-                picks.push(Pick {
-                    vm_id: id.clone(),
-                    host_id: None,
-                    decision,
-                });
-                break;
-            };
-            let survivors: HashSet<u32> = decision.ranked.iter().map(|r| r.host).collect();
-            candidates = Some(match candidates {
-                Some(list) => list.into_iter().filter(|h| survivors.contains(h)).collect(),
-                None => (0..columns.host_count() as u32)
-                    .filter(|h| survivors.contains(h))
-                    .collect(),
-            });
-            if vm.current_host != Some(host) {
-                pending.entry(host as usize).or_default().add(&resources);
-            }
-            for group in vm.groups.iter_mut().filter(|g| g.scope == GroupScope::Vms) {
-                group.hosts.push(host);
-            }
-            placed.push((id.clone(), host));
-            picks.push(Pick {
-                vm_id: id.clone(),
-                host_id: hosts.id(host).map(str::to_owned),
-                decision,
-            });
-        }
-
-        let complete = placed.len() == ids.len();
-        let not_tried = ids[picks.len()..].to_vec();
-        let pending_could_fit = !complete && {
-            let failed_over = candidates.clone();
-            let real = ClusterState::pending_rows(columns, &self.claims, &except);
-            waiting_could_help(columns, &real, failed_over.as_deref(), resources.memory_mib)
+        let sampling = if request.exhaustive || request.candidates.is_some() {
+            Sampling::All
+        } else {
+            cx.sampling
         };
-        let keep = !cx.dry_run && (complete || request.mode == Mode::BestEffort);
+        let window = match self.columns.as_mut() {
+            Some(columns) => {
+                let hosts = columns.host_count();
+                let size = sampling.window(hosts);
+                if size < hosts && size > 0 {
+                    let count = hosts / size;
+                    let index = self.next_window % count;
+                    self.next_window = (index + 1) % count;
+                    Some(
+                        columns
+                            .window(self.hosts.records(), index, count)
+                            .map_err(PlaceError::Inventory)?,
+                    )
+                } else {
+                    None
+                }
+            }
+            None => None,
+        };
+        let Some(columns) = self.columns.as_ref() else {
+            return Err(PlaceError::BadRequest("no inventory".to_owned()));
+        };
+        let except: BTreeSet<String> = ids.iter().cloned().collect();
+        let pending = ClusterState::pending_rows(columns, &self.claims, &except);
+        let pass = |view: Option<&Window>| {
+            run_pass(Pass {
+                columns,
+                window: view,
+                request,
+                ids: &ids,
+                pending: pending.clone(),
+                first: (cx.policy, cx.params),
+                later,
+                hold_deadline: cx.hold_deadline,
+                started,
+            })
+        };
+
+        let mut sample = None;
+        let mut result = None;
+        if let Some(window) = &window {
+            let mut info = Sample {
+                window: window.len(),
+                eligible: columns.host_count(),
+                widened: true,
+            };
+            if let Some(done) = pass(Some(window))?
+                && done.complete
+            {
+                info.widened = false;
+                result = Some(done);
+            }
+            sample = Some(info);
+        }
+        let done = match result {
+            Some(done) => done,
+            None => pass(None)?.ok_or_else(|| {
+                PlaceError::BadRequest(
+                    "the request cannot be decided over the inventory".to_owned(),
+                )
+            })?,
+        };
+
+        let pending_could_fit = !done.complete
+            && waiting_could_help(
+                columns,
+                &pending,
+                done.failed_over.as_deref(),
+                done.resources.memory_mib,
+            );
+        let keep = !cx.dry_run && (done.complete || request.mode == Mode::BestEffort);
         let mut claims = Vec::new();
         if keep {
-            for (vm_id, host) in placed {
-                let stays = vm.current_host == Some(host);
-                let Some(host_id) = hosts.id(host).map(str::to_owned) else {
+            for (vm_id, row, stays) in done.placed {
+                let Some(host_id) = columns.hosts().id(row as u32).map(str::to_owned) else {
                     continue;
                 };
                 if stays {
@@ -271,7 +344,7 @@ impl ClusterState {
                 let claim = Claim {
                     vm_id,
                     host_id,
-                    resources,
+                    resources: done.resources,
                     decision_id: cx.decision_id,
                     created_at: cx.now,
                     expires_at: cx.now.after(cx.claim_ttl),
@@ -282,17 +355,170 @@ impl ClusterState {
                 claims.push(claim);
             }
         }
+        let not_tried = ids[done.picks.len()..].to_vec();
         Ok((
             PlaceOutcome {
-                picks,
+                picks: done.picks,
                 not_tried,
                 claims,
-                complete,
+                complete: done.complete,
                 pending_could_fit,
+                sample,
             },
             changes,
         ))
     }
+}
+
+/// One pass of a placement: every instance in turn over one view of the
+/// hosts (all of them, or a window), nothing recorded yet.
+struct Pass<'a> {
+    columns: &'a Columns,
+    window: Option<&'a Window>,
+    request: &'a PlaceRequest,
+    ids: &'a [String],
+    /// Claims by held row; each pick adds to it (virtual consumption).
+    pending: HashMap<usize, Resources>,
+    first: (&'a Policy, &'a ParamValues),
+    /// The policy and parameters of instances after the first, when some
+    /// filters run once per request.
+    later: Option<(&'a Policy, &'a ParamValues)>,
+    hold_deadline: Option<Instant>,
+    started: Instant,
+}
+
+/// What a pass decided.
+struct Passed {
+    picks: Vec<Pick>,
+    /// (instance, held row, whether the VM stays on its current host).
+    placed: Vec<(String, usize, bool)>,
+    complete: bool,
+    /// What one instance takes.
+    resources: Resources,
+    /// The held rows the failing pick considered (`None`: every host).
+    failed_over: Option<Vec<u32>>,
+}
+
+/// Runs a pass. `Ok(None)` when the pass cannot be made over its window:
+/// the VM refers to hosts outside it, or every host of it is excluded.
+fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
+    let Pass {
+        columns,
+        window,
+        request,
+        ids,
+        mut pending,
+        first,
+        later,
+        hold_deadline,
+        started,
+    } = pass;
+    let (hosts, offset) = match window {
+        Some(w) => (w.hosts(), w.lo),
+        None => (columns.hosts(), 0),
+    };
+    let mut vm = match (request.vm.to_vm(hosts, "vm"), window) {
+        (Ok(vm), _) => vm,
+        (Err(_), Some(_)) => return Ok(None),
+        (Err(e), None) => return Err(e.into()),
+    };
+    let mut candidates: Option<Vec<u32>> = match window {
+        None => candidate_rows(columns, request)?,
+        Some(w) => {
+            let excluded: HashSet<&str> = request.exclude.iter().map(String::as_str).collect();
+            let rows: Vec<u32> = (0..w.len() as u32)
+                .filter(|&local| hosts.id(local).is_some_and(|id| !excluded.contains(id)))
+                .collect();
+            if rows.is_empty() {
+                return Ok(None);
+            }
+            (!excluded.is_empty()).then_some(rows)
+        }
+    };
+    let host_count = window.map_or(columns.host_count(), Window::len);
+    let resources = Resources::of_vm(&vm);
+    let hints = hint_pairs(&request.hints);
+    let mut picks: Vec<Pick> = Vec::with_capacity(ids.len());
+    let mut placed = Vec::new();
+    let mut failed_over = None;
+    for (i, id) in ids.iter().enumerate() {
+        if i > 0
+            && let Some(deadline) = hold_deadline
+            && Instant::now() >= deadline
+        {
+            return Err(PlaceError::HoldExceeded {
+                placed: placed.len(),
+                count: ids.len() as u32,
+                held: started.elapsed(),
+            });
+        }
+        let rows: Vec<(usize, Resources)> = pending.iter().map(|(&r, &p)| (r, p)).collect();
+        let inventory = Arc::new(match window {
+            Some(w) => columns.window_with_pending(w, &rows),
+            None => columns.with_pending(&rows),
+        });
+        vm.id = id.clone();
+        let (policy, params) = match (later, i) {
+            (Some(later), 1..) => later,
+            _ => first,
+        };
+        let schedule_request = ScheduleRequest {
+            vm: vm.clone(),
+            hints: hints.clone(),
+            candidates: candidates.clone(),
+            params: params.clone(),
+        };
+        let decision =
+            pipeline::schedule(policy, &inventory, &schedule_request).map_err(|error| {
+                PlaceError::Schedule {
+                    instance: id.clone(),
+                    error: Box::new(error),
+                }
+            })?;
+        let Some(host) = decision.chosen else {
+            failed_over = candidates
+                .as_ref()
+                .map(|c| c.iter().map(|&h| h + offset as u32).collect());
+            picks.push(Pick {
+                vm_id: id.clone(),
+                host_id: None,
+                decision,
+            });
+            break;
+        };
+        if i + 1 < ids.len() {
+            // Later instances consider only this pick's survivors, in
+            // candidate order.
+            let survivors: HashSet<u32> = decision.ranked.iter().map(|r| r.host).collect();
+            candidates = Some(match candidates {
+                Some(list) => list.into_iter().filter(|h| survivors.contains(h)).collect(),
+                None => (0..host_count as u32)
+                    .filter(|h| survivors.contains(h))
+                    .collect(),
+            });
+        }
+        let stays = vm.current_host == Some(host);
+        let row = host as usize + offset;
+        if !stays {
+            pending.entry(row).or_default().add(&resources);
+        }
+        for group in vm.groups.iter_mut().filter(|g| g.scope == GroupScope::Vms) {
+            group.hosts.push(host);
+        }
+        placed.push((id.clone(), row, stays));
+        picks.push(Pick {
+            vm_id: id.clone(),
+            host_id: hosts.id(host).map(str::to_owned),
+            decision,
+        });
+    }
+    Ok(Some(Passed {
+        complete: placed.len() == ids.len(),
+        picks,
+        placed,
+        resources,
+        failed_over,
+    }))
 }
 
 /// The instance ids of a request, checked.
@@ -362,7 +588,7 @@ fn candidate_rows(
 /// without them its reported free memory plus swap would hold `memory_mib`.
 fn waiting_could_help(
     columns: &Columns,
-    pending: &std::collections::HashMap<usize, Resources>,
+    pending: &HashMap<usize, Resources>,
     candidates: Option<&[u32]>,
     memory_mib: f64,
 ) -> bool {
@@ -529,6 +755,7 @@ mod tests {
             claim_ttl: Duration::from_secs(60),
             hold_deadline: None,
             dry_run: false,
+            sampling: Sampling::Adaptive,
         };
         state.place(request, &cx).map(|(outcome, _)| outcome)
     }
@@ -718,6 +945,7 @@ mod tests {
             claim_ttl: Duration::from_millis(100),
             hold_deadline: None,
             dry_run: true,
+            sampling: Sampling::Adaptive,
         };
         let req = request(vm("v", 4096.0), 1, Mode::AllOrNothing);
         let (outcome, _) = state.place(&req, &cx).expect("decided");
@@ -759,5 +987,63 @@ mod tests {
         )
         .expect("decided");
         assert_eq!(hosts_of(&outcome), [Some("b")]);
+    }
+
+    #[test]
+    fn the_adaptive_sample_follows_kube_scheduler() {
+        assert_eq!(Sampling::Adaptive.window(99), 99);
+        assert_eq!(Sampling::Adaptive.window(150), 100);
+        assert_eq!(Sampling::Adaptive.window(1_000), 420);
+        assert_eq!(Sampling::Adaptive.window(10_000), 500);
+        assert_eq!(Sampling::Adaptive.window(100_000), 5_000);
+        assert_eq!(Sampling::All.window(10_000), 10_000);
+        assert_eq!(Sampling::AtMost(0).window(10), 1);
+        assert_eq!(Sampling::AtMost(50).window(10), 10);
+        assert_eq!(Sampling::AtMost(5).window(0), 0);
+    }
+
+    #[test]
+    fn a_sampled_decision_rotates_and_widens_before_saying_no() {
+        let policy = policy();
+        // Hosts h0..h9 hold one 1 GiB VM each; h10..h19 hold none.
+        let totals: Vec<(String, f64)> = (0..20)
+            .map(|i| (format!("h{i}"), if i < 10 { 1024.0 } else { 512.0 }))
+            .collect();
+        let refs: Vec<(&str, f64)> = totals.iter().map(|(h, t)| (h.as_str(), *t)).collect();
+        let mut state = cluster(&refs);
+        let params = ParamValues::new();
+        let cx = PlaceContext {
+            policy: &policy,
+            params: &params,
+            decision_id: Uuid::nil(),
+            now: Timestamp(0),
+            claim_ttl: Duration::from_secs(60),
+            hold_deadline: None,
+            dry_run: false,
+            sampling: Sampling::AtMost(4),
+        };
+        let mut chosen = Vec::new();
+        for i in 0..10 {
+            let req = request(vm(&format!("v{i}"), 1024.0), 1, Mode::AllOrNothing);
+            let (outcome, _) = state.place(&req, &cx).expect("decided");
+            let sample = outcome.sample.expect("sampled");
+            assert_eq!((sample.window, sample.eligible), (4, 20));
+            chosen.push(outcome.picks[0].host_id.clone().expect("placed"));
+        }
+        chosen.sort();
+        chosen.dedup();
+        // Every VM found a host, each on its own: windows that held none
+        // widened to the whole cluster.
+        assert_eq!(chosen.len(), 10);
+        let req = request(vm("last", 1024.0), 1, Mode::AllOrNothing);
+        let (outcome, _) = state.place(&req, &cx).expect("decided");
+        assert!(!outcome.complete);
+        assert!(outcome.sample.is_some_and(|s| s.widened));
+        assert_eq!(outcome.picks[0].decision.explain.candidates, 20);
+        // An exhaustive request is not sampled.
+        let mut req = request(vm("x", 1.0), 1, Mode::AllOrNothing);
+        req.exhaustive = true;
+        let (outcome, _) = state.place(&req, &cx).expect("decided");
+        assert_eq!(outcome.sample, None);
     }
 }

@@ -37,7 +37,7 @@ use super::claims::{Claim, ClaimError};
 use super::cluster::{Change, ClusterState, InventorySummary, UpdateResult};
 use super::hosts::{HostUpdate, InventoryError};
 use super::persist::{self, Ack, LoggedDecision, Op, PersistError, Persister, Retention};
-use super::place::{PlaceContext, PlaceError, PlaceOutcome, PlaceRequest};
+use super::place::{PlaceContext, PlaceError, PlaceOutcome, PlaceRequest, Sampling};
 use super::time::Timestamp;
 use crate::pipeline::{ParamValues, Policy};
 use crate::snapshot::{Snapshot, SnapshotError};
@@ -87,6 +87,8 @@ pub struct PlacementConfig {
     pub retry_wait: Duration,
     pub sweep_interval: Duration,
     pub retention: Retention,
+    /// How many hosts a decision's first pick considers.
+    pub sampling: Sampling,
 }
 
 impl Default for PlacementConfig {
@@ -101,6 +103,7 @@ impl Default for PlacementConfig {
                 count: 1000,
                 max_age: DEFAULT_DECISIONS_MAX_AGE,
             },
+            sampling: Sampling::Adaptive,
         }
     }
 }
@@ -344,6 +347,7 @@ impl PlacementService {
         let job = Arc::clone(job);
         let ttl = self.inner.config.claim_ttl;
         let max_hold = self.inner.config.max_hold;
+        let sampling = self.inner.config.sampling;
         self.locked_with_hold(cluster_id, move |state, now, acquired| {
             if !state.has_inventory() {
                 return Err(PlacementError::NoInventory { cluster_id });
@@ -356,6 +360,7 @@ impl PlacementService {
                 claim_ttl: ttl,
                 hold_deadline: Some(acquired + max_hold),
                 dry_run: job.dry_run,
+                sampling,
             };
             let (outcome, changes) = state.place(&job.request, &cx)?;
             let resolved = changes
