@@ -160,8 +160,14 @@ pub async fn bootstrap_admin(
         // A supplied token that was revoked stays revoked: the variable
         // must not undo an admin's decision on every restart.
         if !store::tokens::hash_known(&mut tx, &hash).await? {
-            store::tokens::insert(&mut tx, Uuid::new_v4(), "bootstrap-admin", Role::Admin, &hash)
-                .await?;
+            store::tokens::insert(
+                &mut tx,
+                Uuid::new_v4(),
+                "bootstrap-admin",
+                Role::Admin,
+                &hash,
+            )
+            .await?;
         }
         tx.commit().await?;
         return Ok(Bootstrap::Supplied);

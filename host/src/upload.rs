@@ -232,7 +232,11 @@ impl Modules {
     /// `artifact` must come from [`Modules::compile`] or from the store,
     /// which holds only what `compile` (or the built-ins' in-process
     /// compile) produced; never from a request.
-    pub async fn load(&self, sha256: &str, artifact: Vec<u8>) -> Result<Arc<dyn Unit>, UploadError> {
+    pub async fn load(
+        &self,
+        sha256: &str,
+        artifact: Vec<u8>,
+    ) -> Result<Arc<dyn Unit>, UploadError> {
         let digest = parse_sha256(sha256)
             .ok_or_else(|| UploadError::Internal(format!("`{sha256}` is not a sha256")))?;
         let runtime = Arc::clone(&self.runtime);
@@ -273,7 +277,11 @@ fn cpu_seconds(timeout: Duration) -> u64 {
 fn describe_failure(status: std::process::ExitStatus, stderr: &[u8]) -> String {
     use std::os::unix::process::ExitStatusExt;
     let text = String::from_utf8_lossy(stderr);
-    let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
     tracing::warn!(?status, stderr = %text, "module compile process failed");
     match status.signal() {
         // SIGKILL/SIGXCPU: the CPU limit; SIGSEGV/SIGABRT after a failed
@@ -418,8 +426,12 @@ mod tests {
             LoadError::CoreModule,
             LoadError::NotWasm,
             LoadError::Invalid(String::new()),
-            LoadError::ForbiddenImport { import: String::new() },
-            LoadError::NoRole { exports: Vec::new() },
+            LoadError::ForbiddenImport {
+                import: String::new(),
+            },
+            LoadError::NoRole {
+                exports: Vec::new(),
+            },
             LoadError::InvalidInfo(String::new()),
             LoadError::Artifact(String::new()),
         ];

@@ -33,8 +33,16 @@ fn check(case: &Case) {
         String::from_utf8_lossy(&case.reply.body)
     );
     let error = &case.reply.json()["error"];
-    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "{}: a message", case.what);
-    assert!(error["details"].is_object(), "{}: details is an object", case.what);
+    assert!(
+        error["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{}: a message",
+        case.what
+    );
+    assert!(
+        error["details"].is_object(),
+        "{}: details is an object",
+        case.what
+    );
 }
 
 struct Fixture {
@@ -50,11 +58,17 @@ struct Fixture {
 /// A unit (first filter of a policy), the policy attached to a cluster.
 fn fixture(admin: &Client) -> Fixture {
     let unit = expect_status(
-        &admin.post_wasm("/api/v1/schedulingpolicyunits?name=Mine", builtin_wasm("memory")),
+        &admin.post_wasm(
+            "/api/v1/schedulingpolicyunits?name=Mine",
+            builtin_wasm("memory"),
+        ),
         201,
     );
     let unit_id_text = unit["id"].as_str().expect("id").to_owned();
-    let policy = expect_status(&admin.post("/api/v1/schedulingpolicies", &json!({ "name": "p" })), 201);
+    let policy = expect_status(
+        &admin.post("/api/v1/schedulingpolicies", &json!({ "name": "p" })),
+        201,
+    );
     let policy_id = policy["id"].as_str().expect("id").to_owned();
     expect_status(
         &admin.post(
@@ -64,7 +78,10 @@ fn fixture(admin: &Client) -> Fixture {
         201,
     );
     let cluster = expect_status(
-        &admin.post("/api/v1/clusters", &json!({ "name": "c", "scheduling_policy": { "id": policy_id } })),
+        &admin.post(
+            "/api/v1/clusters",
+            &json!({ "name": "c", "scheduling_policy": { "id": policy_id } }),
+        ),
         201,
     );
     let policies = expect_status(&admin.get("/api/v1/schedulingpolicies"), 200);
@@ -78,7 +95,10 @@ fn fixture(admin: &Client) -> Fixture {
         .expect("id")
         .to_owned();
     Fixture {
-        param: unit["params"][0]["name"].as_str().expect("a parameter").to_owned(),
+        param: unit["params"][0]["name"]
+            .as_str()
+            .expect("a parameter")
+            .to_owned(),
         unit: unit_id_text,
         policy: policy_id,
         cluster: cluster["id"].as_str().expect("id").to_owned(),
@@ -101,7 +121,13 @@ fn every_bad_input_gets_its_status_and_code_and_changes_nothing() {
     let before = dump(&server.db);
 
     let json_post = |path: &str, body: &str| {
-        admin.send("POST", path, Some(body.as_bytes().to_vec()), Some("application/json"), &[])
+        admin.send(
+            "POST",
+            path,
+            Some(body.as_bytes().to_vec()),
+            Some("application/json"),
+            &[],
+        )
     };
     let cases = vec![
         // Uploads.
@@ -376,17 +402,52 @@ fn every_bad_input_gets_its_status_and_code_and_changes_nothing() {
     }
 
     // Details name what is wrong.
-    let unknown_field = &cases.iter().find(|c| c.what == "an unknown field").expect("case").reply;
+    let unknown_field = &cases
+        .iter()
+        .find(|c| c.what == "an unknown field")
+        .expect("case")
+        .reply;
     assert_eq!(unknown_field.json()["error"]["details"]["field"], "colour");
-    let host_field = &cases.iter().find(|c| c.what == "an unknown field in a host").expect("case").reply;
-    assert_eq!(host_field.json()["error"]["details"]["field"], "hosts[0].colour");
-    let core = &cases.iter().find(|c| c.what == "a core module").expect("case").reply;
-    let message = core.json()["error"]["message"].as_str().expect("message").to_owned();
-    assert!(message.contains("component"), "says how to make a component: {message}");
-    let too_large = &cases.iter().find(|c| c.what == "an oversized body").expect("case").reply;
-    assert_eq!(too_large.json()["error"]["details"]["limit_bytes"], UPLOAD_CAP_MIB * 1024 * 1024);
-    let candidate = &cases.iter().find(|c| c.what == "a candidate that is not a host").expect("case").reply;
-    assert_eq!(candidate.json()["error"]["details"]["field"], "candidates[0]");
+    let host_field = &cases
+        .iter()
+        .find(|c| c.what == "an unknown field in a host")
+        .expect("case")
+        .reply;
+    assert_eq!(
+        host_field.json()["error"]["details"]["field"],
+        "hosts[0].colour"
+    );
+    let core = &cases
+        .iter()
+        .find(|c| c.what == "a core module")
+        .expect("case")
+        .reply;
+    let message = core.json()["error"]["message"]
+        .as_str()
+        .expect("message")
+        .to_owned();
+    assert!(
+        message.contains("component"),
+        "says how to make a component: {message}"
+    );
+    let too_large = &cases
+        .iter()
+        .find(|c| c.what == "an oversized body")
+        .expect("case")
+        .reply;
+    assert_eq!(
+        too_large.json()["error"]["details"]["limit_bytes"],
+        UPLOAD_CAP_MIB * 1024 * 1024
+    );
+    let candidate = &cases
+        .iter()
+        .find(|c| c.what == "a candidate that is not a host")
+        .expect("case")
+        .reply;
+    assert_eq!(
+        candidate.json()["error"]["details"]["field"],
+        "candidates[0]"
+    );
 
     assert_eq!(dump(&server.db), before, "no bad input changed the store");
 }
@@ -401,7 +462,10 @@ fn a_change_that_would_strand_a_parameter_value_is_refused_and_changes_nothing()
     let cluster = format!("/api/v1/clusters/{}", f.cluster);
     // The cluster overrides the filter's parameter.
     expect_status(
-        &admin.put(&cluster, &json!({ "properties": [ { "name": f.param, "value": "120" } ] })),
+        &admin.put(
+            &cluster,
+            &json!({ "properties": [ { "name": f.param, "value": "120" } ] }),
+        ),
         200,
     );
     let before = dump(&server.db);
@@ -409,19 +473,36 @@ fn a_change_that_would_strand_a_parameter_value_is_refused_and_changes_nothing()
     // Removing the only unit that declares it would leave the override
     // unusable.
     let reply = admin.delete(&format!("{policy}/filters/{}", f.unit));
-    assert_eq!((reply.status, reply.code().as_str()), (409, "params_would_break"));
+    assert_eq!(
+        (reply.status, reply.code().as_str()),
+        (409, "params_would_break")
+    );
     // So would moving the cluster to a policy whose units do not declare it.
-    let other = expect_status(&admin.post("/api/v1/schedulingpolicies", &json!({ "name": "empty" })), 201);
+    let other = expect_status(
+        &admin.post("/api/v1/schedulingpolicies", &json!({ "name": "empty" })),
+        201,
+    );
     let after_add = dump(&server.db);
-    let reply = admin.put(&cluster, &json!({ "scheduling_policy": { "id": other["id"] } }));
-    assert_eq!((reply.status, reply.code().as_str()), (409, "params_would_break"));
+    let reply = admin.put(
+        &cluster,
+        &json!({ "scheduling_policy": { "id": other["id"] } }),
+    );
+    assert_eq!(
+        (reply.status, reply.code().as_str()),
+        (409, "params_would_break")
+    );
     assert_eq!(dump(&server.db), after_add);
     // Replacing the unit's module with one that does not declare it, too.
     let reply = admin.put_wasm(
         &format!("/api/v1/schedulingpolicyunits/{}/module", f.unit),
         builtin_wasm("cpu"),
     );
-    assert_eq!((reply.status, reply.code().as_str()), (409, "params_would_break"), "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(
+        (reply.status, reply.code().as_str()),
+        (409, "params_would_break"),
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
     assert_eq!(dump(&server.db), after_add);
     assert_ne!(before, after_add);
 }

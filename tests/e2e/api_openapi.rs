@@ -29,7 +29,11 @@ fn the_openapi_document_covers_every_route_and_error() {
         let description = op["description"].as_str().unwrap_or_default();
         match route.access {
             Access::Public => {
-                assert!(op.get("security").is_none(), "{method} {} is public", route.path);
+                assert!(
+                    op.get("security").is_none(),
+                    "{method} {} is public",
+                    route.path
+                );
                 assert!(description.contains("Public"), "{method} {}", route.path);
             }
             Access::Role(role) => {
@@ -64,14 +68,20 @@ fn the_openapi_document_covers_every_route_and_error() {
         .collect();
     assert_eq!(listed, ERROR_CODES);
 
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/e2e").join(GOLDEN);
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/e2e")
+        .join(GOLDEN);
     let pretty = serde_json::to_string_pretty(&doc).expect("json") + "\n";
     if std::env::var_os("SANDPIPER_UPDATE_GOLDEN").is_some() {
         std::fs::create_dir_all(golden.parent().expect("dir")).expect("golden dir");
         std::fs::write(&golden, &pretty).expect("write golden");
     }
-    let expected = std::fs::read_to_string(&golden)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with SANDPIPER_UPDATE_GOLDEN=1)", golden.display()));
+    let expected = std::fs::read_to_string(&golden).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with SANDPIPER_UPDATE_GOLDEN=1)",
+            golden.display()
+        )
+    });
     assert!(
         expected == pretty,
         "the OpenAPI document changed; review it and run with SANDPIPER_UPDATE_GOLDEN=1 \

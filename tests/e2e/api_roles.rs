@@ -35,7 +35,10 @@ fn every_route_answers_every_role_as_declared() {
     let mut clients: Vec<(Option<Role>, Client)> = vec![(None, server.client(None))];
     for role in [Role::Reader, Role::Engine] {
         let created = expect_status(
-            &admin.post("/api/v1/tokens", &json!({ "name": role.name(), "role": role.name() })),
+            &admin.post(
+                "/api/v1/tokens",
+                &json!({ "name": role.name(), "role": role.name() }),
+            ),
             201,
         );
         clients.push((Some(role), server.client(created["secret"].as_str())));
@@ -79,7 +82,9 @@ fn every_route_answers_every_role_as_declared() {
     assert_eq!(checked, ROUTES.len() * 4);
 
     // A token that does not exist, and a revoked one, are nobody.
-    let nobody = server.client(Some("sp_0000000000000000000000000000000000000000000000000000000000000000"));
+    let nobody = server.client(Some(
+        "sp_0000000000000000000000000000000000000000000000000000000000000000",
+    ));
     assert_eq!(nobody.get("/api/v1/clusters").status, 401);
     let reader = &clients[1].1;
     let tokens = expect_status(&admin.get("/api/v1/tokens"), 200);
@@ -96,7 +101,10 @@ fn every_route_answers_every_role_as_declared() {
     let revoked = admin.delete(&format!("/api/v1/tokens/{reader_id}"));
     assert_eq!(revoked.status, 204);
     let reply = reader.get("/api/v1/clusters");
-    assert_eq!((reply.status, reply.code().as_str()), (401, "unauthenticated"));
+    assert_eq!(
+        (reply.status, reply.code().as_str()),
+        (401, "unauthenticated")
+    );
     assert!(reply.header("www-authenticate").is_some());
 
     // Nothing but the revocation changed the store.
@@ -106,5 +114,9 @@ fn every_route_answers_every_role_as_declared() {
         .zip(after.lines())
         .filter(|(a, b)| a != b)
         .collect();
-    assert_eq!(changed.len(), 1, "only the revoked token's row changed: {changed:#?}");
+    assert_eq!(
+        changed.len(),
+        1,
+        "only the revoked token's row changed: {changed:#?}"
+    );
 }

@@ -37,7 +37,10 @@ fn a_request_in_flight_finishes_after_sigterm() {
 
     server.signal_stop();
     std::thread::sleep(SETTLE);
-    assert!(server.is_running(), "the server waits for the request in flight");
+    assert!(
+        server.is_running(),
+        "the server waits for the request in flight"
+    );
     assert!(
         TcpStream::connect(server.addr).is_err(),
         "no new connections once stopping"
@@ -46,7 +49,10 @@ fn a_request_in_flight_finishes_after_sigterm() {
     stream.write_all(rest).expect("second half");
     let mut answer = String::new();
     stream.read_to_string(&mut answer).expect("answer");
-    assert!(answer.starts_with("HTTP/1.1 201"), "the upload completed: {answer}");
+    assert!(
+        answer.starts_with("HTTP/1.1 201"),
+        "the upload completed: {answer}"
+    );
 
     let db = server.db.clone();
     let status = server.wait();

@@ -36,7 +36,10 @@ fn the_readme_tour_works_and_a_restart_keeps_everything() {
     let unit_id_text = unit["id"].as_str().expect("id").to_owned();
     assert_eq!(unit["name"], "TourMemory");
     assert_eq!(unit["internal"], false);
-    assert_eq!(unit["exports"], json!({ "filter": true, "score": false, "balance": false }));
+    assert_eq!(
+        unit["exports"],
+        json!({ "filter": true, "score": false, "balance": false })
+    );
     assert_eq!(unit["uploaded_by"], "bootstrap-admin");
     assert_eq!(
         reply.header("location"),
@@ -48,14 +51,23 @@ fn the_readme_tour_works_and_a_restart_keeps_everything() {
         200,
     );
     assert_eq!(again["id"], unit["id"]);
-    let param = unit["params"][0]["name"].as_str().expect("a parameter").to_owned();
+    let param = unit["params"][0]["name"]
+        .as_str()
+        .expect("a parameter")
+        .to_owned();
 
     // 2. Create a policy: the uploaded filter first, an even-memory weight.
     let policy = expect_status(
-        &admin.post("/api/v1/schedulingpolicies", &json!({ "name": "tour", "description": "the README tour" })),
+        &admin.post(
+            "/api/v1/schedulingpolicies",
+            &json!({ "name": "tour", "description": "the README tour" }),
+        ),
         201,
     );
-    let policy_path = format!("/api/v1/schedulingpolicies/{}", policy["id"].as_str().expect("id"));
+    let policy_path = format!(
+        "/api/v1/schedulingpolicies/{}",
+        policy["id"].as_str().expect("id")
+    );
     let filter = expect_status(
         &admin.post(
             &format!("{policy_path}/filters"),
@@ -80,7 +92,10 @@ fn the_readme_tour_works_and_a_restart_keeps_everything() {
         ),
         200,
     );
-    assert_eq!(updated["properties"], json!([ { "name": param, "value": "150" } ]));
+    assert_eq!(
+        updated["properties"],
+        json!([ { "name": param, "value": "150" } ])
+    );
     assert_eq!(updated["filters"][0]["position"], -1);
 
     // 3. Attach it to a cluster.
@@ -96,7 +111,10 @@ fn the_readme_tour_works_and_a_restart_keeps_everything() {
 
     // 4. An engine token schedules a VM.
     let created = expect_status(
-        &admin.post("/api/v1/tokens", &json!({ "name": "ovirt-engine", "role": "engine" })),
+        &admin.post(
+            "/api/v1/tokens",
+            &json!({ "name": "ovirt-engine", "role": "engine" }),
+        ),
         201,
     );
     let engine = server.client(Some(created["secret"].as_str().expect("secret")));
@@ -104,7 +122,10 @@ fn the_readme_tour_works_and_a_restart_keeps_everything() {
         "vm": { "id": "vm-42", "memory_mib": 4096, "vcpus": 2 },
         "hosts": tour_hosts(),
     });
-    let answer = expect_status(&engine.post(&format!("{cluster_path}/schedule"), &request), 200);
+    let answer = expect_status(
+        &engine.post(&format!("{cluster_path}/schedule"), &request),
+        200,
+    );
     assert_eq!(answer["chosen_host"], "big", "{answer:#}");
     assert_eq!(answer["vm_id"], "vm-42");
     let ranked: Vec<&str> = answer["ranked"]
@@ -134,14 +155,21 @@ fn the_readme_tour_works_and_a_restart_keeps_everything() {
 
     // 5. Read the explain back from the decisions log.
     let decisions = expect_status(&admin.get(&format!("{cluster_path}/decisions")), 200);
-    assert_eq!(decisions.as_array().expect("list").len(), 1, "the dry run is not logged");
+    assert_eq!(
+        decisions.as_array().expect("list").len(),
+        1,
+        "the dry run is not logged"
+    );
     let decision = expect_status(
         &admin.get(&format!("{cluster_path}/decisions/{decision_id}")),
         200,
     );
     assert_eq!(decision["kind"], "schedule");
     assert_eq!(decision["host_id"], "big");
-    assert_eq!(decision["answer"], answer, "the log keeps the answer as returned");
+    assert_eq!(
+        decision["answer"], answer,
+        "the log keeps the answer as returned"
+    );
 
     // Restart: everything stays, byte for byte.
     let everything = |client: &crate::support::Client| -> Vec<Value> {
@@ -163,7 +191,10 @@ fn the_readme_tour_works_and_a_restart_keeps_everything() {
     let stored = dump(&db);
     assert!(
         !db.with_extension("db-wal").exists()
-            || std::fs::metadata(db.with_extension("db-wal")).map(|m| m.len()).unwrap_or(0) == 0,
+            || std::fs::metadata(db.with_extension("db-wal"))
+                .map(|m| m.len())
+                .unwrap_or(0)
+                == 0,
         "the write-ahead log was checkpointed on shutdown"
     );
 
@@ -172,7 +203,10 @@ fn the_readme_tour_works_and_a_restart_keeps_everything() {
     let admin = server.admin();
     assert_eq!(everything(&admin), before);
     let engine = server.client(engine.token.as_deref());
-    let again = expect_status(&engine.post(&format!("{cluster_path}/schedule?dry_run=true"), &request), 200);
+    let again = expect_status(
+        &engine.post(&format!("{cluster_path}/schedule?dry_run=true"), &request),
+        200,
+    );
     assert_eq!(again["chosen_host"], "big");
     assert_eq!(
         without_usage(&again["explain"]),

@@ -151,6 +151,18 @@ pub const ROUTES: &[RouteAccess] = &[
         "/api/v1/clusters/{id}/decisions/{decision_id}",
         READER,
     ),
+    // Held inventories, claims and the decisions log (crate::placement).
+    route(Method::PUT, "/api/v1/clusters/{id}/inventory", ENGINE),
+    route(Method::GET, "/api/v1/clusters/{id}/inventory", READER),
+    route(Method::POST, "/api/v1/clusters/{id}/inventory/updates", ENGINE),
+    route(Method::GET, "/api/v1/clusters/{id}/claims", READER),
+    route(
+        Method::POST,
+        "/api/v1/clusters/{id}/claims/{vm_id}/confirm",
+        ENGINE,
+    ),
+    route(Method::DELETE, "/api/v1/clusters/{id}/claims/{vm_id}", ENGINE),
+    route(Method::GET, "/api/v1/decisions", READER),
     // Tokens.
     route(Method::GET, "/api/v1/tokens", ADMIN),
     route(Method::POST, "/api/v1/tokens", ADMIN),
@@ -167,7 +179,7 @@ pub fn access_for(method: &Method, path: &str) -> Option<Access> {
     };
     ROUTES
         .iter()
-        .find(|r| &r.method == method && r.path == path)
+        .find(|r| r.method == *method && r.path == path)
         .map(|r| r.access)
 }
 

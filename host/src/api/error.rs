@@ -85,6 +85,14 @@ pub enum ApiError {
     StoreConflict,
     #[error("token `{token}` is the last admin token; create another admin token first")]
     LastAdminToken { token: String },
+    /// The request conflicts with held state (`crate::placement`): a stale
+    /// inventory generation, no inventory to decide on.
+    #[error("{message}")]
+    Conflict {
+        code: &'static str,
+        message: String,
+        details: Value,
+    },
 
     // ---- 413/415 ----
     #[error("the body is larger than the {limit_bytes}-byte limit of this route")]
@@ -119,6 +127,15 @@ pub enum ApiError {
     Internal(String),
     #[error("{0}")]
     Unavailable(String),
+    /// A cluster is too busy to decide now (its lock was not free in time,
+    /// or a decision held it too long); answered with `Retry-After`.
+    #[error("{message}")]
+    Busy {
+        code: &'static str,
+        message: String,
+        details: Value,
+        retry_after_secs: u64,
+    },
 }
 
 /// Every code [`ApiError`] can produce, for the OpenAPI document and tests.
@@ -171,6 +188,10 @@ pub const ERROR_CODES: &[&str] = &[
     "no_balance_unit",
     "internal",
     "unavailable",
+    "stale_generation",
+    "no_inventory",
+    "cluster_busy",
+    "decision_too_long",
 ];
 
 impl ApiError {
@@ -196,14 +217,15 @@ impl ApiError {
             | PolicyConflict(_)
             | ParamsWouldBreak { .. }
             | StoreConflict
-            | LastAdminToken { .. } => StatusCode::CONFLICT,
+            | LastAdminToken { .. }
+            | Conflict { .. } => StatusCode::CONFLICT,
             PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Param(_) | PolicyInvalid(_) | ModuleRejected { .. } | Unprocessable { .. } => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Unavailable(_) | Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -235,7 +257,10 @@ impl ApiError {
             PayloadTooLarge { .. } => "payload_too_large",
             UnsupportedMediaType { .. } => "unsupported_media_type",
             Param(e) => param_error_code(e),
-            ModuleRejected { code, .. } | Unprocessable { code, .. } => code,
+            ModuleRejected { code, .. }
+            | Unprocessable { code, .. }
+            | Conflict { code, .. }
+            | Busy { code, .. } => code,
             Internal(_) => "internal",
             Unavailable(_) => "unavailable",
         }
@@ -260,7 +285,9 @@ impl ApiError {
             PayloadTooLarge { limit_bytes } => json!({ "limit_bytes": limit_bytes }),
             UnsupportedMediaType { expected } => json!({ "expected": expected }),
             Param(e) => param_error_details(e),
-            Unprocessable { details, .. } => details.clone(),
+            Unprocessable { details, .. } | Conflict { details, .. } | Busy { details, .. } => {
+                details.clone()
+            }
             _ => json!({}),
         }
     }
@@ -363,7 +390,19 @@ impl IntoResponse for ApiError {
                 "details": self.details(),
             }
         });
+        let retry_after = match &self {
+            ApiError::Busy {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
+            _ => None,
+        };
         let mut response = (status, axum::Json(body)).into_response();
+        if let Some(secs) = retry_after {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(secs),
+            );
+        }
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

@@ -9,10 +9,13 @@
 
 pub mod access;
 pub mod assemble;
+pub mod claims;
 pub mod clusters;
+pub mod decisions;
 pub mod error;
 pub mod extract;
 pub mod health;
+pub mod inventory;
 pub mod openapi;
 pub mod policies;
 pub mod schedule;
@@ -30,6 +33,7 @@ use utoipa_axum::routes;
 
 use self::error::ApiError;
 use self::extract::BodyLimit;
+use crate::placement::PlacementService;
 use crate::registry::Registry;
 use crate::store::Store;
 use crate::upload::Modules;
@@ -62,18 +66,31 @@ struct Shared {
     registry: Registry,
     modules: Modules,
     limits: ApiLimits,
+    placement: PlacementService,
 }
 
 impl AppState {
-    pub fn new(store: Store, registry: Registry, modules: Modules, limits: ApiLimits) -> Self {
+    pub fn new(
+        store: Store,
+        registry: Registry,
+        modules: Modules,
+        limits: ApiLimits,
+        placement: PlacementService,
+    ) -> Self {
         AppState {
             shared: Arc::new(Shared {
                 store,
                 registry,
                 modules,
                 limits,
+                placement,
             }),
         }
+    }
+
+    /// Held inventories, claims and stateful decisions.
+    pub fn placement(&self) -> &PlacementService {
+        &self.shared.placement
     }
 
     pub fn store(&self) -> &Store {
@@ -155,6 +172,18 @@ pub fn routes(limits: &ApiLimits) -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(clusters::list_decisions))
         .routes(routes!(clusters::get_decision))
+        .routes(with_body_limit(
+            routes!(inventory::put_inventory, inventory::get_inventory),
+            limits.max_snapshot_bytes,
+        ))
+        .routes(with_body_limit(
+            routes!(inventory::post_updates),
+            limits.max_snapshot_bytes,
+        ))
+        .routes(routes!(claims::list_claims))
+        .routes(routes!(claims::confirm_claim))
+        .routes(routes!(claims::release_claim))
+        .routes(routes!(decisions::list))
         .routes(routes!(tokens::list_tokens, tokens::add_token))
         .routes(routes!(tokens::revoke_token))
 }

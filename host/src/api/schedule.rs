@@ -328,6 +328,18 @@ pub async fn schedule_vm(
         overrides,
         skipped_units,
     } = prepare(&state, cluster_id).await?;
+    if !super::claims::has_inline_hosts(&bytes)? {
+        // No hosts in the request: decide over the inventory Sandpiper
+        // holds for the cluster, with claims (crate::placement).
+        let prepared = super::claims::Prepared {
+            policy_id,
+            policy,
+            overrides,
+            skipped_units,
+        };
+        return super::claims::schedule_held(&state, cluster_id, query.dry_run, prepared, &bytes)
+            .await;
+    }
     let decision_id = (!query.dry_run).then(Uuid::new_v4);
     let encoded = blocking(move || {
         let body: ScheduleBody = parse_json(&bytes)?;

@@ -336,13 +336,12 @@ pub async fn upload_unit(
         // Fail fast, before compiling, on a name that is certainly taken
         // by another module.
         let mut conn = state.store().read().await?;
-        if let Some(existing) = store::units::get_by_name(&mut conn, name).await? {
-            if existing.module_sha256 != module_sha256(&wasm) {
-                return Err(ApiError::NameTaken {
-                    resource: "scheduling policy unit",
-                    name: name.clone(),
-                });
-            }
+        let existing = store::units::get_by_name(&mut conn, name).await?;
+        if existing.is_some_and(|e| e.module_sha256 != module_sha256(&wasm)) {
+            return Err(ApiError::NameTaken {
+                resource: "scheduling policy unit",
+                name: name.clone(),
+            });
         }
     }
     let prepared = prepare(&state, wasm).await?;

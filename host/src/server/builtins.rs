@@ -108,13 +108,12 @@ pub async fn register(
         };
 
         let mut tx = store.write().await?;
-        if let Some(other) = store::units::get_by_name(&mut tx, &module.name).await? {
-            if other.id != id {
-                return Err(fail(format!(
-                    "an uploaded unit ({}) is already called `{}`; rename or delete it",
-                    other.id, module.name
-                )));
-            }
+        let holder = store::units::get_by_name(&mut tx, &module.name).await?;
+        if let Some(other) = holder.filter(|other| other.id != id) {
+            return Err(fail(format!(
+                "an uploaded unit ({}) is already called `{}`; rename or delete it",
+                other.id, module.name
+            )));
         }
         store::modules::insert(&mut tx, &sha256, builtin.wasm).await?;
         if fresh {
@@ -207,15 +206,14 @@ async fn register_policy(
     })?;
 
     let mut tx = store.write().await?;
-    if let Some(other) = store::policies::id_by_name(&mut tx, BUILTIN_POLICY_NAME).await? {
-        if other != id {
-            return Err(StartError::Builtin {
-                name: BUILTIN_POLICY_NAME.to_owned(),
-                message: format!(
-                    "a policy ({other}) is already called `{BUILTIN_POLICY_NAME}`; rename it"
-                ),
-            });
-        }
+    let holder = store::policies::id_by_name(&mut tx, BUILTIN_POLICY_NAME).await?;
+    if let Some(other) = holder.filter(|&other| other != id) {
+        return Err(StartError::Builtin {
+            name: BUILTIN_POLICY_NAME.to_owned(),
+            message: format!(
+                "a policy ({other}) is already called `{BUILTIN_POLICY_NAME}`; rename it"
+            ),
+        });
     }
     // Rewritten only when this binary's version differs, so a restart
     // leaves the store exactly as it was.

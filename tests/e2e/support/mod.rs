@@ -205,21 +205,45 @@ impl Client {
     }
 
     pub fn post(&self, path: &str, body: &Value) -> Reply {
-        self.send("POST", path, Some(body.to_string().into_bytes()), Some("application/json"), &[])
+        self.send(
+            "POST",
+            path,
+            Some(body.to_string().into_bytes()),
+            Some("application/json"),
+            &[],
+        )
     }
 
     pub fn put(&self, path: &str, body: &Value) -> Reply {
-        self.send("PUT", path, Some(body.to_string().into_bytes()), Some("application/json"), &[])
+        self.send(
+            "PUT",
+            path,
+            Some(body.to_string().into_bytes()),
+            Some("application/json"),
+            &[],
+        )
     }
 
     /// POSTs raw bytes as `application/wasm`.
     pub fn post_wasm(&self, path: &str, wasm: &[u8]) -> Reply {
-        self.send("POST", path, Some(wasm.to_vec()), Some("application/wasm"), &[])
+        self.send(
+            "POST",
+            path,
+            Some(wasm.to_vec()),
+            Some("application/wasm"),
+            &[],
+        )
     }
 
     /// PUTs raw bytes as `application/wasm`.
     pub fn put_wasm(&self, path: &str, wasm: &[u8]) -> Reply {
-        self.send("PUT", path, Some(wasm.to_vec()), Some("application/wasm"), &[])
+        self.send(
+            "PUT",
+            path,
+            Some(wasm.to_vec()),
+            Some("application/wasm"),
+            &[],
+        )
     }
 }
 
