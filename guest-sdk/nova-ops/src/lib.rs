@@ -19,6 +19,7 @@ pub mod counts;
 pub mod extra_specs;
 pub mod hints;
 pub mod host_state;
+pub mod instances;
 pub mod labels;
 pub mod params;
 pub mod python;

@@ -1,0 +1,73 @@
+//! `AggregateMultiTenancyIsolation`: keeps tenants out of aggregates
+//! reserved for others.
+//!
+//! Behaviour from Nova's
+//! `nova/scheduler/filters/aggregate_multitenancy_isolation.py` (reference
+//! notes §1.1): the tenants a host is reserved for are the comma-split
+//! values of every aggregate metadata key *starting with*
+//! `filter_tenant_id` (`filter_tenant_id`, `filter_tenant_id2`, …), over
+//! all the host's aggregates. A host with no such tenants takes anyone;
+//! otherwise the VM's tenant must be one of them.
+//!
+//! Data: the VM's `tenant` (Nova's project id) and the `aggregate-metadata`
+//! column.
+
+use sandpiper_guest::prelude::*;
+use sandpiper_nova_ops::{aggregates, labels};
+
+/// Prefix of the metadata keys that reserve a host for tenants.
+pub const TENANT_KEY_PREFIX: &str = "filter_tenant_id";
+
+/// The `AggregateMultiTenancyIsolation` filter.
+pub struct AggregateMultiTenancyIsolation;
+
+impl Unit for AggregateMultiTenancyIsolation {
+    fn info() -> UnitInfo {
+        UnitInfo::new(
+            "AggregateMultiTenancyIsolation",
+            "Rejects hosts whose aggregates reserve them (metadata keys starting with \
+             filter_tenant_id) for tenants other than the VM's (Nova's \
+             AggregateMultiTenancyIsolation).",
+        )
+    }
+}
+
+impl Filter for AggregateMultiTenancyIsolation {
+    fn filter(cx: &Context<'_>, candidates: &[u32]) -> Vec<Rejection> {
+        let mut rejections = Rejections::new();
+        let tenant = cx.vm().tenant.as_str();
+        let metadata = cx.hosts().labels(HostLabels::AggregateMetadata);
+        // Per string id: is it a reserving key; does it list the tenant.
+        let reserving: Vec<bool> = metadata
+            .strings
+            .iter()
+            .map(|s| s.starts_with(TENANT_KEY_PREFIX))
+            .collect();
+        if !reserving.contains(&true) {
+            return rejections.into_vec();
+        }
+        let mut lists: Vec<Option<bool>> = vec![None; metadata.strings.len()];
+        let reason = format!("reserved by its aggregates for tenants other than {tenant:?}");
+        for &host in candidates {
+            let mut reserved = false;
+            let mut allowed = false;
+            for (key, value) in labels::pairs(metadata, host) {
+                if !reserving.get(key as usize).copied().unwrap_or(false) {
+                    continue;
+                }
+                reserved = true;
+                if let Some(slot) = lists.get_mut(value as usize) {
+                    allowed |= *slot.get_or_insert_with(|| {
+                        aggregates::split(labels::text(metadata, value)).any(|t| t == tenant)
+                    });
+                }
+            }
+            if reserved && !allowed {
+                rejections.reject(host, &reason);
+            }
+        }
+        rejections.into_vec()
+    }
+}
+
+sandpiper_guest::export_unit!(AggregateMultiTenancyIsolation: filter);
