@@ -43,6 +43,10 @@ pub const HUGE_REASON_BYTES: usize = 4 << 20;
 /// close to whatever limit the host sets.
 pub const MEMORY_BOMB_CHUNK_BYTES: usize = 1 << 20;
 
+/// Page size of WebAssembly memory: `memory-bomb` touches one byte per page
+/// so every page it reserves is really used.
+const WASM_PAGE_BYTES: usize = 64 << 10;
+
 /// The message of `panic`, which tests look for in the host's report.
 pub const PANIC_MESSAGE: &str = "hostile unit panicked on purpose";
 
@@ -115,10 +119,14 @@ fn spin_forever() -> ! {
     }
 }
 
+/// Reserves memory chunk after chunk, writing one byte per page rather than
+/// filling it, so it reaches a memory limit long before a fuel budget.
 fn exhaust_memory() -> ! {
     let mut hoard: Vec<Vec<u8>> = Vec::new();
     loop {
-        hoard.push(std::hint::black_box(vec![1u8; MEMORY_BOMB_CHUNK_BYTES]));
+        let mut chunk = Vec::with_capacity(MEMORY_BOMB_CHUNK_BYTES);
+        chunk.extend((0..MEMORY_BOMB_CHUNK_BYTES / WASM_PAGE_BYTES).map(|page| page as u8));
+        hoard.push(std::hint::black_box(chunk));
     }
 }
 
@@ -174,7 +182,7 @@ impl Filter for Hostile {
             ],
             (Mode::HugeOutput, _) => vec![Rejection {
                 reason: "huge output".into(),
-                hosts: cycle(candidates, HUGE_OUTPUT_ITEMS),
+                hosts: repeat_first(candidates, HUGE_OUTPUT_ITEMS),
             }],
             (Mode::HugeReason, Some(first)) => vec![Rejection {
                 reason: "x".repeat(HUGE_REASON_BYTES),
@@ -217,7 +225,7 @@ impl Balance for Hostile {
             }),
             (Mode::HugeOutput, _) => Some(Migration {
                 vm: 0,
-                destinations: cycle(cx.candidates(), HUGE_OUTPUT_ITEMS),
+                destinations: repeat_first(cx.candidates(), HUGE_OUTPUT_ITEMS),
             }),
             _ => None,
         }
@@ -230,13 +238,11 @@ fn set_first(values: &mut [f64], value: f64) {
     }
 }
 
-/// `len` host indices, repeating `hosts` (or host 0 when there are none).
-fn cycle(hosts: &[u32], len: usize) -> Vec<u32> {
-    if hosts.is_empty() {
-        vec![0; len]
-    } else {
-        hosts.iter().copied().cycle().take(len).collect()
-    }
+/// `len` copies of the first of `hosts` (host 0 when there are none): a
+/// fill is cheap, so the answer's size, not the fuel spent building it, is
+/// what the host meets.
+fn repeat_first(hosts: &[u32], len: usize) -> Vec<u32> {
+    vec![hosts.first().copied().unwrap_or(0); len]
 }
 
 sandpiper_guest::export_unit!(Hostile: filter, score, balance);
