@@ -1,0 +1,18 @@
+//! Sandpiper's host: the sandboxed runtime, the scheduling pipeline, the
+//! store and the HTTP API.
+
+pub mod api;
+pub mod auth;
+pub mod builtin;
+pub mod config;
+pub mod pipeline;
+pub mod placement;
+pub mod registry;
+pub mod sandbox;
+pub mod server;
+pub mod snapshot;
+pub mod store;
+pub mod unit;
+pub mod unit_cases;
+pub mod unit_test;
+pub mod upload;

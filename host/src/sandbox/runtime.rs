@@ -1,0 +1,327 @@
+//! The `Runtime`: one per process. It compiles each distinct component once
+//! (keyed by the sha256 of its bytes), validates it, and hands out units.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use sandpiper_guest::Inventory;
+use sandpiper_guest::model::UnitInfo;
+use wasmtime::component::{Component, HasSelf, Linker};
+
+use super::bindings::{FullUnit, InventoryImport, balance, filter, metadata, score};
+use super::engine::{self, EpochTicker};
+use super::limits::{Limits, LimitsError};
+use super::validate::{self, BALANCE_EXPORT, FILTER_EXPORT, METADATA_EXPORT, SCORE_EXPORT};
+use super::wasi;
+use super::wasm_unit::{CallState, Compiled, Guests, Session, Shared, WasmUnit};
+use crate::unit::UnitError;
+
+/// Why a component was not accepted as a unit.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LoadError {
+    #[error(
+        "the component is {bytes} bytes, more than the limit of {} bytes",
+        validate::MAX_COMPONENT_BYTES
+    )]
+    TooLarge { bytes: usize },
+    #[error(
+        "this is a precompiled wasmtime artifact, which is never accepted as an upload; \
+         upload the .wasm component it was compiled from"
+    )]
+    Precompiled,
+    #[error(
+        "this is a core WebAssembly module, not a component: build the unit for the \
+         `wasm32-wasip2` target, or wrap the module with `wasm-tools component new`"
+    )]
+    CoreModule,
+    #[error("this is not WebAssembly (it does not start with the `\\0asm` header)")]
+    NotWasm,
+    #[error("the component is not valid: {0}")]
+    Invalid(String),
+    #[error(
+        "the component imports `{import}`, which units may not use: units may import only \
+         `sandpiper:policy/inventory@0.1.x` and the WASI 0.2 interfaces io, clocks, random, \
+         cli (environment, exit, std streams, terminals) and filesystem (types, preopens)"
+    )]
+    ForbiddenImport { import: String },
+    #[error("the component does not export `{METADATA_EXPORT}`, which every unit must (it exports: {})", exports.join(", "))]
+    MissingMetadata { exports: Vec<String> },
+    #[error(
+        "the component exports none of `{FILTER_EXPORT}`, `{SCORE_EXPORT}` or \
+         `{BALANCE_EXPORT}`, so it has nothing to do (it exports: {})", exports.join(", ")
+    )]
+    NoRole { exports: Vec<String> },
+    #[error(
+        "the export `{interface}` does not have the type `sandpiper:policy@0.1.0` gives it: {detail}"
+    )]
+    WrongExportType { interface: String, detail: String },
+    #[error("the component's imports cannot be satisfied: {0}")]
+    Link(String),
+    #[error("calling the unit's `info()` failed: {0}")]
+    Info(UnitError),
+    #[error("the unit's info is not usable: {0}")]
+    InvalidInfo(String),
+    #[error("parameter `{param}`: pattern `{pattern}` is not a valid regular expression: {detail}")]
+    BadPattern {
+        param: String,
+        pattern: String,
+        detail: String,
+    },
+    #[error(
+        "parameter `{param}`: default value `{default_value}` does not match its pattern `{pattern}`"
+    )]
+    DefaultMismatch {
+        param: String,
+        default_value: String,
+        pattern: String,
+    },
+    #[error(
+        "the precompiled artifact was refused ({0}); compile the original component again \
+         (artifacts are tied to the wasmtime version and engine settings)"
+    )]
+    Artifact(String),
+}
+
+/// Why the runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("invalid default limits: {0}")]
+    Limits(#[from] LimitsError),
+    #[error("could not configure wasmtime: {0}")]
+    Engine(String),
+    #[error("could not start the epoch ticker thread: {0}")]
+    Ticker(#[from] std::io::Error),
+}
+
+/// The sha256 of `bytes`: a unit's identity.
+pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).into()
+}
+
+/// Compiles, validates and caches units. Create one per process and share
+/// it; every method takes `&self` and may be called from any thread.
+pub struct Runtime {
+    shared: Arc<Shared>,
+    linker: Linker<CallState>,
+    limits: Limits,
+    cache: Mutex<HashMap<[u8; 32], Arc<WasmUnit>>>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// A runtime whose units run under `limits` unless given their own.
+    pub fn new(limits: Limits) -> Result<Runtime, RuntimeError> {
+        limits.validate()?;
+        let engine = engine::build().map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
+        let mut linker = Linker::new(&engine);
+        let linked = wasi::add_to_linker(&mut linker).and_then(|()| {
+            FullUnit::add_to_linker::<CallState, HasSelf<InventoryImport>>(
+                &mut linker,
+                CallState::inventory,
+            )
+        });
+        linked.map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
+        let ticker = EpochTicker::start(engine.clone())?;
+        Ok(Runtime {
+            shared: Arc::new(Shared {
+                engine,
+                _ticker: ticker,
+            }),
+            linker,
+            limits,
+            cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Identifies the wasmtime version and engine settings compiled
+    /// artifacts depend on (hex sha256 of wasmtime's own compatibility
+    /// hash): store artifacts under it and recompile when it changes.
+    pub fn compatibility_hash(&self) -> String {
+        use std::hash::Hash;
+        let mut hasher = DigestHasher(sha2::Sha256::default());
+        self.shared
+            .engine
+            .precompile_compatibility_hash()
+            .hash(&mut hasher);
+        super::hex(&sha2::Digest::finalize(hasher.0))
+    }
+
+    /// The limits units get unless given their own.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Compiles and validates a component, or returns the unit already
+    /// loaded from the same bytes.
+    ///
+    /// Two threads loading the same new bytes at once may both compile them;
+    /// both get the one unit that was cached first.
+    pub fn load(&self, bytes: &[u8]) -> Result<Arc<WasmUnit>, LoadError> {
+        let sha256 = sha256(bytes);
+        if let Some(unit) = self.cached(&sha256) {
+            return Ok(unit);
+        }
+        let component = self.compile(bytes)?;
+        self.accept(sha256, &component)
+    }
+
+    /// Compiles and validates a component and returns the compiled artifact,
+    /// for [`Runtime::load_precompiled`] to load later without compiling.
+    /// The unit is cached too, as by [`Runtime::load`].
+    pub fn precompile(&self, bytes: &[u8]) -> Result<Vec<u8>, LoadError> {
+        let component = self.compile(bytes)?;
+        self.accept(sha256(bytes), &component)?;
+        component
+            .serialize()
+            .map_err(|e| LoadError::Artifact(format!("{e:#}")))
+    }
+
+    /// Loads a unit from an artifact [`Runtime::precompile`] produced, keyed
+    /// by the sha256 of the component it was compiled from; returns the
+    /// cached unit if that component is already loaded.
+    ///
+    /// # Safety
+    ///
+    /// `artifact` must be the unmodified output of `precompile` (on this or
+    /// another process of the same build). Wasmtime validates artifacts only
+    /// lightly: arbitrary bytes could make it run arbitrary native code.
+    /// Artifacts from another wasmtime version or engine configuration are
+    /// refused safely with [`LoadError::Artifact`]. Never pass uploaded
+    /// bytes here; the server stores artifacts it compiled itself, where
+    /// users cannot write, and keeps the original component to recompile.
+    pub unsafe fn load_precompiled(
+        &self,
+        sha256: [u8; 32],
+        artifact: &[u8],
+    ) -> Result<Arc<WasmUnit>, LoadError> {
+        if let Some(unit) = self.cached(&sha256) {
+            return Ok(unit);
+        }
+        // SAFETY: the caller guarantees `artifact` came from `precompile`.
+        let component = unsafe { Component::deserialize(&self.shared.engine, artifact) }
+            .map_err(|e| LoadError::Artifact(format!("{e:#}")))?;
+        self.accept(sha256, &component)
+    }
+
+    /// Forgets the cached unit compiled from the component with `sha256`
+    /// (units already handed out keep working).
+    pub fn unload(&self, sha256: &[u8; 32]) {
+        self.lock_cache().remove(sha256);
+    }
+
+    fn lock_cache(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Arc<WasmUnit>>> {
+        self.cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn cached(&self, sha256: &[u8; 32]) -> Option<Arc<WasmUnit>> {
+        self.lock_cache().get(sha256).cloned()
+    }
+
+    fn compile(&self, bytes: &[u8]) -> Result<Component, LoadError> {
+        validate::check_bytes(bytes)?;
+        Component::new(&self.shared.engine, bytes).map_err(|e| LoadError::Invalid(format!("{e:#}")))
+    }
+
+    /// Validates a compiled component and caches the unit.
+    fn accept(&self, sha256: [u8; 32], component: &Component) -> Result<Arc<WasmUnit>, LoadError> {
+        let compiled = self.prepare(sha256, component)?;
+        let unit = Arc::new(WasmUnit::new(Arc::new(compiled), self.limits));
+        Ok(Arc::clone(self.lock_cache().entry(sha256).or_insert(unit)))
+    }
+
+    /// Checks imports and exports, then instantiates the unit once (under
+    /// the default limits, over an empty snapshot) to type-check its exports
+    /// and read its info.
+    fn prepare(&self, sha256: [u8; 32], component: &Component) -> Result<Compiled, LoadError> {
+        let engine = &self.shared.engine;
+        validate::check_imports(engine, component)?;
+        let pre = self
+            .linker
+            .instantiate_pre(component)
+            .map_err(|e| LoadError::Link(format!("{e:#}")))?;
+        let Ok(metadata) = metadata::GuestIndices::new(&pre) else {
+            return Err(LoadError::MissingMetadata {
+                exports: validate::export_names(engine, component),
+            });
+        };
+        let guests = Guests {
+            metadata,
+            filter: filter::GuestIndices::new(&pre).ok(),
+            score: score::GuestIndices::new(&pre).ok(),
+            balance: balance::GuestIndices::new(&pre).ok(),
+        };
+        if guests.exports() == Default::default() {
+            return Err(LoadError::NoRole {
+                exports: validate::export_names(engine, component),
+            });
+        }
+
+        let empty = Arc::new(Inventory::new(0, 0));
+        let mut session = Session::open(engine, &pre, &self.limits, &empty)
+            .map_err(|f| LoadError::Info(f.error))?;
+        let instance = session.instance;
+        let store = &mut session.store;
+        let wrong_type = |interface: &'static str| {
+            move |e: wasmtime::Error| LoadError::WrongExportType {
+                interface: interface.to_owned(),
+                detail: format!("{e:#}"),
+            }
+        };
+        if let Some(filter) = &guests.filter {
+            filter
+                .load(&mut *store, &instance)
+                .map_err(wrong_type(FILTER_EXPORT))?;
+        }
+        if let Some(score) = &guests.score {
+            score
+                .load(&mut *store, &instance)
+                .map_err(wrong_type(SCORE_EXPORT))?;
+        }
+        if let Some(balance) = &guests.balance {
+            balance
+                .load(&mut *store, &instance)
+                .map_err(wrong_type(BALANCE_EXPORT))?;
+        }
+        let metadata = guests
+            .metadata
+            .load(&mut *store, &instance)
+            .map_err(wrong_type(METADATA_EXPORT))?;
+        let info: UnitInfo = match metadata.call_info(&mut *store) {
+            Ok(info) => info.into(),
+            Err(error) => return Err(LoadError::Info(session.fail(&error).error)),
+        };
+        validate::check_info(&info)?;
+        Ok(Compiled {
+            shared: Arc::clone(&self.shared),
+            sha256,
+            pre,
+            guests,
+            info,
+        })
+    }
+}
+
+/// Feeds `Hash` output into a sha256 digest: unlike `DefaultHasher`, the
+/// result is specified, so it can be stored and compared across processes.
+struct DigestHasher(sha2::Sha256);
+
+impl std::hash::Hasher for DigestHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        sha2::Digest::update(&mut self.0, bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        // Only `write` is used; the digest is read from the field.
+        0
+    }
+}

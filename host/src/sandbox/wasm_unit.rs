@@ -1,0 +1,341 @@
+//! A loaded unit and its calls: each call builds a fresh `Store` and
+//! instance with the unit's limits, runs one export and drops everything,
+//! so nothing a unit does survives into the next call.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use sandpiper_guest::Inventory;
+use sandpiper_guest::model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
+use wasmtime::component::{Instance, InstancePre, ResourceTable};
+use wasmtime::{Engine, Store};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::{InventoryImport, balance, filter, metadata, score, types};
+use super::engine::{EpochTicker, deadline_ticks};
+use super::failure::{Evidence, Phase, classify};
+use super::limits::{Limits, LimitsError, MemoryLimiter};
+use super::output::{self, MAX_TRANSFER_BYTES};
+use super::wasi::{self, StderrCapture};
+use crate::unit::{CallResult, Called, Exports, Failed, Role, Unit, UnitError, Usage};
+
+/// What a call's `Store` holds.
+pub(crate) struct CallState {
+    inventory: InventoryImport,
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: MemoryLimiter,
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl CallState {
+    /// The `inventory` import's view of the state, for the linker.
+    pub(crate) fn inventory(&mut self) -> &mut InventoryImport {
+        &mut self.inventory
+    }
+}
+
+/// The process-wide parts every unit needs to run: the engine and the
+/// ticker driving its epochs. Units keep it alive, so their deadlines hold
+/// even if the `Runtime` that loaded them is gone.
+pub(crate) struct Shared {
+    pub(crate) engine: Engine,
+    pub(crate) _ticker: EpochTicker,
+}
+
+/// Indices of the exports a unit has, found once at load.
+pub(crate) struct Guests {
+    pub(crate) metadata: metadata::GuestIndices,
+    pub(crate) filter: Option<filter::GuestIndices>,
+    pub(crate) score: Option<score::GuestIndices>,
+    pub(crate) balance: Option<balance::GuestIndices>,
+}
+
+impl Guests {
+    pub(crate) fn exports(&self) -> Exports {
+        Exports {
+            filter: self.filter.is_some(),
+            score: self.score.is_some(),
+            balance: self.balance.is_some(),
+        }
+    }
+}
+
+/// A compiled, validated unit: shared by every `WasmUnit` made from the same
+/// bytes, whatever their limits.
+pub(crate) struct Compiled {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) sha256: [u8; 32],
+    pub(crate) pre: InstancePre<CallState>,
+    pub(crate) guests: Guests,
+    pub(crate) info: UnitInfo,
+}
+
+/// A unit running sandboxed in WebAssembly.
+pub struct WasmUnit {
+    compiled: Arc<Compiled>,
+    limits: Limits,
+}
+
+impl std::fmt::Debug for WasmUnit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmUnit")
+            .field("name", &self.compiled.info.name)
+            .field("sha256", &super::hex(&self.compiled.sha256))
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl WasmUnit {
+    pub(crate) fn new(compiled: Arc<Compiled>, limits: Limits) -> Self {
+        WasmUnit { compiled, limits }
+    }
+
+    /// The sha256 of the component's bytes: its identity.
+    pub fn sha256(&self) -> [u8; 32] {
+        self.compiled.sha256
+    }
+
+    /// The limits each call of this unit runs under.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// The same unit (same compiled code) with other limits, e.g. a larger
+    /// fuel budget for an interpreted unit.
+    pub fn with_limits(&self, limits: Limits) -> Result<WasmUnit, LimitsError> {
+        limits.validate()?;
+        Ok(WasmUnit {
+            compiled: Arc::clone(&self.compiled),
+            limits,
+        })
+    }
+
+    /// Creates an instance over `inventory` under this unit's limits and
+    /// drops it, calling nothing: what every call costs before the unit's
+    /// own work, for benchmarks and for a smoke test of a new unit.
+    pub fn probe(&self, inventory: &Arc<Inventory>) -> Result<Usage, Failed> {
+        let session = Session::open(
+            &self.compiled.shared.engine,
+            &self.compiled.pre,
+            &self.limits,
+            inventory,
+        )?;
+        Ok(session.usage())
+    }
+
+    /// Runs `body` against a fresh instance over `inventory` under this
+    /// unit's limits, and classifies any failure.
+    fn call<R>(
+        &self,
+        inventory: &Arc<Inventory>,
+        body: impl FnOnce(&mut Store<CallState>, &Instance) -> wasmtime::Result<R>,
+    ) -> CallResult<R> {
+        call(&self.compiled, &self.limits, inventory, body)
+    }
+}
+
+/// One call's store and instance, with what is needed to classify a failure.
+pub(crate) struct Session {
+    pub(crate) store: Store<CallState>,
+    pub(crate) instance: Instance,
+    fuel_budget: u64,
+    deadline: std::time::Duration,
+    stderr: StderrCapture,
+    started: Instant,
+}
+
+impl Session {
+    /// A fresh store with `limits` applied, and `pre` instantiated in it.
+    pub(crate) fn open(
+        engine: &Engine,
+        pre: &InstancePre<CallState>,
+        limits: &Limits,
+        inventory: &Arc<Inventory>,
+    ) -> Result<Session, Failed> {
+        let started = Instant::now();
+        let hosts = inventory.host_count();
+        let fuel_budget = limits.fuel_budget(hosts);
+        let deadline = limits.deadline(hosts);
+        let stderr = StderrCapture::default();
+        let state = CallState {
+            inventory: InventoryImport::new(Arc::clone(inventory)),
+            wasi: wasi::context(&stderr),
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter::new(limits.memory_bytes),
+        };
+        let mut store = Store::new(engine, state);
+        store.limiter(|state| &mut state.limiter);
+        store.set_epoch_deadline(deadline_ticks(deadline));
+        store.epoch_deadline_trap();
+        store.set_hostcall_fuel(MAX_TRANSFER_BYTES);
+        let instantiated = store
+            .set_fuel(fuel_budget)
+            .and_then(|()| pre.instantiate(&mut store));
+        let instance = match instantiated {
+            Ok(instance) => instance,
+            Err(error) => {
+                let evidence = Evidence {
+                    phase: Phase::Instantiate,
+                    fuel_budget,
+                    deadline,
+                    refusal: store.data().limiter.refusal(),
+                    stderr: &stderr.text(),
+                };
+                return Err(Failed {
+                    error: classify(&error, &evidence),
+                    usage: usage(&store, fuel_budget, started),
+                });
+            }
+        };
+        Ok(Session {
+            store,
+            instance,
+            fuel_budget,
+            deadline,
+            stderr,
+            started,
+        })
+    }
+
+    /// The failure `error` stands for, with what the call cost.
+    pub(crate) fn fail(&self, error: &wasmtime::Error) -> Failed {
+        let evidence = Evidence {
+            phase: Phase::Call,
+            fuel_budget: self.fuel_budget,
+            deadline: self.deadline,
+            refusal: self.store.data().limiter.refusal(),
+            stderr: &self.stderr.text(),
+        };
+        Failed {
+            error: classify(error, &evidence),
+            usage: self.usage(),
+        }
+    }
+
+    /// What the call cost so far.
+    pub(crate) fn usage(&self) -> Usage {
+        usage(&self.store, self.fuel_budget, self.started)
+    }
+}
+
+/// Runs `body` against a fresh instance of `compiled`; see [`WasmUnit::call`].
+pub(crate) fn call<R>(
+    compiled: &Compiled,
+    limits: &Limits,
+    inventory: &Arc<Inventory>,
+    body: impl FnOnce(&mut Store<CallState>, &Instance) -> wasmtime::Result<R>,
+) -> CallResult<R> {
+    let mut session = Session::open(&compiled.shared.engine, &compiled.pre, limits, inventory)?;
+    let instance = session.instance;
+    match body(&mut session.store, &instance) {
+        Ok(value) => Ok(Called {
+            value,
+            usage: session.usage(),
+        }),
+        Err(error) => Err(session.fail(&error)),
+    }
+}
+
+/// What a call cost so far.
+fn usage(store: &Store<CallState>, fuel_budget: u64, started: Instant) -> Usage {
+    Usage {
+        fuel: Some(fuel_budget.saturating_sub(store.get_fuel().unwrap_or(0))),
+        elapsed: started.elapsed(),
+    }
+}
+
+/// Applies an output check to a successful call.
+fn checked<T>(
+    result: CallResult<T>,
+    check: impl FnOnce(&T) -> Result<(), String>,
+) -> CallResult<T> {
+    let called = result?;
+    match check(&called.value) {
+        Ok(()) => Ok(called),
+        Err(reason) => Err(Failed {
+            error: UnitError::InvalidOutput(reason),
+            usage: called.usage,
+        }),
+    }
+}
+
+fn not_exported<T>(role: Role) -> CallResult<T> {
+    Err(Failed {
+        error: UnitError::NotExported(role),
+        usage: Usage::default(),
+    })
+}
+
+impl Unit for WasmUnit {
+    fn info(&self) -> &UnitInfo {
+        &self.compiled.info
+    }
+
+    fn exports(&self) -> Exports {
+        self.compiled.guests.exports()
+    }
+
+    fn filter(
+        &self,
+        inventory: &Arc<Inventory>,
+        request: &Request,
+        candidates: &[u32],
+    ) -> CallResult<Vec<Rejection>> {
+        let Some(indices) = &self.compiled.guests.filter else {
+            return not_exported(Role::Filter);
+        };
+        let request = types::Request::from(request);
+        let result = self.call(inventory, |store, instance| {
+            let guest = indices.load(&mut *store, instance)?;
+            let rejections = guest.call_filter(&mut *store, &request, candidates)?;
+            Ok(rejections.into_iter().map(Rejection::from).collect())
+        });
+        checked(result, |r| output::check_rejections(r, candidates.len()))
+    }
+
+    fn score(
+        &self,
+        inventory: &Arc<Inventory>,
+        request: &Request,
+        candidates: &[u32],
+    ) -> CallResult<Scores> {
+        let Some(indices) = &self.compiled.guests.score else {
+            return not_exported(Role::Score);
+        };
+        let request = types::Request::from(request);
+        let result = self.call(inventory, |store, instance| {
+            let guest = indices.load(&mut *store, instance)?;
+            Ok(guest.call_score(&mut *store, &request, candidates)?.into())
+        });
+        checked(result, |s| output::check_scores(s, candidates.len()))
+    }
+
+    fn balance(
+        &self,
+        inventory: &Arc<Inventory>,
+        request: &BalanceRequest,
+    ) -> CallResult<Option<Migration>> {
+        let Some(indices) = &self.compiled.guests.balance else {
+            return not_exported(Role::Balance);
+        };
+        let candidates = request.candidates.len();
+        let request = types::BalanceRequest::from(request);
+        let result = self.call(inventory, |store, instance| {
+            let guest = indices.load(&mut *store, instance)?;
+            Ok(guest
+                .call_balance(&mut *store, &request)?
+                .map(Migration::from))
+        });
+        checked(result, |m| output::check_migration(m, candidates))
+    }
+}

@@ -1,0 +1,87 @@
+//! `Ambient`: a test unit that looks at everything a unit could use besides
+//! its inputs and reports what it saw, one rejection per observation with
+//! reason `key=value` and no hosts. Not shipped.
+//!
+//! The sandbox must give it nothing: no environment, arguments or files,
+//! clocks that do not move, the same "random" numbers every call, no memory
+//! of earlier calls, and a `sleep` that returns at once instead of holding
+//! the host's thread.
+
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use sandpiper_guest::prelude::*;
+
+/// Keys of the observations, in the order reported.
+pub const CALLS: &str = "calls";
+pub const ENV_VARS: &str = "env-vars";
+pub const ARGS: &str = "args";
+pub const ROOT_DIR: &str = "read-root-dir";
+pub const FILE: &str = "read-file";
+pub const WALL_CLOCK_SECS: &str = "wall-clock-secs";
+pub const SLEPT_NANOS: &str = "monotonic-nanos-across-sleep";
+pub const RANDOM_HASH: &str = "random-hash";
+
+/// How long the unit asks to sleep: far beyond any deadline, so a sleep
+/// that really blocked would show as a hung test.
+pub const SLEEP: Duration = Duration::from_secs(3600);
+
+/// Counts calls within one instance: a fresh instance per call keeps it 1.
+static CALLS_SEEN: AtomicU32 = AtomicU32::new(0);
+
+/// Every observation as `(key, value)`.
+pub fn observe() -> Vec<(&'static str, String)> {
+    let calls = CALLS_SEEN.fetch_add(1, Ordering::Relaxed) + 1;
+    let wall = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let before = Instant::now();
+    std::thread::sleep(SLEEP);
+    let slept = before.elapsed().as_nanos();
+    let random = std::collections::hash_map::RandomState::new().hash_one(42u64);
+    vec![
+        (CALLS, calls.to_string()),
+        (ENV_VARS, std::env::vars_os().count().to_string()),
+        (ARGS, std::env::args_os().count().to_string()),
+        (ROOT_DIR, outcome(std::fs::read_dir("/").map(|d| d.count()))),
+        (FILE, outcome(std::fs::read("/etc/passwd").map(|b| b.len()))),
+        (WALL_CLOCK_SECS, wall.to_string()),
+        (SLEPT_NANOS, slept.to_string()),
+        (RANDOM_HASH, random.to_string()),
+    ]
+}
+
+fn outcome(result: std::io::Result<usize>) -> String {
+    match result {
+        Ok(n) => format!("ok({n})"),
+        Err(_) => "error".to_owned(),
+    }
+}
+
+/// The `Ambient` test unit.
+pub struct Ambient;
+
+impl Unit for Ambient {
+    fn info() -> UnitInfo {
+        UnitInfo::new(
+            "Ambient",
+            "Test unit that reports the environment, files, clocks and randomness it can see. \
+             Never use in a policy.",
+        )
+    }
+}
+
+impl Filter for Ambient {
+    fn filter(_cx: &Context<'_>, _candidates: &[u32]) -> Vec<Rejection> {
+        observe()
+            .into_iter()
+            .map(|(key, value)| Rejection {
+                reason: format!("{key}={value}"),
+                hosts: Vec::new(),
+            })
+            .collect()
+    }
+}
+
+sandpiper_guest::export_unit!(Ambient: filter);

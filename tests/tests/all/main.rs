@@ -1,0 +1,4 @@
+//! Every integration test, in one binary (one link, one set of guests): a
+//! module per area.
+
+mod sandbox;
