@@ -14,8 +14,11 @@
 # Each language is built so that the component imports only what the host
 # allows (sandpiper:policy/* and a few harmless WASI interfaces):
 #   python: componentize-py --stub-wasi (no WASI imports at all);
-#   js:     componentize-js with every optional feature disabled, and never
-#           --aot (its weval step downloads a binary);
+#   js:     componentize-js without its HTTP features (wasi:http is refused
+#           by the host); stdio, clocks and random stay, so an uncaught
+#           exception's message and stack reach the error the host reports
+#           (the sandbox freezes clocks and fixes randomness). Never --aot:
+#           its weval step downloads a binary;
 #   c:      clang against Debian's wasi-libc (preview 1), then wasmtime 48's
 #           reactor adapter through sandpiper-c-component.
 set -euo pipefail
@@ -68,7 +71,7 @@ js)
   *) root=$(dirname "$source") ;;
   esac
   (cd "$root" && "$componentize_js" "$source" -w "$wit" -n "$world" \
-    -d stdio random clocks http fetch-event -o "$out") >/dev/null
+    -d http fetch-event -o "$out") >/dev/null
   ;;
 c)
   [ $# -ge 1 ] || usage
