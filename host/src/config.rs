@@ -88,6 +88,11 @@ pub struct ServeArgs {
     /// The per-call limits of every unit.
     #[command(flatten)]
     pub limits: UnitLimitsArgs,
+
+    /// Held inventories and claims: claim TTL, cluster lock limits,
+    /// delay-and-retry, host sampling, decision log age.
+    #[command(flatten)]
+    pub placement: crate::placement::PlacementArgs,
 }
 
 /// The per-call limits of units, shared by `sandpiper serve` and

@@ -244,7 +244,7 @@ impl ExplainSummary {
             .iter()
             .map(|f| {
                 let mut groups: Vec<_> = f.rejected.iter().collect();
-                groups.sort_by(|a, b| b.hosts.len().cmp(&a.hosts.len()));
+                groups.sort_by_key(|g| std::cmp::Reverse(g.hosts.len()));
                 let listed = groups.len().min(SUMMARY_REASONS);
                 FilterSummary {
                     unit: f.unit.clone(),
@@ -314,7 +314,7 @@ fn refusal(vm_id: &str, explain: &Explain) -> String {
             continue;
         }
         let mut groups: Vec<_> = filter.rejected.iter().collect();
-        groups.sort_by(|a, b| b.hosts.len().cmp(&a.hosts.len()));
+        groups.sort_by_key(|g| std::cmp::Reverse(g.hosts.len()));
         let example = groups
             .first()
             .map(|g| format!(" (e.g. {}: {})", explain.host_id(g.hosts[0]), g.reason))
@@ -356,9 +356,10 @@ fn answer(
     let mut instances = Vec::with_capacity(outcome.picks.len());
     for pick in &outcome.picks {
         let explain = match detail {
-            ExplainDetail::Summary => {
-                to_value(&ExplainSummary::of(&pick.decision.explain, &pick.decision.ranked))?
-            }
+            ExplainDetail::Summary => to_value(&ExplainSummary::of(
+                &pick.decision.explain,
+                &pick.decision.ranked,
+            ))?,
             ExplainDetail::Full => to_value(&pick.decision.explain)?,
         };
         instances.push(InstanceAnswer {

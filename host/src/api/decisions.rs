@@ -88,7 +88,15 @@ fn time(field: &str, value: Option<&str>) -> Result<Option<String>, ApiError> {
         .transpose()
 }
 
-type Row = (String, String, String, Option<String>, Option<String>, String, String);
+type Row = (
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    String,
+    String,
+);
 
 /// Lists logged decisions, newest first.
 #[utoipa::path(get, path = "/api/v1/decisions", tag = "decisions",

@@ -303,6 +303,12 @@ struct Encoded {
 }
 
 /// Chooses a host for a VM with the cluster's policy.
+///
+/// With `hosts` in the body, the decision is made over those hosts
+/// (stateless). Without, it is made over the inventory Sandpiper holds for
+/// the cluster and records a claim per instance placed: the body is then a
+/// `HeldScheduleBody` (`count`, `mode`, `exclude`, ...) and the answer a
+/// `HeldScheduleAnswer` (see `/api/v1/clusters/{id}/inventory`).
 #[utoipa::path(post, path = "/api/v1/clusters/{id}/schedule", tag = "decisions",
     security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Cluster id"), DecisionQuery),
@@ -313,7 +319,9 @@ struct Encoded {
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, description = "The cluster", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
+        (status = 409, description = "`no_inventory`: no hosts inline and none held", body = ErrorBody),
         (status = 422, description = "`invalid_snapshot`, `invalid_candidates` (naming the field), `filter_failed` (a fail-closed filter failed)", body = ErrorBody),
+        (status = 503, description = "`cluster_busy` (the cluster's lock was not free in time), `decision_too_long` (the decision held it too long; nothing claimed); with `Retry-After`", body = ErrorBody),
     ))]
 pub async fn schedule_vm(
     State(state): State<AppState>,

@@ -20,6 +20,7 @@
 //! How concurrent decisions are kept from overcommitting is documented in
 //! docs/architecture.md ("Concurrency: one decision per cluster at a time").
 
+pub mod args;
 pub mod claims;
 pub mod cluster;
 pub mod columns;
@@ -30,6 +31,7 @@ pub mod resources;
 pub mod service;
 pub mod time;
 
+pub use args::PlacementArgs;
 pub use claims::{Claim, ClaimError, ClaimLedger, ClaimState};
 pub use cluster::{Change, ClusterState, InventorySummary, UpdateResult};
 pub use hosts::{Applied, HostInventory, HostRecord, HostUpdate, InventoryError};

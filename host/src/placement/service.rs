@@ -158,6 +158,9 @@ pub struct Placed {
     pub outcome: PlaceOutcome,
     /// How long the request waited for pending claims before its retry.
     pub waited: Option<Duration>,
+    /// The log entry stored with it (none for a dry run or without a
+    /// [`PlaceJob::log`]).
+    pub logged: Option<LoggedDecision>,
 }
 
 /// The placement service; cloning shares it.
@@ -313,19 +316,21 @@ impl PlacementService {
 
         let retry_wait = self.inner.config.retry_wait;
         let may_wait = !retry_wait.is_zero() && !job.dry_run;
-        if let Some(outcome) = self.attempt(cluster_id, &job, may_wait, None).await? {
+        if let Some((outcome, logged)) = self.attempt(cluster_id, &job, may_wait, None).await? {
             return Ok(Placed {
                 outcome,
                 waited: None,
+                logged,
             });
         }
         let started = Instant::now();
         let _ = tokio::time::timeout(retry_wait, resolved).await;
         let waited = started.elapsed();
         match self.attempt(cluster_id, &job, false, Some(waited)).await? {
-            Some(outcome) => Ok(Placed {
+            Some((outcome, logged)) => Ok(Placed {
                 outcome,
                 waited: Some(waited),
+                logged,
             }),
             None => Err(PlacementError::Task(
                 "a final attempt asked to be retried".to_owned(),
@@ -343,7 +348,7 @@ impl PlacementService {
         job: &Arc<PlaceJob>,
         may_wait: bool,
         waited: Option<Duration>,
-    ) -> Result<Option<PlaceOutcome>, PlacementError> {
+    ) -> Result<Option<(PlaceOutcome, Option<LoggedDecision>)>, PlacementError> {
         let job = Arc::clone(job);
         let ttl = self.inner.config.claim_ttl;
         let max_hold = self.inner.config.max_hold;
@@ -374,12 +379,15 @@ impl PlacementService {
                 return Ok((None, changes, resolved, Vec::new()));
             }
             let mut ops = Vec::new();
-            if let Some(log) = &job.log
-                && !job.dry_run
-            {
-                ops.push(Op::Decision(log(&outcome, waited)));
-            }
-            Ok((Some(outcome), changes, resolved, ops))
+            let logged = match &job.log {
+                Some(log) if !job.dry_run => {
+                    let entry = log(&outcome, waited);
+                    ops.push(Op::Decision(entry.clone()));
+                    Some(entry)
+                }
+                _ => None,
+            };
+            Ok((Some((outcome, logged)), changes, resolved, ops))
         })
         .await
     }

@@ -60,6 +60,78 @@ impl Timestamp {
     }
 }
 
+impl Timestamp {
+    /// Parses RFC 3339 in UTC (`2026-11-22T10:04:05Z`, with or without a
+    /// fraction of a second, which is cut to milliseconds). Offsets other
+    /// than `Z` are refused: every time Sandpiper stores is UTC.
+    pub fn parse_rfc3339(text: &str) -> Option<Timestamp> {
+        let text = text.strip_suffix('Z').or_else(|| text.strip_suffix('z'))?;
+        let (date, time) = text.split_once(['T', 't'])?;
+        let mut date = date.splitn(3, '-');
+        let year: u64 = number(date.next()?, 4)?;
+        let month: u64 = number(date.next()?, 2)?;
+        let day: u64 = number(date.next()?, 2)?;
+        let (clock, fraction) = match time.split_once('.') {
+            Some((clock, fraction)) => (clock, Some(fraction)),
+            None => (time, None),
+        };
+        let mut clock = clock.splitn(3, ':');
+        let hour: u64 = number(clock.next()?, 2)?;
+        let minute: u64 = number(clock.next()?, 2)?;
+        let second: u64 = number(clock.next()?, 2)?;
+        let millis = match fraction {
+            None => 0,
+            Some(f) if !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()) => {
+                let digits: String = f.chars().chain("00".chars()).take(3).collect();
+                digits.parse().ok()?
+            }
+            Some(_) => return None,
+        };
+        if year < 1970
+            || !(1..=12).contains(&month)
+            || !(1..=days_in_month(year, month)).contains(&day)
+            || hour > 23
+            || minute > 59
+            || second > 60
+        {
+            return None;
+        }
+        let days = days_from_civil(year, month, day);
+        let secs = days * 86_400 + hour * 3600 + minute * 60 + second;
+        Some(Timestamp(secs * 1000 + millis))
+    }
+}
+
+/// A field of exactly `width` ASCII digits.
+fn number(text: &str, width: usize) -> Option<u64> {
+    (text.len() == width && text.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| text.parse().ok())
+        .flatten()
+}
+
+fn days_in_month(year: u64, month: u64) -> u64 {
+    match month {
+        2 if year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400)) => {
+            29
+        }
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days from 1970-01-01 to a proleptic Gregorian date on or after it
+/// (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// The proleptic Gregorian date of `days` since 1970-01-01 (Howard
 /// Hinnant's `civil_from_days`, for non-negative days).
 fn civil_from_days(days: u64) -> (u64, u64, u64) {
@@ -90,6 +162,36 @@ mod tests {
             Timestamp(951_782_400_000).to_rfc3339(),
             "2000-02-29T00:00:00.000Z"
         );
+    }
+
+    #[test]
+    fn parses_what_it_formats_and_refuses_the_rest() {
+        for millis in [0, 951_782_400_000, 1_795_342_445_123, 4_102_444_799_999] {
+            let text = Timestamp(millis).to_rfc3339();
+            assert_eq!(
+                Timestamp::parse_rfc3339(&text),
+                Some(Timestamp(millis)),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            Timestamp::parse_rfc3339("2026-11-22T10:14:05Z"),
+            Some(Timestamp(1_795_342_445_000))
+        );
+        assert_eq!(
+            Timestamp::parse_rfc3339("2026-11-22T10:14:05.1234Z"),
+            Some(Timestamp(1_795_342_445_123))
+        );
+        for bad in [
+            "2026-11-22T10:14:05+01:00",
+            "2026-02-30T00:00:00Z",
+            "2026-11-22 10:14:05Z",
+            "26-11-22T10:14:05Z",
+            "2026-11-22T10:14:05.Z",
+            "yesterday",
+        ] {
+            assert_eq!(Timestamp::parse_rfc3339(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -103,7 +103,11 @@ impl Server {
         loading::load_uploaded(&store, &modules, &registry).await?;
         tracing::info!(units = registry.len(), "units loaded");
 
-        let state = AppState::new(store, registry, modules, args.api_limits());
+        let placement = crate::placement::PlacementService::start(
+            store.clone(),
+            args.placement.config(args.decisions_retained),
+        );
+        let state = AppState::new(store, registry, modules, args.api_limits(), placement);
         let listener = TcpListener::bind(args.listen)
             .await
             .map_err(|source| StartError::Bind {
