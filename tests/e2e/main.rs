@@ -6,5 +6,6 @@ mod api_openapi;
 mod api_roles;
 mod api_shutdown;
 mod api_tour;
+mod api_units;
 mod languages;
 mod support;

@@ -383,13 +383,15 @@ impl IntoResponse for ApiError {
             }
             _ => self.to_string(),
         };
-        let body = json!({
-            "error": {
-                "code": self.code(),
-                "message": message,
-                "details": self.details(),
-            }
-        });
+        // A struct, not `json!`, so the fields come out in the documented
+        // order: code, message, details.
+        let body = super::types::ErrorBody {
+            error: super::types::ErrorDetail {
+                code: self.code().to_owned(),
+                message,
+                details: self.details(),
+            },
+        };
         let retry_after = match &self {
             ApiError::Busy {
                 retry_after_secs, ..

@@ -83,7 +83,7 @@ impl Server {
             .filter(|t| !t.is_empty());
         match auth::bootstrap_admin(&store, &args.db, supplied.as_deref()).await? {
             Bootstrap::Generated(path) => tracing::warn!(
-                path = %path.display(),
+                path = %std::path::absolute(&path).unwrap_or(path).display(),
                 "first start: generated an admin token and wrote it to this file (mode 0600); \
                  read it, keep it safe and delete the file"
             ),

@@ -257,6 +257,18 @@ pub fn builtin_wasm(dir: &str) -> &'static [u8] {
         .wasm
 }
 
+/// `wasm` with a custom section named `tag` appended: the same unit, but
+/// other bytes (another sha256), so the server has not compiled it yet.
+pub fn distinct_copy(wasm: &[u8], tag: &str) -> Vec<u8> {
+    assert!(tag.len() < 100, "one-byte LEB128 lengths only");
+    let mut out = wasm.to_vec();
+    out.push(0); // custom section id
+    out.push(u8::try_from(tag.len() + 1).expect("short")); // section size
+    out.push(u8::try_from(tag.len()).expect("short")); // name length
+    out.extend_from_slice(tag.as_bytes());
+    out
+}
+
 /// The id (as text) of the unit called `name`, looked up through the API.
 pub fn unit_id(client: &Client, name: &str) -> String {
     let units = expect_status(&client.get("/api/v1/schedulingpolicyunits"), 200);
