@@ -26,7 +26,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// A cluster: its hosts and the VMs running (or pending) on them.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Snapshot {
     #[serde(default)]
@@ -36,7 +36,7 @@ pub struct Snapshot {
 }
 
 /// One host. Only `id` is required.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Host {
     /// Engine identity, unique in the snapshot.
@@ -77,7 +77,7 @@ pub struct Host {
 }
 
 /// A host's lifecycle state; see `types.host-status` in the WIT.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     #[default]
@@ -101,7 +101,7 @@ impl From<Status> for HostStatus {
 }
 
 /// An instance known on a host.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Instance {
     #[serde(default)]
@@ -111,7 +111,7 @@ pub struct Instance {
 }
 
 /// A VM running (or pending) on a host of the snapshot.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunningVm {
     /// Engine identity, unique in the snapshot.
@@ -143,7 +143,7 @@ pub struct RunningVm {
 }
 
 /// The VM to place. Everything is optional; see each field for its default.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VmSpec {
     #[serde(default)]
@@ -228,7 +228,7 @@ impl Default for VmSpec {
 }
 
 /// An affinity group the VM to place belongs to; see `types.vm-group`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Group {
     #[serde(default)]
@@ -252,7 +252,7 @@ pub struct Group {
 }
 
 /// What a group constrains placement against.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     #[default]
@@ -265,7 +265,7 @@ pub enum Scope {
 pub type Hints = BTreeMap<String, HintValue>;
 
 /// A hint's value.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum HintValue {
     One(String),

@@ -38,19 +38,15 @@ use crate::store::{self};
 pub struct ScheduleBody {
     /// The VM to place (the snapshot format's VM: only `id` matters for
     /// the log; everything else has a default).
-    #[schema(value_type = Object)]
     pub vm: VmSpec,
     /// Every host of the cluster the VM could go to, in the snapshot format.
     #[serde(default)]
-    #[schema(value_type = Vec<Object>)]
     pub hosts: Vec<Host>,
     /// The VMs running (or pending) on those hosts.
     #[serde(default)]
-    #[schema(value_type = Vec<Object>)]
     pub vms: Vec<RunningVm>,
     /// Scheduler hints (Nova's `same_host`, ...): a string or a list each.
     #[serde(default)]
-    #[schema(value_type = Object)]
     pub hints: std::collections::BTreeMap<String, HintValue>,
     /// Host ids the VM may go to, in order of preference among equals;
     /// every host when absent.
@@ -63,10 +59,8 @@ pub struct ScheduleBody {
 #[serde(deny_unknown_fields)]
 pub struct BalanceBody {
     #[serde(default)]
-    #[schema(value_type = Vec<Object>)]
     pub hosts: Vec<Host>,
     #[serde(default)]
-    #[schema(value_type = Vec<Object>)]
     pub vms: Vec<RunningVm>,
     /// Host ids VMs may move between; every host when absent.
     #[serde(default)]
