@@ -26,13 +26,14 @@
 //! * Ties in load keep candidate order (oVirt's sorts are stable too, over
 //!   its own host order).
 
+use std::cell::OnceCell;
 use std::cmp::Ordering;
 
 use sandpiper_guest::prelude::*;
 
 use crate::cpu::{CpuColumns, HostLoad, Pending};
 use crate::memory::MemoryColumns;
-use crate::{UTILIZATION_THRESHOLD_PERCENT, VCPU_CONSUMPTION_PERCENT};
+use crate::{UTILIZATION_THRESHOLD_PERCENT, VCPU_CONSUMPTION_PERCENT, flag, value};
 
 /// What a balancer considers over- and under-utilised.
 pub trait BalancePlan {
@@ -81,70 +82,67 @@ pub struct UnderUtilized {
     pub min_vms: f64,
 }
 
-/// The cluster as oVirt's balancers read it, each column fetched once.
+/// The cluster as oVirt's balancers read it. Every column is fetched the
+/// first time a check needs it (and kept by the inventory for the call),
+/// so a balancer that stops early, or never looks at CPU or memory, does
+/// not pay for those columns.
 pub struct Cluster<'a> {
-    cpu: CpuColumns<'a>,
-    memory: MemoryColumns<'a>,
-    vm_count: &'a [f64],
-    vm_pending_count: &'a [f64],
-    overloaded_minutes: &'a [f64],
-    vcpus_used: &'a [f64],
-    vcpus_pending: &'a [f64],
-    threads: &'a [f64],
+    hosts: Hosts<'a>,
     vms: Vms<'a>,
-    host_count: usize,
+    over_commit_percent: f64,
+    cpu: OnceCell<CpuColumns<'a>>,
+    memory: OnceCell<MemoryColumns<'a>>,
 }
 
 impl<'a> Cluster<'a> {
     /// Reads the cluster of `cx`; `over_commit_percent` is
     /// `MaxMemoryOverCommit`, for the hosts' schedulable memory.
     pub fn new(cx: &BalanceContext<'a>, over_commit_percent: f64) -> Self {
-        let hosts = cx.hosts();
         Cluster {
-            cpu: CpuColumns::new(&hosts, Pending::Excluded),
-            memory: MemoryColumns::new(&hosts, over_commit_percent),
-            vm_count: hosts.metric(HostMetric::VmCount),
-            vm_pending_count: hosts.metric(HostMetric::VmPendingCount),
-            overloaded_minutes: hosts.metric(HostMetric::CpuOverloadedMinutes),
-            vcpus_used: hosts.metric(HostMetric::VcpusUsed),
-            vcpus_pending: hosts.metric(HostMetric::VcpusPending),
-            threads: hosts.metric(HostMetric::CpuThreads),
+            hosts: cx.hosts(),
             vms: cx.vms(),
-            host_count: hosts.len(),
+            over_commit_percent,
+            cpu: OnceCell::new(),
+            memory: OnceCell::new(),
         }
     }
 
-    fn read(column: &[f64], host: u32) -> f64 {
-        column
-            .get(host as usize)
-            .copied()
-            .filter(|v| v.is_finite())
-            .unwrap_or(0.0)
+    fn metric(&self, metric: HostMetric, host: u32) -> f64 {
+        let v = value(self.hosts.metric(metric), host);
+        if v.is_finite() { v } else { 0.0 }
+    }
+
+    fn cpu(&self) -> &CpuColumns<'a> {
+        self.cpu
+            .get_or_init(|| CpuColumns::new(&self.hosts, Pending::Excluded))
     }
 
     /// VMs running on `host`, pending placements not counted (oVirt's
     /// `getVmCount`/`getVmActive` come from the engine's database).
     pub fn running_vms(&self, host: u32) -> f64 {
-        (Self::read(self.vm_count, host) - Self::read(self.vm_pending_count, host)).max(0.0)
+        (self.metric(HostMetric::VmCount, host) - self.metric(HostMetric::VmPendingCount, host))
+            .max(0.0)
     }
 
     /// `host`'s CPU load without pending placements.
     pub fn load(&self, host: u32, threads_as_cores: bool) -> Option<HostLoad> {
-        self.cpu.load(host, threads_as_cores)
+        self.cpu().load(host, threads_as_cores)
     }
 
     /// True when `host` holds the SPM role.
     pub fn is_spm(&self, host: u32) -> bool {
-        self.cpu.is_spm(host)
+        flag(self.hosts.flags(HostFlag::Spm), host)
     }
 
     /// `host`'s max scheduling memory, MiB.
     pub fn max_scheduling_mib(&self, host: u32) -> f64 {
-        self.memory.max_scheduling_mib(host)
+        self.memory
+            .get_or_init(|| MemoryColumns::new(&self.hosts, self.over_commit_percent))
+            .max_scheduling_mib(host)
     }
 
     fn overloaded_minutes(&self, host: u32) -> f64 {
-        Self::read(self.overloaded_minutes, host)
+        self.metric(HostMetric::CpuOverloadedMinutes, host)
     }
 
     /// oVirt's `isHostCpuOverUtilized`: loaded at or over the threshold for
@@ -162,8 +160,9 @@ impl<'a> Cluster<'a> {
             return true;
         }
         if rule.vcpu_ratio > 0.0 {
-            let vcpus =
-                (Self::read(self.vcpus_used, host) - Self::read(self.vcpus_pending, host)).max(0.0);
+            let vcpus = (self.metric(HostMetric::VcpusUsed, host)
+                - self.metric(HostMetric::VcpusPending, host))
+            .max(0.0);
             return vcpus / load.cpus >= rule.vcpu_ratio;
         }
         false
@@ -290,7 +289,7 @@ impl<'a> Cluster<'a> {
             return false;
         };
         // oVirt adds the VM's load only when the host reports its threads.
-        let added = if Self::read(self.threads, host) > 0.0 {
+        let added = if self.metric(HostMetric::CpuThreads, host) > 0.0 {
             vm_cpu_use
         } else {
             0.0
@@ -304,7 +303,7 @@ impl<'a> Cluster<'a> {
     /// use, in source order. One pass over the VM columns.
     fn migratable_vms_by_source(&self, sources: &[u32]) -> Vec<Vec<Candidate>> {
         const NOT_A_SOURCE: u32 = u32::MAX;
-        let mut position = vec![NOT_A_SOURCE; self.host_count];
+        let mut position = vec![NOT_A_SOURCE; self.hosts.len()];
         for (i, &source) in sources.iter().enumerate() {
             if let Some(slot) = position.get_mut(source as usize)
                 && *slot == NOT_A_SOURCE

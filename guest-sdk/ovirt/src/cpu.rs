@@ -15,7 +15,7 @@
 
 use sandpiper_guest::prelude::*;
 
-use crate::{SPM_VCPU_CONSUMPTION, VCPU_CONSUMPTION_PERCENT};
+use crate::{SPM_VCPU_CONSUMPTION, VCPU_CONSUMPTION_PERCENT, flag, value};
 
 /// Whether pending placements count towards a host's load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,14 +27,16 @@ pub enum Pending {
     Excluded,
 }
 
-/// The columns the load arithmetic reads, fetched once per call.
+/// The columns the load arithmetic reads. Core counts and usage, which
+/// every load needs, are fetched up front; threads, the pending part and
+/// the SPM flags only when a host's load first needs them (the inventory
+/// then keeps them for the call), so a unit that judges few hosts in full
+/// pays for few columns.
 pub struct CpuColumns<'a> {
+    hosts: Hosts<'a>,
     cores: &'a [f64],
-    threads: &'a [f64],
     usage: &'a [f64],
-    /// Only fetched when pending load is excluded.
-    pending: Option<&'a [f64]>,
-    spm: &'a [bool],
+    pending: Pending,
 }
 
 /// One host's shared CPU load.
@@ -59,58 +61,52 @@ impl HostLoad {
 pub const SPM_LOAD: f64 = SPM_VCPU_CONSUMPTION * VCPU_CONSUMPTION_PERCENT;
 
 impl<'a> CpuColumns<'a> {
-    /// Fetches the CPU columns; the pending column only when `pending` is
-    /// [`Pending::Excluded`].
+    /// Fetches the core and usage columns; `pending` says whether loads
+    /// count pending placements.
     pub fn new(hosts: &Hosts<'a>, pending: Pending) -> Self {
         CpuColumns {
+            hosts: *hosts,
             cores: hosts.metric(HostMetric::CpuCores),
-            threads: hosts.metric(HostMetric::CpuThreads),
             usage: hosts.metric(HostMetric::CpuUsagePercent),
-            pending: match pending {
-                Pending::Included => None,
-                Pending::Excluded => Some(hosts.metric(HostMetric::CpuPendingPercent)),
-            },
-            spm: hosts.flags(HostFlag::Spm),
+            pending,
         }
+    }
+
+    /// True when `host` reports a core count and a usage figure (oVirt's
+    /// `hostStatisticsPresent`).
+    pub fn has_statistics(&self, host: u32) -> bool {
+        value(self.cores, host) > 0.0 && value(self.usage, host).is_finite()
     }
 
     /// Host `host`'s CPU count: threads when `threads_as_cores` and the
     /// host reports them (oVirt's `SlaValidator.getEffectiveCpuCores`),
     /// else cores. `None` when the host reports no CPUs.
     pub fn cpus(&self, host: u32, threads_as_cores: bool) -> Option<f64> {
-        let host = host as usize;
-        let cores = self.cores.get(host).copied().filter(|&c| c > 0.0)?;
-        let threads = self.threads.get(host).copied().unwrap_or(0.0);
-        Some(if threads_as_cores && threads > 0.0 {
-            threads
-        } else {
-            cores
-        })
+        let cores = Some(value(self.cores, host)).filter(|&c| c > 0.0)?;
+        if !threads_as_cores {
+            return Some(cores);
+        }
+        let threads = value(self.hosts.metric(HostMetric::CpuThreads), host);
+        Some(if threads > 0.0 { threads } else { cores })
     }
 
     /// Hardware threads of `host`, its cores when it reports none.
     pub fn threads(&self, host: u32) -> Option<f64> {
-        let threads = self.threads.get(host as usize).copied().unwrap_or(0.0);
-        if threads > 0.0 {
-            Some(threads)
-        } else {
-            self.cpus(host, false)
-        }
+        self.cpus(host, true)
     }
 
     /// True when `host` holds the SPM role.
     pub fn is_spm(&self, host: u32) -> bool {
-        self.spm.get(host as usize).copied().unwrap_or(false)
+        flag(self.hosts.flags(HostFlag::Spm), host)
     }
 
     /// Host `host`'s load, or `None` without statistics (no CPU count or no
     /// usage figure: oVirt's `hostStatisticsPresent`).
     pub fn load(&self, host: u32, threads_as_cores: bool) -> Option<HostLoad> {
         let cpus = self.cpus(host, threads_as_cores)?;
-        let index = host as usize;
-        let mut usage = self.usage.get(index).copied().filter(|u| u.is_finite())?;
-        if let Some(pending) = self.pending {
-            let part = pending.get(index).copied().unwrap_or(0.0);
+        let mut usage = Some(value(self.usage, host)).filter(|u| u.is_finite())?;
+        if self.pending == Pending::Excluded {
+            let part = value(self.hosts.metric(HostMetric::CpuPendingPercent), host);
             if part.is_finite() && part > 0.0 {
                 usage = (usage - part).max(0.0);
             }

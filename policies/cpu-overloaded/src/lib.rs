@@ -73,14 +73,27 @@ impl Filter for CpuOverloaded {
         );
         for host in hosts.candidates(candidates) {
             let h = host.index();
-            let Some(load) = cpu.load(h, threads_as_cores) else {
+            if !cpu.has_statistics(h) {
                 rejections.reject(h, "reports no CPU statistics");
                 continue;
-            };
+            }
+            // Only a host over the threshold for long enough can be
+            // rejected, so only such a host's full load (threads, pending
+            // part, SPM share) is computed. `over_for > 0` stands for
+            // oVirt's "timestamp is set".
             let over_for = value(minutes, h);
-            // `over_for > 0` stands for oVirt's "timestamp is set".
-            if load.percent() > high && over_for > 0.0 && over_for >= duration {
-                rejections.reject(h, &overloaded);
+            let overloaded_long_enough = over_for > 0.0 && over_for >= duration;
+            if !overloaded_long_enough {
+                continue;
+            }
+            match cpu.load(h, threads_as_cores) {
+                None => {
+                    rejections.reject(h, "reports no CPU statistics");
+                }
+                Some(load) if load.percent() > high => {
+                    rejections.reject(h, &overloaded);
+                }
+                Some(_) => {}
             }
         }
         rejections.into_vec()

@@ -59,12 +59,14 @@ impl Filter for CpuFilter {
 
 /// The host's CPU count and what was counted.
 fn host_cpus(host: &HostRef<'_>, threads_as_cores: bool) -> (f64, &'static str) {
-    let threads = host.cpu_threads();
-    if threads_as_cores && threads > 0.0 {
-        (threads, "threads")
-    } else {
-        (host.cpu_cores(), "cores")
+    // The thread column is only fetched when threads are counted.
+    if threads_as_cores {
+        let threads = host.cpu_threads();
+        if threads > 0.0 {
+            return (threads, "threads");
+        }
     }
+    (host.cpu_cores(), "cores")
 }
 
 sandpiper_guest::export_unit!(CpuFilter: filter);

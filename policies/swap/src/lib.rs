@@ -52,24 +52,37 @@ impl Filter for SwapFilter {
         let hosts = cx.hosts();
         let swap_total = hosts.metric(HostMetric::SwapTotalMib);
         let swap_free = hosts.metric(HostMetric::SwapFreeMib);
-        let memory_free = hosts.metric(HostMetric::MemoryFreeMib);
-        let memory_pending = hosts.metric(HostMetric::MemoryPendingMib);
-        let physical = hosts.metric(HostMetric::MemoryTotalMib);
         let reason = format!(
             "swapping: swap in use beyond free memory is over {allowed}% of physical memory \
              (MaximumAllowedSwapUsage)"
         );
         for host in hosts.candidates(candidates) {
             let h = host.index();
-            let free = value(memory_free, h) + value(memory_pending, h).max(0.0);
-            let swapping_percent = swap_percent(
-                value(swap_total, h),
-                value(swap_free, h),
-                free,
-                value(physical, h),
-            );
-            if swapping_percent.is_some_and(|percent| percent > allowed) {
-                rejections.reject(host.index(), &reason);
+            let used = value(swap_total, h) - value(swap_free, h);
+            // A host using no swap (or not saying) cannot be swapping, so
+            // the memory columns are only fetched for hosts that use some.
+            let uses_swap = used > 0.0;
+            if !uses_swap {
+                continue;
+            }
+            let physical = value(hosts.metric(HostMetric::MemoryTotalMib), h);
+            let free = value(hosts.metric(HostMetric::MemoryFreeMib), h);
+            let swapping = |free: f64| {
+                swap_percent(used, free, physical).is_some_and(|percent| percent > allowed)
+            };
+            // Adding the pending part back can only lower the figure, so
+            // it is only fetched when the host looks swapping without it.
+            if free > 0.0 && !swapping(free) {
+                continue;
+            }
+            let pending = value(hosts.metric(HostMetric::MemoryPendingMib), h);
+            let pending = if pending.is_finite() {
+                pending.max(0.0)
+            } else {
+                0.0
+            };
+            if swapping(free + pending) {
+                rejections.reject(h, &reason);
             }
         }
         rejections.into_vec()
@@ -77,16 +90,15 @@ impl Filter for SwapFilter {
 }
 
 /// Swap in use beyond free memory, whole percent of physical memory
-/// (truncated like Java's integer division); `None` when the host reports
-/// no free or no physical memory.
-fn swap_percent(swap_total: f64, swap_free: f64, memory_free: f64, physical: f64) -> Option<f64> {
+/// (truncated like Java's integer division), from the swap in use; `None`
+/// when the host reports no free or no physical memory.
+fn swap_percent(swap_used: f64, memory_free: f64, physical: f64) -> Option<f64> {
     // `> 0` is false for NaN: missing figures are "no information".
     let reported = memory_free > 0.0 && physical > 0.0;
     if !reported {
         return None;
     }
-    let used = swap_total - swap_free - memory_free;
-    Some((used * 100.0 / physical).trunc()).filter(|p| p.is_finite())
+    Some(((swap_used - memory_free) * 100.0 / physical).trunc()).filter(|p| p.is_finite())
 }
 
 sandpiper_guest::export_unit!(SwapFilter: filter);
