@@ -143,6 +143,13 @@ impl Builder {
             .clone()
             .unwrap_or_else(|| workspace.target_dir.join(TARGET_SUBDIR));
         let built = nested::cargo_build(&self.cargo, &workspace.root, &target_dir, packages)?;
+        if self.emit_rerun_if_changed {
+            // Everything each component was really built from, including
+            // shared crates the directories above do not cover.
+            for source in workspace.sources_and_manifests(built.values(), &target_dir) {
+                println!("cargo::rerun-if-changed={}", source.display());
+            }
+        }
 
         let out_dir = self.out_dir.join(OUT_SUBDIR);
         create_dir(&out_dir)?;

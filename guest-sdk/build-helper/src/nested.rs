@@ -125,6 +125,30 @@ impl Workspace {
         self.packages.get(name).cloned()
     }
 
+    /// The sources the `components` were built from (see [`sources_of`])
+    /// plus the manifest of every workspace package they lie in, since a
+    /// changed manifest (a new dependency, a feature) changes the build too.
+    pub fn sources_and_manifests<'c>(
+        &self,
+        components: impl IntoIterator<Item = &'c PathBuf>,
+        target_dir: &Path,
+    ) -> Vec<PathBuf> {
+        let mut sources: Vec<PathBuf> = components
+            .into_iter()
+            .flat_map(|component| sources_of(component, target_dir))
+            .collect();
+        let manifests: Vec<PathBuf> = self
+            .packages
+            .values()
+            .filter(|dir| sources.iter().any(|source| source.starts_with(dir)))
+            .map(|dir| dir.join("Cargo.toml"))
+            .collect();
+        sources.extend(manifests);
+        sources.sort();
+        sources.dedup();
+        sources
+    }
+
     /// What every guest is built from besides its own crate: the WIT
     /// contract and the guest SDK's source and manifest.
     pub fn sources_every_guest_uses(&self) -> Vec<PathBuf> {
@@ -229,6 +253,45 @@ fn artifact_package<'p>(message: &serde_json::Value, packages: &[&'p str]) -> Op
     packages.iter().copied().find(|&package| package == name)
 }
 
+/// Every local source file a component was built from, read from the
+/// dep-info file cargo writes next to it (`<artifact>.d`, make syntax:
+/// `target: source source ...`, spaces in paths escaped). Empty when there
+/// is none. The artifacts themselves (under `target_dir`) are left out.
+pub fn sources_of(component: &Path, target_dir: &Path) -> Vec<PathBuf> {
+    let Ok(dep_info) = std::fs::read_to_string(component.with_extension("d")) else {
+        return Vec::new();
+    };
+    let mut sources = Vec::new();
+    for line in dep_info.lines() {
+        let Some((_target, deps)) = line.split_once(": ") else {
+            continue;
+        };
+        let mut path = String::new();
+        let mut chars = deps.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' if chars.peek() == Some(&' ') => {
+                    path.push(' ');
+                    chars.next();
+                }
+                ' ' => push_source(&mut sources, &mut path, target_dir),
+                _ => path.push(c),
+            }
+        }
+        push_source(&mut sources, &mut path, target_dir);
+    }
+    sources.sort();
+    sources.dedup();
+    sources
+}
+
+fn push_source(sources: &mut Vec<PathBuf>, path: &mut String, target_dir: &Path) {
+    let source = PathBuf::from(std::mem::take(path));
+    if !source.as_os_str().is_empty() && !source.starts_with(target_dir) {
+        sources.push(source);
+    }
+}
+
 /// The end of a process's error output, lossily decoded.
 fn tail(stderr: &[u8]) -> String {
     let start = stderr.len().saturating_sub(MAX_STDERR_BYTES);
@@ -259,6 +322,32 @@ not json
             Some(&PathBuf::from("/t/sandpiper_test_hostile.wasm"))
         );
         assert_eq!(found.len(), 2);
+    }
+
+    #[test]
+    fn reads_the_sources_a_component_was_built_from() {
+        let dir = std::env::temp_dir().join(format!("sandpiper-dep-info-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let component = dir.join("unit.wasm");
+        std::fs::write(
+            component.with_extension("d"),
+            format!(
+                "{out}: /w/policies/cpu/src/lib.rs /w/my\\ dir/x.rs /w/wit/policy.wit {out}\n\n\
+                 /w/policies/cpu/src/lib.rs:\n",
+                out = component.display()
+            ),
+        )
+        .expect("a dep-info file");
+        let sources = sources_of(&component, &dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            sources,
+            [
+                PathBuf::from("/w/my dir/x.rs"),
+                PathBuf::from("/w/policies/cpu/src/lib.rs"),
+                PathBuf::from("/w/wit/policy.wit"),
+            ]
+        );
     }
 
     #[test]
