@@ -40,6 +40,9 @@ pub enum Cast {
 pub enum Setting {
     /// No aggregate of the host sets the key: the configured value.
     Configured(f64),
+    /// No aggregate sets the key, and the host reports its own value (a
+    /// compute node's allocation ratio).
+    Host(f64),
     /// The smallest value the host's aggregates set.
     Aggregate(f64),
     /// An aggregate value did not parse, so the configured value is used.
@@ -50,7 +53,7 @@ impl Setting {
     /// The value to use.
     pub fn value(&self) -> f64 {
         match self {
-            Setting::Configured(v) | Setting::Aggregate(v) => *v,
+            Setting::Configured(v) | Setting::Host(v) | Setting::Aggregate(v) => *v,
             Setting::Unparsable { value, .. } => *value,
         }
     }
@@ -61,28 +64,26 @@ pub struct Override<'a> {
     labels: &'a Labels,
     key: Option<u32>,
     cast: Cast,
-    configured: f64,
     /// Parsed value per value-string id (`None`: does not parse).
     parsed: HashMap<u32, Option<f64>>,
 }
 
 impl<'a> Override<'a> {
-    /// The setting `key` of the `aggregate-metadata` column `labels`, with
-    /// `configured` as the value where no aggregate sets it.
-    pub fn new(labels: &'a Labels, key: &str, cast: Cast, configured: f64) -> Self {
+    /// The setting `key` of the `aggregate-metadata` column `labels`.
+    pub fn new(labels: &'a Labels, key: &str, cast: Cast) -> Self {
         Override {
             labels,
             key: labels::find(labels, key),
             cast,
-            configured,
             parsed: HashMap::new(),
         }
     }
 
-    /// The setting for host `row`.
-    pub fn for_host(&mut self, row: u32) -> Setting {
+    /// The setting for host `row`, `configured` being what applies where
+    /// no aggregate sets one (returned as is).
+    pub fn for_host(&mut self, row: u32, configured: Setting) -> Setting {
         let Some(key) = self.key else {
-            return Setting::Configured(self.configured);
+            return configured;
         };
         let mut min: Option<f64> = None;
         for id in labels::values_of(self.labels, row, key) {
@@ -101,7 +102,7 @@ impl<'a> Override<'a> {
                 Some(v) => min = Some(min.map_or(v, |m| if v < m { v } else { m })),
                 None => {
                     return Setting::Unparsable {
-                        value: self.configured,
+                        value: configured.value(),
                         text: labels::text(self.labels, id).to_owned(),
                     };
                 }
@@ -109,7 +110,7 @@ impl<'a> Override<'a> {
         }
         match min {
             Some(v) => Setting::Aggregate(v),
-            None => Setting::Configured(self.configured),
+            None => configured,
         }
     }
 }
@@ -131,18 +132,25 @@ mod tests {
     #[test]
     fn overrides_take_the_minimum_and_fall_back_on_bad_values() {
         let labels = metadata();
-        let mut setting = Override::new(&labels, "max_io_ops_per_host", Cast::Int, 8.0);
-        assert_eq!(setting.for_host(0), Setting::Aggregate(7.0));
-        assert!(matches!(setting.for_host(1), Setting::Unparsable { value, .. } if value == 8.0));
-        assert_eq!(setting.for_host(2), Setting::Configured(8.0));
+        let eight = Setting::Configured(8.0);
+        let mut setting = Override::new(&labels, "max_io_ops_per_host", Cast::Int);
+        assert_eq!(setting.for_host(0, eight.clone()), Setting::Aggregate(7.0));
+        assert!(matches!(
+            setting.for_host(1, eight.clone()),
+            Setting::Unparsable { value, .. } if value == 8.0
+        ));
+        assert_eq!(setting.for_host(2, eight.clone()), eight);
         assert!(
-            matches!(setting.for_host(3), Setting::Unparsable { .. }),
+            matches!(
+                setting.for_host(3, eight.clone()),
+                Setting::Unparsable { .. }
+            ),
             "int('1.5') fails"
         );
-        let mut ratio = Override::new(&labels, "max_io_ops_per_host", Cast::Float, 8.0);
-        assert_eq!(ratio.for_host(3), Setting::Aggregate(1.5));
-        let mut absent = Override::new(&labels, "nope", Cast::Float, 2.0);
-        assert_eq!(absent.for_host(0).value(), 2.0);
+        let mut ratio = Override::new(&labels, "max_io_ops_per_host", Cast::Float);
+        assert_eq!(ratio.for_host(3, eight), Setting::Aggregate(1.5));
+        let mut absent = Override::new(&labels, "nope", Cast::Float);
+        assert_eq!(absent.for_host(0, Setting::Host(2.0)).value(), 2.0);
     }
 
     #[test]

@@ -17,10 +17,13 @@
 //! * **Disk**: as RAM, in MiB, with the request `1024 × disk GiB` (our VM
 //!   has no separate swap disk).
 //!
-//! The ratio is the unit's parameter (Nova's `*_allocation_ratio`); the
-//! `Aggregate*` variants let the host's aggregates override it with
-//! metadata of the same key, the smallest value winning, the parameter
-//! applying when a value does not parse (Nova logs and does the same).
+//! The ratio is the host's own, as in Nova (each compute node reports its
+//! `*_allocation_ratio`): here the host's named metric of that name
+//! (`cpu_allocation_ratio`, ...), and where a host reports none, the
+//! unit's parameter of the same name. The `Aggregate*` variants let the
+//! host's aggregates override it with metadata of the same key, the
+//! smallest value winning, the host's ratio applying when a value does not
+//! parse (Nova logs and does the same).
 //! Columns: `memory-total-mib`/`memory-free-mib`, `cpu-threads` (else
 //! `cpu-cores`)/`vcpus-used`, `disk-total-gib`/`disk-free-gib`; all usage
 //! includes pending placements.
@@ -102,13 +105,13 @@ pub fn filter(
             cores: &[],
         },
     };
+    let host_ratios = hosts.named_metric(param.name);
     let mut overrides = match from {
         RatioFrom::Parameter => None,
         RatioFrom::Aggregates => Some(Override::new(
             hosts.labels(HostLabels::AggregateMetadata),
             param.name,
             Cast::Float,
-            configured,
         )),
     };
     let vm = cx.vm();
@@ -123,9 +126,10 @@ pub fn filter(
         else {
             continue;
         };
+        let own = host_setting(&host_ratios, row, configured);
         let setting = match overrides.as_mut() {
-            Some(overrides) => overrides.for_host(host),
-            None => Setting::Configured(configured),
+            Some(overrides) => overrides.for_host(host, own),
+            None => own,
         };
         let ratio = setting.value();
         let verdict = match resource {
@@ -146,6 +150,15 @@ pub fn filter(
         }
     }
     rejections.into_vec()
+}
+
+/// The host's own ratio (its named metric) where it reports one, else the
+/// parameter.
+pub fn host_setting(host_ratios: &[f64], row: usize, configured: f64) -> Setting {
+    match host_ratios.get(row).copied().filter(|r| !r.is_nan()) {
+        Some(ratio) => Setting::Host(ratio),
+        None => Setting::Configured(configured),
+    }
 }
 
 /// Why a host failed.
@@ -214,6 +227,7 @@ fn reason(
         Shortage::Limit => {
             let ratio = match setting {
                 Setting::Configured(r) => format!("{key} {r}"),
+                Setting::Host(r) => format!("the host's {key} {r}"),
                 Setting::Aggregate(r) => format!("aggregate {key} {r}"),
                 Setting::Unparsable { value, text } => {
                     format!("{key} {value} (aggregate value {text:?} is not a number)")

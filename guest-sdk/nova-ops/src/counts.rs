@@ -77,7 +77,6 @@ pub fn filter(
             hosts.labels(HostLabels::AggregateMetadata),
             param.name,
             Cast::Int,
-            configured,
         )
     });
     for &host in candidates {
@@ -85,13 +84,13 @@ pub fn filter(
             continue;
         };
         let setting = match overrides.as_mut() {
-            Some(overrides) => overrides.for_host(host),
+            Some(overrides) => overrides.for_host(host, Setting::Configured(configured)),
             None => Setting::Configured(configured),
         };
         let max = setting.value();
         if !below(n, max) {
             let source = match &setting {
-                Setting::Configured(_) => String::new(),
+                Setting::Configured(_) | Setting::Host(_) => String::new(),
                 Setting::Aggregate(_) => " (set by an aggregate)".to_owned(),
                 Setting::Unparsable { text, .. } => {
                     format!(" (aggregate value {text:?} is not an integer)")

@@ -23,4 +23,5 @@ pub mod instances;
 pub mod labels;
 pub mod params;
 pub mod python;
+pub mod weighers;
 pub mod weight_setting;

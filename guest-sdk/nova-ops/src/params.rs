@@ -37,7 +37,8 @@ const BOOL_PATTERN: &str = "^(true|false)$";
 /// defaulted to 1.5).
 pub const RAM_ALLOCATION_RATIO: Param = Param {
     name: "ram_allocation_ratio",
-    description: "Virtual RAM a host may hand out per MiB of physical RAM (Nova's ram_allocation_ratio).",
+    description: "Virtual RAM a host may hand out per MiB of physical RAM (Nova's \
+        ram_allocation_ratio).",
     default: "1.0",
     pattern: RATIO_PATTERN,
 };
@@ -55,7 +56,8 @@ pub const CPU_ALLOCATION_RATIO: Param = Param {
 /// Nova's `disk_allocation_ratio`, default 1.0.
 pub const DISK_ALLOCATION_RATIO: Param = Param {
     name: "disk_allocation_ratio",
-    description: "Virtual disk a host may hand out per GiB of local disk (Nova's disk_allocation_ratio).",
+    description: "Virtual disk a host may hand out per GiB of local disk (Nova's \
+        disk_allocation_ratio).",
     default: "1.0",
     pattern: RATIO_PATTERN,
 };
@@ -63,7 +65,8 @@ pub const DISK_ALLOCATION_RATIO: Param = Param {
 /// Nova's `[filter_scheduler] max_io_ops_per_host`, default 8.
 pub const MAX_IO_OPS_PER_HOST: Param = Param {
     name: "max_io_ops_per_host",
-    description: "A host with this many instances building, resizing or migrating takes no more (Nova's max_io_ops_per_host).",
+    description: "A host with this many instances building, resizing or migrating takes no more \
+        (Nova's max_io_ops_per_host).",
     default: "8",
     pattern: COUNT_PATTERN,
 };
@@ -79,15 +82,17 @@ pub const MAX_INSTANCES_PER_HOST: Param = Param {
 /// Nova's `[metrics] weight_setting`, default empty.
 pub const METRICS_WEIGHT_SETTING: Param = Param {
     name: "metrics_weight_setting",
-    description: "Metrics to weigh and their ratios, `name=ratio` comma separated (Nova's [metrics] weight_setting).",
+    description: "Metrics to weigh and their ratios, `name=ratio` comma separated (Nova's \
+        [metrics] weight_setting).",
     default: "",
     pattern: "^[^\\n]*$",
 };
 
 /// Whether a weigher prefers the other end: the sign of Nova's multiplier.
-pub const STACK: Param = Param {
-    name: "stack",
-    description: "Prefer the other end, as a Nova weight multiplier of the opposite sign does (e.g. fill hosts instead of spreading).",
+pub const REVERSE: Param = Param {
+    name: "reverse",
+    description: "Prefer the other end, as a Nova weight multiplier of the opposite sign does \
+        (RAM, CPU, disk: stack instead of spread).",
     default: "false",
     pattern: BOOL_PATTERN,
 };

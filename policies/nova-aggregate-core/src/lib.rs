@@ -1,7 +1,8 @@
-//! `AggregateCoreFilter`: rejects hosts without the vCPUs for the VM at the per-aggregate allocation ratio.
+//! `AggregateCoreFilter`: rejects hosts without the vCPUs for the VM at the
+//! per-aggregate allocation ratio.
 //!
-//! Behaviour from Nova's legacy `AggregateCoreFilter` (removed when Placement took over
-//! capacity checks), shared with its sibling `CoreFilter` in
+//! Behaviour from Nova's legacy `AggregateCoreFilter` (removed when Placement
+//! took over capacity checks), shared with its sibling `CoreFilter` in
 //! `sandpiper_nova_ops::capacity`, whose doc gives the exact rule and the
 //! columns read.
 //!
@@ -24,7 +25,9 @@ impl Unit for AggregateCoreFilter {
     fn info() -> UnitInfo {
         UnitInfo::new(
             "AggregateCoreFilter",
-            "Rejects hosts without the vCPUs for the VM at `cpu_allocation_ratio`, which the host's aggregates may override (the smallest wins) (Nova's legacy AggregateCoreFilter).",
+            "Rejects hosts without the vCPUs for the VM at `cpu_allocation_ratio`, which the \
+             host's aggregates may override (the smallest wins) (Nova's legacy \
+             AggregateCoreFilter).",
         )
         .with_param(Resource::Cpu.ratio_param().spec())
     }

@@ -1,7 +1,8 @@
-//! `AggregateDiskFilter`: rejects hosts without the disk for the VM at the per-aggregate allocation ratio.
+//! `AggregateDiskFilter`: rejects hosts without the disk for the VM at the
+//! per-aggregate allocation ratio.
 //!
-//! Behaviour from Nova's legacy `AggregateDiskFilter` (removed when Placement took over
-//! capacity checks), shared with its sibling `DiskFilter` in
+//! Behaviour from Nova's legacy `AggregateDiskFilter` (removed when Placement
+//! took over capacity checks), shared with its sibling `DiskFilter` in
 //! `sandpiper_nova_ops::capacity`, whose doc gives the exact rule and the
 //! columns read.
 //!
@@ -24,7 +25,9 @@ impl Unit for AggregateDiskFilter {
     fn info() -> UnitInfo {
         UnitInfo::new(
             "AggregateDiskFilter",
-            "Rejects hosts without the local disk for the VM at `disk_allocation_ratio`, which the host's aggregates may override (the smallest wins) (Nova's legacy AggregateDiskFilter).",
+            "Rejects hosts without the local disk for the VM at `disk_allocation_ratio`, \
+             which the host's aggregates may override (the smallest wins) (Nova's legacy \
+             AggregateDiskFilter).",
         )
         .with_param(Resource::Disk.ratio_param().spec())
     }

@@ -1,7 +1,8 @@
-//! `AggregateRamFilter`: rejects hosts without the RAM for the VM at the per-aggregate allocation ratio.
+//! `AggregateRamFilter`: rejects hosts without the RAM for the VM at the
+//! per-aggregate allocation ratio.
 //!
-//! Behaviour from Nova's legacy `AggregateRamFilter` (removed when Placement took over
-//! capacity checks), shared with its sibling `RamFilter` in
+//! Behaviour from Nova's legacy `AggregateRamFilter` (removed when Placement
+//! took over capacity checks), shared with its sibling `RamFilter` in
 //! `sandpiper_nova_ops::capacity`, whose doc gives the exact rule and the
 //! columns read.
 //!
@@ -24,7 +25,9 @@ impl Unit for AggregateRamFilter {
     fn info() -> UnitInfo {
         UnitInfo::new(
             "AggregateRamFilter",
-            "Rejects hosts without the RAM for the VM at `ram_allocation_ratio`, which the host's aggregates may override (the smallest wins) (Nova's legacy AggregateRamFilter).",
+            "Rejects hosts without the RAM for the VM at `ram_allocation_ratio`, which the \
+             host's aggregates may override (the smallest wins) (Nova's legacy \
+             AggregateRamFilter).",
         )
         .with_param(Resource::Ram.ratio_param().spec())
     }

@@ -1,4 +1,5 @@
-//! `CoreFilter`: rejects hosts without the vCPUs for the VM at the allocation ratio.
+//! `CoreFilter`: rejects hosts without the vCPUs for the VM at the allocation
+//! ratio.
 //!
 //! Behaviour from Nova's legacy `CoreFilter` (removed when Placement took over
 //! capacity checks), shared with its sibling `AggregateCoreFilter` in
@@ -20,7 +21,8 @@ impl Unit for CoreFilter {
     fn info() -> UnitInfo {
         UnitInfo::new(
             "CoreFilter",
-            "Rejects hosts without the vCPUs for the VM at `cpu_allocation_ratio` (Nova's legacy CoreFilter).",
+            "Rejects hosts without the vCPUs for the VM at `cpu_allocation_ratio` (Nova's \
+             legacy CoreFilter).",
         )
         .with_param(Resource::Cpu.ratio_param().spec())
     }

@@ -1,4 +1,5 @@
-//! `DiskFilter`: rejects hosts without the disk for the VM at the allocation ratio.
+//! `DiskFilter`: rejects hosts without the disk for the VM at the allocation
+//! ratio.
 //!
 //! Behaviour from Nova's legacy `DiskFilter` (removed when Placement took over
 //! capacity checks), shared with its sibling `AggregateDiskFilter` in
@@ -20,7 +21,8 @@ impl Unit for DiskFilter {
     fn info() -> UnitInfo {
         UnitInfo::new(
             "DiskFilter",
-            "Rejects hosts without the local disk for the VM at `disk_allocation_ratio` (Nova's legacy DiskFilter).",
+            "Rejects hosts without the local disk for the VM at `disk_allocation_ratio` \
+             (Nova's legacy DiskFilter).",
         )
         .with_param(Resource::Disk.ratio_param().spec())
     }

@@ -1,4 +1,5 @@
-//! `RamFilter`: rejects hosts without the RAM for the VM at the allocation ratio.
+//! `RamFilter`: rejects hosts without the RAM for the VM at the allocation
+//! ratio.
 //!
 //! Behaviour from Nova's legacy `RamFilter` (removed when Placement took over
 //! capacity checks), shared with its sibling `AggregateRamFilter` in
@@ -20,7 +21,8 @@ impl Unit for RamFilter {
     fn info() -> UnitInfo {
         UnitInfo::new(
             "RamFilter",
-            "Rejects hosts without the RAM for the VM at `ram_allocation_ratio` (Nova's legacy RamFilter).",
+            "Rejects hosts without the RAM for the VM at `ram_allocation_ratio` (Nova's \
+             legacy RamFilter).",
         )
         .with_param(Resource::Ram.ratio_param().spec())
     }

@@ -1,0 +1,89 @@
+//! How Nova's weighers become our score units.
+//!
+//! Nova sums, per host, `multiplier × normalised raw weight`, where the
+//! raw weights of one weigher are first clamped to its `minval`/`maxval`
+//! and then mapped onto [0, 1] with `minval` (else the smallest) at 0 and
+//! `maxval` (else the largest) at 1 (`nova/weights.py`, reference notes
+//! §1.3). Our pipeline's normalised mode does the same with a unit's
+//! `floor` and `ceiling`, then multiplies by the policy's factor. So:
+//!
+//! * the unit returns Nova's **raw** weights, and `minval` as `floor`;
+//! * the multiplier's **magnitude** is the policy factor (factors are
+//!   whole numbers, so scale a policy's multipliers together when they are
+//!   fractional);
+//! * the multiplier's **sign** is the unit's score order: a weigher Nova
+//!   uses with a positive multiplier (RAM, CPU, disk) is higher-is-better,
+//!   one it uses with a negative multiplier (I/O ops, build failures) is
+//!   lower-is-better. The `reverse` parameter flips a unit to the other
+//!   sign (Nova's stacking with a negative `ram_weight_multiplier`): it
+//!   negates the weights, so `minval` becomes the ceiling. Mapped onto
+//!   [0, 1] that differs from Nova's term only by a constant, which changes
+//!   no ranking.
+//!
+//! Not carried over: Nova lets aggregate metadata override a weigher's
+//! multiplier per host; our factor is one number per policy (see
+//! docs/units-nova.md).
+
+use sandpiper_guest::prelude::*;
+
+use crate::params::REVERSE;
+
+/// Turns raw weights into a unit's answer: `minval` as the floor, or, when
+/// `reverse`, the negated weights with `-minval` as the ceiling. A weight
+/// that is not a number (a missing figure) counts as `minval`, else 0;
+/// infinities are clamped to the largest finite values, since the
+/// pipeline refuses non-finite scores.
+pub fn scores(raw: Vec<f64>, minval: Option<f64>, reverse: bool) -> Scores {
+    let finite = |v: f64| {
+        if v.is_nan() {
+            minval.unwrap_or(0.0)
+        } else {
+            v.clamp(f64::MIN, f64::MAX)
+        }
+    };
+    if reverse {
+        Scores {
+            values: raw.into_iter().map(|v| -finite(v)).collect(),
+            floor: None,
+            ceiling: minval.map(|m| -m),
+        }
+    } else {
+        Scores {
+            values: raw.into_iter().map(finite).collect(),
+            floor: minval,
+            ceiling: None,
+        }
+    }
+}
+
+/// The `reverse` parameter; a broken value counts as `false` (the unit
+/// then scores as Nova's default sign does).
+pub fn reverse(cx: &Context<'_>) -> bool {
+    cx.params().bool(REVERSE.name).unwrap_or(false)
+}
+
+/// Scores `candidates` by one raw weight per host.
+pub fn by_host(
+    cx: &Context<'_>,
+    candidates: &[u32],
+    minval: Option<f64>,
+    raw: impl Fn(usize) -> f64,
+) -> Scores {
+    let values = candidates.iter().map(|&host| raw(host as usize)).collect();
+    scores(values, minval, reverse(cx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reverse_negates_and_moves_minval_to_the_ceiling() {
+        let plain = scores(vec![512.0, -512.0, f64::NAN], Some(0.0), false);
+        assert_eq!(plain.values, [512.0, -512.0, 0.0]);
+        assert_eq!((plain.floor, plain.ceiling), (Some(0.0), None));
+        let reversed = scores(vec![512.0, f64::INFINITY], Some(0.0), true);
+        assert_eq!(reversed.values, [-512.0, f64::MIN]);
+        assert_eq!((reversed.floor, reversed.ceiling), (None, Some(-0.0)));
+    }
+}

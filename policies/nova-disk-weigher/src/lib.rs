@@ -1,0 +1,48 @@
+//! `DiskWeigher`: prefers hosts with more free local disk (Nova's DiskWeigher:
+//! raw weight free disk MiB, minval 0); `reverse` stacks instead.
+//!
+//! Behaviour from Nova's `nova/scheduler/weights/disk.py` (reference notes
+//! §1.2): the raw weight is the host's free disk in MiB (`disk-free-gib` ×
+//! 1024, Nova's `free_disk_mb`). Scores are the raw weights, as
+//! `sandpiper_nova_ops::weighers` explains; the pipeline's normalised mode maps
+//! them onto [0, 1] as Nova's `normalize` does.
+//!
+//! Mapping: Nova's `disk_weight_multiplier` (default 1.0) is the policy factor;
+//! a negative multiplier (stacking) is `reverse = true`. Nova's `minval` (0):
+//! negative raw weights count as 0 and 0 is the bottom of the range.
+//!
+//! Not carried over: Nova's per-aggregate override of the multiplier.
+
+use sandpiper_guest::prelude::*;
+use sandpiper_nova_ops::host_state::MIB_PER_GIB;
+use sandpiper_nova_ops::params::REVERSE;
+use sandpiper_nova_ops::weighers;
+
+/// Nova's `minval` for this weigher.
+const MINVAL: Option<f64> = Some(0.0);
+
+/// The `DiskWeigher` score.
+pub struct DiskWeigher;
+
+impl Unit for DiskWeigher {
+    fn info() -> UnitInfo {
+        UnitInfo::new(
+            "DiskWeigher",
+            "Prefers hosts with more free local disk (Nova's DiskWeigher: raw weight free \
+             disk MiB, minval 0); `reverse` stacks instead.",
+        )
+        .with_score_order(ScoreOrder::HigherIsBetter)
+        .with_param(REVERSE.spec())
+    }
+}
+
+impl Score for DiskWeigher {
+    fn score(cx: &Context<'_>, candidates: &[u32]) -> Scores {
+        let free = cx.hosts().metric(HostMetric::DiskFreeGib);
+        weighers::by_host(cx, candidates, MINVAL, |row| {
+            free.get(row).copied().unwrap_or(f64::NAN) * MIB_PER_GIB
+        })
+    }
+}
+
+sandpiper_guest::export_unit!(DiskWeigher: score);
