@@ -2,4 +2,5 @@
 //! module per area.
 
 mod languages;
+mod placement_model;
 mod sandbox;
