@@ -51,11 +51,16 @@ python)
   [ $# -eq 1 ] || usage
   componentize_py=$tools/python/bin/componentize-py
   [ -x "$componentize_py" ] || missing "componentize-py"
-  app=$(cd "$(dirname "$1")" && pwd)
   module=$(basename "$1" .py)
-  # The app's own directory and the helper layer are the import path.
+  # componentize-py runs the app once at build time and its interpreter
+  # writes __pycache__ next to every module it imports: build from copies of
+  # the app's directory and of the helper layer, so the sources stay clean.
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  cp -R "$(dirname "$1")" "$work/app"
+  cp -R "$repo/guest-sdk/python" "$work/helper"
   "$componentize_py" -d "$wit" -w "$world" componentize "$module" \
-    -p "$app" -p "$repo/guest-sdk/python" --stub-wasi -o "$out" >/dev/null
+    -p "$work/app" -p "$work/helper" --stub-wasi -o "$out" >/dev/null
   ;;
 js)
   [ $# -eq 1 ] || usage

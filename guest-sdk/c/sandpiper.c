@@ -95,6 +95,12 @@ void sp_context_free(sp_context_t *cx) {
 
 /* ---- hosts -------------------------------------------------------------- */
 
+/* A WIT enum case beyond what this helper's caches hold means the bindings
+ * are newer than the helper: trap (visibly) rather than index past a cache. */
+static void sp_check_case(unsigned value, unsigned count) {
+  if (value >= count) abort();
+}
+
 uint32_t sp_host_count(sp_context_t *cx) {
   if (!cx->fetched_host_count) {
     cx->host_count = sandpiper_policy_inventory_host_count();
@@ -104,6 +110,7 @@ uint32_t sp_host_count(sp_context_t *cx) {
 }
 
 const double *sp_host_metric(sp_context_t *cx, sandpiper_policy_types_host_metric_t metric) {
+  sp_check_case(metric, SP_HOST_METRIC_COUNT);
   if (!cx->fetched_host_metrics[metric]) {
     sandpiper_policy_inventory_host_metrics(metric, &cx->host_metrics[metric]);
     cx->fetched_host_metrics[metric] = true;
@@ -120,6 +127,7 @@ const sandpiper_policy_types_host_status_t *sp_host_statuses(sp_context_t *cx) {
 }
 
 const bool *sp_host_flags(sp_context_t *cx, sandpiper_policy_types_host_flag_t flag) {
+  sp_check_case(flag, SP_HOST_FLAG_COUNT);
   if (!cx->fetched_host_flags[flag]) {
     sandpiper_policy_inventory_host_flags(flag, &cx->host_flags[flag]);
     cx->fetched_host_flags[flag] = true;
@@ -129,6 +137,7 @@ const bool *sp_host_flags(sp_context_t *cx, sandpiper_policy_types_host_flag_t f
 
 const sandpiper_policy_types_interned_t *sp_host_texts(sp_context_t *cx,
                                                        sandpiper_policy_types_host_text_t text) {
+  sp_check_case(text, SP_HOST_TEXT_COUNT);
   if (!cx->fetched_host_texts[text]) {
     sandpiper_policy_inventory_host_texts(text, &cx->host_texts[text]);
     cx->fetched_host_texts[text] = true;
@@ -138,6 +147,7 @@ const sandpiper_policy_types_interned_t *sp_host_texts(sp_context_t *cx,
 
 const sandpiper_policy_types_labels_t *sp_host_labels(sp_context_t *cx,
                                                       sandpiper_policy_types_host_label_kind_t kind) {
+  sp_check_case(kind, SP_HOST_LABEL_KIND_COUNT);
   if (!cx->fetched_host_labels[kind]) {
     sandpiper_policy_inventory_host_labels(kind, &cx->host_labels[kind]);
     cx->fetched_host_labels[kind] = true;
@@ -232,6 +242,11 @@ sp_param_status_t sp_param_u32(const sp_context_t *cx, const char *name, uint32_
   sp_param_status_t status = sp_param_str(cx, name, &text);
   if (status != SP_PARAM_OK) return status;
   text = sp_trim(text);
+  /* Rust's `u32` syntax: an optional `+`, then digits. */
+  if (text.len > 0 && text.ptr[0] == '+') {
+    text.ptr++;
+    text.len--;
+  }
   if (text.len == 0) return SP_PARAM_INVALID;
   uint64_t number = 0;
   for (size_t i = 0; i < text.len; i++) {
@@ -243,11 +258,36 @@ sp_param_status_t sp_param_u32(const sp_context_t *cx, const char *name, uint32_
   return SP_PARAM_OK;
 }
 
+static bool sp_is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+
+/* Whether `s` is a finite decimal as Rust's `f64` reads it: sign, digits
+ * with an optional point (at least one digit), optional exponent. strtod
+ * alone would also take `0x10`, `inf` and `nan`. */
+static bool sp_is_decimal(sp_str_t s) {
+  size_t i = 0, digits = 0;
+  if (i < s.len && (s.ptr[i] == '+' || s.ptr[i] == '-')) i++;
+  while (i < s.len && sp_is_digit(s.ptr[i])) i++, digits++;
+  if (i < s.len && s.ptr[i] == '.') {
+    i++;
+    while (i < s.len && sp_is_digit(s.ptr[i])) i++, digits++;
+  }
+  if (digits == 0) return false;
+  if (i < s.len && (s.ptr[i] == 'e' || s.ptr[i] == 'E')) {
+    i++;
+    if (i < s.len && (s.ptr[i] == '+' || s.ptr[i] == '-')) i++;
+    size_t exponent_digits = 0;
+    while (i < s.len && sp_is_digit(s.ptr[i])) i++, exponent_digits++;
+    if (exponent_digits == 0) return false;
+  }
+  return i == s.len;
+}
+
 sp_param_status_t sp_param_f64(const sp_context_t *cx, const char *name, double *value) {
   sp_str_t text;
   sp_param_status_t status = sp_param_str(cx, name, &text);
   if (status != SP_PARAM_OK) return status;
   text = sp_trim(text);
+  if (!sp_is_decimal(text)) return SP_PARAM_INVALID;
   char buffer[64];
   if (text.len == 0 || text.len >= sizeof buffer) return SP_PARAM_INVALID;
   memcpy(buffer, text.ptr, text.len);

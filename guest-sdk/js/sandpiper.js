@@ -32,6 +32,12 @@ import * as inventory from 'sandpiper:policy/inventory@0.1.0';
 /** The largest value `Params.u32` accepts, as in the Rust SDK. */
 const U32_MAX = 4294967295;
 
+// What the Rust SDK reads as a number or an unsigned integer (Rust's own
+// `f64`/`u32` syntax), so a value means the same in every language:
+// `Number()` alone would also accept `0x10` and the empty string.
+const DECIMAL = /^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$/;
+const UNSIGNED = /^\+?[0-9]+$/;
+
 /** Declares a parameter; `pattern` must match the whole value. */
 export function param(name, description, defaultValue, pattern) {
   return { name, description, defaultValue, pattern };
@@ -98,7 +104,7 @@ export class Params {
   f64(name) {
     const value = this.str(name);
     const text = value.trim();
-    const number = text === '' ? NaN : Number(text);
+    const number = DECIMAL.test(text) ? Number(text) : NaN;
     if (!Number.isFinite(number)) throw new ParamError(name, value, 'a finite number');
     return number;
   }
@@ -106,11 +112,11 @@ export class Params {
   /** An unsigned 32-bit integer, written in decimal digits. */
   u32(name) {
     const value = this.str(name);
-    const digits = value.trim();
-    if (!/^[0-9]+$/.test(digits) || Number(digits) > U32_MAX) {
+    const text = value.trim();
+    if (!UNSIGNED.test(text) || Number(text) > U32_MAX) {
       throw new ParamError(name, value, 'an unsigned 32-bit integer');
     }
-    return Number(digits);
+    return Number(text);
   }
 
   /** Exactly `true` or `false`. */

@@ -33,6 +33,7 @@ because all of them import ``inventory``.
 """
 
 import math
+import re
 
 from wit_world.imports import inventory
 from wit_world.imports.types import (
@@ -79,6 +80,12 @@ __all__ = [
 
 # The largest value `Params.u32` accepts, as in the Rust SDK.
 U32_MAX = 2**32 - 1
+
+# What the Rust SDK reads as a number or an unsigned integer (Rust's own
+# `f64`/`u32` syntax), so a value means the same in every language: Python
+# alone would also accept `1_000`, JavaScript and C `0x10`.
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_UNSIGNED = re.compile(r"\+?[0-9]+")
 
 
 def param(name: str, description: str, default: str, pattern: str) -> ParamSpec:
@@ -142,10 +149,8 @@ class Params:
     def float(self, name: str) -> float:
         """A finite number (NaN and infinities mean nothing as thresholds)."""
         value = self.str(name)
-        try:
-            number = float(value.strip())
-        except ValueError:
-            number = math.nan
+        text = value.strip()
+        number = float(text) if _DECIMAL.fullmatch(text) else math.nan
         if not math.isfinite(number):
             raise ParamError(name, value, "a finite number")
         return number
@@ -153,10 +158,10 @@ class Params:
     def u32(self, name: str) -> int:
         """An unsigned 32-bit integer, written in decimal digits."""
         value = self.str(name)
-        digits = value.strip()
-        if not (digits.isascii() and digits.isdigit()) or int(digits) > U32_MAX:
+        text = value.strip()
+        if not _UNSIGNED.fullmatch(text) or int(text) > U32_MAX:
             raise ParamError(name, value, "an unsigned 32-bit integer")
-        return int(digits)
+        return int(text)
 
     def bool(self, name: str) -> bool:
         """Exactly ``true`` or ``false``."""

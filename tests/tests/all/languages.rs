@@ -131,6 +131,24 @@ fn every_language_answers_identically_on_a_generated_cluster() {
         matches > 0 && matches < hosts,
         "some hosts match the rack, some do not"
     );
+    let unreadable = calls
+        .iter()
+        .find(|call| call.request.params[0].value == "0x10")
+        .expect("a call with an unreadable parameter");
+    let refused = answer(
+        &rust,
+        &inventory,
+        &unreadable.request,
+        &unreadable.candidates,
+    );
+    assert_eq!(
+        refused.rejections,
+        [Rejection {
+            reason: "parameter `HeadroomMib` is \"0x10\", not an unsigned 32-bit integer".into(),
+            hosts: unreadable.candidates.clone(),
+        }],
+        "an unreadable parameter fails closed, naming itself"
+    );
 
     assert_identical(&inventory, &calls);
 }

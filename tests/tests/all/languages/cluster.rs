@@ -97,7 +97,7 @@ pub fn calls(hosts: usize) -> Vec<Call> {
     let all: Vec<u32> = (0..hosts as u32).collect();
     let every_third_backwards: Vec<u32> = all.iter().rev().step_by(3).copied().collect();
     let defaults = [("HeadroomMib", "512"), ("LabelKey", "rack")];
-    vec![
+    let mut calls = vec![
         Call {
             name: "4 GiB VM for rack r1, default parameters",
             request: request(4096.0, &[("rack", "r1")], &defaults),
@@ -133,7 +133,24 @@ pub fn calls(hosts: usize) -> Vec<Call> {
         Call {
             name: "no matching extra spec",
             request: request(8192.0, &[], &defaults),
-            candidates: all,
+            candidates: all.clone(),
         },
-    ]
+    ];
+    // Values the host's pattern check would refuse, given straight to the
+    // unit: every language must read them as Rust's `u32` does (a `+` and
+    // surrounding blanks are fine; hex, digit separators, overflow and
+    // nothing are not) and, for those it cannot read, reject every
+    // candidate with the same message.
+    for headroom in ["+512", " 512 ", "0x10", "1_000", "4294967296", ""] {
+        calls.push(Call {
+            name: "a HeadroomMib the pattern would refuse",
+            request: request(
+                4096.0,
+                &[("rack", "r1")],
+                &[("HeadroomMib", headroom), ("LabelKey", "rack")],
+            ),
+            candidates: all.clone(),
+        });
+    }
+    calls
 }

@@ -140,18 +140,20 @@ pub fn build_unit(language: Language, world: &str, source: &Path) -> Vec<u8> {
     let mut hash = Sha256::new();
     hash.update(language.name());
     hash.update(world);
-    hash_path(&mut hash, source);
+    // The unit's own file by name (looping units live in fresh temporary
+    // directories), the shared inputs by their place in the repository.
+    hash_path(&mut hash, source, source.parent().unwrap_or(Path::new("")));
     for input in language.shared_inputs() {
-        hash_path(&mut hash, &repo.join(input));
+        hash_path(&mut hash, &repo.join(input), &repo);
     }
     let digest = hash.finalize();
     let stem = source
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or("unit");
+    let prefix = format!("{}-{stem}-{world}-", language.name());
     let out = cache_dir().join(format!(
-        "{}-{stem}-{world}-{}.wasm",
-        language.name(),
+        "{prefix}{}.wasm",
         &sandpiper::sandbox::hex(&digest)[..16]
     ));
     if let Ok(bytes) = std::fs::read(&out) {
@@ -189,26 +191,50 @@ pub fn build_unit(language: Language, world: &str, source: &Path) -> Vec<u8> {
             String::from_utf8_lossy(&output.stderr)
         ),
     }
+    // Components built from older inputs are never read again.
+    remove_stale(&prefix, &partial);
     // Renamed into place so a run interrupted mid-build leaves no truncated
     // component behind under the final name.
     std::fs::rename(&partial, &out).expect("keep the built component");
     std::fs::read(&out).expect("the built component")
 }
 
-/// Feeds a file, or every file under a directory in name order, into `hash`
-/// (paths included, so a rename counts as a change).
-fn hash_path(hash: &mut Sha256, path: &Path) {
+/// Removes the cached components named `<prefix>*` other than `keep`.
+fn remove_stale(prefix: &str, keep: &Path) {
+    let Ok(entries) = std::fs::read_dir(cache_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let stale = path != keep
+            && path
+                .file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|name| name.starts_with(prefix));
+        if stale {
+            // Another process may have removed it first; either way it is gone.
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+/// Feeds a file, or every file under a directory in name order, into `hash`,
+/// each named by its path relative to `base` (so a rename counts as a
+/// change, but where the tree sits does not).
+fn hash_path(hash: &mut Sha256, path: &Path, base: &Path) {
     if path.is_dir() {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
             .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
             .map(|entry| entry.expect("a directory entry").path())
             .collect();
         entries.sort();
-        for entry in entries {
-            hash_path(hash, &entry);
+        // Python's byte-code cache is derived from the sources beside it.
+        for entry in entries.iter().filter(|e| !e.ends_with("__pycache__")) {
+            hash_path(hash, entry, base);
         }
     } else {
-        hash.update(path.to_string_lossy().as_bytes());
+        let name = path.strip_prefix(base).unwrap_or(path);
+        hash.update(name.to_string_lossy().as_bytes());
         hash.update(
             std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display())),
         );
