@@ -128,7 +128,7 @@ fn the_first_start_writes_an_admin_token_once_readable_only_by_its_owner() {
     let dir = tempfile::tempdir().expect("temp dir");
     // No SANDPIPER_ADMIN_TOKEN (empty counts as unset): one is generated.
     let no_token = [("SANDPIPER_ADMIN_TOKEN", "")];
-    let server = Server::start_with(dir.path(), &[], &no_token);
+    let server = Server::start_fresh(dir.path(), &[], &no_token);
     let file = dir.path().join("sandpiper.admin-token");
     let mode = std::fs::metadata(&file)
         .expect("token file")

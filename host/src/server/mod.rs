@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::api::{self, AppState};
 use crate::auth::{self, ADMIN_TOKEN_ENV, Bootstrap};
@@ -45,6 +46,8 @@ pub enum StartError {
     Builtin { name: String, message: String },
     #[error(transparent)]
     StoreOp(#[from] StoreError),
+    #[error("could not listen for SIGINT and SIGTERM: {0}")]
+    Signals(std::io::Error),
     #[error("could not listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -58,12 +61,14 @@ pub struct Server {
     addr: SocketAddr,
     state: AppState,
     grace: Duration,
+    signals: StopSignals,
 }
 
 impl Server {
     /// Does everything up to, and including, binding the socket; requests
     /// are answered once [`Server::run`] is called.
     pub async fn start(args: ServeArgs) -> Result<Server, StartError> {
+        let signals = StopSignals::install().map_err(StartError::Signals)?;
         if let Some(dir) = args.db.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| StartError::DataDir {
                 path: dir.to_owned(),
@@ -124,6 +129,7 @@ impl Server {
             addr,
             state,
             grace: args.shutdown_grace(),
+            signals,
         })
     }
 
@@ -139,13 +145,14 @@ impl Server {
             listener,
             state,
             grace,
+            signals,
             ..
         } = self;
         let store = state.store().clone();
         let app = api::app(state);
         let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
         let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-            shutdown_signal().await;
+            signals.received().await;
             tracing::info!("shutting down: no new connections, finishing requests in flight");
             let _ = stopping_tx.send(true);
         });
@@ -173,33 +180,27 @@ impl Server {
     }
 }
 
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let interrupt = async {
-        match signal(SignalKind::interrupt()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot listen for SIGINT");
-                std::future::pending::<()>().await;
-            }
+/// SIGINT (Ctrl-C) and SIGTERM, listened for from the moment the server
+/// is started, so a signal that arrives before serving begins still stops
+/// it cleanly instead of killing the process.
+struct StopSignals {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+impl StopSignals {
+    fn install() -> std::io::Result<StopSignals> {
+        Ok(StopSignals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// Resolves on the first of the two signals.
+    async fn received(mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {},
+            _ = self.terminate.recv() => {},
         }
-    };
-    let terminate = async {
-        match signal(SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        () = interrupt => {},
-        () = terminate => {},
     }
 }

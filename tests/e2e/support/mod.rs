@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{OnceLock, mpsc};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -40,8 +40,20 @@ impl Server {
         Server::start_with(dir, &[], &[])
     }
 
-    /// Starts a server with extra `serve` flags and environment.
+    /// Starts a server with extra `serve` flags and environment. A `dir`
+    /// without a database gets a copy of [`template_db`], so the server
+    /// does not spend its start compiling every built-in unit again.
     pub fn start_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+        let db = dir.join("sandpiper.db");
+        if !db.exists() {
+            std::fs::copy(template_db(), &db).expect("copy the template database");
+        }
+        Server::start_fresh(dir, args, env)
+    }
+
+    /// Starts a server on whatever `dir` holds: with no database there, a
+    /// true first start (migrations, built-ins compiled, first admin token).
+    pub fn start_fresh(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         let db = dir.join("sandpiper.db");
         let log = dir.join("server.log");
         let stderr = std::fs::OpenOptions::new()
@@ -148,6 +160,46 @@ impl Drop for Server {
             let _ = child.wait();
         }
     }
+}
+
+/// A database a server has started on once and stopped cleanly: migrated,
+/// with every built-in unit compiled and stored, and the [`ADMIN_TOKEN`].
+/// Made once per build of the binary (its name carries the binary's size
+/// and modification time) under cargo's temporary directory for tests,
+/// and shared by the test processes that run that build.
+pub fn template_db() -> &'static Path {
+    static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
+    TEMPLATE.get_or_init(|| {
+        let exe = Path::new(env!("CARGO_BIN_EXE_sandpiper"));
+        let meta = std::fs::metadata(exe).expect("the sandpiper binary");
+        let built = meta
+            .modified()
+            .expect("mtime")
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_nanos();
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sandpiper-e2e");
+        std::fs::create_dir_all(&dir).expect("template dir");
+        let name = format!("template-{}-{built}.db", meta.len());
+        let path = dir.join(&name);
+        if path.exists() {
+            return path;
+        }
+        let work = tempfile::tempdir_in(&dir).expect("template work dir");
+        let server = Server::start_fresh(work.path(), &[], &[]);
+        assert!(server.stop().success(), "the template server stops cleanly");
+        // Atomic: a test process running at the same time sees either no
+        // template or a whole one.
+        std::fs::rename(work.path().join("sandpiper.db"), &path).expect("publish the template");
+        for entry in std::fs::read_dir(&dir).expect("template dir").flatten() {
+            let other = entry.file_name();
+            let other = other.to_string_lossy();
+            if other.starts_with("template-") && other != name.as_str() {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        path
+    })
 }
 
 fn terminate(child: &Child) {
