@@ -14,8 +14,10 @@
 //!   deadline, memory limit, stack overflow, or a trap with the unit's own
 //!   panic message read from its stderr.
 //!
-//! Calls block the calling thread for their duration; from async code, run
-//! them on a blocking thread (`tokio::task::spawn_blocking`).
+//! Calls block the calling thread for their duration. From async code, run
+//! them with `tokio::task::spawn_blocking`; on a multi-threaded runtime's
+//! worker they still work (they step aside with `block_in_place`), but hold
+//! the thread all the same.
 
 mod bindings;
 mod engine;

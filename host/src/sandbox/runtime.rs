@@ -13,7 +13,7 @@ use super::engine::{self, EpochTicker};
 use super::limits::{Limits, LimitsError};
 use super::validate::{self, BALANCE_EXPORT, FILTER_EXPORT, METADATA_EXPORT, SCORE_EXPORT};
 use super::wasi;
-use super::wasm_unit::{CallState, Compiled, Guests, Session, Shared, WasmUnit};
+use super::wasm_unit::{CallState, Compiled, Guests, Session, Shared, WasmUnit, blocking};
 use crate::unit::UnitError;
 
 /// Why a component was not accepted as a unit.
@@ -234,7 +234,8 @@ impl Runtime {
 
     /// Validates a compiled component and caches the unit.
     fn accept(&self, sha256: [u8; 32], component: &Component) -> Result<Arc<WasmUnit>, LoadError> {
-        let compiled = self.prepare(sha256, component)?;
+        // Preparing runs the unit's `info()`, which blocks like any call.
+        let compiled = blocking(|| self.prepare(sha256, component))?;
         let unit = Arc::new(WasmUnit::new(Arc::new(compiled), self.limits));
         Ok(Arc::clone(self.lock_cache().entry(sha256).or_insert(unit)))
     }

@@ -124,13 +124,15 @@ impl WasmUnit {
     /// drops it, calling nothing: what every call costs before the unit's
     /// own work, for benchmarks and for a smoke test of a new unit.
     pub fn probe(&self, inventory: &Arc<Inventory>) -> Result<Usage, Failed> {
-        let session = Session::open(
-            &self.compiled.shared.engine,
-            &self.compiled.pre,
-            &self.limits,
-            inventory,
-        )?;
-        Ok(session.usage())
+        blocking(|| {
+            let session = Session::open(
+                &self.compiled.shared.engine,
+                &self.compiled.pre,
+                &self.limits,
+                inventory,
+            )?;
+            Ok(session.usage())
+        })
     }
 
     /// Runs `body` against a fresh instance over `inventory` under this
@@ -235,14 +237,35 @@ pub(crate) fn call<R>(
     inventory: &Arc<Inventory>,
     body: impl FnOnce(&mut Store<CallState>, &Instance) -> wasmtime::Result<R>,
 ) -> CallResult<R> {
-    let mut session = Session::open(&compiled.shared.engine, &compiled.pre, limits, inventory)?;
-    let instance = session.instance;
-    match body(&mut session.store, &instance) {
-        Ok(value) => Ok(Called {
-            value,
-            usage: session.usage(),
-        }),
-        Err(error) => Err(session.fail(&error)),
+    blocking(|| {
+        let mut session = Session::open(&compiled.shared.engine, &compiled.pre, limits, inventory)?;
+        let instance = session.instance;
+        match body(&mut session.store, &instance) {
+            Ok(value) => Ok(Called {
+                value,
+                usage: session.usage(),
+            }),
+            Err(error) => Err(session.fail(&error)),
+        }
+    })
+}
+
+/// Runs `f`, which blocks its thread while the unit runs.
+///
+/// wasmtime-wasi implements WASI's blocking calls (a unit writing its panic
+/// message, say) with tokio's `block_on`, which panics on a thread that is
+/// running async tasks. On a worker of a multi-threaded runtime,
+/// `block_in_place` first hands that worker's other tasks to another thread;
+/// anywhere else (a plain thread, tokio's blocking pool) `f` simply runs.
+/// A current-thread runtime cannot lend its only thread: call units from
+/// `spawn_blocking` there.
+pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
     }
 }
 

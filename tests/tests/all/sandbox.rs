@@ -504,11 +504,36 @@ fn a_panicking_unit_called_from_a_tokio_blocking_thread_is_a_trap() {
         .worker_threads(1)
         .build()
         .expect("a tokio runtime");
+    let task = tokio.spawn_blocking(move || {
+        unit.filter(&inventory(HOSTS, 0), &hostile("panic"), &all_hosts(HOSTS))
+    });
     let failed = tokio
-        .block_on(tokio::task::spawn_blocking(move || {
-            unit.filter(&inventory(HOSTS, 0), &hostile("panic"), &all_hosts(HOSTS))
-        }))
+        .block_on(task)
         .expect("the blocking task completes")
+        .expect_err("it panics");
+    assert!(
+        matches!(&failed.error, UnitError::Trap { panic: Some(p), .. } if p.contains(PANIC_MESSAGE)),
+        "{:?}",
+        failed.error
+    );
+}
+
+/// Called straight from an async task (not the blocking pool), a call steps
+/// aside with `block_in_place` instead of panicking inside tokio.
+#[test]
+fn a_panicking_unit_called_from_an_async_task_is_a_trap() {
+    let runtime = Arc::new(runtime());
+    let unit = load(&runtime, SANDPIPER_TEST_HOSTILE.bytes);
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .expect("a tokio runtime");
+    let task = tokio.spawn(async move {
+        unit.filter(&inventory(HOSTS, 0), &hostile("panic"), &all_hosts(HOSTS))
+    });
+    let failed = tokio
+        .block_on(task)
+        .expect("the task completes")
         .expect_err("it panics");
     assert!(
         matches!(&failed.error, UnitError::Trap { panic: Some(p), .. } if p.contains(PANIC_MESSAGE)),
