@@ -228,8 +228,21 @@ struct Prepared {
 
 /// Turns uploaded bytes into a loaded unit, reusing stored compiled code
 /// for bytes the store already has.
-async fn prepare(state: &AppState, wasm: axum::body::Bytes) -> Result<Prepared, ApiError> {
-    let sha256 = module_sha256(&wasm);
+/// The hex sha256 of uploaded bytes, hashed on the blocking pool: tens of
+/// megabytes take a noticeable fraction of a second, which must not stall a
+/// thread that serves decisions.
+async fn hash(wasm: &axum::body::Bytes) -> Result<String, ApiError> {
+    let wasm = wasm.clone();
+    tokio::task::spawn_blocking(move || module_sha256(&wasm))
+        .await
+        .map_err(|e| ApiError::Internal(format!("hashing task failed: {e}")))
+}
+
+async fn prepare(
+    state: &AppState,
+    wasm: axum::body::Bytes,
+    sha256: String,
+) -> Result<Prepared, ApiError> {
     let engine_hash = state.modules().engine_hash();
     let stored = {
         let mut conn = state.store().read().await?;
@@ -332,19 +345,20 @@ pub async fn upload_unit(
 ) -> Result<impl IntoResponse, ApiError> {
     let wanted = overrides(query, &headers)?;
     let wasm = body_bytes(request, &()).await?;
+    let sha256 = hash(&wasm).await?;
     if let Some(name) = &wanted.name {
         // Fail fast, before compiling, on a name that is certainly taken
         // by another module.
         let mut conn = state.store().read().await?;
         let existing = store::units::get_by_name(&mut conn, name).await?;
-        if existing.is_some_and(|e| e.module_sha256 != module_sha256(&wasm)) {
+        if existing.is_some_and(|e| e.module_sha256 != sha256) {
             return Err(ApiError::NameTaken {
                 resource: "scheduling policy unit",
                 name: name.clone(),
             });
         }
     }
-    let prepared = prepare(&state, wasm).await?;
+    let prepared = prepare(&state, wasm, sha256).await?;
     let info = prepared.unit.info();
     let name = wanted.name.unwrap_or_else(|| info.name.clone());
     check_name("name", &name).map_err(|_| ApiError::ModuleRejected {
@@ -481,7 +495,8 @@ pub async fn replace_module(
         let mut conn = state.store().read().await?;
         ensure_not_internal(&load(&mut conn, id).await?)?;
     }
-    let prepared = prepare(&state, wasm).await?;
+    let sha256 = hash(&wasm).await?;
+    let prepared = prepare(&state, wasm, sha256).await?;
 
     let mut tx = state.store().write().await?;
     let current = load(&mut tx, id).await?;
