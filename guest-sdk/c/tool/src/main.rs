@@ -132,8 +132,7 @@ fn write_bindings(wit: &Path, world: &str, out_dir: &Path) -> Result<()> {
         .build()
         .generate(&mut resolve, world_id, &mut files)
         .with_context(|| format!("generating C bindings for `{world}`"))?;
-    std::fs::create_dir_all(out_dir)
-        .with_context(|| format!("creating {}", out_dir.display()))?;
+    std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let mut written = 0;
     for (name, contents) in files.iter() {
         let path = out_dir.join(name);
