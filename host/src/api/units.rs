@@ -4,8 +4,9 @@
 //!
 //! An upload is validated and compiled (out of process, see `upload`)
 //! before anything is stored; a refused upload changes nothing. Replacing a
-//! unit's module commits the new module in one transaction and then swaps
-//! the loaded unit, so decisions in flight finish on the old code.
+//! unit's module stores the new module in one transaction and swaps the
+//! loaded unit (an `Arc`) inside it, so decisions in flight finish on the
+//! old code and every later one runs the new.
 
 use std::sync::Arc;
 
@@ -394,11 +395,17 @@ pub async fn upload_unit(
     );
     store::units::insert(&mut tx, id, false, &module).await?;
     let record = load(&mut tx, id).await?;
-    tx.commit().await?;
+    // Loaded while the write transaction still holds the store's write
+    // lock, so concurrent changes to units reach the registry in the order
+    // they reach the store; forgotten again if the commit fails.
     state.registry().insert(
         id,
         Arc::new(Named::new(prepared.unit, &record.name, &record.description)),
     );
+    if let Err(e) = tx.commit().await {
+        state.registry().remove(id);
+        return Err(e.into());
+    }
     tracing::info!(unit = %record.name, %id, sha256 = %record.module_sha256, by = %principal.name, "unit uploaded");
     Ok((
         StatusCode::CREATED,
@@ -548,8 +555,20 @@ pub async fn replace_module(
             .await?
             .is_none();
     let record = load(&mut tx, id).await?;
-    tx.commit().await?;
+    // Swapped while the write transaction still holds the store's write
+    // lock: two replacements reach the registry in the order they reach the
+    // store, and the new module already fits every stored policy and
+    // override (checked above), so a decision that picks it up before the
+    // commit is consistent too. Swapped back if the commit fails.
+    let previous = state.registry().get(id);
     state.registry().insert(id, replacement);
+    if let Err(e) = tx.commit().await {
+        match previous {
+            Some(previous) => state.registry().insert(id, previous),
+            None => state.registry().remove(id),
+        }
+        return Err(e.into());
+    }
     if old_module_gone {
         state.modules().unload(&current.module_sha256);
     }
