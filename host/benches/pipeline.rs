@@ -111,10 +111,11 @@ fn main() -> anyhow::Result<()> {
                 median(&mut native_runs.per_unit[u]),
             );
             println!(
-                "  unit hosts={hosts} name={name} wasm_median_us={} native_median_us={} ratio={:.2}",
+                "  unit hosts={hosts} name={name} wasm_median_us={} native_median_us={} ratio={:.2} wasm_fuel={}",
                 w.as_micros(),
                 n.as_micros(),
                 ratio(w, n),
+                wasm_runs.fuel[u].unwrap_or(0),
             );
         }
         println!(
@@ -145,6 +146,9 @@ struct Runs {
     names: Vec<String>,
     total: Vec<Duration>,
     per_unit: Vec<Vec<Duration>>,
+    /// Fuel each unit burnt in the last run (deterministic, so one run
+    /// says it all); `None` natively.
+    fuel: Vec<Option<u64>>,
     survivors: usize,
 }
 
@@ -158,6 +162,7 @@ impl Runs {
             .collect();
         Runs {
             per_unit: vec![Vec::new(); names.len()],
+            fuel: vec![None; names.len()],
             names,
             total: Vec::new(),
             survivors: 0,
@@ -195,6 +200,14 @@ impl Runs {
             );
             for (slot, usage) in self.per_unit.iter_mut().zip(usages) {
                 slot.push(usage);
+            }
+            let fuel = explain
+                .filters
+                .iter()
+                .map(|f| f.usage.fuel)
+                .chain(explain.scores.iter().map(|s| s.usage.and_then(|u| u.fuel)));
+            for (slot, fuel) in self.fuel.iter_mut().zip(fuel) {
+                *slot = fuel;
             }
             self.survivors = explain.scored.len();
         }
