@@ -16,11 +16,13 @@ use serde::{Deserialize, Serialize};
 /// stops fast, while an honest unit never gets near it.
 pub const DEFAULT_FUEL_BASE: u64 = 20_000_000;
 
-/// Fuel per host in the snapshot. A trivial Rust filter burns ~450 fuel
-/// per host (guest-side lifting plus logic); the built-in `Memory` filter,
-/// which formats a reason for each host it rejects, ~9.6k. 50k leaves ~5x
-/// headroom over it, and a runaway unit over 10k hosts still stops within
-/// ~50 ms of spinning.
+/// Fuel per host in the snapshot. Measured at 10k hosts
+/// (`benches/sandbox.rs`): most built-in units burn under 500 fuel per
+/// host; the costliest, `Memory`, which formats a reason for each host it
+/// rejects, ~8.4k with half the hosts rejected. 50k leaves ~6x headroom
+/// over it (~3x if it rejected every host), and a runaway unit over 10k
+/// hosts still stops after ~50 ms of spinning. Interpreted units need more
+/// (Python ~23k, JavaScript ~55k at 10k hosts): give them their own limits.
 pub const DEFAULT_FUEL_PER_HOST: u64 = 50_000;
 
 /// Wall-clock time every call gets. The deadline is the guard for what fuel
