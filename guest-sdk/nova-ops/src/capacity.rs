@@ -120,6 +120,7 @@ pub fn filter(
         Resource::Cpu => f64::from(vm.vcpus),
         Resource::Disk => vm.disk_gib * MIB_PER_GIB,
     };
+    let mut reasons: Vec<(Shortage, Setting, String)> = Vec::new();
     for &host in candidates {
         let row = host as usize;
         let (Some(&total), Some(&other)) = (columns.total.get(row), columns.free_or_used.get(row))
@@ -143,10 +144,20 @@ pub fn filter(
             }
         };
         if let Err(shortage) = verdict {
-            rejections.reject(
-                host,
-                reason(resource, shortage, requested, param.name, &setting),
-            );
+            // Hosts failing the same way at the same ratio share one reason,
+            // built once: a few distinct strings however many hosts fail.
+            let index = match reasons
+                .iter()
+                .position(|(s, r, _)| *s == shortage && *r == setting)
+            {
+                Some(index) => index,
+                None => {
+                    let text = reason(resource, shortage, requested, param.name, &setting);
+                    reasons.push((shortage, setting, text));
+                    reasons.len() - 1
+                }
+            };
+            rejections.reject(host, &reasons[index].2);
         }
     }
     rejections.into_vec()

@@ -79,6 +79,7 @@ pub fn filter(
             Cast::Int,
         )
     });
+    let mut reasons: Vec<(Setting, String)> = Vec::new();
     for &host in candidates {
         let Some(&n) = counts.get(host as usize) else {
             continue;
@@ -89,22 +90,27 @@ pub fn filter(
         };
         let max = setting.value();
         if !below(n, max) {
-            let source = match &setting {
-                Setting::Configured(_) | Setting::Host(_) => String::new(),
-                Setting::Aggregate(_) => " (set by an aggregate)".to_owned(),
-                Setting::Unparsable { text, .. } => {
-                    format!(" (aggregate value {text:?} is not an integer)")
+            // One reason per distinct maximum and source, built once.
+            let index = match reasons.iter().position(|(s, _)| *s == setting) {
+                Some(index) => index,
+                None => {
+                    let source = match &setting {
+                        Setting::Configured(_) | Setting::Host(_) => String::new(),
+                        Setting::Aggregate(_) => " (set by an aggregate)".to_owned(),
+                        Setting::Unparsable { text, .. } => {
+                            format!(" (aggregate value {text:?} is not an integer)")
+                        }
+                    };
+                    let text = format!(
+                        "has {max} or more {}: {} is {max}{source}",
+                        count.noun(),
+                        param.name
+                    );
+                    reasons.push((setting, text));
+                    reasons.len() - 1
                 }
             };
-            rejections.reject(
-                host,
-                format!(
-                    "has {} or more {}: {} is {max}{source}",
-                    max,
-                    count.noun(),
-                    param.name
-                ),
-            );
+            rejections.reject(host, &reasons[index].1);
         }
     }
     rejections.into_vec()

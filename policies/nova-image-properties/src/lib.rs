@@ -35,6 +35,7 @@
 //! `packaging` would accept, are refused the same way.
 
 use std::cmp::Ordering;
+use std::collections::HashMap;
 
 use sandpiper_guest::prelude::*;
 use sandpiper_nova_ops::host_state::{CapabilityPath, Found};
@@ -405,7 +406,8 @@ impl Filter for ImagePropertiesFilter {
                 .collect();
             CapabilityPath::new(&hosts, &path)
         });
-        let mut walked_bits: std::collections::HashMap<u32, Option<f64>> = Default::default();
+        let mut walked_bits: HashMap<u32, Option<f64>> = HashMap::new();
+        let mut version_ok: HashMap<u64, bool> = HashMap::new();
         let unsupported = format!("supports no instance of {}", wanted.props.join("/"));
         for &host in candidates {
             let text =
@@ -427,7 +429,12 @@ impl Filter for ImagePropertiesFilter {
             if let (Some(predicate), Some(versions)) = (&wanted.version, versions) {
                 let version = versions.get(host as usize).copied().unwrap_or(0.0);
                 // `if not (hypervisor_version and version_required)`: pass.
-                if version > 0.0 && !predicate.satisfied_by(&Version::from_int(version as u64)) {
+                // Hosts share a handful of versions: judge each once.
+                let satisfied = version <= 0.0
+                    || *version_ok.entry(version as u64).or_insert_with(|| {
+                        predicate.satisfied_by(&Version::from_int(version as u64))
+                    });
+                if !satisfied {
                     rejections.reject(
                         host,
                         "hypervisor version does not satisfy img_hv_requested_version",

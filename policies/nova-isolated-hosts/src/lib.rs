@@ -15,8 +15,9 @@
 //! isolated host then fails only when the restriction is on.
 //!
 //! Data: a host is isolated when it carries the `isolated` host flag or its
-//! name or id is in the `isolated_hosts` parameter (Nova's
-//! `[filter_scheduler] isolated_hosts`, host names). The image is isolated
+//! name is in the `isolated_hosts` parameter (Nova's `[filter_scheduler]
+//! isolated_hosts`, host names; a snapshot host without a name is named by
+//! its id). The name column is read only when the parameter lists hosts. The image is isolated
 //! when its id, the VM's image property `image_id`, is in `isolated_images`;
 //! a VM without `image_id` (booted from a volume) uses no isolated image,
 //! as in Nova. Lists are comma separated, items stripped.
@@ -49,7 +50,7 @@ impl Unit for IsolatedHostsFilter {
         )
         .with_param(ParamSpec::new(
             ISOLATED_HOSTS,
-            "Names or ids of isolated hosts, comma separated, besides hosts flagged isolated.",
+            "Names of isolated hosts, comma separated, besides hosts flagged isolated.",
             "",
             "^[^\\n]*$",
         ))
@@ -118,21 +119,19 @@ impl Filter for IsolatedHostsFilter {
         }
         let hosts = cx.hosts();
         let flags = hosts.flags(HostFlag::Isolated);
-        // Names and ids are only read when the parameter lists hosts; each
-        // distinct one is looked up once.
+        // Names are only read when the parameter lists hosts; each distinct
+        // one is looked up once.
         let listed = (!isolated_hosts.is_empty()).then(|| {
-            let mark = |column: &'_ Interned| -> Vec<bool> {
-                column
-                    .values
-                    .iter()
-                    .map(|v| isolated_hosts.contains(v.as_str()))
-                    .collect()
-            };
-            let (names, ids) = (hosts.texts(HostText::Name), hosts.texts(HostText::Id));
-            [(mark(names), names), (mark(ids), ids)]
+            let names = hosts.texts(HostText::Name);
+            let marks: Vec<bool> = names
+                .values
+                .iter()
+                .map(|v| isolated_hosts.contains(v.as_str()))
+                .collect();
+            (marks, names)
         });
-        let in_list = |(marks, column): &(Vec<bool>, &Interned), row: usize| {
-            column
+        let in_list = |(marks, names): &(Vec<bool>, &Interned), row: usize| {
+            names
                 .indices
                 .get(row)
                 .and_then(|&i| marks.get(i as usize))
@@ -142,9 +141,7 @@ impl Filter for IsolatedHostsFilter {
         for &host in candidates {
             let row = host as usize;
             let host_isolated = flags.get(row).copied().unwrap_or(false)
-                || listed
-                    .as_ref()
-                    .is_some_and(|columns| columns.iter().any(|column| in_list(column, row)));
+                || listed.as_ref().is_some_and(|listed| in_list(listed, row));
             if host_isolated && fails_isolated {
                 rejections.reject(host, "isolated host, image is not isolated");
             } else if !host_isolated && fails_other {

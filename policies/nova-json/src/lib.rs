@@ -388,29 +388,43 @@ fn scalar(text: &str) -> Value {
     }
 }
 
-/// Evaluates `expr` on host `host`.
+/// Evaluates `expr` on host `host`. Arguments are cooked onto `stack`, a
+/// buffer reused for every node and host, so evaluating allocates nothing
+/// but the lists `not` builds.
 fn eval<'a>(
     expr: &'a Expr<'a>,
     variables: &mut Variables<'a>,
     host: u32,
+    stack: &mut Vec<Val<'a>>,
 ) -> Result<Val<'a>, Incomparable> {
     let (op, args) = match expr {
         Expr::True => return Ok(Val::Bool(true)),
         Expr::Apply(op, args) => (*op, args),
     };
-    let mut cooked: Vec<Val<'a>> = Vec::with_capacity(args.len());
+    let base = stack.len();
     for arg in args {
         match arg {
-            Arg::Expr(sub) => cooked.push(eval(sub, variables, host)?),
-            Arg::Var(index) => {
-                if let Some(value) = variables.value(*index, host) {
-                    cooked.push(value);
+            Arg::Expr(sub) => {
+                let value = eval(sub, variables, host, stack);
+                match value {
+                    Ok(value) => stack.push(value),
+                    Err(error) => {
+                        stack.truncate(base);
+                        return Err(error);
+                    }
                 }
             }
-            Arg::Literal(value) => cooked.push(literal(value)),
+            Arg::Var(index) => {
+                if let Some(value) = variables.value(*index, host) {
+                    stack.push(value);
+                }
+            }
+            Arg::Literal(value) => stack.push(literal(value)),
         }
     }
-    apply(op, cooked)
+    let result = apply(op, &stack[base..]);
+    stack.truncate(base);
+    result
 }
 
 fn literal(value: &Value) -> Val<'_> {
@@ -423,8 +437,8 @@ fn literal(value: &Value) -> Val<'_> {
 }
 
 /// Nova's `_op_compare` and the logical operators.
-fn apply(op: Op, args: Vec<Val<'_>>) -> Result<Val<'_>, Incomparable> {
-    let compare = |holds: fn(Option<Ordering>) -> bool| -> Result<Val<'_>, Incomparable> {
+fn apply<'a>(op: Op, args: &[Val<'a>]) -> Result<Val<'a>, Incomparable> {
+    let compare = |holds: fn(Option<Ordering>) -> bool| -> Result<Val<'a>, Incomparable> {
         let Some((first, rest)) = args.split_first() else {
             return Ok(Val::Bool(false));
         };
@@ -513,8 +527,9 @@ impl Filter for JsonFilter {
             }
         };
         let mut variables = Variables::new(cx.hosts(), sources);
+        let mut stack = Vec::new();
         for &host in candidates {
-            match eval(&expr, &mut variables, host) {
+            match eval(&expr, &mut variables, host, &mut stack) {
                 Ok(result) if passes(&result) => {}
                 Ok(_) => {
                     rejections.reject(host, "does not satisfy the query");

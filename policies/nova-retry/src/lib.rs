@@ -7,8 +7,9 @@
 //!
 //! Encoding: Nova kept the attempted `[host, node]` pairs in the request
 //! spec; here they arrive as the repeated hint `retry_hosts`, each value a
-//! host's id or name (Nova compared host and node names; an engine may send
-//! either of ours).
+//! host's name, as Nova compared names (a snapshot host without a name is
+//! named by its id). Only the name column is read, and only when the hint
+//! is there: each string crosses the component boundary once per call.
 
 use std::collections::HashSet;
 
@@ -24,7 +25,7 @@ impl Unit for RetryFilter {
     fn info() -> UnitInfo {
         UnitInfo::new(
             "RetryFilter",
-            "Rejects hosts already attempted for this request, listed by id or name in the \
+            "Rejects hosts already attempted for this request, listed by name in the \
              repeated hint `retry_hosts` (Nova's legacy RetryFilter).",
         )
     }
@@ -36,31 +37,22 @@ impl Filter for RetryFilter {
         if tried.is_empty() {
             return Vec::new();
         }
-        let hosts = cx.hosts();
-        // Judge each distinct id and name once, then each host by index.
-        let ids = hosts.texts(HostText::Id);
-        let names = hosts.texts(HostText::Name);
-        let tried_id: Vec<bool> = ids
-            .values
-            .iter()
-            .map(|v| tried.contains(v.as_str()))
-            .collect();
+        // Judge each distinct name once, then each host by index.
+        let names = cx.hosts().texts(HostText::Name);
         let tried_name: Vec<bool> = names
             .values
             .iter()
             .map(|v| tried.contains(v.as_str()))
             .collect();
-        let flag = |flags: &[bool], indices: &[u32], row: usize| {
-            indices
-                .get(row)
-                .and_then(|&i| flags.get(i as usize))
-                .copied()
-                .unwrap_or(false)
-        };
         let mut rejections = Rejections::new();
         for &host in candidates {
-            let row = host as usize;
-            if flag(&tried_id, &ids.indices, row) || flag(&tried_name, &names.indices, row) {
+            let tried = names
+                .indices
+                .get(host as usize)
+                .and_then(|&i| tried_name.get(i as usize))
+                .copied()
+                .unwrap_or(false);
+            if tried {
                 rejections.reject(host, "already attempted for this request");
             }
         }
