@@ -14,8 +14,8 @@ wasmtime::component::bindgen!({
     world: "sandpiper:policy/full-unit",
 });
 
-pub(crate) use exports::sandpiper::policy::{balance, filter, metadata, score};
-pub(crate) use sandpiper::policy::{inventory, types};
+pub(crate) use self::exports::sandpiper::policy::{balance, filter, metadata, score};
+pub(crate) use self::sandpiper::policy::{inventory, types};
 
 /// The `inventory` import of one call: reads the call's snapshot.
 ///
