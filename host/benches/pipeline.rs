@@ -97,13 +97,18 @@ fn main() -> anyhow::Result<()> {
         }
         let instantiate = instantiate_median(wasm[0].as_ref(), &inventory, runs)?;
         let (w, n) = (median(&mut wasm_runs.total), median(&mut native_runs.total));
+        // The fastest run too: on a shared machine the median moves with
+        // other load, the minimum much less.
+        let (w_min, n_min) = (fastest(&wasm_runs.total), fastest(&native_runs.total));
         println!(
-            "pipeline hosts={hosts} units={} wasm_median_us={} native_median_us={} ratio={:.2} instantiate_us={:.1}",
+            "pipeline hosts={hosts} units={} wasm_median_us={} native_median_us={} ratio={:.2} instantiate_us={:.1} wasm_min_us={} native_min_us={}",
             PACKAGES.len(),
             w.as_micros(),
             n.as_micros(),
             ratio(w, n),
             instantiate.as_secs_f64() * 1e6,
+            w_min.as_micros(),
+            n_min.as_micros(),
         );
         for (u, name) in wasm_runs.names.iter().enumerate() {
             let (w, n) = (
@@ -119,7 +124,9 @@ fn main() -> anyhow::Result<()> {
             );
         }
         println!(
-            "  survivors hosts={hosts} after_filters={}",
+            "  outside_units hosts={hosts} wasm_median_us={} native_median_us={} survivors_after_filters={}",
+            median(&mut wasm_runs.outside_units).as_micros(),
+            median(&mut native_runs.outside_units).as_micros(),
             wasm_runs.survivors
         );
     }
@@ -145,6 +152,9 @@ fn policy(units: &[Arc<dyn Unit>]) -> anyhow::Result<Policy> {
 struct Runs {
     names: Vec<String>,
     total: Vec<Duration>,
+    /// Each run's time outside the unit calls: the pipeline's own work
+    /// (and, sandboxed, dropping each call's store).
+    outside_units: Vec<Duration>,
     per_unit: Vec<Vec<Duration>>,
     /// Fuel each unit burnt in the last run (deterministic, so one run
     /// says it all); `None` natively.
@@ -165,6 +175,7 @@ impl Runs {
             fuel: vec![None; names.len()],
             names,
             total: Vec::new(),
+            outside_units: Vec::new(),
             survivors: 0,
         }
     }
@@ -198,9 +209,12 @@ impl Runs {
                     .iter()
                     .map(|s| s.usage.map_or(Duration::ZERO, |u| u.elapsed)),
             );
+            let mut in_units = Duration::ZERO;
             for (slot, usage) in self.per_unit.iter_mut().zip(usages) {
                 slot.push(usage);
+                in_units += usage;
             }
+            self.outside_units.push(elapsed.saturating_sub(in_units));
             let fuel = explain
                 .filters
                 .iter()
@@ -243,6 +257,10 @@ fn median(samples: &mut [Duration]) -> Duration {
     }
     samples.sort_unstable();
     samples[samples.len() / 2]
+}
+
+fn fastest(samples: &[Duration]) -> Duration {
+    samples.iter().min().copied().unwrap_or(Duration::ZERO)
 }
 
 fn ratio(a: Duration, b: Duration) -> f64 {
