@@ -267,11 +267,19 @@ impl Modules {
 /// message and a backtrace's first frames.
 const MAX_CHILD_STDERR_BYTES: usize = 64 * 1024;
 
-/// CPU seconds the child may use: a backstop for when the server is gone
-/// and nobody enforces the wall-clock timeout. Compilation is parallel, so
-/// CPU time runs faster than the clock; four cores' worth.
+/// CPU seconds the child may use per second of the wall-clock timeout.
+/// The CPU limit is a backstop for when the server is gone and nobody
+/// enforces the timeout; compilation runs on every core, so CPU time runs
+/// faster than the clock, and four cores' worth never cuts a compile the
+/// timeout would have allowed on the machines we target.
+pub const COMPILE_CPU_SECONDS_PER_SECOND: u64 = 4;
+
+/// The child's CPU-time limit for a wall-clock `timeout`.
 fn cpu_seconds(timeout: Duration) -> u64 {
-    timeout.as_secs().saturating_mul(4).max(1)
+    timeout
+        .as_secs()
+        .saturating_mul(COMPILE_CPU_SECONDS_PER_SECOND)
+        .max(1)
 }
 
 fn describe_failure(status: std::process::ExitStatus, stderr: &[u8]) -> String {
