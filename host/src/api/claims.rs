@@ -17,7 +17,9 @@
 //! neither an engine at thousands of decisions a second nor the log wants;
 //! `"explain": "full"` in the request returns it (it is not logged).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::State;
@@ -414,12 +416,85 @@ pub fn has_inline_hosts(bytes: &[u8]) -> Result<bool, ApiError> {
     Ok(probe.hosts.is_some())
 }
 
-/// What `schedule::schedule_vm` has already read about the cluster.
+/// What a decision needs to know about the cluster: its policy assembled
+/// from the loaded units, its parameter overrides, the disabled units left
+/// out (read by `schedule::prepare`).
+#[derive(Clone)]
 pub struct Prepared {
     pub policy_id: Uuid,
     pub policy: Policy,
     pub overrides: ParamValues,
     pub skipped_units: Vec<String>,
+}
+
+/// Clusters' prepared policies, kept between decisions over held
+/// inventories. Reading and assembling them takes about ten store queries
+/// and compiling every parameter pattern, which at thousands of decisions
+/// a second costs more than the decision itself.
+///
+/// Every change a prepared policy depends on (units, modules, policies,
+/// clusters, their parameters) is made through an admin route, and every
+/// admin write bumps the configuration epoch ([`track_config_changes`])
+/// before its answer is sent; an entry is used only while the epoch it
+/// was read at is still current, so a decision never runs a policy older
+/// than the last change its caller could have seen.
+#[derive(Default)]
+pub struct PreparedCache {
+    epoch: AtomicU64,
+    entries: Mutex<HashMap<Uuid, (u64, Arc<Prepared>)>>,
+}
+
+impl PreparedCache {
+    /// Forgets every entry: the configuration changed.
+    pub fn invalidate(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The cluster's prepared policy, from the cache when nothing changed
+    /// since it was read, else from `read`.
+    pub async fn get(
+        &self,
+        cluster_id: Uuid,
+        read: impl Future<Output = Result<Prepared, ApiError>>,
+    ) -> Result<Arc<Prepared>, ApiError> {
+        // The epoch is read first: a change racing with `read` leaves the
+        // entry tagged with the older epoch, so it is read again next time.
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        if let Some((at, prepared)) = self.lock().get(&cluster_id)
+            && *at == epoch
+        {
+            return Ok(Arc::clone(prepared));
+        }
+        let prepared = Arc::new(read.await?);
+        self.lock()
+            .insert(cluster_id, (epoch, Arc::clone(&prepared)));
+        Ok(prepared)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, (u64, Arc<Prepared>)>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Middleware: after every admin route that changes something, the
+/// prepared policies are stale.
+pub async fn track_config_changes(
+    State(state): State<AppState>,
+    matched: Option<axum::extract::MatchedPath>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let changes = request.method() != axum::http::Method::GET
+        && request.method() != axum::http::Method::HEAD
+        && matched.is_some_and(|path| {
+            super::access::access_for(request.method(), path.as_str())
+                == Some(super::access::Access::Role(crate::auth::Role::Admin))
+        });
+    let response = next.run(request).await;
+    if changes {
+        state.prepared().invalidate();
+    }
+    response
 }
 
 /// Decides a schedule request without inline hosts over the cluster's
@@ -429,10 +504,11 @@ pub async fn schedule_held(
     state: &AppState,
     cluster_id: Uuid,
     dry_run: bool,
-    prepared: Prepared,
+    prepared: Arc<Prepared>,
     bytes: &[u8],
 ) -> Result<Response, ApiError> {
     let body: HeldScheduleBody = parse_json(bytes)?;
+    let prepared = Prepared::clone(&prepared);
     let decision_id = Uuid::new_v4();
     let facts = AnswerFacts {
         decision_id: (!dry_run).then_some(decision_id),

@@ -67,6 +67,7 @@ struct Shared {
     modules: Modules,
     limits: ApiLimits,
     placement: PlacementService,
+    prepared: claims::PreparedCache,
 }
 
 impl AppState {
@@ -84,6 +85,7 @@ impl AppState {
                 modules,
                 limits,
                 placement,
+                prepared: claims::PreparedCache::default(),
             }),
         }
     }
@@ -91,6 +93,11 @@ impl AppState {
     /// Held inventories, claims and stateful decisions.
     pub fn placement(&self) -> &PlacementService {
         &self.shared.placement
+    }
+
+    /// Clusters' prepared policies for decisions over held inventories.
+    pub fn prepared(&self) -> &claims::PreparedCache {
+        &self.shared.prepared
     }
 
     pub fn store(&self) -> &Store {
@@ -195,6 +202,10 @@ pub fn app(state: AppState) -> Router {
     let (router, api) = routes(&limits).split_for_parts();
     let api = openapi::finish(api);
     router
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            claims::track_config_changes,
+        ))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             access::authorize,

@@ -324,24 +324,30 @@ pub async fn schedule_vm(
     request: Request,
 ) -> Result<Response, ApiError> {
     let bytes = json_body(request).await?;
+    if !super::claims::has_inline_hosts(&bytes)? {
+        // No hosts in the request: decide over the inventory Sandpiper
+        // holds for the cluster, with claims (crate::placement), with the
+        // cluster's policy as last prepared unless the configuration
+        // changed since.
+        let read = async {
+            let p = prepare(&state, cluster_id).await?;
+            Ok(super::claims::Prepared {
+                policy_id: p.policy_id,
+                policy: p.policy,
+                overrides: p.overrides,
+                skipped_units: p.skipped_units,
+            })
+        };
+        let prepared = state.prepared().get(cluster_id, read).await?;
+        return super::claims::schedule_held(&state, cluster_id, query.dry_run, prepared, &bytes)
+            .await;
+    }
     let Prepared {
         policy_id,
         policy,
         overrides,
         skipped_units,
     } = prepare(&state, cluster_id).await?;
-    if !super::claims::has_inline_hosts(&bytes)? {
-        // No hosts in the request: decide over the inventory Sandpiper
-        // holds for the cluster, with claims (crate::placement).
-        let prepared = super::claims::Prepared {
-            policy_id,
-            policy,
-            overrides,
-            skipped_units,
-        };
-        return super::claims::schedule_held(&state, cluster_id, query.dry_run, prepared, &bytes)
-            .await;
-    }
     let decision_id = (!query.dry_run).then(Uuid::new_v4);
     let encoded = blocking(move || {
         let body: ScheduleBody = parse_json(&bytes)?;

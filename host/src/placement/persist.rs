@@ -16,7 +16,7 @@
 //! the safe direction (capacity held, not double-booked) until the claim
 //! expires or the server restarts from what was stored.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
@@ -34,11 +34,6 @@ use crate::store::{SqliteConnection, Store, StoreError, parse_id};
 /// burst of decisions in one commit, small enough that one transaction
 /// holds SQLite's write lock for milliseconds, not seconds.
 pub const MAX_BATCH_JOBS: usize = 256;
-
-/// Hosts inserted per statement when storing a full snapshot: 4 values
-/// each keeps a statement well under SQLite's 32,766-variable limit while
-/// cutting 10,000 round trips to 20.
-const HOSTS_PER_INSERT: usize = 500;
 
 /// A decision for the log, with the claims it made.
 #[derive(Clone, Debug, PartialEq)]
@@ -123,10 +118,22 @@ impl Persister {
     }
 }
 
+/// How often a cluster's decisions log is trimmed to its retention, at
+/// most: trimming walks the newest `count` rows, so doing it for every
+/// batch at thousands of decisions a second would cost more than the
+/// inserts. The log may exceed its count by one second's decisions.
+pub const TRIM_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Rows per multi-row statement: one statement per kind of row per batch
+/// instead of one per row (each is a round trip to SQLite's thread), while
+/// staying far under SQLite's 32,766-variable limit.
+const ROWS_PER_STATEMENT: usize = 200;
+
 async fn write_loop(store: Store, retention: Retention, mut jobs: mpsc::UnboundedReceiver<Job>) {
     let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH_JOBS);
+    let mut trimmed: HashMap<Uuid, std::time::Instant> = HashMap::new();
     while jobs.recv_many(&mut batch, MAX_BATCH_JOBS).await > 0 {
-        let result = write_batch(&store, retention, &batch)
+        let result = write_batch(&store, retention, &batch, &mut trimmed)
             .await
             .map_err(|e| PersistError(e.to_string()));
         if let Err(e) = &result {
@@ -138,27 +145,104 @@ async fn write_loop(store: Store, retention: Retention, mut jobs: mpsc::Unbounde
     }
 }
 
-async fn write_batch(store: &Store, retention: Retention, batch: &[Job]) -> Result<(), StoreError> {
-    let mut tx = store.write().await?;
-    let mut logged_clusters = BTreeSet::new();
+/// What becomes of one host in a batch.
+enum HostWrite<'a> {
+    Put(&'a HostRecord),
+    Removed(u64),
+}
+
+/// A batch's changes to one cluster, reduced to their final effect: a row
+/// changed several times in one transaction is written once, as it ends.
+#[derive(Default)]
+struct ClusterWrites<'a> {
+    /// A snapshot replaced every host: the stored ones go first.
+    replaced: bool,
+    /// In first-seen order, which is snapshot order for a snapshot's hosts
+    /// (row order is host order after a restart).
+    hosts: Vec<(&'a str, HostWrite<'a>)>,
+    host_index: HashMap<&'a str, usize>,
+    generations: Option<(u64, u64)>,
+    /// `None`: the claim is gone.
+    claims: BTreeMap<&'a str, Option<&'a Claim>>,
+}
+
+impl<'a> ClusterWrites<'a> {
+    fn host(&mut self, id: &'a str, write: HostWrite<'a>) {
+        match self.host_index.get(id) {
+            Some(&i) => self.hosts[i].1 = write,
+            None => {
+                self.host_index.insert(id, self.hosts.len());
+                self.hosts.push((id, write));
+            }
+        }
+    }
+
+    fn add(&mut self, change: &'a Change) {
+        match change {
+            Change::Snapshot { records, .. } => {
+                self.replaced = true;
+                self.hosts.clear();
+                self.host_index.clear();
+                for record in records {
+                    self.host(&record.host.id, HostWrite::Put(record));
+                }
+            }
+            Change::Host(record) => self.host(&record.host.id, HostWrite::Put(record)),
+            Change::HostRemoved {
+                host_id,
+                generation,
+            } => self.host(host_id, HostWrite::Removed(*generation)),
+            Change::Generations {
+                generation,
+                snapshot_generation,
+            } => self.generations = Some((*generation, *snapshot_generation)),
+            Change::ClaimPut(claim) => {
+                self.claims.insert(&claim.vm_id, Some(claim));
+            }
+            Change::ClaimDeleted { vm_id } => {
+                self.claims.insert(vm_id, None);
+            }
+        }
+    }
+}
+
+async fn write_batch(
+    store: &Store,
+    retention: Retention,
+    batch: &[Job],
+    trimmed: &mut HashMap<Uuid, std::time::Instant>,
+) -> Result<(), StoreError> {
+    let mut clusters: BTreeMap<Uuid, ClusterWrites<'_>> = BTreeMap::new();
+    let mut decisions: Vec<&LoggedDecision> = Vec::new();
     for op in batch.iter().flat_map(|j| &j.ops) {
         match op {
             Op::Changes {
                 cluster_id,
                 changes,
             } => {
+                let writes = clusters.entry(*cluster_id).or_default();
                 for change in changes {
-                    apply_change(&mut tx, *cluster_id, change).await?;
+                    writes.add(change);
                 }
             }
-            Op::Decision(decision) => {
-                insert_decision(&mut tx, decision).await?;
-                logged_clusters.insert(decision.cluster_id);
-            }
+            Op::Decision(decision) => decisions.push(decision),
         }
     }
-    for cluster_id in logged_clusters {
-        trim_decisions(&mut tx, cluster_id, retention, Timestamp::now()).await?;
+    let mut tx = store.write().await?;
+    for (cluster_id, writes) in &clusters {
+        write_cluster(&mut tx, *cluster_id, writes).await?;
+    }
+    insert_decisions(&mut tx, &decisions).await?;
+    let now = std::time::Instant::now();
+    let logged: BTreeSet<Uuid> = decisions.iter().map(|d| d.cluster_id).collect();
+    for cluster_id in logged {
+        if trimmed
+            .get(&cluster_id)
+            .is_none_or(|at| now.duration_since(*at) >= TRIM_INTERVAL)
+        {
+            trim_decisions(&mut tx, cluster_id, retention, Timestamp::now()).await?;
+            trimmed.insert(cluster_id, now);
+        }
     }
     tx.commit().await
 }
@@ -175,155 +259,191 @@ fn millis(value: Timestamp) -> i64 {
     i64::try_from(value.0).unwrap_or(i64::MAX)
 }
 
-async fn apply_change(
+/// `(?, ?, ...)` with `columns` placeholders, `rows` times, comma-separated.
+fn placeholders(rows: usize, columns: usize) -> String {
+    let row = format!("({})", vec!["?"; columns].join(", "));
+    vec![row; rows].join(", ")
+}
+
+async fn write_cluster(
     conn: &mut SqliteConnection,
     cluster_id: Uuid,
-    change: &Change,
+    writes: &ClusterWrites<'_>,
 ) -> Result<(), StoreError> {
     let cluster = cluster_id.to_string();
-    match change {
-        Change::Snapshot { records, .. } => {
-            sqlx::query("DELETE FROM inventory_hosts WHERE cluster_id = ?")
-                .bind(&cluster)
-                .execute(&mut *conn)
-                .await?;
-            sqlx::query("DELETE FROM inventory_removed WHERE cluster_id = ?")
-                .bind(&cluster)
-                .execute(&mut *conn)
-                .await?;
-            for chunk in records.chunks(HOSTS_PER_INSERT) {
-                let mut sql = String::from(
-                    "INSERT INTO inventory_hosts (cluster_id, host_id, generation, record) VALUES ",
-                );
-                for i in 0..chunk.len() {
-                    sql.push_str(if i == 0 {
-                        "(?, ?, ?, ?)"
-                    } else {
-                        ", (?, ?, ?, ?)"
-                    });
-                }
-                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-                for record in chunk {
-                    query = query
-                        .bind(&cluster)
-                        .bind(&record.host.id)
-                        .bind(generation(record.generation)?)
-                        .bind(to_json(record)?);
-                }
-                query.execute(&mut *conn).await?;
-            }
-        }
-        Change::Host(record) => {
-            sqlx::query(
-                "INSERT INTO inventory_hosts (cluster_id, host_id, generation, record) \
-                 VALUES (?, ?, ?, ?) ON CONFLICT (cluster_id, host_id) \
-                 DO UPDATE SET generation = excluded.generation, record = excluded.record",
-            )
+    if writes.replaced {
+        for table in ["inventory_hosts", "inventory_removed"] {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DELETE FROM {table} WHERE cluster_id = ?"
+            )))
             .bind(&cluster)
-            .bind(&record.host.id)
-            .bind(generation(record.generation)?)
-            .bind(to_json(record)?)
             .execute(&mut *conn)
             .await?;
-            sqlx::query("DELETE FROM inventory_removed WHERE cluster_id = ? AND host_id = ?")
+        }
+    }
+    let puts: Vec<&HostRecord> = writes
+        .hosts
+        .iter()
+        .filter_map(|(_, w)| match w {
+            HostWrite::Put(record) => Some(*record),
+            HostWrite::Removed(_) => None,
+        })
+        .collect();
+    for chunk in puts.chunks(ROWS_PER_STATEMENT) {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO inventory_hosts (cluster_id, host_id, generation, record) VALUES {} \
+             ON CONFLICT (cluster_id, host_id) \
+             DO UPDATE SET generation = excluded.generation, record = excluded.record",
+            placeholders(chunk.len(), 4)
+        )));
+        for record in chunk {
+            query = query
                 .bind(&cluster)
                 .bind(&record.host.id)
-                .execute(&mut *conn)
-                .await?;
+                .bind(generation(record.generation)?)
+                .bind(to_json(record)?);
         }
-        Change::HostRemoved {
-            host_id,
-            generation: removed_at,
-        } => {
-            sqlx::query("DELETE FROM inventory_hosts WHERE cluster_id = ? AND host_id = ?")
+        query.execute(&mut *conn).await?;
+        if !writes.replaced {
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DELETE FROM inventory_removed WHERE cluster_id = ? AND host_id IN ({})",
+                vec!["?"; chunk.len()].join(", ")
+            )))
+            .bind(&cluster);
+            for record in chunk {
+                query = query.bind(&record.host.id);
+            }
+            query.execute(&mut *conn).await?;
+        }
+    }
+    let removed: Vec<(&str, u64)> = writes
+        .hosts
+        .iter()
+        .filter_map(|(id, w)| match w {
+            HostWrite::Removed(generation) => Some((*id, *generation)),
+            HostWrite::Put(_) => None,
+        })
+        .collect();
+    for chunk in removed.chunks(ROWS_PER_STATEMENT) {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM inventory_hosts WHERE cluster_id = ? AND host_id IN ({})",
+            vec!["?"; chunk.len()].join(", ")
+        )))
+        .bind(&cluster);
+        for (id, _) in chunk {
+            query = query.bind(*id);
+        }
+        query.execute(&mut *conn).await?;
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO inventory_removed (cluster_id, host_id, generation) VALUES {} \
+             ON CONFLICT (cluster_id, host_id) DO UPDATE SET generation = excluded.generation",
+            placeholders(chunk.len(), 3)
+        )));
+        for (id, removed_at) in chunk {
+            query = query
                 .bind(&cluster)
-                .bind(host_id)
-                .execute(&mut *conn)
-                .await?;
-            sqlx::query(
-                "INSERT INTO inventory_removed (cluster_id, host_id, generation) VALUES (?, ?, ?) \
-                 ON CONFLICT (cluster_id, host_id) DO UPDATE SET generation = excluded.generation",
-            )
-            .bind(&cluster)
-            .bind(host_id)
-            .bind(generation(*removed_at)?)
-            .execute(&mut *conn)
-            .await?;
+                .bind(*id)
+                .bind(generation(*removed_at)?);
         }
-        Change::Generations {
-            generation: held,
-            snapshot_generation,
-        } => {
-            sqlx::query(
-                "INSERT INTO inventory_clusters (cluster_id, generation, snapshot_generation) \
-                 VALUES (?, ?, ?) ON CONFLICT (cluster_id) DO UPDATE SET \
-                 generation = excluded.generation, snapshot_generation = excluded.snapshot_generation",
-            )
-            .bind(&cluster)
-            .bind(generation(*held)?)
-            .bind(generation(*snapshot_generation)?)
-            .execute(&mut *conn)
-            .await?;
+        query.execute(&mut *conn).await?;
+    }
+    if let Some((held, snapshot_generation)) = writes.generations {
+        sqlx::query(
+            "INSERT INTO inventory_clusters (cluster_id, generation, snapshot_generation) \
+             VALUES (?, ?, ?) ON CONFLICT (cluster_id) DO UPDATE SET \
+             generation = excluded.generation, snapshot_generation = excluded.snapshot_generation",
+        )
+        .bind(&cluster)
+        .bind(generation(held)?)
+        .bind(generation(snapshot_generation)?)
+        .execute(&mut *conn)
+        .await?;
+    }
+    let gone: Vec<&str> = writes
+        .claims
+        .iter()
+        .filter(|(_, c)| c.is_none())
+        .map(|(vm, _)| *vm)
+        .collect();
+    for chunk in gone.chunks(ROWS_PER_STATEMENT) {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM claims WHERE cluster_id = ? AND vm_id IN ({})",
+            vec!["?"; chunk.len()].join(", ")
+        )))
+        .bind(&cluster);
+        for vm in chunk {
+            query = query.bind(*vm);
         }
-        Change::ClaimPut(claim) => {
+        query.execute(&mut *conn).await?;
+    }
+    let put: Vec<&Claim> = writes.claims.values().filter_map(|c| *c).collect();
+    for chunk in put.chunks(ROWS_PER_STATEMENT) {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO claims (cluster_id, vm_id, host_id, resources, decision_id, \
+             created_at_ms, expires_at_ms, covered_from) VALUES {} \
+             ON CONFLICT (cluster_id, vm_id) DO UPDATE SET host_id = excluded.host_id, \
+             resources = excluded.resources, decision_id = excluded.decision_id, \
+             created_at_ms = excluded.created_at_ms, expires_at_ms = excluded.expires_at_ms, \
+             covered_from = excluded.covered_from",
+            placeholders(chunk.len(), 8)
+        )));
+        for claim in chunk {
             let covered_from = match claim.state {
                 ClaimState::Pending => None,
                 ClaimState::Confirmed { covered_from } => Some(generation(covered_from)?),
             };
-            sqlx::query(
-                "INSERT INTO claims (cluster_id, vm_id, host_id, resources, decision_id, \
-                 created_at_ms, expires_at_ms, covered_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?) \
-                 ON CONFLICT (cluster_id, vm_id) DO UPDATE SET host_id = excluded.host_id, \
-                 resources = excluded.resources, decision_id = excluded.decision_id, \
-                 created_at_ms = excluded.created_at_ms, expires_at_ms = excluded.expires_at_ms, \
-                 covered_from = excluded.covered_from",
-            )
-            .bind(&cluster)
-            .bind(&claim.vm_id)
-            .bind(&claim.host_id)
-            .bind(to_json(&claim.resources)?)
-            .bind(claim.decision_id.to_string())
-            .bind(millis(claim.created_at))
-            .bind(millis(claim.expires_at))
-            .bind(covered_from)
-            .execute(&mut *conn)
-            .await?;
-        }
-        Change::ClaimDeleted { vm_id } => {
-            sqlx::query("DELETE FROM claims WHERE cluster_id = ? AND vm_id = ?")
+            query = query
                 .bind(&cluster)
-                .bind(vm_id)
-                .execute(&mut *conn)
-                .await?;
+                .bind(&claim.vm_id)
+                .bind(&claim.host_id)
+                .bind(to_json(&claim.resources)?)
+                .bind(claim.decision_id.to_string())
+                .bind(millis(claim.created_at))
+                .bind(millis(claim.expires_at))
+                .bind(covered_from);
         }
+        query.execute(&mut *conn).await?;
     }
     Ok(())
 }
 
-async fn insert_decision(
+async fn insert_decisions(
     conn: &mut SqliteConnection,
-    decision: &LoggedDecision,
+    decisions: &[&LoggedDecision],
 ) -> Result<(), StoreError> {
-    let id = decision.id.to_string();
-    sqlx::query(
-        "INSERT INTO decisions (id, cluster_id, kind, vm_id, host_id, answer) \
-         VALUES (?, ?, ?, ?, ?, ?)",
-    )
-    .bind(&id)
-    .bind(decision.cluster_id.to_string())
-    .bind(decision.kind.name())
-    .bind(&decision.vm_id)
-    .bind(&decision.host_id)
-    .bind(&decision.answer)
-    .execute(&mut *conn)
-    .await?;
-    for (vm_id, host_id) in &decision.claims {
-        sqlx::query("INSERT INTO decision_claims (decision_id, vm_id, host_id) VALUES (?, ?, ?)")
-            .bind(&id)
-            .bind(vm_id)
-            .bind(host_id)
-            .execute(&mut *conn)
-            .await?;
+    for chunk in decisions.chunks(ROWS_PER_STATEMENT) {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO decisions (id, cluster_id, kind, vm_id, host_id, answer) VALUES {}",
+            placeholders(chunk.len(), 6)
+        )));
+        for decision in chunk {
+            query = query
+                .bind(decision.id.to_string())
+                .bind(decision.cluster_id.to_string())
+                .bind(decision.kind.name())
+                .bind(&decision.vm_id)
+                .bind(&decision.host_id)
+                .bind(&decision.answer);
+        }
+        query.execute(&mut *conn).await?;
+    }
+    let claims: Vec<(Uuid, &str, &str)> = decisions
+        .iter()
+        .flat_map(|d| {
+            d.claims
+                .iter()
+                .map(move |(vm, host)| (d.id, vm.as_str(), host.as_str()))
+        })
+        .collect();
+    for chunk in claims.chunks(ROWS_PER_STATEMENT) {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO decision_claims (decision_id, vm_id, host_id) VALUES {}",
+            placeholders(chunk.len(), 3)
+        )));
+        for (id, vm, host) in chunk {
+            query = query.bind(id.to_string()).bind(*vm).bind(*host);
+        }
+        query.execute(&mut *conn).await?;
     }
     Ok(())
 }
@@ -427,4 +547,204 @@ pub async fn load(
         });
     }
     Ok(ClusterState::restore(hosts, claims))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::hosts::HostUpdate;
+    use crate::snapshot::{Host, Snapshot};
+
+    async fn store_with_cluster(dir: &std::path::Path) -> (Store, Uuid) {
+        let store = Store::open(&dir.join("test.db"))
+            .await
+            .expect("store opens");
+        let cluster = Uuid::new_v4();
+        let policy = Uuid::new_v4().to_string();
+        let mut tx = store.write().await.expect("write");
+        sqlx::query(
+            "INSERT INTO scheduling_policies (id, name, description, combination) \
+             VALUES (?, 'p', '', 'rank')",
+        )
+        .bind(&policy)
+        .execute(&mut *tx)
+        .await
+        .expect("policy row");
+        sqlx::query(
+            "INSERT INTO clusters (id, name, description, policy_id) VALUES (?, 'c', '', ?)",
+        )
+        .bind(cluster.to_string())
+        .bind(&policy)
+        .execute(&mut *tx)
+        .await
+        .expect("cluster row");
+        tx.commit().await.expect("commit");
+        (store, cluster)
+    }
+
+    fn host(id: &str) -> Host {
+        Host {
+            id: id.to_owned(),
+            metrics: [("memory_free_mib".to_owned(), 1024.0)].into(),
+            ..Host::default()
+        }
+    }
+
+    fn claim(vm: &str, host: &str) -> Claim {
+        Claim {
+            vm_id: vm.to_owned(),
+            host_id: host.to_owned(),
+            resources: Resources {
+                memory_mib: 512.0,
+                vms: 1.0,
+                ..Resources::default()
+            },
+            decision_id: Uuid::new_v4(),
+            created_at: Timestamp(10),
+            expires_at: Timestamp(20),
+            state: ClaimState::Pending,
+        }
+    }
+
+    #[tokio::test]
+    async fn what_is_written_in_batches_loads_back_the_same() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, cluster) = store_with_cluster(dir.path()).await;
+        let persister = Persister::start(
+            store.clone(),
+            Retention {
+                count: 10,
+                max_age: Duration::from_secs(3600),
+            },
+        );
+
+        let mut state = ClusterState::new();
+        let mut changes = state
+            .replace_snapshot(
+                3,
+                Snapshot {
+                    hosts: vec![host("c"), host("a"), host("b")],
+                    vms: Vec::new(),
+                },
+            )
+            .expect("snapshot");
+        let updates = vec![
+            HostUpdate::Upsert {
+                generation: 4,
+                host: host("d"),
+                vms: None,
+            },
+            HostUpdate::Remove {
+                generation: 5,
+                host_id: "a".to_owned(),
+            },
+        ];
+        changes.extend(state.apply_updates(updates).expect("valid").1);
+        for (vm, h) in [("v1", "c"), ("v2", "b"), ("v3", "d")] {
+            let c = claim(vm, h);
+            state.claims.insert(c.clone());
+            changes.push(Change::ClaimPut(c));
+        }
+        changes.extend(state.confirm("v2", Some(9)).expect("claimed").1);
+        changes.extend(state.release("v3").expect("claimed").1);
+        // Half in one job, half in another: both land, in order.
+        let later = changes.split_off(changes.len() / 2);
+        let first = persister.submit(vec![Op::Changes {
+            cluster_id: cluster,
+            changes,
+        }]);
+        let second = persister.submit(vec![Op::Changes {
+            cluster_id: cluster,
+            changes: later,
+        }]);
+        first.wait().await.expect("stored");
+        second.wait().await.expect("stored");
+
+        let mut conn = store.read().await.expect("read");
+        let loaded = load(&mut conn, cluster).await.expect("loads");
+        let ids: Vec<&str> = loaded
+            .hosts()
+            .records()
+            .iter()
+            .map(|r| r.host.id.as_str())
+            .collect();
+        assert_eq!(ids, ["c", "b", "d"]);
+        assert_eq!(loaded.hosts().generation(), 5);
+        assert_eq!(loaded.hosts().snapshot_generation(), 3);
+        assert_eq!(loaded.hosts().removed().get("a"), Some(&5));
+        assert_eq!(loaded.claims().len(), 2);
+        assert_eq!(
+            loaded.claims().get("v2").map(|c| c.state),
+            Some(ClaimState::Confirmed { covered_from: 9 })
+        );
+        assert_eq!(loaded.claims().get("v1"), state.claims().get("v1"));
+    }
+
+    #[tokio::test]
+    async fn decisions_are_logged_with_their_claims_and_trimmed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, cluster) = store_with_cluster(dir.path()).await;
+        let retention = Retention {
+            count: 3,
+            max_age: Duration::from_secs(3600),
+        };
+        let persister = Persister::start(store.clone(), retention);
+        let mut acks = Vec::new();
+        for i in 0..5 {
+            acks.push(persister.submit(vec![Op::Decision(LoggedDecision {
+                id: Uuid::new_v4(),
+                cluster_id: cluster,
+                kind: DecisionKind::Schedule,
+                vm_id: Some(format!("vm{i}")),
+                host_id: Some("h".to_owned()),
+                answer: "{}".to_owned(),
+                claims: vec![
+                    (format!("vm{i}-0"), "h".to_owned()),
+                    (format!("vm{i}-1"), "h".to_owned()),
+                ],
+            })]));
+        }
+        for ack in acks {
+            ack.wait().await.expect("stored");
+        }
+        let mut conn = store.read().await.expect("read");
+        let claims: (i64,) = sqlx::query_as("SELECT count(*) FROM decision_claims")
+            .fetch_one(&mut *conn)
+            .await
+            .expect("count");
+        assert!(claims.0 >= 6, "{claims:?}");
+        trim_decisions(&mut conn, cluster, retention, Timestamp::now())
+            .await
+            .expect("trims");
+        let kept: Vec<(String,)> = sqlx::query_as("SELECT vm_id FROM decisions ORDER BY rowid")
+            .fetch_all(&mut *conn)
+            .await
+            .expect("rows");
+        let kept: Vec<&str> = kept.iter().map(|(v,)| v.as_str()).collect();
+        assert_eq!(kept, ["vm2", "vm3", "vm4"]);
+        let claims: (i64,) = sqlx::query_as("SELECT count(*) FROM decision_claims")
+            .fetch_one(&mut *conn)
+            .await
+            .expect("count");
+        assert_eq!(claims.0, 6, "claims go with their decisions");
+        // Age: everything is younger than an hour, nothing older than 0 s
+        // survives.
+        let none = Retention {
+            count: 10,
+            max_age: Duration::ZERO,
+        };
+        trim_decisions(
+            &mut conn,
+            cluster,
+            none,
+            Timestamp::now().after(Duration::from_secs(1)),
+        )
+        .await
+        .expect("trims");
+        let left: (i64,) = sqlx::query_as("SELECT count(*) FROM decisions")
+            .fetch_one(&mut *conn)
+            .await
+            .expect("count");
+        assert_eq!(left.0, 0);
+    }
 }

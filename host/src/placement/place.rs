@@ -279,14 +279,22 @@ impl ClusterState {
             return Err(PlaceError::BadRequest("no inventory".to_owned()));
         };
         let except: BTreeSet<String> = ids.iter().cloned().collect();
-        let pending = ClusterState::pending_rows(columns, &self.claims, &except);
+        let claims_held = &self.claims;
+        // Every claimed host, computed only if a pass over every host runs.
+        let all_pending = std::cell::OnceCell::new();
         let pass = |view: Option<&Window>| {
+            let pending = match view {
+                Some(w) => ClusterState::pending_rows_in(columns, claims_held, &except, w.lo..w.hi),
+                None => all_pending
+                    .get_or_init(|| ClusterState::pending_rows(columns, claims_held, &except))
+                    .clone(),
+            };
             run_pass(Pass {
                 columns,
                 window: view,
                 request,
                 ids: &ids,
-                pending: pending.clone(),
+                pending,
                 first: (cx.policy, cx.params),
                 later,
                 hold_deadline: cx.hold_deadline,
@@ -322,7 +330,8 @@ impl ClusterState {
         let pending_could_fit = !done.complete
             && waiting_could_help(
                 columns,
-                &pending,
+                all_pending
+                    .get_or_init(|| ClusterState::pending_rows(columns, claims_held, &except)),
                 done.failed_over.as_deref(),
                 done.resources.memory_mib,
             );

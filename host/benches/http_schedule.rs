@@ -1,0 +1,348 @@
+//! Decisions per second over HTTP with claims: the real `sandpiper` binary
+//! with the built-in default policy (its units as WebAssembly components)
+//! holding a 10,000-host inventory, and `CLIENTS` keep-alive clients
+//! scheduling 2 GiB VMs into it, each decision recording a claim and a log
+//! entry on disk before it is answered.
+//!
+//! Also measured: pushing the 10,000-host snapshot, 10,000 single-host
+//! updates (one request each, and one batch), the seed's burst (the first
+//! 1,000 builds), and afterwards that no host is double-booked (every
+//! claim's host had the memory for every claim on it).
+//!
+//! Run with: `cargo bench --bench http_schedule` (figures in
+//! docs/performance.md). Prints
+//! `http_schedule hosts=10000 clients=... decisions_per_s=... p50_ms=... p99_ms=...`.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use serde_json::{Value, json};
+
+/// Hosts in the cluster: the seed's "more than 10,000 hypervisors".
+const HOSTS: usize = 10_000;
+/// Concurrent clients, each with its own keep-alive connection.
+const CLIENTS: usize = 8;
+/// Decisions timed; the first `BURST` of them are the seed's burst.
+const DECISIONS: usize = 6_000;
+/// The seed's burst: 1,000 builds.
+const BURST: usize = 1_000;
+/// Untimed decisions first, so units, caches and connections are warm.
+const WARMUP: usize = 200;
+/// Memory of each VM placed, MiB.
+const VM_MEMORY_MIB: f64 = 2048.0;
+/// How long the server may take to start (compiling built-in units).
+const START_TIMEOUT: Duration = Duration::from_secs(300);
+/// The admin token the bench server starts with.
+const TOKEN: &str = "bench-admin-0123456789abcdef0123456789abcdef";
+
+fn main() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir().context("temp dir")?;
+    let mut server = Server::start(&dir.path().join("bench.db"))?;
+    let result = run(server.addr);
+    server.stop();
+    result
+}
+
+fn run(addr: SocketAddr) -> anyhow::Result<()> {
+    let mut admin = Client::connect(addr)?;
+    let cluster = admin.send("POST", "/api/v1/clusters", &json!({ "name": "bench" }))?;
+    let cluster_id = cluster["id"].as_str().context("cluster id")?.to_owned();
+    let base = format!("/api/v1/clusters/{cluster_id}");
+
+    let hosts: Vec<Value> = (0..HOSTS).map(|i| host(i, 0)).collect();
+    let started = Instant::now();
+    admin.send(
+        "PUT",
+        &format!("{base}/inventory"),
+        &json!({ "generation": 1, "hosts": hosts }),
+    )?;
+    let snapshot_ms = ms(started.elapsed());
+
+    // Every host reported once more, one request each (a monitoring stream).
+    let started = Instant::now();
+    for i in 0..HOSTS {
+        let update = json!({ "updates": [{ "op": "upsert", "generation": 2 + i as u64, "host": host(i, 1) }] });
+        admin.send("POST", &format!("{base}/inventory/updates"), &update)?;
+    }
+    let one_by_one = started.elapsed();
+    // And again as one batch.
+    let updates: Vec<Value> = (0..HOSTS)
+        .map(|i| json!({ "op": "upsert", "generation": 20_000 + i as u64, "host": host(i, 2) }))
+        .collect();
+    let started = Instant::now();
+    admin.send(
+        "POST",
+        &format!("{base}/inventory/updates"),
+        &json!({ "updates": updates }),
+    )?;
+    let batch_ms = ms(started.elapsed());
+    println!(
+        "inventory hosts={HOSTS} snapshot_ms={snapshot_ms:.1} updates_one_by_one_per_s={:.0} updates_batch_ms={batch_ms:.1}",
+        HOSTS as f64 / one_by_one.as_secs_f64()
+    );
+
+    for i in 0..WARMUP {
+        admin.send("POST", &format!("{base}/schedule"), &vm(&format!("warm-{i}")))?;
+    }
+
+    let (tx, rx) = mpsc::channel::<anyhow::Result<Vec<(Instant, Duration)>>>();
+    let started = Instant::now();
+    for c in 0..CLIENTS {
+        let tx = tx.clone();
+        let path = format!("{base}/schedule");
+        std::thread::spawn(move || {
+            let result = (|| {
+                let mut client = Client::connect(addr)?;
+                let mut samples = Vec::new();
+                for i in (c..DECISIONS).step_by(CLIENTS) {
+                    let sent = Instant::now();
+                    let answer = client.send("POST", &path, &vm(&format!("vm-{i}")))?;
+                    ensure!(
+                        answer["complete"] == true,
+                        "vm-{i} was not placed: {}",
+                        answer["reason"]
+                    );
+                    samples.push((sent, sent.elapsed()));
+                }
+                Ok(samples)
+            })();
+            let _ = tx.send(result);
+        });
+    }
+    drop(tx);
+    let mut samples = Vec::with_capacity(DECISIONS);
+    for result in rx {
+        samples.extend(result?);
+    }
+    let elapsed = started.elapsed();
+    samples.sort_by_key(|(sent, _)| *sent);
+    let burst_done = samples
+        .iter()
+        .take(BURST)
+        .map(|(sent, took)| (*sent + *took).duration_since(started))
+        .max()
+        .unwrap_or_default();
+    let mut latencies: Vec<Duration> = samples.iter().map(|(_, took)| *took).collect();
+    latencies.sort();
+    let pct = |p: f64| ms(latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)]);
+    println!(
+        "http_schedule hosts={HOSTS} clients={CLIENTS} decisions_per_s={:.0} p50_ms={:.2} p99_ms={:.2}",
+        samples.len() as f64 / elapsed.as_secs_f64(),
+        pct(0.50),
+        pct(0.99)
+    );
+    println!(
+        "burst builds={BURST} absorbed_ms={:.0}",
+        ms(burst_done)
+    );
+
+    // No host may hold claims for more memory than it had free.
+    let claims = admin.get(&format!("{base}/claims"))?;
+    let claims = claims["claims"].as_array().context("claims")?;
+    ensure!(
+        claims.len() == WARMUP + DECISIONS,
+        "{} claims for {} decisions",
+        claims.len(),
+        WARMUP + DECISIONS
+    );
+    let mut claimed: HashMap<&str, f64> = HashMap::new();
+    let mut vms = std::collections::HashSet::new();
+    for claim in claims {
+        let host = claim["host_id"].as_str().context("host_id")?;
+        *claimed.entry(host).or_default() += claim["resources"]["memory_mib"].as_f64().unwrap_or(0.0);
+        ensure!(
+            vms.insert(claim["vm_id"].as_str().unwrap_or_default().to_owned()),
+            "a VM holds two claims"
+        );
+    }
+    let mut busiest = 0.0f64;
+    for (host_id, memory) in &claimed {
+        let index: usize = host_id.trim_start_matches("host-").parse()?;
+        let free = free_memory(index, 2);
+        ensure!(*memory <= free, "{host_id} double-booked: {memory} MiB claimed, {free} MiB free");
+        busiest = busiest.max(*memory / free);
+    }
+    println!(
+        "double_booked=0 hosts_with_claims={} fullest_host_percent={:.0}",
+        claimed.len(),
+        busiest * 100.0
+    );
+    Ok(())
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Physical memory of host `i`, MiB: 64 to 512 GiB.
+fn total_memory(i: usize) -> f64 {
+    65536.0 * (1 + i % 8) as f64
+}
+
+/// Free memory of host `i` in report `round`, MiB: 30 to 80 % of its memory.
+fn free_memory(i: usize, round: usize) -> f64 {
+    let total = total_memory(i);
+    (total * (0.3 + 0.5 * ((i * 7919 + round * 13) % 100) as f64 / 100.0)).floor()
+}
+
+fn host(i: usize, round: usize) -> Value {
+    let total = total_memory(i);
+    let free = free_memory(i, round);
+    json!({
+        "id": format!("host-{i:05}"),
+        "metrics": {
+            "memory_total_mib": total,
+            "memory_free_mib": free,
+            "memory_committed_mib": total - free,
+            "cpu_cores": 16 * (1 + i % 4),
+            "cpu_threads": 32 * (1 + i % 4),
+            "cpu_usage_percent": (i % 90) as f64,
+            "vm_count": (i % 20) as f64,
+        },
+        "networks": ["ovirtmgmt"],
+    })
+}
+
+fn vm(id: &str) -> Value {
+    json!({ "vm": { "id": id, "memory_mib": VM_MEMORY_MIB, "vcpus": 2 } })
+}
+
+/// The server under test: the real binary.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Server {
+    fn start(db: &std::path::Path) -> anyhow::Result<Server> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sandpiper"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+            .arg(db)
+            .env("SANDPIPER_ADMIN_TOKEN", TOKEN)
+            .env("SANDPIPER_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting sandpiper")?;
+        let stdout = child.stdout.take().context("stdout")?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(addr) = line.strip_prefix("listening on ") {
+                    let _ = tx.send(addr.trim().to_owned());
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(START_TIMEOUT)
+            .context("the server did not start")?
+            .parse()
+            .context("listening address")?;
+        Ok(Server { child, addr })
+    }
+
+    fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// A keep-alive HTTP/1.1 client for JSON requests.
+struct Client {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+    addr: SocketAddr,
+}
+
+impl Client {
+    fn connect(addr: SocketAddr) -> anyhow::Result<Client> {
+        let stream = TcpStream::connect(addr).context("connecting")?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(Duration::from_secs(120)))?;
+        Ok(Client {
+            reader: BufReader::new(stream.try_clone()?),
+            writer: stream,
+            addr,
+        })
+    }
+
+    fn get(&mut self, path: &str) -> anyhow::Result<Value> {
+        self.request("GET", path, None)
+    }
+
+    fn send(&mut self, method: &str, path: &str, body: &Value) -> anyhow::Result<Value> {
+        self.request(method, path, Some(serde_json::to_vec(body)?))
+    }
+
+    fn request(&mut self, method: &str, path: &str, body: Option<Vec<u8>>) -> anyhow::Result<Value> {
+        let body = body.unwrap_or_default();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            self.addr,
+            body.len()
+        );
+        self.writer.write_all(head.as_bytes())?;
+        self.writer.write_all(&body)?;
+        let mut status = String::new();
+        self.reader.read_line(&mut status)?;
+        let code: u16 = status
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .with_context(|| format!("status line {status:?}"))?;
+        let mut length = None;
+        let mut chunked = false;
+        loop {
+            let mut line = String::new();
+            self.reader.read_line(&mut line)?;
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    length = Some(v.trim().parse::<usize>()?);
+                } else if k.eq_ignore_ascii_case("transfer-encoding") {
+                    chunked = v.trim().eq_ignore_ascii_case("chunked");
+                }
+            }
+        }
+        let mut bytes = Vec::new();
+        if chunked {
+            loop {
+                let mut size = String::new();
+                self.reader.read_line(&mut size)?;
+                let size = usize::from_str_radix(size.trim(), 16)?;
+                let mut chunk = vec![0; size + 2];
+                self.reader.read_exact(&mut chunk)?;
+                if size == 0 {
+                    break;
+                }
+                bytes.extend_from_slice(&chunk[..size]);
+            }
+        } else {
+            bytes.resize(length.context("no content-length")?, 0);
+            self.reader.read_exact(&mut bytes)?;
+        }
+        let value: Value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)?
+        };
+        if !(200..300).contains(&code) {
+            bail!("{method} {path}: {code} {value}");
+        }
+        Ok(value)
+    }
+}
