@@ -2,5 +2,7 @@
 //! module per area.
 
 mod languages;
+mod pipeline;
 mod placement_model;
 mod sandbox;
+mod unit_cases;
