@@ -16,23 +16,25 @@ use serde::{Deserialize, Serialize};
 /// stops fast, while an honest unit never gets near it.
 pub const DEFAULT_FUEL_BASE: u64 = 20_000_000;
 
-/// Fuel per host in the snapshot. Measured at 10k hosts
-/// (`benches/sandbox.rs`): most built-in units burn under 500 fuel per
-/// host; the costliest, `Memory`, which formats a reason for each host it
-/// rejects, ~8.4k with half the hosts rejected. 50k leaves ~6x headroom
-/// over it (~3x if it rejected every host), and a runaway unit over 10k
-/// hosts still stops after ~50 ms of spinning. Interpreted units need more
-/// (Python ~23k, JavaScript ~55k at 10k hosts): give them their own limits.
-pub const DEFAULT_FUEL_PER_HOST: u64 = 50_000;
+/// Fuel per host in the snapshot. Sized for the hungriest honest unit in any
+/// language we support, because one default applies to every uploaded unit:
+/// measured at 10k hosts (`cargo bench -p sandpiper-tests --bench languages`
+/// and `--bench sandbox`), compiled units (Rust, C) burn under 500 per host
+/// (`Memory`, formatting a reason per rejected host, ~8.4k), Python ~23k and
+/// JavaScript (StarlingMonkey) ~55k. 150k leaves ~2.7x headroom for
+/// JavaScript; a runaway unit still stops once it has spun through the
+/// budget (70-260 ms at 10k hosts, ~10 ms at 50 hosts).
+pub const DEFAULT_FUEL_PER_HOST: u64 = 150_000;
 
 /// Wall-clock time every call gets. The deadline is the guard for what fuel
 /// does not meter (host-side copying, page faults, a starved thread on a
 /// busy machine), so it is generous: a 10k-host Rust call takes ~1 ms.
 pub const DEFAULT_DEADLINE_BASE: Duration = Duration::from_millis(250);
 
-/// Wall-clock time per host in the snapshot: 10 µs is ~10x what a compiled
-/// unit needs per host including the columns it copies in.
-pub const DEFAULT_DEADLINE_PER_HOST: Duration = Duration::from_micros(10);
+/// Wall-clock time per host in the snapshot: with the base, 500 ms at 10k
+/// hosts, ~7x what an interpreted unit (Python 44-60 ms, JavaScript
+/// 55-73 ms at 10k hosts) takes, and far above a compiled unit's ~0.1 µs.
+pub const DEFAULT_DEADLINE_PER_HOST: Duration = Duration::from_micros(25);
 
 /// Linear memory a compiled unit may hold, all its memories together. A Rust
 /// unit starts at ~1.1 MiB and reads a few columns of 8 bytes per host, so
