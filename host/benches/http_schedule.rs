@@ -87,7 +87,11 @@ fn run(addr: SocketAddr) -> anyhow::Result<()> {
     );
 
     for i in 0..WARMUP {
-        admin.send("POST", &format!("{base}/schedule"), &vm(&format!("warm-{i}")))?;
+        admin.send(
+            "POST",
+            &format!("{base}/schedule"),
+            &vm(&format!("warm-{i}")),
+        )?;
     }
 
     let (tx, rx) = mpsc::channel::<anyhow::Result<Vec<(Instant, Duration)>>>();
@@ -129,17 +133,15 @@ fn run(addr: SocketAddr) -> anyhow::Result<()> {
         .unwrap_or_default();
     let mut latencies: Vec<Duration> = samples.iter().map(|(_, took)| *took).collect();
     latencies.sort();
-    let pct = |p: f64| ms(latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)]);
+    let pct =
+        |p: f64| ms(latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)]);
     println!(
         "http_schedule hosts={HOSTS} clients={CLIENTS} decisions_per_s={:.0} p50_ms={:.2} p99_ms={:.2}",
         samples.len() as f64 / elapsed.as_secs_f64(),
         pct(0.50),
         pct(0.99)
     );
-    println!(
-        "burst builds={BURST} absorbed_ms={:.0}",
-        ms(burst_done)
-    );
+    println!("burst builds={BURST} absorbed_ms={:.0}", ms(burst_done));
 
     // No host may hold claims for more memory than it had free.
     let claims = admin.get(&format!("{base}/claims"))?;
@@ -154,7 +156,8 @@ fn run(addr: SocketAddr) -> anyhow::Result<()> {
     let mut vms = std::collections::HashSet::new();
     for claim in claims {
         let host = claim["host_id"].as_str().context("host_id")?;
-        *claimed.entry(host).or_default() += claim["resources"]["memory_mib"].as_f64().unwrap_or(0.0);
+        *claimed.entry(host).or_default() +=
+            claim["resources"]["memory_mib"].as_f64().unwrap_or(0.0);
         ensure!(
             vms.insert(claim["vm_id"].as_str().unwrap_or_default().to_owned()),
             "a VM holds two claims"
@@ -164,7 +167,10 @@ fn run(addr: SocketAddr) -> anyhow::Result<()> {
     for (host_id, memory) in &claimed {
         let index: usize = host_id.trim_start_matches("host-").parse()?;
         let free = free_memory(index, 2);
-        ensure!(*memory <= free, "{host_id} double-booked: {memory} MiB claimed, {free} MiB free");
+        ensure!(
+            *memory <= free,
+            "{host_id} double-booked: {memory} MiB claimed, {free} MiB free"
+        );
         busiest = busiest.max(*memory / free);
     }
     println!(
@@ -284,7 +290,12 @@ impl Client {
         self.request(method, path, Some(serde_json::to_vec(body)?))
     }
 
-    fn request(&mut self, method: &str, path: &str, body: Option<Vec<u8>>) -> anyhow::Result<Value> {
+    fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> anyhow::Result<Value> {
         let body = body.unwrap_or_default();
         let head = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\n\
