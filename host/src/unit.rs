@@ -129,14 +129,25 @@ pub trait Unit: Send + Sync {
     fn exports(&self) -> Exports;
 
     /// Judges `candidates`; see `filter.filter` in the WIT.
-    fn filter(&self, inventory: &Arc<Inventory>, request: &Request, candidates: &[u32])
-    -> CallResult<Vec<Rejection>>;
+    fn filter(
+        &self,
+        inventory: &Arc<Inventory>,
+        request: &Request,
+        candidates: &[u32],
+    ) -> CallResult<Vec<Rejection>>;
 
     /// Scores `candidates`; see `score.score` in the WIT.
-    fn score(&self, inventory: &Arc<Inventory>, request: &Request, candidates: &[u32])
-    -> CallResult<Scores>;
+    fn score(
+        &self,
+        inventory: &Arc<Inventory>,
+        request: &Request,
+        candidates: &[u32],
+    ) -> CallResult<Scores>;
 
     /// Proposes at most one migration; see `balance.balance` in the WIT.
-    fn balance(&self, inventory: &Arc<Inventory>, request: &BalanceRequest)
-    -> CallResult<Option<Migration>>;
+    fn balance(
+        &self,
+        inventory: &Arc<Inventory>,
+        request: &BalanceRequest,
+    ) -> CallResult<Option<Migration>>;
 }

@@ -154,14 +154,22 @@ pub const ROUTES: &[RouteAccess] = &[
     // Held inventories, claims and the decisions log (crate::placement).
     route(Method::PUT, "/api/v1/clusters/{id}/inventory", ENGINE),
     route(Method::GET, "/api/v1/clusters/{id}/inventory", READER),
-    route(Method::POST, "/api/v1/clusters/{id}/inventory/updates", ENGINE),
+    route(
+        Method::POST,
+        "/api/v1/clusters/{id}/inventory/updates",
+        ENGINE,
+    ),
     route(Method::GET, "/api/v1/clusters/{id}/claims", READER),
     route(
         Method::POST,
         "/api/v1/clusters/{id}/claims/{vm_id}/confirm",
         ENGINE,
     ),
-    route(Method::DELETE, "/api/v1/clusters/{id}/claims/{vm_id}", ENGINE),
+    route(
+        Method::DELETE,
+        "/api/v1/clusters/{id}/claims/{vm_id}",
+        ENGINE,
+    ),
     route(Method::GET, "/api/v1/decisions", READER),
     // Tokens.
     route(Method::GET, "/api/v1/tokens", ADMIN),
