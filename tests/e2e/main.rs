@@ -7,5 +7,6 @@ mod api_roles;
 mod api_shutdown;
 mod api_tour;
 mod api_units;
+mod catalog;
 mod languages;
 mod support;

@@ -1,11 +1,12 @@
-//! The built-in units and the built-in policy, registered at every start.
+//! The built-in units and the built-in policies, registered at every start.
 //!
 //! Built-in units come embedded in the binary (`crate::builtin::UNITS`).
 //! They are stored like uploads (content-addressed module, compiled code)
 //! but internal: they cannot be deleted, replaced or disabled, and their ids
 //! are derived from their names so they survive restarts and upgrades. The
-//! built-in policy is locked and rewritten at every start, so an upgraded
-//! binary brings its units' new versions and the policy along.
+//! built-in policies (`policies/defaults/*.json`, embedded) are locked and
+//! rewritten at every start when they changed, so an upgraded binary brings
+//! its units' new versions and its policies along.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,7 +14,8 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::StartError;
-use crate::pipeline::{Combination, OnFailure, Position};
+use crate::builtin::BuiltinPolicy;
+use crate::pipeline::OnFailure;
 use crate::registry::{Named, Registry};
 use crate::store::policies::{FilterLink, PolicyRecord, WeightLink};
 use crate::store::units::UnitModule;
@@ -21,46 +23,24 @@ use crate::store::{self, Store};
 use crate::unit::Unit;
 use crate::upload::{Modules, module_sha256};
 
-/// Namespace of the ids of built-in units and policies (a random UUID,
+/// Namespace of the ids of built-in units (a random UUID,
 /// fixed forever: changing it would change every built-in id).
 const BUILTIN_NAMESPACE: Uuid = Uuid::from_u128(0x5a2c_1f3e_9b7d_4c60_8e21_d4f0_6a8b_3c17);
 
 /// Who "uploaded" a built-in unit, as shown in `uploaded_by`.
 const BUILTIN_UPLOADER: &str = "builtin";
 
-/// The built-in policy's name: oVirt's default policy is called `none`
-/// (no load balancing), and so is ours.
+/// The name of oVirt's default policy, `none` (no load balancing), which is
+/// ours too (`policies/defaults/none.json`).
 pub const BUILTIN_POLICY_NAME: &str = "none";
-
-const BUILTIN_POLICY_DESCRIPTION: &str = "Built in, locked. oVirt's default `none` policy: \
-     hosts without the CPU or memory for the VM are filtered out, and the rest are ranked \
-     by even CPU (factor 2) and even memory (factor 1) distribution. No balancing. \
-     Clone it to change it.";
-
-/// The built-in policy's filters, by unit name, in run order.
-const BUILTIN_FILTERS: &[&str] = &["CPU", "Memory"];
-
-/// The built-in policy's weights, by unit name, with oVirt's factors for
-/// its `none` policy.
-const BUILTIN_WEIGHTS: &[(&str, u32)] = &[
-    ("OptimalForCpuEvenDistribution", 2),
-    ("OptimalForMemoryEvenDistribution", 1),
-];
 
 /// The stable id of the built-in unit called `name`.
 pub fn builtin_unit_id(name: &str) -> Uuid {
     Uuid::new_v5(&BUILTIN_NAMESPACE, format!("unit/{name}").as_bytes())
 }
 
-fn builtin_policy_id() -> Uuid {
-    Uuid::new_v5(
-        &BUILTIN_NAMESPACE,
-        format!("policy/{BUILTIN_POLICY_NAME}").as_bytes(),
-    )
-}
-
 /// Registers every built-in unit (storing, compiling and loading it) and
-/// then the built-in policy.
+/// then every built-in policy.
 pub async fn register(
     store: &Store,
     modules: &Modules,
@@ -131,7 +111,14 @@ pub async fn register(
         let named: Arc<dyn Unit> = Arc::new(Named::new(unit, &module.name, &module.description));
         registry.insert(id, named);
     }
-    register_policy(store, registry, &by_name).await
+    let policies = BuiltinPolicy::all().map_err(|message| StartError::Builtin {
+        name: "policies/defaults".to_owned(),
+        message,
+    })?;
+    for policy in &policies {
+        register_policy(store, registry, &by_name, policy).await?;
+    }
+    Ok(())
 }
 
 /// Whether two policies have the same content (ignoring times and the
@@ -153,76 +140,88 @@ fn differs(existing: &store::units::UnitRecord, module: &UnitModule) -> bool {
         || existing.description != module.description
 }
 
-/// Writes the built-in policy with whichever of its units this binary has,
-/// and makes it the default when no policy is.
+/// The stored form of a built-in policy. Every unit it names must be in
+/// this binary: a policy that silently lost a filter would place VMs where
+/// its users do not expect them.
+fn policy_record(
+    policy: &BuiltinPolicy,
+    by_name: &HashMap<String, Uuid>,
+) -> Result<PolicyRecord, StartError> {
+    let find = |name: &str| {
+        by_name
+            .get(name)
+            .copied()
+            .ok_or_else(|| StartError::Builtin {
+                name: policy.name.clone(),
+                message: format!("names the unit `{name}`, which this build does not have"),
+            })
+    };
+    let mut filters = Vec::with_capacity(policy.filters.len());
+    for filter in &policy.filters {
+        filters.push(FilterLink {
+            unit_id: find(&filter.unit)?,
+            position: filter.position,
+            on_failure: OnFailure::FailClosed,
+        });
+    }
+    let mut weights = Vec::with_capacity(policy.weights.len());
+    for weight in &policy.weights {
+        weights.push(WeightLink {
+            unit_id: find(&weight.unit)?,
+            factor: weight.factor,
+        });
+    }
+    Ok(PolicyRecord {
+        id: policy.id,
+        name: policy.name.clone(),
+        description: policy.description.clone(),
+        locked: true,
+        is_default: false,
+        combination: policy.mode,
+        params: policy.properties.clone(),
+        filters,
+        weights,
+        balance: policy.balance.as_deref().map(find).transpose()?,
+        created_at: String::new(),
+        updated_at: String::new(),
+    })
+}
+
+/// Writes one built-in policy (locked) when this binary's version of it
+/// differs from the stored one, and makes it the default when it is the
+/// designated default and no policy is.
 async fn register_policy(
     store: &Store,
     registry: &Registry,
     by_name: &HashMap<String, Uuid>,
+    policy: &BuiltinPolicy,
 ) -> Result<(), StartError> {
-    let find = |name: &str| {
-        let id = by_name.get(name).copied();
-        if id.is_none() {
-            tracing::warn!(
-                unit = name,
-                "built-in policy unit missing from this build; left out"
-            );
-        }
-        id
+    let fail = |message: String| StartError::Builtin {
+        name: policy.name.clone(),
+        message,
     };
-    let id = builtin_policy_id();
-    let record = PolicyRecord {
-        id,
-        name: BUILTIN_POLICY_NAME.to_owned(),
-        description: BUILTIN_POLICY_DESCRIPTION.to_owned(),
-        locked: true,
-        is_default: false,
-        combination: Combination::Rank,
-        params: Default::default(),
-        filters: BUILTIN_FILTERS
-            .iter()
-            .filter_map(|n| find(n))
-            .map(|unit_id| FilterLink {
-                unit_id,
-                position: Position::Middle,
-                on_failure: OnFailure::FailClosed,
-            })
-            .collect(),
-        weights: BUILTIN_WEIGHTS
-            .iter()
-            .filter_map(|&(n, factor)| find(n).map(|unit_id| WeightLink { unit_id, factor }))
-            .collect(),
-        balance: None,
-        created_at: String::new(),
-        updated_at: String::new(),
-    };
-    // The composition rules hold for the built-in policy too.
+    let record = policy_record(policy, by_name)?;
+    // The composition rules hold for built-in policies too.
     let lookup = |unit_id: Uuid| registry.get(unit_id);
-    crate::api::assemble::assemble(&record, &lookup, &Default::default()).map_err(|e| {
-        StartError::Builtin {
-            name: BUILTIN_POLICY_NAME.to_owned(),
-            message: format!("{e:?}"),
-        }
-    })?;
+    crate::api::assemble::assemble(&record, &lookup, &Default::default())
+        .map_err(|e| fail(format!("{e:?}")))?;
 
     let mut tx = store.write().await?;
-    let holder = store::policies::id_by_name(&mut tx, BUILTIN_POLICY_NAME).await?;
-    if let Some(other) = holder.filter(|&other| other != id) {
-        return Err(StartError::Builtin {
-            name: BUILTIN_POLICY_NAME.to_owned(),
-            message: format!(
-                "a policy ({other}) is already called `{BUILTIN_POLICY_NAME}`; rename it"
-            ),
-        });
+    let holder = store::policies::id_by_name(&mut tx, &record.name).await?;
+    if let Some(other) = holder.filter(|&other| other != record.id) {
+        return Err(fail(format!(
+            "a policy ({other}) is already called `{}`; rename it",
+            record.name
+        )));
     }
     // Rewritten only when this binary's version differs, so a restart
     // leaves the store exactly as it was.
-    let current = store::policies::get(&mut tx, id).await?;
+    let current = store::policies::get(&mut tx, record.id).await?;
     if current.is_none_or(|c| !same_policy(&c, &record)) {
         store::policies::save(&mut tx, &record).await?;
     }
-    if store::policies::default_id(&mut tx).await?.is_none() {
-        store::policies::make_default(&mut tx, id).await?;
+    if policy.default && store::policies::default_id(&mut tx).await?.is_none() {
+        store::policies::make_default(&mut tx, record.id).await?;
     }
     tx.commit().await?;
     Ok(())

@@ -5,68 +5,22 @@
 //! default, and each policy decides a placement (and, with a balancer, a
 //! balancing round) on a small cluster.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::PathBuf;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
-use sandpiper::builtin::UNITS;
-use sandpiper::pipeline::{
-    BalanceInput, Combination, OnFailure, Policy, Position, ScheduleRequest, balance, schedule,
-};
+use sandpiper::builtin::{BuiltinPolicy, POLICY_FILES, UNITS};
+use sandpiper::pipeline::{BalanceInput, OnFailure, Policy, ScheduleRequest, balance, schedule};
 use sandpiper::snapshot::{Host, RunningVm, Snapshot, VmSpec};
 use sandpiper::unit::Unit;
 use sandpiper_guest::Inventory;
-use serde::Deserialize;
 
-/// One file of `policies/defaults/`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DefaultPolicy {
-    id: String,
-    name: String,
-    description: String,
-    default: bool,
-    mode: Combination,
-    filters: Vec<FilterRef>,
-    weights: Vec<WeightRef>,
-    balance: Option<String>,
-    properties: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FilterRef {
-    unit: String,
-    #[serde(default)]
-    position: Position,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WeightRef {
-    unit: String,
-    factor: u32,
-}
-
-fn defaults_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../policies/defaults")
-}
-
-/// Every policy file, parsed, with its file name.
-fn default_policies() -> Vec<(String, DefaultPolicy)> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(defaults_dir())
-        .expect("policies/defaults exists")
-        .map(|entry| entry.expect("a readable entry").path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|path| {
-            let text = std::fs::read_to_string(&path).expect("a readable policy file");
-            let policy: DefaultPolicy =
-                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            (path.display().to_string(), policy)
+/// Every policy file as the binary embeds it, parsed, with its file name.
+fn default_policies() -> Vec<(String, BuiltinPolicy)> {
+    POLICY_FILES
+        .iter()
+        .map(|(file, json)| {
+            let policy = BuiltinPolicy::parse(file, json).unwrap_or_else(|e| panic!("{e}"));
+            (format!("policies/defaults/{file}"), policy)
         })
         .collect()
 }
@@ -88,7 +42,7 @@ fn units_by_name() -> &'static HashMap<String, Arc<dyn Unit>> {
     })
 }
 
-fn compose(file: &str, spec: &DefaultPolicy, units: &HashMap<String, Arc<dyn Unit>>) -> Policy {
+fn compose(file: &str, spec: &BuiltinPolicy, units: &HashMap<String, Arc<dyn Unit>>) -> Policy {
     let unit = |name: &str| {
         units
             .get(name)
@@ -199,8 +153,11 @@ fn every_default_policy_composes_and_decides() {
             "{file}: a second `{}`",
             spec.name
         );
-        let id = uuid::Uuid::parse_str(&spec.id).unwrap_or_else(|e| panic!("{file}: id: {e}"));
-        assert!(ids.insert(id), "{file}: a second policy with id {id}");
+        assert!(
+            ids.insert(spec.id),
+            "{file}: a second policy with id {}",
+            spec.id
+        );
         assert!(!spec.description.is_empty(), "{file}: no description");
 
         let policy = compose(file, spec, units);
