@@ -9,4 +9,6 @@ mod api_tour;
 mod api_units;
 mod catalog;
 mod languages;
+mod load;
+mod restart;
 mod support;
