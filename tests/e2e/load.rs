@@ -134,7 +134,7 @@ pub fn rejected_by(host: &HostSpec, claimed: usize) -> Option<&'static str> {
     }
     // Memory: free memory after the claims (no swap) holds the VM, and
     // what is promised stays within the over-commit limit.
-    let free = (host.free - n * VM_MEMORY_MIB).max(0.0);
+    let free = host.free - n * VM_MEMORY_MIB;
     if host.total <= 0.0 || free < VM_MEMORY_MIB {
         return Some("Memory");
     }
@@ -806,4 +806,101 @@ fn the_replay_catches_overcommits_double_claims_and_false_refusals() {
         { "vm_id": "a", "host_id": "h1", "decision_id": "d1" },
     ]);
     assert!(replay(&[twice], &HOSTS).is_err());
+}
+
+/// Makes a policy of the one filter `unit` with `properties`, a cluster
+/// running it holding `host`, and returns the cluster's path.
+fn one_filter_cluster(
+    admin: &Client,
+    name: &str,
+    unit: &str,
+    properties: Value,
+    host: Value,
+) -> String {
+    let policy = expect_status(
+        &admin.post("/api/v1/schedulingpolicies", &json!({ "name": name })),
+        201,
+    );
+    let policy_path = format!(
+        "/api/v1/schedulingpolicies/{}",
+        policy["id"].as_str().expect("id")
+    );
+    let unit = unit_id(admin, unit);
+    expect_status(
+        &admin.post(
+            &format!("{policy_path}/filters"),
+            &json!({ "scheduling_policy_unit": { "id": unit } }),
+        ),
+        201,
+    );
+    expect_status(
+        &admin.put(&policy_path, &json!({ "properties": properties })),
+        200,
+    );
+    let cluster = expect_status(
+        &admin.post(
+            "/api/v1/clusters",
+            &json!({ "name": name, "scheduling_policy": { "id": policy["id"] } }),
+        ),
+        201,
+    );
+    let path = format!("/api/v1/clusters/{}", cluster["id"].as_str().expect("id"));
+    expect_status(
+        &admin.put(
+            &format!("{path}/inventory"),
+            &json!({ "generation": 1, "hosts": [host] }),
+        ),
+        200,
+    );
+    path
+}
+
+/// Claims keep counting once they exceed a host's free memory: a filter
+/// that lets a host promise more than it has (Nova's RamFilter at a ratio
+/// above 1, oVirt's Memory filter with free swap) stops at its limit.
+#[test]
+fn claims_past_a_hosts_free_memory_still_count() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start_with(dir.path(), &[], &[("SANDPIPER_RETRY_WAIT_MS", "0")]);
+    let admin = server.admin();
+    let placed = |path: &str, prefix: &str| {
+        (0..12)
+            .filter(|i| {
+                let answer = expect_status(
+                    &admin.post(
+                        &format!("{path}/schedule"),
+                        &json!({ "vm": { "id": format!("{prefix}-{i}"), "memory_mib": 2048 } }),
+                    ),
+                    200,
+                );
+                answer["complete"] == true
+            })
+            .count()
+    };
+    // RamFilter at 1.5: 16 GiB with 4 GiB free may hold 24 GiB, 12 of
+    // them used: room for six 2 GiB VMs.
+    let ram = one_filter_cluster(
+        &admin,
+        "ram",
+        "RamFilter",
+        json!([ { "name": "ram_allocation_ratio", "value": "1.5" } ]),
+        json!({ "id": "n1", "metrics": { "memory_total_mib": 16384, "memory_free_mib": 4096 } }),
+    );
+    // Memory with 4 GiB free and 4 GiB of free swap: room for four.
+    let swap = one_filter_cluster(
+        &admin,
+        "swap",
+        "Memory",
+        json!([]),
+        json!({ "id": "s1", "metrics": { "memory_total_mib": 16384, "memory_free_mib": 4096,
+                                         "swap_total_mib": 4096, "swap_free_mib": 4096 } }),
+    );
+    assert_eq!(placed(&ram, "ram"), 6, "RamFilter at 1.5");
+    // The Memory filter counts swap (it placed past the free 4 GiB) but
+    // never promises more than free memory and swap together.
+    let on_swap = placed(&swap, "swap");
+    assert!(
+        (3..=4).contains(&on_swap),
+        "{on_swap} 2 GiB VMs on 4 GiB free and 4 GiB swap"
+    );
 }

@@ -117,8 +117,12 @@ pub fn host_cpus(threads: f64, cores: f64) -> f64 {
 
 /// The value of `metric` for a host that reported `reported` and has
 /// `pending` claimed on it; `cpus` is [`host_cpus`] of the host. Free
-/// amounts stop at 0 (a unit reads "none free", never a negative size);
-/// CPU load stops at 100 %, the column's range.
+/// amounts go below 0 when claims take more than the host reported free
+/// (over-commit, swap): stopping them at 0 would hide every claim past
+/// that point, and filters that allow over-commit (`RamFilter` at a ratio
+/// above 1, `Memory` counting free swap) would then admit VMs without
+/// end. Nova's `free_ram_mb` goes negative the same way. CPU load stops
+/// at 100 %, the column's range.
 pub fn with_pending(metric: HostMetric, reported: f64, pending: &Resources, cpus: f64) -> f64 {
     let cpu_percent = if cpus > 0.0 {
         pending.cpu_vcpu_percent / cpus
@@ -129,11 +133,11 @@ pub fn with_pending(metric: HostMetric, reported: f64, pending: &Resources, cpus
         HostMetric::CpuUsagePercent => (reported + cpu_percent).min(100.0),
         HostMetric::CpuPendingPercent => (reported + cpu_percent).min(100.0),
         HostMetric::VcpusUsed | HostMetric::VcpusPending => reported + pending.vcpus,
-        HostMetric::MemoryFreeMib => (reported - pending.memory_mib).max(0.0),
+        HostMetric::MemoryFreeMib => reported - pending.memory_mib,
         HostMetric::MemoryPendingMib => reported + pending.memory_mib,
         HostMetric::MemoryCommittedMib => reported + pending.memory_guaranteed_mib,
         HostMetric::VmCount | HostMetric::VmPendingCount => reported + pending.vms,
-        HostMetric::DiskFreeGib => (reported - pending.disk_gib).max(0.0),
+        HostMetric::DiskFreeGib => reported - pending.disk_gib,
         _ => reported,
     }
 }
@@ -185,9 +189,14 @@ mod tests {
             with_pending(HostMetric::MemoryFreeMib, 4096.0, &pending, cpus),
             3072.0
         );
+        // Claimed past what was free: the shortfall stays visible.
         assert_eq!(
             with_pending(HostMetric::MemoryFreeMib, 512.0, &pending, cpus),
-            0.0
+            -512.0
+        );
+        assert_eq!(
+            with_pending(HostMetric::DiskFreeGib, 4.0, &pending, cpus),
+            -6.0
         );
         assert_eq!(
             with_pending(HostMetric::MemoryCommittedMib, 0.0, &pending, cpus),
