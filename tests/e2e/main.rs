@@ -8,6 +8,7 @@ mod api_shutdown;
 mod api_tour;
 mod api_units;
 mod catalog;
+mod cluster_delete;
 mod languages;
 mod load;
 mod restart;

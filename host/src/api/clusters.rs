@@ -339,6 +339,10 @@ pub async fn delete_cluster(
     load(&mut tx, id).await?;
     store::clusters::delete(&mut tx, id).await?;
     tx.commit().await?;
+    // Its stored inventory, claims and decisions went with the row; the
+    // state held in memory goes too, or the claim sweeper would keep
+    // working on it for as long as the server runs.
+    state.placement().forget(id);
     Ok(StatusCode::NO_CONTENT)
 }
 
