@@ -1,8 +1,7 @@
 //! What each built-in unit costs at 10,000 hosts, sandboxed against its own
 //! source run natively: every role of every unit in `policies/`, called
 //! alone over the same synthetic cluster, interleaved so both builds see the
-//! same machine state. `docs/units-ovirt.md` and `docs/units-nova.md` quote
-//! these figures.
+//! same machine state. `docs/unit-costs.md` quotes these figures.
 //!
 //! The sandboxed figure includes what every call pays (a fresh instance,
 //! the request and candidates copied in, the answer copied out) and each

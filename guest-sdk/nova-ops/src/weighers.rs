@@ -22,7 +22,7 @@
 //!
 //! Not carried over: Nova lets aggregate metadata override a weigher's
 //! multiplier per host; our factor is one number per policy (see
-//! docs/units-nova.md).
+//! docs/units.md).
 
 use sandpiper_guest::prelude::*;
 

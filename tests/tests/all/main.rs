@@ -7,3 +7,4 @@ mod pipeline;
 mod placement_model;
 mod sandbox;
 mod unit_cases;
+mod units_doc;
