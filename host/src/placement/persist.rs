@@ -133,14 +133,37 @@ async fn write_loop(store: Store, retention: Retention, mut jobs: mpsc::Unbounde
     let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH_JOBS);
     let mut trimmed: HashMap<Uuid, std::time::Instant> = HashMap::new();
     while jobs.recv_many(&mut batch, MAX_BATCH_JOBS).await > 0 {
-        let result = write_batch(&store, retention, &batch, &mut trimmed)
-            .await
-            .map_err(|e| PersistError(e.to_string()));
-        if let Err(e) = &result {
-            tracing::error!(error = %e, jobs = batch.len(), "placement state not stored");
-        }
-        for job in batch.drain(..) {
-            let _ = job.done.send(result.clone());
+        let result = write_batch(&store, retention, &batch, &mut trimmed).await;
+        match result {
+            Ok(()) => {
+                for job in batch.drain(..) {
+                    let _ = job.done.send(Ok(()));
+                }
+            }
+            // One job's failure (say, a claim for a cluster deleted while
+            // its decision ran) must not fail the requests of other
+            // clusters that shared its transaction: the batch rolled back
+            // as a whole, so each job is applied again on its own.
+            Err(e) if batch.len() > 1 => {
+                tracing::warn!(error = %e, jobs = batch.len(), "batch not stored; storing its jobs one by one");
+                for job in batch.drain(..) {
+                    let alone = std::slice::from_ref(&job);
+                    let result = write_batch(&store, retention, alone, &mut trimmed)
+                        .await
+                        .map_err(|e| PersistError(e.to_string()));
+                    if let Err(e) = &result {
+                        tracing::error!(error = %e, "placement state not stored");
+                    }
+                    let _ = job.done.send(result);
+                }
+            }
+            Err(e) => {
+                let e = PersistError(e.to_string());
+                tracing::error!(error = %e, "placement state not stored");
+                for job in batch.drain(..) {
+                    let _ = job.done.send(Err(e.clone()));
+                }
+            }
         }
     }
 }
@@ -678,6 +701,40 @@ mod tests {
             Some(ClaimState::Confirmed { covered_from: 9 })
         );
         assert_eq!(loaded.claims().get("v1"), state.claims().get("v1"));
+    }
+
+    #[tokio::test]
+    async fn a_failing_job_fails_alone_not_the_batch_it_shared() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, cluster) = store_with_cluster(dir.path()).await;
+        let persister = Persister::start(
+            store.clone(),
+            Retention {
+                count: 10,
+                max_age: Duration::from_secs(3600),
+            },
+        );
+        // Queued before the writer runs (one-threaded runtime), so the
+        // three jobs are one batch; the middle one names a cluster that no
+        // longer exists, which the foreign key refuses.
+        let ops = |cluster_id: Uuid, vm: &str| {
+            vec![Op::Changes {
+                cluster_id,
+                changes: vec![Change::ClaimPut(claim(vm, "h"))],
+            }]
+        };
+        let before = persister.submit(ops(cluster, "v1"));
+        let deleted = persister.submit(ops(Uuid::new_v4(), "v2"));
+        let after = persister.submit(ops(cluster, "v3"));
+        before.wait().await.expect("stored");
+        assert!(deleted.wait().await.is_err(), "a deleted cluster's claim");
+        after.wait().await.expect("stored");
+
+        let mut conn = store.read().await.expect("read");
+        let loaded = load(&mut conn, cluster).await.expect("loads");
+        let mut vms: Vec<&str> = loaded.claims().iter().map(|c| c.vm_id.as_str()).collect();
+        vms.sort();
+        assert_eq!(vms, ["v1", "v3"]);
     }
 
     #[tokio::test]
