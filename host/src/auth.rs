@@ -5,8 +5,10 @@
 //! decisions; an admin may do everything. Each route declares the least role
 //! it needs (`api::access::ROUTES`).
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
@@ -75,6 +77,60 @@ pub struct Principal {
     pub token_id: Uuid,
     pub name: String,
     pub role: Role,
+}
+
+/// The verified tokens of recent requests, by the sha256 of their secret,
+/// so a request with a known token costs no store query.
+///
+/// Only unrevoked tokens found in the store are cached, so it holds at most
+/// one entry per live token. Every change that can end a token's access
+/// (revoking it) calls [`TokenCache::invalidate`] after its transaction
+/// commits and before it answers, so a revoked token is refused from the
+/// very next request. A lookup that raced with the revocation (read the
+/// token from the store just before the commit) cannot put it back: entries
+/// are only added while the epoch read before the store query is current.
+#[derive(Default)]
+pub struct TokenCache {
+    inner: Mutex<CacheInner>,
+}
+
+#[derive(Default)]
+struct CacheInner {
+    epoch: u64,
+    entries: HashMap<String, Principal>,
+}
+
+impl TokenCache {
+    /// The principal of a token, when a recent request verified it.
+    pub fn get(&self, token_sha256: &str) -> Option<Principal> {
+        self.lock().entries.get(token_sha256).cloned()
+    }
+
+    /// The current epoch; read it before querying the store and give it to
+    /// [`TokenCache::insert`].
+    pub fn epoch(&self) -> u64 {
+        self.lock().epoch
+    }
+
+    /// Remembers a token verified in the store, unless the cache was
+    /// invalidated since `epoch` was read.
+    pub fn insert(&self, epoch: u64, token_sha256: String, principal: Principal) {
+        let mut inner = self.lock();
+        if inner.epoch == epoch {
+            inner.entries.insert(token_sha256, principal);
+        }
+    }
+
+    /// Forgets every token: one was revoked.
+    pub fn invalidate(&self) {
+        let mut inner = self.lock();
+        inner.epoch = inner.epoch.wrapping_add(1);
+        inner.entries.clear();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CacheInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// A new random token.
@@ -235,6 +291,31 @@ mod tests {
         assert!(Role::Engine.allows(Role::Reader));
         assert!(!Role::Reader.allows(Role::Engine));
         assert!(!Role::Engine.allows(Role::Admin));
+    }
+
+    fn principal(name: &str) -> Principal {
+        Principal {
+            token_id: Uuid::new_v4(),
+            name: name.to_owned(),
+            role: Role::Engine,
+        }
+    }
+
+    #[test]
+    fn the_token_cache_forgets_on_invalidation_and_refuses_stale_inserts() {
+        let cache = TokenCache::default();
+        let epoch = cache.epoch();
+        cache.insert(epoch, "h1".to_owned(), principal("a"));
+        assert_eq!(cache.get("h1").map(|p| p.name), Some("a".to_owned()));
+        // A lookup that read the store before a revocation committed...
+        let raced = cache.epoch();
+        cache.invalidate();
+        assert_eq!(cache.get("h1"), None);
+        // ...cannot put the revoked token back.
+        cache.insert(raced, "h1".to_owned(), principal("a"));
+        assert_eq!(cache.get("h1"), None);
+        cache.insert(cache.epoch(), "h2".to_owned(), principal("b"));
+        assert!(cache.get("h2").is_some());
     }
 
     #[test]

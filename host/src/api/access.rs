@@ -215,22 +215,32 @@ pub async fn authorize(
     };
     let token = bearer_token(&req).ok_or(ApiError::Unauthenticated)?;
     let hash = hash_token(token);
-    let mut conn = state.store().read().await?;
-    let record = store::tokens::find_active(&mut conn, &hash)
-        .await?
-        .ok_or(ApiError::Unauthenticated)?;
-    drop(conn);
-    if !record.role.allows(required) {
+    let principal = match state.tokens().get(&hash) {
+        Some(principal) => principal,
+        None => {
+            // Read before the query: see `TokenCache`.
+            let epoch = state.tokens().epoch();
+            let mut conn = state.store().read().await?;
+            let record = store::tokens::find_active(&mut conn, &hash)
+                .await?
+                .ok_or(ApiError::Unauthenticated)?;
+            drop(conn);
+            let principal = Principal {
+                token_id: record.id,
+                name: record.name,
+                role: record.role,
+            };
+            state.tokens().insert(epoch, hash, principal.clone());
+            principal
+        }
+    };
+    if !principal.role.allows(required) {
         return Err(ApiError::Forbidden {
             required,
-            actual: record.role,
+            actual: principal.role,
         });
     }
-    req.extensions_mut().insert(Principal {
-        token_id: record.id,
-        name: record.name,
-        role: record.role,
-    });
+    req.extensions_mut().insert(principal);
     Ok(next.run(req).await)
 }
 

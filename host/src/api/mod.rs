@@ -68,6 +68,7 @@ struct Shared {
     limits: ApiLimits,
     placement: PlacementService,
     prepared: claims::PreparedCache,
+    tokens: crate::auth::TokenCache,
 }
 
 impl AppState {
@@ -86,6 +87,7 @@ impl AppState {
                 limits,
                 placement,
                 prepared: claims::PreparedCache::default(),
+                tokens: crate::auth::TokenCache::default(),
             }),
         }
     }
@@ -98,6 +100,11 @@ impl AppState {
     /// Clusters' prepared policies for decisions over held inventories.
     pub fn prepared(&self) -> &claims::PreparedCache {
         &self.shared.prepared
+    }
+
+    /// Tokens verified by recent requests.
+    pub fn tokens(&self) -> &crate::auth::TokenCache {
+        &self.shared.tokens
     }
 
     pub fn store(&self) -> &Store {

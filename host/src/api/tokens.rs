@@ -174,5 +174,7 @@ pub async fn revoke_token(
     }
     store::tokens::revoke(&mut tx, id).await?;
     tx.commit().await?;
+    // Committed: from the next request on, the token is refused.
+    state.tokens().invalidate();
     Ok(StatusCode::NO_CONTENT)
 }
