@@ -9,9 +9,14 @@
 //! 1,000 builds), and afterwards that no host is double-booked (every
 //! claim's host had the memory for every claim on it).
 //!
+//! The server runs twice on the same database: first with the default
+//! sampling (`SANDPIPER_SAMPLE_HOSTS=adaptive`: a decision over a cluster
+//! of more than 1,000 hosts considers a rotating window of 500), then with
+//! `all` (every decision considers all 10,000 hosts), fewer decisions.
+//!
 //! Run with: `cargo bench --bench http_schedule` (figures in
-//! docs/performance.md). Prints
-//! `http_schedule hosts=10000 clients=... decisions_per_s=... p50_ms=... p99_ms=...`.
+//! docs/performance.md). Prints, per run,
+//! `http_schedule hosts=10000 clients=... decisions_per_s=... p50_ms=... p99_ms=... sampling=... considered=...`.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -42,19 +47,38 @@ const TOKEN: &str = "bench-admin-0123456789abcdef0123456789abcdef";
 
 fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir().context("temp dir")?;
-    let mut server = Server::start(&dir.path().join("bench.db"))?;
-    let result = run(server.addr);
+    let db = dir.path().join("bench.db");
+    // The default: a cluster of more than 1,000 hosts is sampled.
+    let mut server = Server::start(&db, "adaptive")?;
+    let result = run(server.addr, "adaptive", DECISIONS, true);
+    server.stop();
+    result?;
+    // The same over every host, for comparison: fewer decisions, same
+    // database (the units' compiled artifacts are reused).
+    let mut server = Server::start(&db, "all")?;
+    let result = run(server.addr, "all", ALL_DECISIONS, false);
     server.stop();
     result
 }
 
-fn run(addr: SocketAddr) -> anyhow::Result<()> {
+/// Decisions timed with `SANDPIPER_SAMPLE_HOSTS=all`.
+const ALL_DECISIONS: usize = 1_000;
+
+/// Pushes the inventory, then times `decisions` placements from `CLIENTS`
+/// clients; `first` also times the inventory stream and the burst.
+fn run(addr: SocketAddr, sampling: &str, decisions: usize, first: bool) -> anyhow::Result<()> {
     let mut admin = Client::connect(addr)?;
-    let cluster = admin.send("POST", "/api/v1/clusters", &json!({ "name": "bench" }))?;
+    let cluster = admin.send(
+        "POST",
+        "/api/v1/clusters",
+        &json!({ "name": format!("bench-{sampling}") }),
+    )?;
     let cluster_id = cluster["id"].as_str().context("cluster id")?.to_owned();
     let base = format!("/api/v1/clusters/{cluster_id}");
 
-    let hosts: Vec<Value> = (0..HOSTS).map(|i| host(i, 0)).collect();
+    let hosts: Vec<Value> = (0..HOSTS)
+        .map(|i| host(i, if first { 0 } else { 2 }))
+        .collect();
     let started = Instant::now();
     admin.send(
         "PUT",
@@ -62,8 +86,118 @@ fn run(addr: SocketAddr) -> anyhow::Result<()> {
         &json!({ "generation": 1, "hosts": hosts }),
     )?;
     let snapshot_ms = ms(started.elapsed());
+    if first {
+        stream_updates(&mut admin, &base, snapshot_ms)?;
+    }
+    for i in 0..WARMUP {
+        admin.send(
+            "POST",
+            &format!("{base}/schedule"),
+            &vm(&format!("warm-{i}")),
+        )?;
+    }
 
-    // Every host reported once more, one request each (a monitoring stream).
+    let (tx, rx) = mpsc::channel::<anyhow::Result<Vec<(Instant, Duration)>>>();
+    let started = Instant::now();
+    for c in 0..CLIENTS {
+        let tx = tx.clone();
+        let path = format!("{base}/schedule");
+        let sampling = sampling.to_owned();
+        std::thread::spawn(move || {
+            let result = (|| {
+                let mut client = Client::connect(addr)?;
+                let mut samples = Vec::new();
+                for i in (c..decisions).step_by(CLIENTS) {
+                    let sent = Instant::now();
+                    let answer = client.send("POST", &path, &vm(&format!("vm-{sampling}-{i}")))?;
+                    ensure!(
+                        answer["complete"] == true,
+                        "vm-{i} was not placed: {}",
+                        answer["reason"]
+                    );
+                    samples.push((sent, sent.elapsed()));
+                }
+                Ok(samples)
+            })();
+            let _ = tx.send(result);
+        });
+    }
+    drop(tx);
+    let mut samples = Vec::with_capacity(decisions);
+    for result in rx {
+        samples.extend(result?);
+    }
+    let elapsed = started.elapsed();
+    samples.sort_by_key(|(sent, _)| *sent);
+    let burst_done = samples
+        .iter()
+        .take(BURST)
+        .map(|(sent, took)| (*sent + *took).duration_since(started))
+        .max()
+        .unwrap_or_default();
+    let mut latencies: Vec<Duration> = samples.iter().map(|(_, took)| *took).collect();
+    latencies.sort();
+    let pct =
+        |p: f64| ms(latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)]);
+    // What one decision considered, as its answer says.
+    let probe = admin.send(
+        "POST",
+        &format!("{base}/schedule?dry_run=true"),
+        &vm("probe"),
+    )?;
+    let window = probe["sample"]["window"].as_u64().unwrap_or(HOSTS as u64);
+    println!(
+        "http_schedule hosts={HOSTS} clients={CLIENTS} decisions_per_s={:.0} p50_ms={:.2} p99_ms={:.2} sampling={sampling} considered={window}",
+        samples.len() as f64 / elapsed.as_secs_f64(),
+        pct(0.50),
+        pct(0.99)
+    );
+    if first {
+        println!("burst builds={BURST} absorbed_ms={:.0}", ms(burst_done));
+    }
+
+    // No host may hold claims for more memory than it had free.
+    let claims = admin.get(&format!("{base}/claims"))?;
+    let claims = claims["claims"].as_array().context("claims")?;
+    ensure!(
+        claims.len() == WARMUP + decisions,
+        "{} claims for {} decisions",
+        claims.len(),
+        WARMUP + decisions
+    );
+    let mut claimed: HashMap<&str, f64> = HashMap::new();
+    let mut vms = std::collections::HashSet::new();
+    for claim in claims {
+        let host = claim["host_id"].as_str().context("host_id")?;
+        *claimed.entry(host).or_default() +=
+            claim["resources"]["memory_mib"].as_f64().unwrap_or(0.0);
+        ensure!(
+            vms.insert(claim["vm_id"].as_str().unwrap_or_default().to_owned()),
+            "a VM holds two claims"
+        );
+    }
+    let mut busiest = 0.0f64;
+    for (host_id, memory) in &claimed {
+        let index: usize = host_id.trim_start_matches("host-").parse()?;
+        // Both runs' last report of every host is round 2.
+        let free = free_memory(index, 2);
+        ensure!(
+            *memory <= free,
+            "{host_id} double-booked: {memory} MiB claimed, {free} MiB free"
+        );
+        busiest = busiest.max(*memory / free);
+    }
+    println!(
+        "double_booked=0 sampling={sampling} hosts_with_claims={} fullest_host_percent={:.0}",
+        claimed.len(),
+        busiest * 100.0
+    );
+    Ok(())
+}
+
+/// Every host reported once more, one request each (a monitoring stream),
+/// then again as one batch.
+fn stream_updates(admin: &mut Client, base: &str, snapshot_ms: f64) -> anyhow::Result<()> {
     let started = Instant::now();
     for i in 0..HOSTS {
         let update = json!({ "updates": [{ "op": "upsert", "generation": 2 + i as u64, "host": host(i, 1) }] });
@@ -86,98 +220,6 @@ fn run(addr: SocketAddr) -> anyhow::Result<()> {
         HOSTS as f64 / one_by_one.as_secs_f64()
     );
 
-    for i in 0..WARMUP {
-        admin.send(
-            "POST",
-            &format!("{base}/schedule"),
-            &vm(&format!("warm-{i}")),
-        )?;
-    }
-
-    let (tx, rx) = mpsc::channel::<anyhow::Result<Vec<(Instant, Duration)>>>();
-    let started = Instant::now();
-    for c in 0..CLIENTS {
-        let tx = tx.clone();
-        let path = format!("{base}/schedule");
-        std::thread::spawn(move || {
-            let result = (|| {
-                let mut client = Client::connect(addr)?;
-                let mut samples = Vec::new();
-                for i in (c..DECISIONS).step_by(CLIENTS) {
-                    let sent = Instant::now();
-                    let answer = client.send("POST", &path, &vm(&format!("vm-{i}")))?;
-                    ensure!(
-                        answer["complete"] == true,
-                        "vm-{i} was not placed: {}",
-                        answer["reason"]
-                    );
-                    samples.push((sent, sent.elapsed()));
-                }
-                Ok(samples)
-            })();
-            let _ = tx.send(result);
-        });
-    }
-    drop(tx);
-    let mut samples = Vec::with_capacity(DECISIONS);
-    for result in rx {
-        samples.extend(result?);
-    }
-    let elapsed = started.elapsed();
-    samples.sort_by_key(|(sent, _)| *sent);
-    let burst_done = samples
-        .iter()
-        .take(BURST)
-        .map(|(sent, took)| (*sent + *took).duration_since(started))
-        .max()
-        .unwrap_or_default();
-    let mut latencies: Vec<Duration> = samples.iter().map(|(_, took)| *took).collect();
-    latencies.sort();
-    let pct =
-        |p: f64| ms(latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)]);
-    println!(
-        "http_schedule hosts={HOSTS} clients={CLIENTS} decisions_per_s={:.0} p50_ms={:.2} p99_ms={:.2}",
-        samples.len() as f64 / elapsed.as_secs_f64(),
-        pct(0.50),
-        pct(0.99)
-    );
-    println!("burst builds={BURST} absorbed_ms={:.0}", ms(burst_done));
-
-    // No host may hold claims for more memory than it had free.
-    let claims = admin.get(&format!("{base}/claims"))?;
-    let claims = claims["claims"].as_array().context("claims")?;
-    ensure!(
-        claims.len() == WARMUP + DECISIONS,
-        "{} claims for {} decisions",
-        claims.len(),
-        WARMUP + DECISIONS
-    );
-    let mut claimed: HashMap<&str, f64> = HashMap::new();
-    let mut vms = std::collections::HashSet::new();
-    for claim in claims {
-        let host = claim["host_id"].as_str().context("host_id")?;
-        *claimed.entry(host).or_default() +=
-            claim["resources"]["memory_mib"].as_f64().unwrap_or(0.0);
-        ensure!(
-            vms.insert(claim["vm_id"].as_str().unwrap_or_default().to_owned()),
-            "a VM holds two claims"
-        );
-    }
-    let mut busiest = 0.0f64;
-    for (host_id, memory) in &claimed {
-        let index: usize = host_id.trim_start_matches("host-").parse()?;
-        let free = free_memory(index, 2);
-        ensure!(
-            *memory <= free,
-            "{host_id} double-booked: {memory} MiB claimed, {free} MiB free"
-        );
-        busiest = busiest.max(*memory / free);
-    }
-    println!(
-        "double_booked=0 hosts_with_claims={} fullest_host_percent={:.0}",
-        claimed.len(),
-        busiest * 100.0
-    );
     Ok(())
 }
 
@@ -205,6 +247,7 @@ fn host(i: usize, round: usize) -> Value {
             "memory_total_mib": total,
             "memory_free_mib": free,
             "memory_committed_mib": total - free,
+            "cpu_sockets": 2,
             "cpu_cores": 16 * (1 + i % 4),
             "cpu_threads": 32 * (1 + i % 4),
             "cpu_usage_percent": (i % 90) as f64,
@@ -225,12 +268,13 @@ struct Server {
 }
 
 impl Server {
-    fn start(db: &std::path::Path) -> anyhow::Result<Server> {
+    fn start(db: &std::path::Path, sampling: &str) -> anyhow::Result<Server> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_sandpiper"))
             .args(["serve", "--listen", "127.0.0.1:0", "--db"])
             .arg(db)
             .env("SANDPIPER_ADMIN_TOKEN", TOKEN)
             .env("SANDPIPER_LOG", "warn")
+            .env("SANDPIPER_SAMPLE_HOSTS", sampling)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

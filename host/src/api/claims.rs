@@ -196,6 +196,10 @@ pub struct ExplainSummary {
     pub combination: Combination,
     /// Candidates the pick considered.
     pub candidates: usize,
+    /// When the hosts considered were a sample of the cluster: "considered
+    /// W of N hosts (sampled window ...)".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub considered: Option<String>,
     pub filters: Vec<FilterSummary>,
     pub scores: Vec<ScoreSummary>,
     /// The best-ranked hosts.
@@ -289,6 +293,7 @@ impl ExplainSummary {
         ExplainSummary {
             combination: explain.combination,
             candidates: explain.candidates,
+            considered: explain.considered.clone(),
             filters,
             scores,
             ranked: ranked
@@ -394,7 +399,7 @@ fn answer(
         not_tried: outcome.not_tried.clone(),
         claims: outcome.claims.iter().map(ClaimView::from).collect(),
         reason,
-        sample: outcome.sample,
+        sample: outcome.sample.clone(),
         waited_ms: waited.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
         skipped_units: facts.skipped_units.clone(),
     })

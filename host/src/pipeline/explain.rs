@@ -145,6 +145,11 @@ pub struct Explain {
     /// Each scored candidate's total, following `scored`.
     pub totals: Vec<f64>,
     pub outcome: Outcome,
+    /// Which of the cluster's hosts the decision considered, when it was
+    /// not all of them by default: "considered 500 of 10000 hosts (sampled
+    /// window ...)". Set by the caller that chose the hosts (a decision over
+    /// a held inventory); `None` for a decision over the hosts it was given.
+    pub considered: Option<String>,
     /// The snapshot, to name hosts when serialising.
     pub(crate) inventory: SnapshotRef,
 }
@@ -239,6 +244,8 @@ impl Serialize for HostIds<'_> {
 struct ExplainView<'a> {
     combination: Combination,
     candidates: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    considered: Option<&'a str>,
     filters: Vec<FilterView<'a>>,
     scores: Vec<ScoreView<'a>>,
     totals: Vec<TotalView<'a>>,
@@ -386,6 +393,7 @@ impl Serialize for Explain {
         ExplainView {
             combination: self.combination,
             candidates: self.candidates,
+            considered: self.considered.as_deref(),
             filters,
             scores,
             totals,

@@ -133,6 +133,7 @@ pub fn schedule(
         scores: Vec::new(),
         totals: Vec::new(),
         outcome: Outcome::NoHost,
+        considered: None,
         inventory: SnapshotRef(Arc::clone(inventory)),
     };
     let mut call = Request {

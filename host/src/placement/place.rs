@@ -46,10 +46,16 @@ use crate::unit::Unit;
 /// larger bursts are several requests, which interleave with others'.
 pub const MAX_INSTANCES_PER_REQUEST: u32 = 256;
 
-/// Below this many hosts every decision considers them all; above it, the
-/// adaptive sample never considers fewer. kube-scheduler's
-/// `minFeasibleNodesToFind`: a hundred candidates already give the scores
-/// a real choice.
+/// Clusters of at most this many hosts are always considered whole, unless
+/// the sampling is a fixed number: oVirt and Nova users expect the best
+/// host, and at this size a decision over every host costs well under a
+/// millisecond. Above it the adaptive sample applies (420 of 1,001 hosts,
+/// 500 of 10,000) unless the server is configured with `all`.
+pub const WHOLE_CLUSTER_HOSTS: usize = 1_000;
+
+/// The adaptive sample never considers fewer hosts than this.
+/// kube-scheduler's `minFeasibleNodesToFind`: a hundred candidates already
+/// give the scores a real choice.
 pub const MIN_SAMPLED_HOSTS: usize = 100;
 
 /// The adaptive sample's share of the cluster at zero hosts, in percent,
@@ -73,7 +79,8 @@ pub const MIN_SAMPLE_PERCENT: usize = 5;
 /// host (tight packing) sets `All`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Sampling {
-    /// kube-scheduler's adaptive share (see [`BASE_SAMPLE_PERCENT`]).
+    /// Every host up to [`WHOLE_CLUSTER_HOSTS`]; above, kube-scheduler's
+    /// adaptive share (see [`BASE_SAMPLE_PERCENT`]).
     #[default]
     Adaptive,
     /// Every host, every time.
@@ -88,7 +95,7 @@ impl Sampling {
         match self {
             Sampling::All => hosts,
             Sampling::AtMost(n) => (n as usize).clamp(1, hosts.max(1)).min(hosts),
-            Sampling::Adaptive if hosts < MIN_SAMPLED_HOSTS => hosts,
+            Sampling::Adaptive if hosts <= WHOLE_CLUSTER_HOSTS => hosts,
             Sampling::Adaptive => {
                 let percent = BASE_SAMPLE_PERCENT
                     .saturating_sub(hosts / SAMPLE_HOSTS_PER_POINT)
@@ -99,8 +106,19 @@ impl Sampling {
     }
 }
 
+impl std::fmt::Display for Sampling {
+    /// The spelling of `SANDPIPER_SAMPLE_HOSTS`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Sampling::Adaptive => f.write_str("adaptive"),
+            Sampling::All => f.write_str("all"),
+            Sampling::AtMost(n) => write!(f, "{n}"),
+        }
+    }
+}
+
 /// Which hosts a decision's first pick considered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Sample {
     /// Hosts in the window.
     pub window: usize,
@@ -109,6 +127,44 @@ pub struct Sample {
     /// The window could not take every instance (or the VM refers to hosts
     /// outside it), so the decision was made again over every host.
     pub widened: bool,
+    /// The same in words, as every pick's explain record says it:
+    /// "considered 500 of 10000 hosts (sampled window 3 of 20: held hosts
+    /// 1000 to 1499, ...)".
+    pub considered: String,
+}
+
+impl Sample {
+    fn new(
+        window: &Window,
+        eligible: usize,
+        (index, count): (usize, usize),
+        sampling: Sampling,
+    ) -> Self {
+        Sample {
+            window: window.len(),
+            eligible,
+            widened: false,
+            considered: format!(
+                "considered {} of {eligible} hosts (sampled window {} of {count}: held hosts {} to {}, \
+                 rotating with each decision; SANDPIPER_SAMPLE_HOSTS={sampling}, `all` or an \
+                 exhaustive request considers every host)",
+                window.len(),
+                index + 1,
+                window.lo,
+                window.hi.saturating_sub(1),
+            ),
+        }
+    }
+
+    fn widen(&mut self) {
+        self.widened = true;
+        self.considered = format!(
+            "considered all {} hosts: the sampled window of {} could not take every instance \
+             (or the VM refers to hosts outside it), so the decision was made again over \
+             every host",
+            self.eligible, self.window
+        );
+    }
 }
 
 /// How a multi-instance request treats an instance that cannot be placed.
@@ -264,11 +320,10 @@ impl ClusterState {
                     let count = hosts / size;
                     let index = self.next_window % count;
                     self.next_window = (index + 1) % count;
-                    Some(
-                        columns
-                            .window(self.hosts.records(), index, count)
-                            .map_err(PlaceError::Inventory)?,
-                    )
+                    let window = columns
+                        .window(self.hosts.records(), index, count)
+                        .map_err(PlaceError::Inventory)?;
+                    Some((window, (index, count)))
                 } else {
                     None
                 }
@@ -304,21 +359,18 @@ impl ClusterState {
 
         let mut sample = None;
         let mut result = None;
-        if let Some(window) = &window {
-            let mut info = Sample {
-                window: window.len(),
-                eligible: columns.host_count(),
-                widened: true,
-            };
+        if let Some((window, at)) = &window {
+            let mut info = Sample::new(window, columns.host_count(), *at, sampling);
             if let Some(done) = pass(Some(window))?
                 && done.complete
             {
-                info.widened = false;
                 result = Some(done);
+            } else {
+                info.widen();
             }
             sample = Some(info);
         }
-        let done = match result {
+        let mut done = match result {
             Some(done) => done,
             None => pass(None)?.ok_or_else(|| {
                 PlaceError::BadRequest(
@@ -326,6 +378,11 @@ impl ClusterState {
                 )
             })?,
         };
+        if let Some(sample) = &sample {
+            for pick in &mut done.picks {
+                pick.decision.explain.considered = Some(sample.considered.clone());
+            }
+        }
 
         let pending_could_fit = !done.complete
             && waiting_could_help(
@@ -1001,8 +1058,10 @@ mod tests {
     #[test]
     fn the_adaptive_sample_follows_kube_scheduler() {
         assert_eq!(Sampling::Adaptive.window(99), 99);
-        assert_eq!(Sampling::Adaptive.window(150), 100);
-        assert_eq!(Sampling::Adaptive.window(1_000), 420);
+        // Clusters up to WHOLE_CLUSTER_HOSTS are considered whole.
+        assert_eq!(Sampling::Adaptive.window(150), 150);
+        assert_eq!(Sampling::Adaptive.window(1_000), 1_000);
+        assert_eq!(Sampling::Adaptive.window(1_001), 420);
         assert_eq!(Sampling::Adaptive.window(10_000), 500);
         assert_eq!(Sampling::Adaptive.window(100_000), 5_000);
         assert_eq!(Sampling::All.window(10_000), 10_000);
@@ -1035,8 +1094,20 @@ mod tests {
         for i in 0..10 {
             let req = request(vm(&format!("v{i}"), 1024.0), 1, Mode::AllOrNothing);
             let (outcome, _) = state.place(&req, &cx).expect("decided");
-            let sample = outcome.sample.expect("sampled");
+            let sample = outcome.sample.clone().expect("sampled");
             assert_eq!((sample.window, sample.eligible), (4, 20));
+            // The explain record of every pick says what was considered.
+            let considered = outcome.picks[0].decision.explain.considered.clone();
+            if !sample.widened {
+                assert!(
+                    sample
+                        .considered
+                        .starts_with("considered 4 of 20 hosts (sampled window "),
+                    "{}",
+                    sample.considered
+                );
+            }
+            assert_eq!(considered.as_deref(), Some(sample.considered.as_str()));
             chosen.push(outcome.picks[0].host_id.clone().expect("placed"));
         }
         chosen.sort();
@@ -1047,12 +1118,64 @@ mod tests {
         let req = request(vm("last", 1024.0), 1, Mode::AllOrNothing);
         let (outcome, _) = state.place(&req, &cx).expect("decided");
         assert!(!outcome.complete);
-        assert!(outcome.sample.is_some_and(|s| s.widened));
+        let sample = outcome.sample.clone().expect("sampled");
+        assert!(sample.widened);
+        assert!(sample.considered.starts_with("considered all 20 hosts"));
         assert_eq!(outcome.picks[0].decision.explain.candidates, 20);
         // An exhaustive request is not sampled.
         let mut req = request(vm("x", 1.0), 1, Mode::AllOrNothing);
         req.exhaustive = true;
         let (outcome, _) = state.place(&req, &cx).expect("decided");
         assert_eq!(outcome.sample, None);
+        assert_eq!(outcome.picks[0].decision.explain.considered, None);
+    }
+
+    #[test]
+    fn a_cluster_of_a_thousand_hosts_is_considered_whole_by_default() {
+        let policy = policy();
+        let names: Vec<String> = (0..1_001).map(|i| format!("h{i}")).collect();
+        let totals: Vec<(&str, f64)> = names.iter().map(|h| (h.as_str(), 8192.0)).collect();
+        let mut state = cluster(&totals[..1_000]);
+        let outcome = place(
+            &mut state,
+            &policy,
+            &request(vm("v", 1024.0), 1, Mode::AllOrNothing),
+        )
+        .expect("decided");
+        assert_eq!(outcome.sample, None);
+        let explain = &outcome.picks[0].decision.explain;
+        assert_eq!(
+            (explain.candidates, explain.considered.as_deref()),
+            (1_000, None)
+        );
+
+        // One host more, and the adaptive sample applies, and says so.
+        let mut state = cluster(&totals);
+        let outcome = place(
+            &mut state,
+            &policy,
+            &request(vm("v", 1024.0), 1, Mode::AllOrNothing),
+        )
+        .expect("decided");
+        let sample = outcome.sample.clone().expect("sampled");
+        // 420 hosts asked for: two windows of about 500.
+        assert_eq!(
+            (sample.window, sample.eligible, sample.widened),
+            (500, 1_001, false)
+        );
+        let explain = &outcome.picks[0].decision.explain;
+        assert_eq!(explain.candidates, 500);
+        let considered = explain
+            .considered
+            .as_deref()
+            .expect("says what it considered");
+        assert!(
+            considered.starts_with(
+                "considered 500 of 1001 hosts (sampled window 1 of 2: held hosts 0 to 499"
+            ),
+            "{considered}"
+        );
+        let json = serde_json::to_value(explain).expect("serialises");
+        assert_eq!(json["considered"], considered);
     }
 }
