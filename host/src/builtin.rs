@@ -58,6 +58,10 @@ pub struct BuiltinFilter {
     pub unit: String,
     #[serde(default)]
     pub position: Position,
+    /// Runs for the first instance of a multi-instance request only (Nova's
+    /// `run_filter_once_per_request`); stored as `FilterLink::run_once`.
+    #[serde(default)]
+    pub run_once: bool,
 }
 
 /// A weight slot of a built-in policy.

@@ -54,7 +54,7 @@ pub fn assemble(
     for f in record.filters.iter().filter(|f| !skip.contains(&f.unit_id)) {
         let unit = get(f.unit_id)?;
         note(&unit);
-        builder = builder.filter_with(unit, f.position, f.on_failure);
+        builder = builder.filter_step(unit, f.position, f.on_failure, f.run_once);
     }
     for w in record.weights.iter().filter(|w| !skip.contains(&w.unit_id)) {
         let unit = get(w.unit_id)?;

@@ -118,6 +118,9 @@ pub struct Filter {
     /// -1 runs first, 1 runs last, 0 in between (oVirt's positions).
     pub position: i64,
     pub on_failure: FailureMode,
+    /// Runs for the first instance of a multi-instance request only
+    /// (Nova's `run_filter_once_per_request`).
+    pub run_once: bool,
     pub href: String,
 }
 
@@ -192,6 +195,12 @@ pub struct FilterAdd {
     /// Defaults to `fail_closed`.
     #[serde(default)]
     pub on_failure: Option<FailureMode>,
+    /// Run for the first instance of a multi-instance (`count`) request
+    /// only, as Nova's `run_filter_once_per_request` filters do (a host's
+    /// zone or service state does not change between instances); later
+    /// instances consider the hosts it let through. Default `false`.
+    #[serde(default)]
+    pub run_once: bool,
 }
 
 /// A unit to add as a weight.
@@ -229,6 +238,7 @@ fn filter_view(policy: Uuid, f: &FilterLink, names: &HashMap<Uuid, String>) -> F
         scheduling_policy_unit: unit_ref(f.unit_id, names),
         position: position_number(f.position),
         on_failure: f.on_failure.into(),
+        run_once: f.run_once,
         href: format!("{}/filters/{}", policy_href(policy), f.unit_id),
     }
 }
@@ -621,6 +631,7 @@ pub async fn add_filter(
         unit_id,
         position,
         on_failure: body.on_failure.map(Into::into).unwrap_or_default(),
+        run_once: body.run_once,
     };
     policy.filters.push(link);
     let names = store::units::names(&mut tx).await?;

@@ -61,6 +61,10 @@ pub struct FilterStep {
     pub unit: Arc<dyn Unit>,
     pub position: Position,
     pub on_failure: OnFailure,
+    /// Runs for the first instance of a multi-instance request only (Nova's
+    /// `run_filter_once_per_request`); the pipeline itself decides one
+    /// instance at a time and ignores it, `placement` applies it.
+    pub run_once: bool,
 }
 
 /// A score unit of a policy with its weight. A factor of 0 disables the
@@ -214,15 +218,29 @@ impl PolicyBuilder {
 
     /// Adds a filter at `position` with the given failure behaviour.
     pub fn filter_with(
+        self,
+        unit: Arc<dyn Unit>,
+        position: Position,
+        on_failure: OnFailure,
+    ) -> Self {
+        self.filter_step(unit, position, on_failure, false)
+    }
+
+    /// Adds a filter at `position` with the given failure behaviour, run
+    /// once per multi-instance request when `run_once` (see
+    /// [`FilterStep::run_once`]).
+    pub fn filter_step(
         mut self,
         unit: Arc<dyn Unit>,
         position: Position,
         on_failure: OnFailure,
+        run_once: bool,
     ) -> Self {
         self.filters.push(FilterStep {
             unit,
             position,
             on_failure,
+            run_once,
         });
         self
     }

@@ -11,9 +11,10 @@
 //! * the next pick considers only the hosts that survived the previous
 //!   one's filters — consuming resources never makes a host fit better, so
 //!   nothing that could win is lost, and the filters do less work;
-//! * filters the request names as **once per request** run for the first
-//!   instance only; later instances inherit their verdicts through the
-//!   narrowed candidates (Nova's `run_filter_once_per_request`);
+//! * filters the policy marks `run_once` (or the request names as **once
+//!   per request**) run for the first instance only; later instances
+//!   inherit their verdicts through the narrowed candidates (Nova's
+//!   `run_filter_once_per_request`);
 //! * a VM-scoped affinity group the VM belongs to gains each chosen host,
 //!   so (anti-)affinity filters see earlier picks;
 //! * **all-or-nothing** records no claim unless every instance was placed;
@@ -296,10 +297,19 @@ impl ClusterState {
         let ids = instance_ids(request)?;
         let (_, mut changes) = self.expire(cx.now);
         self.ensure_columns().map_err(PlaceError::Inventory)?;
-        let later_policy = if ids.len() > 1 && !request.once_per_request.is_empty() {
-            Some(policy_without(cx.policy, &request.once_per_request)?)
+        check_filter_names(cx.policy, &request.once_per_request)?;
+        // The policy's own once-per-request filters, and the request's.
+        let mut once = request.once_per_request.clone();
+        once.extend(
+            cx.policy
+                .filters()
+                .iter()
+                .filter(|f| f.run_once)
+                .map(|f| f.unit.info().name.clone()),
+        );
+        let later_policy = if ids.len() > 1 && !once.is_empty() {
+            Some(policy_without(cx.policy, &once)?)
         } else {
-            check_filter_names(cx.policy, &request.once_per_request)?;
             None
         };
         let later_params = later_policy
@@ -703,7 +713,12 @@ fn policy_without(policy: &Policy, skip: &BTreeSet<String>) -> Result<Policy, Pl
         .combination(policy.combination())
         .params(only_declared(policy.params(), units));
     for step in kept {
-        builder = builder.filter_with(Arc::clone(&step.unit), step.position, step.on_failure);
+        builder = builder.filter_step(
+            Arc::clone(&step.unit),
+            step.position,
+            step.on_failure,
+            step.run_once,
+        );
     }
     for step in policy.scores() {
         builder = builder.score(Arc::clone(&step.unit), step.factor);
@@ -743,6 +758,7 @@ fn units_of(policy: &Policy) -> impl Iterator<Item = &Arc<dyn Unit>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::{OnFailure, Position};
     use crate::placement::hosts::HostUpdate;
     use crate::snapshot::{Host, Snapshot};
 
@@ -968,6 +984,74 @@ mod tests {
             place(&mut state, &policy, &req),
             Err(PlaceError::BadRequest(_))
         ));
+    }
+
+    #[test]
+    fn a_run_once_filter_of_the_policy_runs_for_the_first_instance_only() {
+        let cpu: Arc<dyn Unit> = Arc::new(sandpiper_policy_cpu::native_unit());
+        let policy = Policy::builder()
+            .filter_step(cpu, Position::Middle, OnFailure::FailClosed, true)
+            .filter(Arc::new(sandpiper_policy_memory::native_unit()))
+            .score(Arc::new(sandpiper_policy_even_memory::native_unit()), 1)
+            .build()
+            .expect("valid");
+        let mut state = cluster(&[("a", 8192.0), ("b", 8192.0)]);
+        let outcome = place(
+            &mut state,
+            &policy,
+            &request(vm("v", 1024.0), 3, Mode::AllOrNothing),
+        )
+        .expect("decided");
+        assert!(outcome.complete);
+        let ran: Vec<Vec<&str>> = outcome
+            .picks
+            .iter()
+            .map(|p| {
+                p.decision
+                    .explain
+                    .filters
+                    .iter()
+                    .map(|f| f.unit.as_str())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(ran, [vec!["CPU", "Memory"], vec!["Memory"], vec!["Memory"]]);
+        // A single instance runs every filter.
+        let outcome = place(
+            &mut state,
+            &policy,
+            &request(vm("w", 1024.0), 1, Mode::AllOrNothing),
+        )
+        .expect("decided");
+        assert_eq!(outcome.picks[0].decision.explain.filters.len(), 2);
+    }
+
+    #[test]
+    fn nova_default_runs_novas_once_per_request_filters_once() {
+        let policies = crate::builtin::BuiltinPolicy::all().expect("the built-in policies parse");
+        let nova = policies
+            .iter()
+            .find(|p| p.name == "nova_default")
+            .expect("nova_default");
+        let mut once: Vec<&str> = nova
+            .filters
+            .iter()
+            .filter(|f| f.run_once)
+            .map(|f| f.unit.as_str())
+            .collect();
+        once.sort();
+        // Nova's filters with run_filter_once_per_request = True among the
+        // policy's; RAM/CPU/disk and the server-group filters must see
+        // every instance's consumption and group members.
+        assert_eq!(
+            once,
+            [
+                "AvailabilityZoneFilter",
+                "ComputeCapabilitiesFilter",
+                "ComputeFilter",
+                "ImagePropertiesFilter"
+            ]
+        );
     }
 
     #[test]

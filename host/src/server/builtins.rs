@@ -162,6 +162,7 @@ fn policy_record(
             unit_id: find(&filter.unit)?,
             position: filter.position,
             on_failure: OnFailure::FailClosed,
+            run_once: filter.run_once,
         });
     }
     let mut weights = Vec::with_capacity(policy.weights.len());

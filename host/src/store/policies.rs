@@ -33,6 +33,9 @@ pub struct FilterLink {
     pub unit_id: Uuid,
     pub position: Position,
     pub on_failure: OnFailure,
+    /// Runs for the first instance of a multi-instance request only (Nova's
+    /// `run_filter_once_per_request`); `run_once` in policy JSON.
+    pub run_once: bool,
 }
 
 /// A weight (score) slot of a policy.
@@ -119,19 +122,21 @@ const SELECT: &str = "SELECT id, name, description, locked, is_default, combinat
      created_at, updated_at FROM scheduling_policies";
 
 async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<PolicyRecord, StoreError> {
-    let filters = sqlx::query_as::<_, (String, i64, String)>(
-        "SELECT unit_id, position, on_failure FROM policy_filters WHERE policy_id = ? ORDER BY rowid",
+    let filters = sqlx::query_as::<_, (String, i64, String, i64)>(
+        "SELECT unit_id, position, on_failure, run_once FROM policy_filters \
+         WHERE policy_id = ? ORDER BY rowid",
     )
     .bind(&row.id)
     .fetch_all(&mut *conn)
     .await?
     .into_iter()
-    .map(|(unit_id, position, on_failure)| {
+    .map(|(unit_id, position, on_failure, run_once)| {
         Ok(FilterLink {
             unit_id: parse_id(&unit_id)?,
             position: position_from_number(position)
                 .ok_or_else(|| StoreError::Corrupt(format!("filter position {position}")))?,
             on_failure: on_failure_from_name(&on_failure)?,
+            run_once: flag(run_once),
         })
     })
     .collect::<Result<Vec<_>, StoreError>>()?;
@@ -274,12 +279,14 @@ pub async fn save(conn: &mut SqliteConnection, policy: &PolicyRecord) -> Result<
     }
     for filter in &policy.filters {
         sqlx::query(
-            "INSERT INTO policy_filters (policy_id, unit_id, position, on_failure) VALUES (?, ?, ?, ?)",
+            "INSERT INTO policy_filters (policy_id, unit_id, position, on_failure, run_once) \
+             VALUES (?, ?, ?, ?, ?)",
         )
         .bind(&id)
         .bind(filter.unit_id.to_string())
         .bind(position_number(filter.position))
         .bind(on_failure_name(filter.on_failure))
+        .bind(filter.run_once)
         .execute(&mut *conn)
         .await?;
     }
@@ -333,4 +340,68 @@ pub async fn clusters_using(
     .bind(id.to_string())
     .fetch_all(conn)
     .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    #[tokio::test]
+    async fn a_filter_keeps_its_run_once_flag() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(&dir.path().join("t.db")).await.expect("opens");
+        let mut tx = store.write().await.expect("write");
+        let sha = "0".repeat(64);
+        sqlx::query("INSERT INTO modules (sha256, size_bytes, wasm) VALUES (?, 0, x'')")
+            .bind(&sha)
+            .execute(&mut *tx)
+            .await
+            .expect("module");
+        let units: Vec<Uuid> = (0..2).map(|_| Uuid::new_v4()).collect();
+        for (i, id) in units.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO policy_units (id, name, description, internal, has_filter, \
+                 has_score, has_balance, score_order, module_sha256, uploaded_by) \
+                 VALUES (?, ?, '', 0, 1, 0, 0, 'lower-is-better', ?, 'test')",
+            )
+            .bind(id.to_string())
+            .bind(format!("u{i}"))
+            .bind(&sha)
+            .execute(&mut *tx)
+            .await
+            .expect("unit");
+        }
+        let policy = PolicyRecord {
+            id: Uuid::new_v4(),
+            name: "p".to_owned(),
+            description: String::new(),
+            locked: false,
+            is_default: false,
+            combination: Combination::Normalised,
+            params: ParamValues::new(),
+            filters: vec![
+                FilterLink {
+                    unit_id: units[0],
+                    position: Position::Middle,
+                    on_failure: OnFailure::FailClosed,
+                    run_once: true,
+                },
+                FilterLink {
+                    unit_id: units[1],
+                    position: Position::Middle,
+                    on_failure: OnFailure::FailClosed,
+                    run_once: false,
+                },
+            ],
+            weights: Vec::new(),
+            balance: None,
+            created_at: String::new(),
+            updated_at: String::new(),
+        };
+        save(&mut tx, &policy).await.expect("saved");
+        let read = get(&mut tx, policy.id).await.expect("read").expect("found");
+        let flags: Vec<bool> = read.filters.iter().map(|f| f.run_once).collect();
+        assert_eq!(flags, [true, false]);
+    }
 }
