@@ -128,6 +128,21 @@ impl ClaimLedger {
         total
     }
 
+    /// The claims on `host_id`, leaving out the claims of the VMs in
+    /// `except`.
+    pub fn on_host_except<'a>(
+        &'a self,
+        host_id: &str,
+        except: &'a BTreeSet<String>,
+    ) -> impl Iterator<Item = &'a Claim> + 'a {
+        self.by_host
+            .get(host_id)
+            .into_iter()
+            .flat_map(|h| h.vms.iter())
+            .filter(|vm| !except.contains(*vm))
+            .filter_map(|vm| self.by_vm.get(vm))
+    }
+
     /// Each host with claims and their sum, leaving out the claims of the
     /// VMs in `except` (a decision about those VMs replaces their claims,
     /// so it must not count them against itself).

@@ -14,7 +14,7 @@ use std::collections::{BTreeSet, HashMap};
 use serde::Serialize;
 
 use super::claims::{Claim, ClaimError, ClaimLedger, ClaimState};
-use super::columns::Columns;
+use super::columns::{Columns, PendingVm};
 use super::hosts::{
     Applied, HostInventory, HostRecord, HostUpdate, InventoryError, MAX_GENERATION, check_upsert,
 };
@@ -399,6 +399,51 @@ impl ClusterState {
             (!total.is_empty()).then_some((row, total))
         })
         .collect()
+    }
+
+    /// The claimed VMs on rows `lo..hi`, leaving out `except`, as the VM
+    /// columns show them.
+    pub(super) fn pending_vms_in(
+        columns: &Columns,
+        claims: &ClaimLedger,
+        except: &BTreeSet<String>,
+        rows: std::ops::Range<usize>,
+    ) -> Vec<PendingVm> {
+        if claims.is_empty() {
+            return Vec::new();
+        }
+        rows.flat_map(|row| {
+            let id = columns.hosts().id(row as u32).unwrap_or_default();
+            claims.on_host_except(id, except).map(move |c| PendingVm {
+                row,
+                id: c.vm_id.clone(),
+                resources: c.resources,
+            })
+        })
+        .collect()
+    }
+
+    /// Every claimed VM, leaving out `except`, as the VM columns show them,
+    /// by row.
+    pub(super) fn pending_vms(
+        columns: &Columns,
+        claims: &ClaimLedger,
+        except: &BTreeSet<String>,
+    ) -> Vec<PendingVm> {
+        let mut vms: Vec<PendingVm> = claims
+            .iter()
+            .filter(|c| !except.contains(&c.vm_id))
+            .filter_map(|c| {
+                Some(PendingVm {
+                    row: columns.hosts().index(&c.host_id)? as usize,
+                    id: c.vm_id.clone(),
+                    resources: c.resources,
+                })
+            })
+            .collect();
+        // Claims in a stable order (the ledger's is a hash map's).
+        vms.sort_by(|a, b| (a.row, &a.id).cmp(&(b.row, &b.id)));
+        vms
     }
 
     /// The rows of hosts with claims and their sums, leaving out `except`.

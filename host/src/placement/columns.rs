@@ -22,12 +22,23 @@
 //!   labels and VMs are built once per window and kept until the shape of
 //!   the inventory changes; its numbers come from the held columns at each
 //!   decision.
+//! * the VMs claimed on the considered hosts and not reported yet appear in
+//!   the VM columns too, after the reported VMs, with the `pending` flag
+//!   ([`PendingVm`]): a unit that looks at which VMs a host runs
+//!   ((anti-)affinity, `same_host`/`different_host`, VM counts) sees them,
+//!   not only their resources in the usage columns. The WIT snapshot's VMs
+//!   are "running (or pending)". This copies the snapshot's VM and host
+//!   text columns for each decision with such VMs (the column store can
+//!   only share whole columns of the same length); over a 500-host window
+//!   that is small.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use sandpiper_guest::Inventory;
-use sandpiper_guest::model::{HostFlag, HostMetric, HostStatus};
+use sandpiper_guest::model::{
+    HostFlag, HostLabels, HostMetric, HostStatus, HostText, VmFlag, VmMetric, VmText,
+};
 
 use super::hosts::HostRecord;
 use super::resources::{self, PENDING_METRICS, Resources};
@@ -48,6 +59,76 @@ pub struct Columns {
     patched: bool,
     /// Windows built so far, by (index, number of windows).
     windows: HashMap<(usize, usize), Arc<Window>>,
+}
+
+/// A VM claimed on a host and not reported yet, as the VM columns show it:
+/// its claimed resources, `pending` and `migratable` set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingVm {
+    /// The host's held row.
+    pub row: usize,
+    pub id: String,
+    pub resources: Resources,
+}
+
+/// A snapshot with `base`'s hosts and VMs plus `extra` VMs (host row in
+/// the snapshot, VM): every host column but the numeric ones copied from
+/// `base` (the caller sets those), the VM columns extended. `base.share()`
+/// when there is nothing to add.
+fn with_vms(base: &Inventory, extra: &[(u32, &PendingVm)]) -> Inventory {
+    if extra.is_empty() {
+        return base.share();
+    }
+    let hosts = base.host_count();
+    let mut inventory = Inventory::new(hosts, base.vm_count() + extra.len());
+    // Lengths match by construction; see `with_pending`.
+    for &text in HostText::ALL {
+        let _ = inventory.set_host_text(text, base.host_text(text).clone());
+    }
+    for &kind in HostLabels::ALL {
+        let _ = inventory.set_host_labels(kind, base.host_labels(kind).clone());
+    }
+    for name in base.host_named_metric_names() {
+        let column = base.host_named_metric(&name).to_vec();
+        let _ = inventory.set_host_named_metric(name, column);
+    }
+    let _ = inventory.set_host_statuses(base.host_statuses().to_vec());
+    for &flag in HostFlag::ALL {
+        let _ = inventory.set_host_flag(flag, base.host_flag(flag).to_vec());
+    }
+    let mut on_host = base.vm_hosts().to_vec();
+    on_host.extend(extra.iter().map(|&(host, _)| host));
+    let _ = inventory.set_vm_hosts(on_host);
+    for &metric in VmMetric::ALL {
+        let mut column = base.vm_metric(metric).to_vec();
+        column.extend(extra.iter().map(|(_, vm)| {
+            let r = &vm.resources;
+            match metric {
+                VmMetric::MemoryMib => r.memory_mib,
+                VmMetric::MemoryGuaranteedMib => r.memory_guaranteed_mib,
+                VmMetric::Vcpus => r.vcpus,
+                // Claimed as vCPU-percent; the column is per vCPU.
+                VmMetric::CpuUsagePercent if r.vcpus > 0.0 => r.cpu_vcpu_percent / r.vcpus,
+                VmMetric::CpuUsagePercent => 0.0,
+            }
+        }));
+        let _ = inventory.set_vm_metric(metric, column);
+    }
+    for &flag in VmFlag::ALL {
+        let mut column = base.vm_flag(flag).to_vec();
+        let value = matches!(flag, VmFlag::Pending | VmFlag::Migratable);
+        column.extend(std::iter::repeat_n(value, extra.len()));
+        let _ = inventory.set_vm_flag(flag, column);
+    }
+    for &text in VmText::ALL {
+        let mut column = base.vm_text(text).clone();
+        for (_, vm) in extra {
+            column.indices.push(column.values.len() as u32);
+            column.values.push(vm.id.clone());
+        }
+        let _ = inventory.set_vm_text(text, column);
+    }
+    inventory
 }
 
 /// A contiguous run of hosts, rows `lo..hi` of the held inventory, with
@@ -184,15 +265,21 @@ impl Columns {
     }
 
     /// The snapshot a decision over `window` reads: its hosts only, with
-    /// `pending` (held rows and their claims) applied like
+    /// `pending` (held rows and their claims) and `vms` applied like
     /// [`Columns::with_pending`].
     pub fn window_with_pending(
         &self,
         window: &Window,
         pending: &[(usize, Resources)],
+        vms: &[PendingVm],
     ) -> Inventory {
         let (lo, hi) = (window.lo, window.hi.min(self.host_count()));
-        let mut inventory = window.base.share();
+        let extra: Vec<(u32, &PendingVm)> = vms
+            .iter()
+            .filter(|vm| (lo..hi).contains(&vm.row))
+            .map(|vm| ((vm.row - lo) as u32, vm))
+            .collect();
+        let mut inventory = with_vms(&window.base, &extra);
         let local: Vec<(usize, Resources, f64)> = pending
             .iter()
             .filter(|(row, _)| (lo..hi).contains(row))
@@ -219,9 +306,15 @@ impl Columns {
     }
 
     /// The snapshot a decision reads: the reported columns with `pending`
-    /// (host row and the sum of its claims) applied to the usage columns.
-    pub fn with_pending(&self, pending: &[(usize, Resources)]) -> Inventory {
-        let mut inventory = self.base.share();
+    /// (host row and the sum of its claims) applied to the usage columns,
+    /// and `vms` (the claimed VMs) after the reported VMs.
+    pub fn with_pending(&self, pending: &[(usize, Resources)], vms: &[PendingVm]) -> Inventory {
+        let extra: Vec<(u32, &PendingVm)> = vms
+            .iter()
+            .filter(|vm| vm.row < self.host_count())
+            .map(|vm| (vm.row as u32, vm))
+            .collect();
+        let mut inventory = with_vms(&self.base, &extra);
         let cpus: Vec<(usize, f64)> = pending
             .iter()
             .map(|&(row, _)| {
@@ -248,7 +341,7 @@ impl Columns {
             // pending adjustment of a snapshot that cannot exist.
             let _ = inventory.set_host_metric_shared(metric, column);
         }
-        if self.patched {
+        if self.patched || !extra.is_empty() {
             let _ = inventory.set_host_statuses(self.statuses.clone());
             for &flag in HostFlag::ALL {
                 let _ = inventory.set_host_flag(flag, self.flags[flag as usize].clone());
@@ -293,7 +386,7 @@ mod tests {
             vms: 1.0,
             ..Resources::default()
         };
-        let inv = columns.with_pending(&[(1, claimed)]);
+        let inv = columns.with_pending(&[(1, claimed)], &[]);
         assert_eq!(inv.host_metric(HostMetric::MemoryFreeMib), [4096.0, 7168.0]);
         assert_eq!(inv.host_metric(HostMetric::MemoryPendingMib), [0.0, 1024.0]);
         assert_eq!(inv.host_metric(HostMetric::CpuUsagePercent), [10.0, 15.0]);
@@ -304,7 +397,7 @@ mod tests {
             "b"
         );
         // The held columns are untouched.
-        let plain = columns.with_pending(&[]);
+        let plain = columns.with_pending(&[], &[]);
         assert_eq!(
             plain.host_metric(HostMetric::MemoryFreeMib),
             [4096.0, 8192.0]
@@ -314,7 +407,7 @@ mod tests {
     #[test]
     fn a_patched_row_shows_in_every_later_snapshot() {
         let mut columns = columns();
-        let held = columns.with_pending(&[]);
+        let held = columns.with_pending(&[], &[]);
         let mut report = host("a", 100.0, 4.0);
         report.status = Status::Maintenance;
         report.flags = vec!["spm".to_owned()];
@@ -325,7 +418,7 @@ mod tests {
         .build()
         .expect("valid host");
         columns.patch_row(0, &one.inventory);
-        let inv = columns.with_pending(&[]);
+        let inv = columns.with_pending(&[], &[]);
         assert_eq!(inv.host_metric(HostMetric::MemoryFreeMib), [100.0, 8192.0]);
         assert_eq!(inv.host_statuses()[0], HostStatus::Maintenance);
         assert_eq!(inv.host_flag(HostFlag::Spm), [true, false]);
@@ -373,7 +466,7 @@ mod tests {
             memory_mib: 1.0,
             ..Resources::default()
         };
-        let inv = columns.window_with_pending(&window, &[(1, claimed), (0, claimed)]);
+        let inv = columns.window_with_pending(&window, &[(1, claimed), (0, claimed)], &[]);
         assert_eq!(inv.host_count(), 2);
         assert_eq!(inv.host_metric(HostMetric::MemoryFreeMib), [1.0, 30.0]);
         assert_eq!(inv.host_statuses(), [HostStatus::Up, HostStatus::Down]);
@@ -384,5 +477,76 @@ mod tests {
         // Built once, then reused.
         let again = columns.window(&records, 3, 2).expect("valid");
         assert!(Arc::ptr_eq(&window, &again));
+    }
+
+    #[test]
+    fn claimed_vms_show_in_the_vm_columns_after_the_reported_ones() {
+        let snapshot = Snapshot {
+            hosts: vec![host("a", 4096.0, 4.0), host("b", 8192.0, 8.0)],
+            vms: vec![crate::snapshot::RunningVm {
+                id: "running".to_owned(),
+                name: None,
+                host: "b".to_owned(),
+                memory_mib: 512.0,
+                memory_guaranteed_mib: None,
+                vcpus: 1,
+                cpu_usage_percent: 50.0,
+                migratable: false,
+                highly_available: true,
+                hosted_engine: false,
+                pending: false,
+            }],
+        };
+        let claimed = Resources {
+            memory_mib: 1024.0,
+            memory_guaranteed_mib: 1024.0,
+            vcpus: 2.0,
+            cpu_vcpu_percent: 20.0,
+            vms: 1.0,
+            ..Resources::default()
+        };
+        let vms = [PendingVm {
+            row: 0,
+            id: "claimed".to_owned(),
+            resources: claimed,
+        }];
+        let mut columns = Columns::build(&snapshot).expect("valid");
+        let inv = columns.with_pending(&[(0, claimed)], &vms);
+        assert_eq!(inv.vm_count(), 2);
+        assert_eq!(inv.vm_hosts(), [1, 0]);
+        assert_eq!(inv.vm_text(VmText::Id).get(0), "running");
+        assert_eq!(inv.vm_text(VmText::Id).get(1), "claimed");
+        assert_eq!(inv.vm_flag(VmFlag::Pending), [false, true]);
+        assert_eq!(inv.vm_flag(VmFlag::HighlyAvailable), [true, false]);
+        assert_eq!(inv.vm_metric(VmMetric::MemoryMib), [512.0, 1024.0]);
+        assert_eq!(inv.vm_metric(VmMetric::CpuUsagePercent), [50.0, 10.0]);
+        // The same hosts, with the claim in the usage columns.
+        assert_eq!(inv.host_metric(HostMetric::MemoryFreeMib), [3072.0, 8192.0]);
+        assert_eq!(inv.host_text(HostText::Id).get(1), "b");
+
+        // A window shows the claimed VMs of its own hosts only.
+        let records: Vec<HostRecord> = snapshot
+            .hosts
+            .iter()
+            .map(|h| HostRecord {
+                host: h.clone(),
+                vms: snapshot
+                    .vms
+                    .iter()
+                    .filter(|v| v.host == h.id)
+                    .cloned()
+                    .collect(),
+                generation: 1,
+            })
+            .collect();
+        let second = columns.window(&records, 1, 2).expect("valid");
+        let inv = columns.window_with_pending(&second, &[(0, claimed)], &vms);
+        assert_eq!(inv.vm_count(), 1);
+        assert_eq!(inv.vm_flag(VmFlag::Pending), [false]);
+        let first = columns.window(&records, 0, 2).expect("valid");
+        let inv = columns.window_with_pending(&first, &[(0, claimed)], &vms);
+        assert_eq!(inv.vm_count(), 1);
+        assert_eq!(inv.vm_hosts(), [0]);
+        assert_eq!(inv.vm_text(VmText::Name).get(0), "claimed");
     }
 }

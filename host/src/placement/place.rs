@@ -32,7 +32,7 @@ use uuid::Uuid;
 
 use super::claims::{Claim, ClaimState};
 use super::cluster::{Change, ClusterState};
-use super::columns::{Columns, Window};
+use super::columns::{Columns, PendingVm, Window};
 use super::resources::Resources;
 use super::time::Timestamp;
 use crate::pipeline::{
@@ -348,11 +348,17 @@ impl ClusterState {
         // Every claimed host, computed only if a pass over every host runs.
         let all_pending = std::cell::OnceCell::new();
         let pass = |view: Option<&Window>| {
-            let pending = match view {
-                Some(w) => ClusterState::pending_rows_in(columns, claims_held, &except, w.lo..w.hi),
-                None => all_pending
-                    .get_or_init(|| ClusterState::pending_rows(columns, claims_held, &except))
-                    .clone(),
+            let (pending, vms) = match view {
+                Some(w) => (
+                    ClusterState::pending_rows_in(columns, claims_held, &except, w.lo..w.hi),
+                    ClusterState::pending_vms_in(columns, claims_held, &except, w.lo..w.hi),
+                ),
+                None => (
+                    all_pending
+                        .get_or_init(|| ClusterState::pending_rows(columns, claims_held, &except))
+                        .clone(),
+                    ClusterState::pending_vms(columns, claims_held, &except),
+                ),
             };
             run_pass(Pass {
                 columns,
@@ -360,6 +366,7 @@ impl ClusterState {
                 request,
                 ids: &ids,
                 pending,
+                vms,
                 first: (cx.policy, cx.params),
                 later,
                 hold_deadline: cx.hold_deadline,
@@ -455,6 +462,9 @@ struct Pass<'a> {
     ids: &'a [String],
     /// Claims by held row; each pick adds to it (virtual consumption).
     pending: HashMap<usize, Resources>,
+    /// The claimed VMs on the hosts considered; each pick adds its
+    /// instance, so later picks see it in the VM columns.
+    vms: Vec<PendingVm>,
     first: (&'a Policy, &'a ParamValues),
     /// The policy and parameters of instances after the first, when some
     /// filters run once per request.
@@ -484,6 +494,7 @@ fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
         request,
         ids,
         mut pending,
+        mut vms,
         first,
         later,
         hold_deadline,
@@ -530,8 +541,8 @@ fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
         }
         let rows: Vec<(usize, Resources)> = pending.iter().map(|(&r, &p)| (r, p)).collect();
         let inventory = Arc::new(match window {
-            Some(w) => columns.window_with_pending(w, &rows),
-            None => columns.with_pending(&rows),
+            Some(w) => columns.window_with_pending(w, &rows, &vms),
+            None => columns.with_pending(&rows, &vms),
         });
         vm.id = id.clone();
         let (policy, params) = match (later, i) {
@@ -577,6 +588,11 @@ fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
         let row = host as usize + offset;
         if !stays {
             pending.entry(row).or_default().add(&resources);
+            vms.push(PendingVm {
+                row,
+                id: id.clone(),
+                resources,
+            });
         }
         for group in vm.groups.iter_mut().filter(|g| g.scope == GroupScope::Vms) {
             group.hosts.push(host);
@@ -1052,6 +1068,90 @@ mod tests {
                 "ImagePropertiesFilter"
             ]
         );
+    }
+
+    /// A filter that drops every host the VM columns say runs a VM: it
+    /// sees claimed VMs only if they are in the VM columns.
+    fn one_vm_per_host() -> Arc<dyn Unit> {
+        fn filter(
+            inventory: &sandpiper_guest::Inventory,
+            _: &sandpiper_guest::model::Request,
+            candidates: &[u32],
+        ) -> Vec<sandpiper_guest::model::Rejection> {
+            let busy: HashSet<u32> = inventory.vm_hosts().iter().copied().collect();
+            let hosts: Vec<u32> = candidates
+                .iter()
+                .copied()
+                .filter(|h| busy.contains(h))
+                .collect();
+            vec![sandpiper_guest::model::Rejection {
+                reason: "runs a VM".to_owned(),
+                hosts,
+            }]
+        }
+        Arc::new(sandpiper_guest::native::NativeUnit {
+            info: sandpiper_guest::model::UnitInfo {
+                name: "OneVmPerHost".to_owned(),
+                description: String::new(),
+                params: Vec::new(),
+                score_order: sandpiper_guest::model::ScoreOrder::LowerIsBetter,
+            },
+            filter: Some(filter),
+            score: None,
+            balance: None,
+        })
+    }
+
+    #[test]
+    fn claimed_vms_are_vms_on_their_host_for_the_units() {
+        let policy = Policy::builder()
+            .filter(one_vm_per_host())
+            .filter(Arc::new(sandpiper_policy_memory::native_unit()))
+            .build()
+            .expect("valid");
+        let mut state = cluster(&[("a", 8192.0), ("b", 8192.0)]);
+        let first = place(
+            &mut state,
+            &policy,
+            &request(vm("v1", 1024.0), 1, Mode::AllOrNothing),
+        )
+        .expect("decided");
+        let second = place(
+            &mut state,
+            &policy,
+            &request(vm("v2", 1024.0), 1, Mode::AllOrNothing),
+        )
+        .expect("decided");
+        let (a, b) = (hosts_of(&first)[0], hosts_of(&second)[0]);
+        assert!(a.is_some() && b.is_some() && a != b, "{a:?} {b:?}");
+        // Both hosts run a claimed VM now.
+        let third = place(
+            &mut state,
+            &policy,
+            &request(vm("v3", 1024.0), 1, Mode::AllOrNothing),
+        )
+        .expect("decided");
+        assert_eq!(hosts_of(&third), [None]);
+        // Placing v1 again does not see its own claim.
+        let again = place(
+            &mut state,
+            &policy,
+            &request(vm("v1", 1024.0), 1, Mode::AllOrNothing),
+        )
+        .expect("decided");
+        assert_eq!(hosts_of(&again), [a]);
+
+        // The instances of one request see the earlier ones.
+        let mut state = cluster(&[("a", 8192.0), ("b", 8192.0), ("c", 8192.0)]);
+        let outcome = place(
+            &mut state,
+            &policy,
+            &request(vm("web", 1024.0), 3, Mode::AllOrNothing),
+        )
+        .expect("decided");
+        let mut hosts = hosts_of(&outcome);
+        hosts.sort();
+        assert_eq!(hosts, [Some("a"), Some("b"), Some("c")]);
     }
 
     #[test]
