@@ -54,7 +54,10 @@ pub struct ScheduleBody {
     pub candidates: Option<Vec<String>>,
 }
 
-/// A balancing request.
+/// A balancing request. Without `hosts`, the decision is made over the
+/// inventory Sandpiper holds for the cluster, with every live claim
+/// counted as usage and its VM listed as a pending VM of its host (as a
+/// schedule decision sees it); `vms` then must be absent too.
 #[derive(Clone, Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BalanceBody {
@@ -423,6 +426,12 @@ pub async fn schedule_vm(
 
 /// Asks the cluster's balance unit for a migration and lets the policy
 /// decide where the VM goes (possibly nowhere: it stays).
+///
+/// With `hosts` in the body, over those hosts. Without, over the inventory
+/// Sandpiper holds for the cluster, every live claim counted as usage and
+/// listed as a pending VM of its host, as a schedule decision sees them;
+/// the answer is the same, and no claim is recorded (the engine schedules
+/// the migration it decides on).
 #[utoipa::path(post, path = "/api/v1/clusters/{id}/balance", tag = "decisions",
     security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Cluster id"), DecisionQuery),
@@ -433,7 +442,9 @@ pub async fn schedule_vm(
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, description = "The cluster", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
+        (status = 409, description = "`no_inventory`: no hosts inline and none held", body = ErrorBody),
         (status = 422, description = "`no_balance_unit`, `invalid_snapshot`, `invalid_candidates`, `balance_failed`, `filter_failed`", body = ErrorBody),
+        (status = 503, description = "`cluster_busy` (over the held inventory: its lock was not free in time)", body = ErrorBody),
     ))]
 pub async fn balance_cluster(
     State(state): State<AppState>,
@@ -449,20 +460,54 @@ pub async fn balance_cluster(
         skipped_units,
     } = prepare(&state, cluster_id).await?;
     let decision_id = (!query.dry_run).then(Uuid::new_v4);
-    let encoded = blocking(move || {
+    // Without inline hosts: the held inventory with its claims, taken
+    // under the cluster's lock (the decision itself claims nothing).
+    let held = if super::claims::has_inline_hosts(&bytes)? {
+        None
+    } else {
         let body: BalanceBody = parse_json(&bytes)?;
-        let cluster = Snapshot {
-            hosts: body.hosts,
-            vms: body.vms,
+        if !body.vms.is_empty() {
+            return Err(ApiError::InvalidValue {
+                field: "vms".to_owned(),
+                message: "VMs come with their hosts: without `hosts`, the inventory held for \
+                          the cluster (and its VMs) is used"
+                    .to_owned(),
+            });
         }
-        .build()
-        .map_err(invalid_snapshot)?;
-        let candidates = body
-            .candidates
-            .map(|ids| cluster.hosts.resolve_all(&ids, "candidates"))
-            .transpose()
-            .map_err(invalid_snapshot)?;
-        let inventory = Arc::new(cluster.inventory);
+        let snapshot = state
+            .placement()
+            .held_snapshot(cluster_id, body.candidates)
+            .await
+            .map_err(|e| match e {
+                crate::placement::PlacementError::Invalid(e)
+                    if e.path.starts_with("candidates") =>
+                {
+                    invalid_candidates(e.to_string())
+                }
+                e => super::claims::placement_error(e),
+            })?;
+        Some(snapshot)
+    };
+    let encoded = blocking(move || {
+        let (inventory, candidates) = match held {
+            Some((inventory, candidates)) => (inventory, candidates),
+            None => {
+                let body: BalanceBody = parse_json(&bytes)?;
+                let cluster = Snapshot {
+                    hosts: body.hosts,
+                    vms: body.vms,
+                }
+                .build()
+                .map_err(invalid_snapshot)?;
+                let candidates = body
+                    .candidates
+                    .map(|ids| cluster.hosts.resolve_all(&ids, "candidates"))
+                    .transpose()
+                    .map_err(invalid_snapshot)?;
+                (cluster.inventory, candidates)
+            }
+        };
+        let inventory = Arc::new(inventory);
         let input = BalanceInput {
             candidates,
             params: overrides,

@@ -21,6 +21,7 @@ use super::hosts::{
 use super::resources::Resources;
 use super::time::Timestamp;
 use crate::snapshot::{Snapshot, SnapshotError, SnapshotErrorKind};
+use sandpiper_guest::Inventory;
 
 /// A change to persist, in the order the state made it.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,6 +46,10 @@ pub enum Change {
     /// A claim gone (released, expired, covered by a report).
     ClaimDeleted { vm_id: String },
 }
+
+/// A held snapshot with claims applied, the candidates resolved against
+/// it, and the changes made taking it (expired claims dropped).
+pub type HeldSnapshot = (Inventory, Option<Vec<u32>>, Vec<Change>);
 
 /// How one update of a batch went.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -372,6 +377,32 @@ impl ClusterState {
             })
             .collect();
         (expired, changes)
+    }
+
+    /// The held inventory as a decision over every host sees it — usage
+    /// including every live claim, the claimed VMs in the VM columns — for
+    /// a balance decision, which records no claim; `candidates` (host ids)
+    /// resolved to hosts of that snapshot. Expired claims are dropped first.
+    pub fn held_snapshot(
+        &mut self,
+        now: Timestamp,
+        candidates: Option<&[String]>,
+    ) -> Result<HeldSnapshot, SnapshotError> {
+        let (_, changes) = self.expire(now);
+        self.ensure_columns()?;
+        let Some(columns) = self.columns.as_ref() else {
+            return Ok((Inventory::new(0, 0), None, changes));
+        };
+        let candidates = candidates
+            .map(|ids| columns.hosts().resolve_all(ids, "candidates"))
+            .transpose()?;
+        let none = BTreeSet::new();
+        let rows: Vec<(usize, Resources)> =
+            ClusterState::pending_rows(columns, &self.claims, &none)
+                .into_iter()
+                .collect();
+        let vms = ClusterState::pending_vms(columns, &self.claims, &none);
+        Ok((columns.with_pending(&rows, &vms), candidates, changes))
     }
 
     /// The columns, rebuilt from the records if a change of shape dropped

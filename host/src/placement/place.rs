@@ -1154,6 +1154,127 @@ mod tests {
         assert_eq!(hosts, [Some("a"), Some("b"), Some("c")]);
     }
 
+    /// A balance unit that proposes moving the VM called `big` to any
+    /// other candidate.
+    fn move_big() -> Arc<dyn Unit> {
+        fn balance(
+            inventory: &sandpiper_guest::Inventory,
+            request: &sandpiper_guest::model::BalanceRequest,
+        ) -> Option<sandpiper_guest::model::Migration> {
+            let ids = inventory.vm_text(sandpiper_guest::model::VmText::Id);
+            let vm = (0..inventory.vm_count()).find(|&i| ids.get(i) == "big")?;
+            let source = inventory.vm_hosts()[vm];
+            Some(sandpiper_guest::model::Migration {
+                vm: vm as u32,
+                destinations: request
+                    .candidates
+                    .iter()
+                    .copied()
+                    .filter(|&h| h != source)
+                    .collect(),
+            })
+        }
+        Arc::new(sandpiper_guest::native::NativeUnit {
+            info: sandpiper_guest::model::UnitInfo {
+                name: "MoveBig".to_owned(),
+                description: String::new(),
+                params: Vec::new(),
+                score_order: sandpiper_guest::model::ScoreOrder::LowerIsBetter,
+            },
+            filter: None,
+            score: None,
+            balance: Some(balance),
+        })
+    }
+
+    #[test]
+    fn a_balance_over_the_held_inventory_counts_its_claims() {
+        let policy = Policy::builder()
+            .filter(Arc::new(sandpiper_policy_memory::native_unit()))
+            .score(Arc::new(sandpiper_policy_even_memory::native_unit()), 1)
+            .balance(move_big())
+            .build()
+            .expect("valid");
+        let mut state = ClusterState::new();
+        state
+            .replace_snapshot(
+                1,
+                Snapshot {
+                    hosts: vec![host("a", 4096.0), host("b", 8192.0), host("c", 6144.0)],
+                    vms: vec![crate::snapshot::RunningVm {
+                        id: "big".to_owned(),
+                        name: None,
+                        host: "a".to_owned(),
+                        memory_mib: 3072.0,
+                        memory_guaranteed_mib: None,
+                        vcpus: 1,
+                        cpu_usage_percent: 0.0,
+                        migratable: true,
+                        highly_available: false,
+                        hosted_engine: false,
+                        pending: false,
+                    }],
+                },
+            )
+            .expect("valid");
+        let balance = |state: &mut ClusterState| {
+            let (inventory, candidates, _) =
+                state.held_snapshot(Timestamp(1_000), None).expect("held");
+            let inventory = Arc::new(inventory);
+            let input = pipeline::BalanceInput {
+                candidates,
+                params: ParamValues::new(),
+            };
+            let decision = pipeline::balance(&policy, &inventory, &input).expect("decided");
+            let destination = decision.destination.map(|h| {
+                inventory
+                    .host_text(sandpiper_guest::model::HostText::Id)
+                    .get(h as usize)
+                    .to_owned()
+            });
+            let explain = serde_json::to_value(&decision.explain).expect("serialises");
+            (inventory, destination, explain)
+        };
+        // Nothing claimed: b, with the most free memory, wins.
+        let (inventory, destination, _) = balance(&mut state);
+        assert_eq!(inventory.vm_count(), 1);
+        assert_eq!(destination.as_deref(), Some("b"));
+
+        // A claim takes most of b: the held balance sees it, as usage and
+        // as a pending VM of b, and does not send `big` there.
+        let mut req = request(vm("x", 6000.0), 1, Mode::AllOrNothing);
+        req.candidates = Some(vec!["b".to_owned()]);
+        let placed = place(
+            &mut state,
+            &Policy::builder()
+                .filter(Arc::new(sandpiper_policy_memory::native_unit()))
+                .build()
+                .expect("valid"),
+            &req,
+        )
+        .expect("decided");
+        assert_eq!(hosts_of(&placed), [Some("b")]);
+        let (inventory, destination, explain) = balance(&mut state);
+        assert_eq!(inventory.vm_count(), 2);
+        assert_eq!(
+            inventory.vm_text(sandpiper_guest::model::VmText::Id).get(1),
+            "x"
+        );
+        assert_eq!(
+            inventory.vm_flag(sandpiper_guest::model::VmFlag::Pending),
+            [false, true]
+        );
+        assert_ne!(destination.as_deref(), Some("b"));
+        let rejected = &explain["schedule"]["filters"][0]["rejected"][0];
+        assert_eq!(rejected["hosts"], serde_json::json!(["b"]));
+        assert!(
+            rejected["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("6000 MiB pending")),
+            "{rejected}"
+        );
+    }
+
     #[test]
     fn bad_counts_and_ids_are_refused() {
         let policy = policy();

@@ -286,6 +286,26 @@ impl PlacementService {
         .await
     }
 
+    /// The held inventory with every live claim applied (see
+    /// [`ClusterState::held_snapshot`]), for a balance decision over it,
+    /// and `candidates` resolved against it.
+    pub async fn held_snapshot(
+        &self,
+        cluster_id: Uuid,
+        candidates: Option<Vec<String>>,
+    ) -> Result<(sandpiper_guest::Inventory, Option<Vec<u32>>), PlacementError> {
+        self.locked(cluster_id, move |state, now| {
+            if !state.has_inventory() {
+                return Err(PlacementError::NoInventory { cluster_id });
+            }
+            let (inventory, candidates, changes) =
+                state.held_snapshot(now, candidates.as_deref())?;
+            let resolved = !changes.is_empty();
+            Ok(((inventory, candidates), changes, resolved))
+        })
+        .await
+    }
+
     /// Whether the cluster has an inventory to decide on.
     pub async fn has_inventory(&self, cluster_id: Uuid) -> Result<bool, PlacementError> {
         self.locked(cluster_id, |state, _| {
