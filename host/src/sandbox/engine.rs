@@ -5,7 +5,9 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Strategy};
+use wasmtime::{
+    Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Strategy,
+};
 
 use super::limits::{
     MAX_INSTANCES_PER_CALL, MAX_MEMORIES_PER_CALL, MAX_MEMORY_BYTES, MAX_TABLES_PER_CALL,
@@ -33,13 +35,25 @@ pub const POOL_MEMORIES: u32 = POOL_CONCURRENT_CALLS * 2;
 /// Tables alive at once across all calls.
 pub const POOL_TABLES: u32 = POOL_CONCURRENT_CALLS * 8;
 
-/// Bytes of each pooled linear memory kept mapped and zeroed with `memset`
-/// when its instance ends, instead of being returned to the kernel, so the
-/// next instance in the slot takes no first-touch page faults. Measured
-/// (`benches/sandbox.rs`), 4 MiB against none: instantiate-and-drop 17 vs
-/// 10 µs, but a call passing 10k candidates 21 vs 39 µs and the CPU filter
-/// over 10k hosts 91 vs 137 µs. A Rust unit's memory at 10k hosts fits.
+/// Bytes of each pooled linear memory that may stay mapped when its
+/// instance ends, reset in place instead of returned to the kernel, so the
+/// next instance in the slot takes no first-touch page faults there.
+///
+/// With [`PAGEMAP_SCAN`](wasmtime::PoolingAllocationConfig::pagemap_scan)
+/// on (it is, see [`build`]) only the pages an instance actually wrote are
+/// reset (`memset`, or copied back from the data image), so a unit that
+/// touches 100 KiB pays for 100 KiB, whatever this says; without the scan
+/// wasmtime would `memset` the first 4 MiB (a Rust unit's whole 1 MiB
+/// stack region included) on every drop, which was most of each call's
+/// fixed cost. A unit that writes more than this pays page faults for the
+/// rest on its next call instead.
 pub const KEEP_RESIDENT_BYTES: usize = 4 << 20;
+
+/// Bytes of each pooled table kept mapped and reset in place when its
+/// instance ends, as [`KEEP_RESIDENT_BYTES`] for memories. A component's
+/// tables hold a few dozen function references, so 64 KiB keeps all of
+/// them; with none, every call ended in an `madvise` per table.
+pub const TABLE_KEEP_RESIDENT_BYTES: usize = 64 << 10;
 
 /// Native stack a unit may use. Calls run on the caller's thread, so this
 /// must fit inside the smallest host thread stack (2 MiB for Rust threads)
@@ -61,7 +75,9 @@ pub(crate) fn build() -> wasmtime::Result<Engine> {
         .max_memories_per_component(u32::try_from(MAX_MEMORIES_PER_CALL)?)
         .max_tables_per_component(u32::try_from(MAX_TABLES_PER_CALL)?)
         .max_memory_size(usize::try_from(MAX_MEMORY_BYTES)?)
-        .linear_memory_keep_resident(KEEP_RESIDENT_BYTES);
+        .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+        .table_keep_resident(TABLE_KEEP_RESIDENT_BYTES)
+        .pagemap_scan(pagemap_scan());
 
     let mut config = Config::new();
     // Cranelift is wasmtime's Tier 1 compiler on x86_64, fuzzed continuously;
@@ -78,6 +94,33 @@ pub(crate) fn build() -> wasmtime::Result<Engine> {
     config.relaxed_simd_deterministic(true);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     Engine::new(&config)
+}
+
+/// Whether to reset pooled memories with `PAGEMAP_SCAN` (Linux 6.7+): only
+/// the pages an instance wrote, instead of the whole kept-resident part.
+/// Where the kernel lacks the ioctl, wasmtime falls back to the full reset.
+///
+/// The scan resets only *present* pages: a page the unit wrote that the
+/// kernel swapped out before the instance ended would not be reset, and the
+/// next instance in the slot could read it. So the scan is used only when
+/// no swap is configured when the engine is built (`/proc/swaps` lists
+/// none), as on our servers; with swap the reset stays the full one.
+/// Enabling swap on a running server is not supported.
+fn pagemap_scan() -> Enabled {
+    if swap_configured() {
+        Enabled::No
+    } else {
+        Enabled::Auto
+    }
+}
+
+/// True when `/proc/swaps` lists a swap area, or cannot be read.
+fn swap_configured() -> bool {
+    match std::fs::read_to_string("/proc/swaps") {
+        // The first line is the column header.
+        Ok(swaps) => swaps.lines().skip(1).any(|line| !line.trim().is_empty()),
+        Err(_) => true,
+    }
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
