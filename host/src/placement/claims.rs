@@ -18,7 +18,7 @@
 //!   (expiring it earlier could double-book the host);
 //! * its host is removed from the inventory.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 use uuid::Uuid;
@@ -60,6 +60,20 @@ pub enum ClaimError {
     NoClaim { vm_id: String },
 }
 
+impl HostClaims {
+    /// The sum of the claims, leaving out the VMs in `except`.
+    fn total_except(&self, except: &BTreeSet<String>) -> Resources {
+        if !except.iter().any(|vm| self.vms.contains_key(vm)) {
+            return self.total;
+        }
+        let mut total = Resources::default();
+        for (_, resources) in self.vms.iter().filter(|(vm, _)| !except.contains(*vm)) {
+            total.add(resources);
+        }
+        total
+    }
+}
+
 /// Every live claim of one cluster, by VM, by host, and (unconfirmed ones)
 /// by expiry, so that no operation a decision makes walks every claim: at
 /// thousands of decisions a second a cluster holds thousands of claims.
@@ -74,7 +88,9 @@ pub struct ClaimLedger {
 /// The claims on one host and their sum.
 #[derive(Clone, Debug, Default)]
 struct HostClaims {
-    vms: BTreeSet<String>,
+    /// Each claim's VM and resources (a copy of the claim's), so reading a
+    /// host's claims looks nothing up by VM.
+    vms: BTreeMap<String, Resources>,
     total: Resources,
 }
 
@@ -113,34 +129,30 @@ impl ClaimLedger {
     /// The sum of the claims on `host_id`, leaving out the claims of the
     /// VMs in `except` (see [`ClaimLedger::pending_by_host`]).
     pub fn pending_on_except(&self, host_id: &str, except: &BTreeSet<String>) -> Resources {
-        let Some(claims) = self.by_host.get(host_id) else {
-            return Resources::default();
-        };
-        if except.is_empty() || !claims.vms.iter().any(|vm| except.contains(vm)) {
-            return claims.total;
-        }
-        let mut total = Resources::default();
-        for vm in claims.vms.iter().filter(|vm| !except.contains(*vm)) {
-            if let Some(claim) = self.by_vm.get(vm) {
-                total.add(&claim.resources);
-            }
-        }
-        total
+        self.by_host
+            .get(host_id)
+            .map_or_else(Resources::default, |h| h.total_except(except))
     }
 
     /// The claims on `host_id`, leaving out the claims of the VMs in
     /// `except`.
+    /// Each as (VM, resources), and their sum.
     pub fn on_host_except<'a>(
         &'a self,
         host_id: &str,
         except: &'a BTreeSet<String>,
-    ) -> impl Iterator<Item = &'a Claim> + 'a {
-        self.by_host
-            .get(host_id)
+    ) -> (
+        impl Iterator<Item = (&'a str, &'a Resources)> + 'a,
+        Resources,
+    ) {
+        let claims = self.by_host.get(host_id);
+        let total = claims.map_or_else(Resources::default, |h| h.total_except(except));
+        let each = claims
             .into_iter()
             .flat_map(|h| h.vms.iter())
-            .filter(|vm| !except.contains(*vm))
-            .filter_map(|vm| self.by_vm.get(vm))
+            .filter(|(vm, _)| !except.contains(*vm))
+            .map(|(vm, r)| (vm.as_str(), r));
+        (each, total)
     }
 
     /// Each host with claims and their sum, leaving out the claims of the
@@ -151,13 +163,8 @@ impl ClaimLedger {
         except: &'a BTreeSet<String>,
     ) -> impl Iterator<Item = (&'a str, Resources)> + 'a {
         self.by_host.iter().filter_map(move |(host, claims)| {
-            if !except.is_empty() && claims.vms.iter().any(|vm| except.contains(vm)) {
-                let mut total = Resources::default();
-                for vm in claims.vms.iter().filter(|vm| !except.contains(*vm)) {
-                    if let Some(claim) = self.by_vm.get(vm) {
-                        total.add(&claim.resources);
-                    }
-                }
+            if except.iter().any(|vm| claims.vms.contains_key(vm)) {
+                let total = claims.total_except(except);
                 (!total.is_empty()).then_some((host.as_str(), total))
             } else {
                 Some((host.as_str(), claims.total))
@@ -173,7 +180,7 @@ impl ClaimLedger {
             .entry(host.clone())
             .or_default()
             .vms
-            .insert(claim.vm_id.clone());
+            .insert(claim.vm_id.clone(), claim.resources);
         if claim.state == ClaimState::Pending {
             self.expiring
                 .insert((claim.expires_at, claim.vm_id.clone()));
@@ -233,7 +240,7 @@ impl ClaimLedger {
             .by_host
             .get(host_id)
             .into_iter()
-            .flat_map(|h| h.vms.iter())
+            .flat_map(|h| h.vms.keys())
             .filter(|vm| {
                 matches!(
                     self.by_vm.get(*vm).map(|c| c.state),
@@ -250,7 +257,7 @@ impl ClaimLedger {
         let on_host: Vec<String> = self
             .by_host
             .get(host_id)
-            .map(|h| h.vms.iter().cloned().collect())
+            .map(|h| h.vms.keys().cloned().collect())
             .unwrap_or_default();
         self.remove_all(on_host)
     }
@@ -281,10 +288,8 @@ impl ClaimLedger {
             return;
         }
         let mut total = Resources::default();
-        for vm in &host.vms {
-            if let Some(claim) = self.by_vm.get(vm) {
-                total.add(&claim.resources);
-            }
+        for resources in host.vms.values() {
+            total.add(resources);
         }
         host.total = total;
     }

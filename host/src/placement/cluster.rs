@@ -415,65 +415,55 @@ impl ClusterState {
         Ok(())
     }
 
-    /// The rows `lo..hi` that have claims, and their sums, leaving out
-    /// `except`: a window's pending, found by looking up its hosts rather
-    /// than walking every claim of the cluster.
-    pub(super) fn pending_rows_in(
+    /// The rows `lo..hi` that have claims, their sums, and the claimed
+    /// VMs as the VM columns show them, leaving out `except`: a window's
+    /// pending, found by looking each of its hosts up once rather than
+    /// walking every claim of the cluster.
+    pub(super) fn pending_in<'a>(
         columns: &Columns,
-        claims: &ClaimLedger,
-        except: &BTreeSet<String>,
+        claims: &'a ClaimLedger,
+        except: &'a BTreeSet<String>,
         rows: std::ops::Range<usize>,
-    ) -> HashMap<usize, Resources> {
-        rows.filter_map(|row| {
-            let id = columns.hosts().id(row as u32)?;
-            let total = claims.pending_on_except(id, except);
-            (!total.is_empty()).then_some((row, total))
-        })
-        .collect()
-    }
-
-    /// The claimed VMs on rows `lo..hi`, leaving out `except`, as the VM
-    /// columns show them.
-    pub(super) fn pending_vms_in(
-        columns: &Columns,
-        claims: &ClaimLedger,
-        except: &BTreeSet<String>,
-        rows: std::ops::Range<usize>,
-    ) -> Vec<PendingVm> {
+    ) -> (HashMap<usize, Resources>, Vec<PendingVm<'a>>) {
+        let mut sums = HashMap::new();
+        let mut vms = Vec::new();
         if claims.is_empty() {
-            return Vec::new();
+            return (sums, vms);
         }
-        rows.flat_map(|row| {
-            let id = columns.hosts().id(row as u32).unwrap_or_default();
-            claims.on_host_except(id, except).map(move |c| PendingVm {
-                row,
-                id: c.vm_id.clone(),
-                resources: c.resources,
-            })
-        })
-        .collect()
+        for row in rows {
+            let Some(id) = columns.hosts().id(row as u32) else {
+                continue;
+            };
+            let (each, total) = claims.on_host_except(id, except);
+            if total.is_empty() {
+                continue;
+            }
+            sums.insert(row, total);
+            vms.extend(each.map(|(id, &resources)| PendingVm { row, id, resources }));
+        }
+        (sums, vms)
     }
 
     /// Every claimed VM, leaving out `except`, as the VM columns show them,
     /// by row.
-    pub(super) fn pending_vms(
+    pub(super) fn pending_vms<'a>(
         columns: &Columns,
-        claims: &ClaimLedger,
+        claims: &'a ClaimLedger,
         except: &BTreeSet<String>,
-    ) -> Vec<PendingVm> {
-        let mut vms: Vec<PendingVm> = claims
+    ) -> Vec<PendingVm<'a>> {
+        let mut vms: Vec<PendingVm<'a>> = claims
             .iter()
             .filter(|c| !except.contains(&c.vm_id))
             .filter_map(|c| {
                 Some(PendingVm {
                     row: columns.hosts().index(&c.host_id)? as usize,
-                    id: c.vm_id.clone(),
+                    id: &c.vm_id,
                     resources: c.resources,
                 })
             })
             .collect();
         // Claims in a stable order (the ledger's is a hash map's).
-        vms.sort_by(|a, b| (a.row, &a.id).cmp(&(b.row, &b.id)));
+        vms.sort_by(|a, b| (a.row, a.id).cmp(&(b.row, b.id)));
         vms
     }
 

@@ -63,11 +63,11 @@ pub struct Columns {
 
 /// A VM claimed on a host and not reported yet, as the VM columns show it:
 /// its claimed resources, `pending` and `migratable` set.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PendingVm {
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PendingVm<'a> {
     /// The host's held row.
     pub row: usize,
-    pub id: String,
+    pub id: &'a str,
     pub resources: Resources,
 }
 
@@ -75,7 +75,7 @@ pub struct PendingVm {
 /// the snapshot, VM): every host column but the numeric ones copied from
 /// `base` (the caller sets those), the VM columns extended. `base.share()`
 /// when there is nothing to add.
-fn with_vms(base: &Inventory, extra: &[(u32, &PendingVm)]) -> Inventory {
+fn with_vms(base: &Inventory, extra: &[(u32, &PendingVm<'_>)]) -> Inventory {
     if extra.is_empty() {
         return base.share();
     }
@@ -124,7 +124,7 @@ fn with_vms(base: &Inventory, extra: &[(u32, &PendingVm)]) -> Inventory {
         let mut column = base.vm_text(text).clone();
         for (_, vm) in extra {
             column.indices.push(column.values.len() as u32);
-            column.values.push(vm.id.clone());
+            column.values.push(vm.id.to_owned());
         }
         let _ = inventory.set_vm_text(text, column);
     }
@@ -271,10 +271,10 @@ impl Columns {
         &self,
         window: &Window,
         pending: &[(usize, Resources)],
-        vms: &[PendingVm],
+        vms: &[PendingVm<'_>],
     ) -> Inventory {
         let (lo, hi) = (window.lo, window.hi.min(self.host_count()));
-        let extra: Vec<(u32, &PendingVm)> = vms
+        let extra: Vec<(u32, &PendingVm<'_>)> = vms
             .iter()
             .filter(|vm| (lo..hi).contains(&vm.row))
             .map(|vm| ((vm.row - lo) as u32, vm))
@@ -308,8 +308,8 @@ impl Columns {
     /// The snapshot a decision reads: the reported columns with `pending`
     /// (host row and the sum of its claims) applied to the usage columns,
     /// and `vms` (the claimed VMs) after the reported VMs.
-    pub fn with_pending(&self, pending: &[(usize, Resources)], vms: &[PendingVm]) -> Inventory {
-        let extra: Vec<(u32, &PendingVm)> = vms
+    pub fn with_pending(&self, pending: &[(usize, Resources)], vms: &[PendingVm<'_>]) -> Inventory {
+        let extra: Vec<(u32, &PendingVm<'_>)> = vms
             .iter()
             .filter(|vm| vm.row < self.host_count())
             .map(|vm| (vm.row as u32, vm))
@@ -507,7 +507,7 @@ mod tests {
         };
         let vms = [PendingVm {
             row: 0,
-            id: "claimed".to_owned(),
+            id: "claimed",
             resources: claimed,
         }];
         let mut columns = Columns::build(&snapshot).expect("valid");

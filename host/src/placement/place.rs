@@ -349,10 +349,7 @@ impl ClusterState {
         let all_pending = std::cell::OnceCell::new();
         let pass = |view: Option<&Window>| {
             let (pending, vms) = match view {
-                Some(w) => (
-                    ClusterState::pending_rows_in(columns, claims_held, &except, w.lo..w.hi),
-                    ClusterState::pending_vms_in(columns, claims_held, &except, w.lo..w.hi),
-                ),
+                Some(w) => ClusterState::pending_in(columns, claims_held, &except, w.lo..w.hi),
                 None => (
                     all_pending
                         .get_or_init(|| ClusterState::pending_rows(columns, claims_held, &except))
@@ -464,7 +461,7 @@ struct Pass<'a> {
     pending: HashMap<usize, Resources>,
     /// The claimed VMs on the hosts considered; each pick adds its
     /// instance, so later picks see it in the VM columns.
-    vms: Vec<PendingVm>,
+    vms: Vec<PendingVm<'a>>,
     first: (&'a Policy, &'a ParamValues),
     /// The policy and parameters of instances after the first, when some
     /// filters run once per request.
@@ -590,7 +587,7 @@ fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
             pending.entry(row).or_default().add(&resources);
             vms.push(PendingVm {
                 row,
-                id: id.clone(),
+                id: id.as_str(),
                 resources,
             });
         }
