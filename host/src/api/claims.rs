@@ -150,7 +150,7 @@ pub struct InstanceAnswer {
     pub host: Option<String>,
     /// The explain summary (or the full record when asked for).
     #[schema(value_type = Object)]
-    pub explain: serde_json::Value,
+    pub explain: Box<serde_json::value::RawValue>,
 }
 
 /// A claim as the API shows it.
@@ -405,8 +405,12 @@ fn answer(
     })
 }
 
-fn to_value<T: Serialize>(value: &T) -> Result<serde_json::Value, ApiError> {
-    serde_json::to_value(value).map_err(|e| ApiError::Internal(format!("encoding: {e}")))
+/// `value` encoded once, as the text the answer embeds: building a
+/// `serde_json::Value` tree first would allocate every field of every
+/// instance's explain record, with the cluster locked (the log entry is
+/// built under the lock).
+fn to_value<T: Serialize>(value: &T) -> Result<Box<serde_json::value::RawValue>, ApiError> {
+    serde_json::value::to_raw_value(value).map_err(|e| ApiError::Internal(format!("encoding: {e}")))
 }
 
 /// Whether a schedule body carries its own hosts (the stateless form).
