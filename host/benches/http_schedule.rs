@@ -50,29 +50,95 @@ fn main() -> anyhow::Result<()> {
     let db = dir.path().join("bench.db");
     // The default: a cluster of more than 1,000 hosts is sampled.
     let mut server = Server::start(&db, "adaptive")?;
-    let result = run(server.addr, "adaptive", DECISIONS, true);
+    let result = run(server.addr, "adaptive", DECISIONS, true, None).and_then(|()| {
+        // For comparison only: the four-unit policy that was the default
+        // before oVirt's full `none` (CPU and Memory filters, even CPU x2
+        // and even memory x1 weights), to separate the units' cost from
+        // the rest of a decision.
+        let policy = four_unit_policy(server.addr)?;
+        run(
+            server.addr,
+            "adaptive",
+            FOUR_UNIT_DECISIONS,
+            false,
+            Some(&policy),
+        )
+    });
     server.stop();
     result?;
     // The same over every host, for comparison: fewer decisions, same
     // database (the units' compiled artifacts are reused).
     let mut server = Server::start(&db, "all")?;
-    let result = run(server.addr, "all", ALL_DECISIONS, false);
+    let result = run(server.addr, "all", ALL_DECISIONS, false, None);
     server.stop();
     result
 }
 
 /// Decisions timed with `SANDPIPER_SAMPLE_HOSTS=all`.
 const ALL_DECISIONS: usize = 1_000;
+/// Decisions timed with the four-unit policy.
+const FOUR_UNIT_DECISIONS: usize = 3_000;
+
+/// Creates the four-unit policy (see `main`); its id.
+fn four_unit_policy(addr: SocketAddr) -> anyhow::Result<String> {
+    let mut admin = Client::connect(addr)?;
+    let units = admin.get("/api/v1/schedulingpolicyunits")?;
+    let unit = |name: &str| -> anyhow::Result<String> {
+        units
+            .as_array()
+            .and_then(|all| all.iter().find(|u| u["name"] == name))
+            .and_then(|u| u["id"].as_str())
+            .map(str::to_owned)
+            .with_context(|| format!("unit {name}"))
+    };
+    let policy = admin.send(
+        "POST",
+        "/api/v1/schedulingpolicies",
+        &json!({ "name": "bench-four-units" }),
+    )?;
+    let id = policy["id"].as_str().context("policy id")?.to_owned();
+    let base = format!("/api/v1/schedulingpolicies/{id}");
+    for name in ["CPU", "Memory"] {
+        admin.send(
+            "POST",
+            &format!("{base}/filters"),
+            &json!({ "scheduling_policy_unit": { "id": unit(name)? } }),
+        )?;
+    }
+    for (name, factor) in [
+        ("OptimalForCpuEvenDistribution", 2),
+        ("OptimalForMemoryEvenDistribution", 1),
+    ] {
+        admin.send(
+            "POST",
+            &format!("{base}/weights"),
+            &json!({ "scheduling_policy_unit": { "id": unit(name)? }, "factor": factor }),
+        )?;
+    }
+    Ok(id)
+}
 
 /// Pushes the inventory, then times `decisions` placements from `CLIENTS`
-/// clients; `first` also times the inventory stream and the burst.
-fn run(addr: SocketAddr, sampling: &str, decisions: usize, first: bool) -> anyhow::Result<()> {
+/// clients; `first` also times the inventory stream and the burst. The
+/// cluster runs the default policy, or `policy`.
+fn run(
+    addr: SocketAddr,
+    sampling: &str,
+    decisions: usize,
+    first: bool,
+    policy: Option<&str>,
+) -> anyhow::Result<()> {
     let mut admin = Client::connect(addr)?;
-    let cluster = admin.send(
-        "POST",
-        "/api/v1/clusters",
-        &json!({ "name": format!("bench-{sampling}") }),
-    )?;
+    let label = if policy.is_some() {
+        "four_units"
+    } else {
+        "default"
+    };
+    let mut cluster = json!({ "name": format!("bench-{sampling}-{label}") });
+    if let Some(id) = policy {
+        cluster["scheduling_policy"] = json!({ "id": id });
+    }
+    let cluster = admin.send("POST", "/api/v1/clusters", &cluster)?;
     let cluster_id = cluster["id"].as_str().context("cluster id")?.to_owned();
     let base = format!("/api/v1/clusters/{cluster_id}");
 
@@ -103,13 +169,15 @@ fn run(addr: SocketAddr, sampling: &str, decisions: usize, first: bool) -> anyho
         let tx = tx.clone();
         let path = format!("{base}/schedule");
         let sampling = sampling.to_owned();
+        let label = label.to_owned();
         std::thread::spawn(move || {
             let result = (|| {
                 let mut client = Client::connect(addr)?;
                 let mut samples = Vec::new();
                 for i in (c..decisions).step_by(CLIENTS) {
                     let sent = Instant::now();
-                    let answer = client.send("POST", &path, &vm(&format!("vm-{sampling}-{i}")))?;
+                    let answer =
+                        client.send("POST", &path, &vm(&format!("vm-{sampling}-{label}-{i}")))?;
                     ensure!(
                         answer["complete"] == true,
                         "vm-{i} was not placed: {}",
@@ -147,7 +215,7 @@ fn run(addr: SocketAddr, sampling: &str, decisions: usize, first: bool) -> anyho
     )?;
     let window = probe["sample"]["window"].as_u64().unwrap_or(HOSTS as u64);
     println!(
-        "http_schedule hosts={HOSTS} clients={CLIENTS} decisions_per_s={:.0} p50_ms={:.2} p99_ms={:.2} sampling={sampling} considered={window}",
+        "http_schedule hosts={HOSTS} clients={CLIENTS} decisions_per_s={:.0} p50_ms={:.2} p99_ms={:.2} sampling={sampling} considered={window} policy={label}",
         samples.len() as f64 / elapsed.as_secs_f64(),
         pct(0.50),
         pct(0.99)
@@ -188,7 +256,7 @@ fn run(addr: SocketAddr, sampling: &str, decisions: usize, first: bool) -> anyho
         busiest = busiest.max(*memory / free);
     }
     println!(
-        "double_booked=0 sampling={sampling} hosts_with_claims={} fullest_host_percent={:.0}",
+        "double_booked=0 sampling={sampling} policy={label} hosts_with_claims={} fullest_host_percent={:.0}",
         claimed.len(),
         busiest * 100.0
     );
