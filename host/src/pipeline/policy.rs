@@ -4,7 +4,7 @@
 //! which checks every rule, so a policy in hand is always runnable.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::params::{ParamError, ParamTable, ParamValues, SpecError, TableError};
 use crate::unit::{Role, Unit};
@@ -115,6 +115,11 @@ pub struct Policy {
     balance: Option<Arc<dyn Unit>>,
     combination: Combination,
     params: ParamTable,
+    /// The policy the later instances of a multi-instance request run:
+    /// this one without its `run_once` filters. Built by `placement` on
+    /// first use and shared by every clone of this policy, so a cached
+    /// policy compiles its parameter patterns for it once, not per request.
+    without_run_once: Arc<OnceLock<Policy>>,
 }
 
 impl fmt::Debug for Policy {
@@ -145,6 +150,12 @@ impl fmt::Debug for Policy {
 }
 
 impl Policy {
+    /// Where the policy without its `run_once` filters is kept once built
+    /// (see the field); shared by clones.
+    pub(crate) fn without_run_once(&self) -> &OnceLock<Policy> {
+        &self.without_run_once
+    }
+
     /// Starts an empty policy (rank combination, no units, no values).
     pub fn builder() -> PolicyBuilder {
         PolicyBuilder::default()
@@ -336,6 +347,7 @@ impl PolicyBuilder {
             balance: balance_unit,
             combination,
             params,
+            without_run_once: Arc::default(),
         })
     }
 }

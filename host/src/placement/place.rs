@@ -299,23 +299,36 @@ impl ClusterState {
         self.ensure_columns().map_err(PlaceError::Inventory)?;
         check_filter_names(cx.policy, &request.once_per_request)?;
         // The policy's own once-per-request filters, and the request's.
-        let mut once = request.once_per_request.clone();
-        once.extend(
-            cx.policy
-                .filters()
-                .iter()
-                .filter(|f| f.run_once)
-                .map(|f| f.unit.info().name.clone()),
-        );
-        let later_policy = if ids.len() > 1 && !once.is_empty() {
-            Some(policy_without(cx.policy, &once)?)
-        } else {
+        let run_once: BTreeSet<String> = cx
+            .policy
+            .filters()
+            .iter()
+            .filter(|f| f.run_once)
+            .map(|f| f.unit.info().name.clone())
+            .collect();
+        let later_policy: Option<std::borrow::Cow<'_, Policy>> = if ids.len() < 2 {
             None
+        } else if request.once_per_request.is_subset(&run_once) {
+            if run_once.is_empty() {
+                None
+            } else {
+                // Built once per policy (compiling its parameter patterns),
+                // not per request.
+                let cell = cx.policy.without_run_once();
+                if cell.get().is_none() {
+                    let _ = cell.set(policy_without(cx.policy, &run_once)?);
+                }
+                cell.get().map(std::borrow::Cow::Borrowed)
+            }
+        } else {
+            let mut once = request.once_per_request.clone();
+            once.extend(run_once);
+            Some(std::borrow::Cow::Owned(policy_without(cx.policy, &once)?))
         };
         let later_params = later_policy
             .as_ref()
             .map(|p| only_declared(cx.params, units_of(p)));
-        let later = later_policy.as_ref().zip(later_params.as_ref());
+        let later = later_policy.as_deref().zip(later_params.as_ref());
 
         let sampling = if request.exhaustive || request.candidates.is_some() {
             Sampling::All
@@ -1029,6 +1042,8 @@ mod tests {
             })
             .collect();
         assert_eq!(ran, [vec!["CPU", "Memory"], vec!["Memory"], vec!["Memory"]]);
+        // The policy without it was built once, and is shared by clones.
+        assert!(policy.clone().without_run_once().get().is_some());
         // A single instance runs every filter.
         let outcome = place(
             &mut state,
