@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::{BuildError, PROFILE, TARGET};
+use crate::{BuildError, INITIAL_MEMORY_BYTES, PROFILE, TARGET};
 
 /// Variables removed from the nested cargo's environment.
 pub const SCRUBBED_VARS: &[&str] = &[
@@ -198,6 +198,15 @@ pub fn cargo_build(
         command.args(["--package", package]);
     }
     scrub(&mut command);
+    // Set after scrubbing: the guests' only flags, whatever the outer
+    // build uses.
+    command.env(
+        format!(
+            "CARGO_TARGET_{}_RUSTFLAGS",
+            TARGET.to_uppercase().replace('-', "_")
+        ),
+        format!("-Clink-arg=--initial-memory={INITIAL_MEMORY_BYTES}"),
+    );
     let output = command.output().map_err(|source| BuildError::Spawn {
         command: format!("{command:?}"),
         source,

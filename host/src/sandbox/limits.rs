@@ -37,8 +37,10 @@ pub const DEFAULT_DEADLINE_BASE: Duration = Duration::from_millis(250);
 pub const DEFAULT_DEADLINE_PER_HOST: Duration = Duration::from_micros(25);
 
 /// Linear memory a compiled unit may hold, all its memories together. A Rust
-/// unit starts at ~1.1 MiB and reads a few columns of 8 bytes per host, so
-/// 64 MiB covers 100k hosts; a memory bomb hits it in milliseconds.
+/// unit built by the SDK starts at 4 MiB (`INITIAL_MEMORY_BYTES` of
+/// sandpiper-guest-build, mostly untouched) and reads a few columns of 8
+/// bytes per host, so 64 MiB covers 100k hosts; a memory bomb hits it in
+/// milliseconds.
 pub const DEFAULT_MEMORY_BYTES: u64 = 64 << 20;
 
 /// The largest memory limit a unit may be given. Each pooled memory slot is
