@@ -5,6 +5,11 @@
 //! through the real sandbox (fresh instance per call, fuel, deadline and
 //! memory limits on) and once with the same units' source compiled
 //! natively, interleaved in one process so both see the same machine state.
+//! Then the default policy (`none`, policies/defaults/none.json: 12 filters
+//! and 7 weights, 19 unit calls) the same way at 10,000 hosts.
+//!
+//! Every unit's median call time is printed per size (`unit ... role=`):
+//! that is each unit's cost at 10,000 hosts, sandboxed and native.
 //!
 //! Run with: `cargo bench --bench pipeline` (figures in docs/performance.md).
 
@@ -13,12 +18,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use sandpiper::builtin::UNITS;
-use sandpiper::pipeline::{Decision, Policy, ScheduleRequest, schedule};
+use sandpiper::builtin::{BuiltinPolicy, UNITS};
+use sandpiper::pipeline::{Decision, OnFailure, Policy, ScheduleRequest, schedule};
 use sandpiper::sandbox::{Limits, Runtime};
 use sandpiper::unit::Unit;
 use sandpiper_guest::Inventory;
 use sandpiper_guest::model::{HostFlag, HostMetric, HostText, Interned, Request, Vm};
+use sandpiper_guest::native::NativeUnit;
 
 /// Cluster sizes measured.
 const SIZES: [usize; 3] = [1_000, 10_000, 50_000];
@@ -30,6 +36,8 @@ const MIN_RUNS: usize = 21;
 const MAX_RUNS: usize = 201;
 /// Untimed runs first, so that code, caches and the instance pool are warm.
 const WARMUP_RUNS: usize = 5;
+/// Hosts the default policy runs over.
+const DEFAULT_POLICY_HOSTS: usize = 10_000;
 /// Seed of the synthetic cluster generator: every run sees the same cluster.
 const SEED: u64 = 0x5A4D_9195_0B1E_C7ED;
 
@@ -80,57 +88,160 @@ fn main() -> anyhow::Result<()> {
     );
     for hosts in SIZES {
         let inventory = Arc::new(cluster(hosts)?);
-        let runs = runs_for(hosts);
-        let mut wasm_runs = Runs::new(&wasm_policy);
-        let mut native_runs = Runs::new(&native_policy);
-        for i in 0..WARMUP_RUNS + runs {
-            let timed = i >= WARMUP_RUNS;
-            // Alternate which mode goes first, so neither always runs on
-            // caches the other just warmed.
-            if i % 2 == 0 {
-                wasm_runs.run(&wasm_policy, &inventory, &request, timed)?;
-                native_runs.run(&native_policy, &inventory, &request, timed)?;
-            } else {
-                native_runs.run(&native_policy, &inventory, &request, timed)?;
-                wasm_runs.run(&wasm_policy, &inventory, &request, timed)?;
-            }
-        }
-        let instantiate = instantiate_median(wasm[0].as_ref(), &inventory, runs)?;
-        let (w, n) = (median(&mut wasm_runs.total), median(&mut native_runs.total));
-        // The fastest run too: on a shared machine the median moves with
-        // other load, the minimum much less.
-        let (w_min, n_min) = (fastest(&wasm_runs.total), fastest(&native_runs.total));
+        let label = format!("pipeline hosts={hosts} units={}", PACKAGES.len());
+        measure(&label, [&wasm_policy, &native_policy], &inventory, &request)?;
+        let instantiate = instantiate_median(wasm[0].as_ref(), &inventory, runs_for(hosts))?;
         println!(
-            "pipeline hosts={hosts} units={} wasm_median_us={} native_median_us={} ratio={:.2} instantiate_us={:.1} wasm_min_us={} native_min_us={}",
-            PACKAGES.len(),
-            w.as_micros(),
-            n.as_micros(),
-            ratio(w, n),
-            instantiate.as_secs_f64() * 1e6,
-            w_min.as_micros(),
-            n_min.as_micros(),
-        );
-        for (u, name) in wasm_runs.names.iter().enumerate() {
-            let (w, n) = (
-                median(&mut wasm_runs.per_unit[u]),
-                median(&mut native_runs.per_unit[u]),
-            );
-            println!(
-                "  unit hosts={hosts} name={name} wasm_median_us={} native_median_us={} ratio={:.2} wasm_fuel={}",
-                w.as_micros(),
-                n.as_micros(),
-                ratio(w, n),
-                wasm_runs.fuel[u].unwrap_or(0),
-            );
-        }
-        println!(
-            "  outside_units hosts={hosts} wasm_median_us={} native_median_us={} survivors_after_filters={}",
-            median(&mut wasm_runs.outside_units).as_micros(),
-            median(&mut native_runs.outside_units).as_micros(),
-            wasm_runs.survivors
+            "  instantiate hosts={hosts} median_us={:.1}",
+            instantiate.as_secs_f64() * 1e6
         );
     }
+
+    // The default policy, every unit sandboxed against the same unit native.
+    let Some(spec) = BuiltinPolicy::all()
+        .map_err(anyhow::Error::msg)?
+        .into_iter()
+        .find(|p| p.default)
+    else {
+        bail!("no built-in policy is the default");
+    };
+    let mut wasm_by_name = std::collections::HashMap::new();
+    for builtin in UNITS {
+        let unit: Arc<dyn Unit> = runtime
+            .load(builtin.wasm)
+            .with_context(|| format!("loading {}", builtin.package))?;
+        wasm_by_name.insert(unit.info().name.clone(), unit);
+    }
+    let native_by_name: std::collections::HashMap<String, Arc<dyn Unit>> = native_units()
+        .into_iter()
+        .map(|unit| (unit.info.name.clone(), Arc::new(unit) as Arc<dyn Unit>))
+        .collect();
+    let wasm_default = compose(&spec, &wasm_by_name)?;
+    let native_default = compose(&spec, &native_by_name)?;
+    let hosts = DEFAULT_POLICY_HOSTS;
+    let inventory = Arc::new(cluster(hosts)?);
+    let label = format!(
+        "default_policy name={} hosts={hosts} filters={} weights={}",
+        spec.name,
+        spec.filters.len(),
+        spec.weights.len()
+    );
+    measure(
+        &label,
+        [&wasm_default, &native_default],
+        &inventory,
+        &request,
+    )?;
     Ok(())
+}
+
+/// Runs `policies` (`[sandboxed, native]`) interleaved over `inventory` and
+/// prints the decision's medians, each unit call's and the time outside
+/// the units.
+fn measure(
+    label: &str,
+    policies: [&Policy; 2],
+    inventory: &Arc<Inventory>,
+    request: &ScheduleRequest,
+) -> anyhow::Result<()> {
+    let [wasm_policy, native_policy] = policies;
+    let hosts = inventory.host_count();
+    let runs = runs_for(hosts);
+    let mut wasm_runs = Runs::new(wasm_policy);
+    let mut native_runs = Runs::new(native_policy);
+    for i in 0..WARMUP_RUNS + runs {
+        let timed = i >= WARMUP_RUNS;
+        // Alternate which mode goes first, so neither always runs on
+        // caches the other just warmed.
+        if i % 2 == 0 {
+            wasm_runs.run(wasm_policy, inventory, request, timed)?;
+            native_runs.run(native_policy, inventory, request, timed)?;
+        } else {
+            native_runs.run(native_policy, inventory, request, timed)?;
+            wasm_runs.run(wasm_policy, inventory, request, timed)?;
+        }
+    }
+    let (w, n) = (median(&mut wasm_runs.total), median(&mut native_runs.total));
+    // The fastest run too: on a shared machine the median moves with
+    // other load, the minimum much less.
+    let (w_min, n_min) = (fastest(&wasm_runs.total), fastest(&native_runs.total));
+    println!(
+        "{label} runs={runs} wasm_median_us={} native_median_us={} ratio={:.2} wasm_min_us={} native_min_us={}",
+        w.as_micros(),
+        n.as_micros(),
+        ratio(w, n),
+        w_min.as_micros(),
+        n_min.as_micros(),
+    );
+    for (u, (name, role)) in wasm_runs.names.iter().enumerate() {
+        let (w, n) = (
+            median(&mut wasm_runs.per_unit[u]),
+            median(&mut native_runs.per_unit[u]),
+        );
+        println!(
+            "  unit hosts={hosts} name={name} role={role} wasm_median_us={:.1} native_median_us={:.1} ratio={:.2} wasm_fuel={}",
+            w.as_secs_f64() * 1e6,
+            n.as_secs_f64() * 1e6,
+            ratio(w, n),
+            wasm_runs.fuel[u].unwrap_or(0),
+        );
+    }
+    println!(
+        "  outside_units hosts={hosts} wasm_median_us={} native_median_us={} survivors_after_filters={}",
+        median(&mut wasm_runs.outside_units).as_micros(),
+        median(&mut native_runs.outside_units).as_micros(),
+        wasm_runs.survivors
+    );
+    Ok(())
+}
+
+/// The default policy's units built natively (the benchmark's own
+/// dependencies), any other built-in unit being absent.
+fn native_units() -> Vec<NativeUnit> {
+    vec![
+        sandpiper_policy_pin_to_host::native_unit(),
+        sandpiper_policy_cpu_topology::native_unit(),
+        sandpiper_policy_cpu::native_unit(),
+        sandpiper_policy_cpu_overloaded::native_unit(),
+        sandpiper_policy_hosted_engine::native_unit(),
+        sandpiper_policy_swap::native_unit(),
+        sandpiper_policy_memory::native_unit(),
+        sandpiper_policy_migration::native_unit(),
+        sandpiper_policy_vm_affinity::native_unit(),
+        sandpiper_policy_vm_to_hosts_affinity::native_unit(),
+        sandpiper_policy_network::native_unit(),
+        sandpiper_policy_hosted_engine_spares::native_unit(),
+        sandpiper_policy_cpu_even_distribution::native_unit(),
+        sandpiper_policy_even_memory::native_unit(),
+        sandpiper_policy_preferred_hosts::native_unit(),
+        sandpiper_policy_ha_reservation::native_unit(),
+    ]
+}
+
+/// A built-in policy over `units` (by the names they declare), as the
+/// server assembles it.
+fn compose(
+    spec: &BuiltinPolicy,
+    units: &std::collections::HashMap<String, Arc<dyn Unit>>,
+) -> anyhow::Result<Policy> {
+    let unit = |name: &str| {
+        units
+            .get(name)
+            .cloned()
+            .with_context(|| format!("policy {}: no unit `{name}`", spec.name))
+    };
+    let mut builder = Policy::builder()
+        .combination(spec.mode)
+        .params(spec.properties.clone());
+    for filter in &spec.filters {
+        builder = builder.filter_with(unit(&filter.unit)?, filter.position, OnFailure::FailClosed);
+    }
+    for weight in &spec.weights {
+        builder = builder.score(unit(&weight.unit)?, weight.factor);
+    }
+    builder
+        .build()
+        .with_context(|| format!("building policy {}", spec.name))
 }
 
 fn runs_for(hosts: usize) -> usize {
@@ -150,7 +261,8 @@ fn policy(units: &[Arc<dyn Unit>]) -> anyhow::Result<Policy> {
 /// Timings of one mode: whole decisions and each unit's calls (read from
 /// the explain record, so they are the pipeline's own measurements).
 struct Runs {
-    names: Vec<String>,
+    /// Each unit call's unit name and role, in pipeline order.
+    names: Vec<(String, &'static str)>,
     total: Vec<Duration>,
     /// Each run's time outside the unit calls: the pipeline's own work
     /// (and, sandboxed, dropping each call's store).
@@ -164,11 +276,16 @@ struct Runs {
 
 impl Runs {
     fn new(policy: &Policy) -> Self {
-        let names: Vec<String> = policy
+        let names: Vec<(String, &'static str)> = policy
             .filters()
             .iter()
-            .map(|f| f.unit.info().name.clone())
-            .chain(policy.scores().iter().map(|s| s.unit.info().name.clone()))
+            .map(|f| (f.unit.info().name.clone(), "filter"))
+            .chain(
+                policy
+                    .scores()
+                    .iter()
+                    .map(|s| (s.unit.info().name.clone(), "score")),
+            )
             .collect();
         Runs {
             per_unit: vec![Vec::new(); names.len()],
@@ -304,6 +421,7 @@ fn cluster(hosts: usize) -> anyhow::Result<Inventory> {
         HostMetric::CpuCores,
         HostMetric::CpuThreads,
         HostMetric::CpuUsagePercent,
+        HostMetric::CpuSockets,
     ]
     .into_iter()
     .map(|m| (m, Vec::with_capacity(hosts)))
@@ -326,6 +444,8 @@ fn cluster(hosts: usize) -> anyhow::Result<Inventory> {
             cores,
             cores * 2.0,
             usage,
+            // Derived, not drawn, so the other columns stay as they were.
+            if cores >= 16.0 { 2.0 } else { 1.0 },
         ];
         for ((_, column), value) in columns.iter_mut().zip(values) {
             column.push(value);
