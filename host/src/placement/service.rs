@@ -557,3 +557,167 @@ async fn sweep(inner: Weak<Inner>, every: Duration) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::placement::place::{Mode, PlaceRequest};
+    use crate::snapshot::{Host, VmSpec};
+    use crate::unit::Unit;
+
+    async fn service(dir: &std::path::Path, lock_timeout: Duration) -> (PlacementService, Uuid) {
+        let store = Store::open(&dir.join("t.db")).await.expect("store opens");
+        let cluster = Uuid::new_v4();
+        let policy = Uuid::new_v4().to_string();
+        let mut tx = store.write().await.expect("write");
+        sqlx::query(
+            "INSERT INTO scheduling_policies (id, name, description, combination) \
+             VALUES (?, 'p', '', 'rank')",
+        )
+        .bind(&policy)
+        .execute(&mut *tx)
+        .await
+        .expect("policy row");
+        sqlx::query(
+            "INSERT INTO clusters (id, name, description, policy_id) VALUES (?, 'c', '', ?)",
+        )
+        .bind(cluster.to_string())
+        .bind(&policy)
+        .execute(&mut *tx)
+        .await
+        .expect("cluster row");
+        tx.commit().await.expect("commit");
+        let config = PlacementConfig {
+            lock_timeout,
+            retry_wait: Duration::ZERO,
+            ..PlacementConfig::default()
+        };
+        let service = PlacementService::start(store, config);
+        let hosts = ["a", "b"]
+            .iter()
+            .map(|id| Host {
+                id: (*id).to_owned(),
+                metrics: [
+                    ("memory_total_mib".to_owned(), 4096.0),
+                    ("memory_free_mib".to_owned(), 4096.0),
+                ]
+                .into(),
+                ..Host::default()
+            })
+            .collect();
+        service
+            .replace_snapshot(
+                cluster,
+                1,
+                Snapshot {
+                    hosts,
+                    vms: Vec::new(),
+                },
+            )
+            .await
+            .expect("inventory");
+        (service, cluster)
+    }
+
+    /// A filter that rejects nothing, slowly.
+    fn slow() -> Arc<dyn Unit> {
+        fn filter(
+            _: &sandpiper_guest::Inventory,
+            _: &sandpiper_guest::model::Request,
+            _: &[u32],
+        ) -> Vec<sandpiper_guest::model::Rejection> {
+            std::thread::sleep(Duration::from_millis(400));
+            Vec::new()
+        }
+        Arc::new(sandpiper_guest::native::NativeUnit {
+            info: sandpiper_guest::model::UnitInfo {
+                name: "Slow".to_owned(),
+                description: String::new(),
+                params: Vec::new(),
+                score_order: sandpiper_guest::model::ScoreOrder::LowerIsBetter,
+            },
+            filter: Some(filter),
+            score: None,
+            balance: None,
+        })
+    }
+
+    fn job(policy: &Policy, vm: &str, memory_mib: f64) -> PlaceJob {
+        PlaceJob {
+            policy: policy.clone(),
+            params: ParamValues::new(),
+            request: PlaceRequest {
+                vm: VmSpec {
+                    id: vm.to_owned(),
+                    memory_mib,
+                    ..VmSpec::default()
+                },
+                count: 1,
+                mode: Mode::AllOrNothing,
+                ..PlaceRequest::default()
+            },
+            dry_run: false,
+            decision_id: Uuid::new_v4(),
+            log: None,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_busy_cluster_answers_busy_after_the_lock_timeout() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (service, cluster) = service(dir.path(), Duration::from_millis(100)).await;
+        let policy = Policy::builder().filter(slow()).build().expect("valid");
+        let holder = {
+            let service = service.clone();
+            let job = job(&policy, "slow", 1.0);
+            tokio::spawn(async move { service.place(cluster, job).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let started = Instant::now();
+        let waited = service.summary(cluster).await;
+        assert!(
+            matches!(waited, Err(PlacementError::Busy { .. })),
+            "{waited:?}"
+        );
+        assert!(started.elapsed() < Duration::from_millis(350));
+        let placed = holder.await.expect("joined").expect("placed");
+        assert!(placed.outcome.complete);
+        // Free again.
+        assert_eq!(service.summary(cluster).await.expect("summary").claims, 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_decisions_never_overcommit() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (service, cluster) = service(dir.path(), Duration::from_secs(10)).await;
+        let policy = Policy::builder()
+            .filter(Arc::new(sandpiper_policy_memory::native_unit()))
+            .build()
+            .expect("valid");
+        // Two hosts of 4 GiB: eight 1 GiB VMs fit, the other 12 do not.
+        let tasks: Vec<_> = (0..20)
+            .map(|i| {
+                let service = service.clone();
+                let job = job(&policy, &format!("v{i}"), 1024.0);
+                tokio::spawn(async move { service.place(cluster, job).await })
+            })
+            .collect();
+        let mut placed = 0;
+        for task in tasks {
+            if task
+                .await
+                .expect("joined")
+                .expect("decided")
+                .outcome
+                .complete
+            {
+                placed += 1;
+            }
+        }
+        assert_eq!(placed, 8);
+        let summary = service.summary(cluster).await.expect("summary");
+        assert_eq!((summary.claims, summary.pending.memory_mib), (8, 8192.0));
+    }
+}
