@@ -85,7 +85,7 @@ void sp_context_free(sp_context_t *cx) {
     if (cx->fetched_host_metrics[i]) bindings_list_f64_free(&cx->host_metrics[i]);
   if (cx->fetched_host_statuses) sandpiper_policy_inventory_list_host_status_free(&cx->host_statuses);
   for (size_t i = 0; i < SP_HOST_FLAG_COUNT; i++)
-    if (cx->fetched_host_flags[i]) bindings_list_bool_free(&cx->host_flags[i]);
+    if (cx->fetched_host_flags[i]) bindings_list_u8_free(&cx->host_flags[i]);
   for (size_t i = 0; i < SP_HOST_TEXT_COUNT; i++)
     if (cx->fetched_host_texts[i]) sandpiper_policy_types_interned_free(&cx->host_texts[i]);
   for (size_t i = 0; i < SP_HOST_LABEL_KIND_COUNT; i++)
@@ -126,7 +126,7 @@ const sandpiper_policy_types_host_status_t *sp_host_statuses(sp_context_t *cx) {
   return cx->host_statuses.ptr;
 }
 
-const bool *sp_host_flags(sp_context_t *cx, sandpiper_policy_types_host_flag_t flag) {
+const uint8_t *sp_host_flags(sp_context_t *cx, sandpiper_policy_types_host_flag_t flag) {
   sp_check_case(flag, SP_HOST_FLAG_COUNT);
   if (!cx->fetched_host_flags[flag]) {
     sandpiper_policy_inventory_host_flags(flag, &cx->host_flags[flag]);

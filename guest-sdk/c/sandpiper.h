@@ -96,7 +96,7 @@ typedef struct sp_context {
   bool fetched_host_metrics[SP_HOST_METRIC_COUNT];
   sandpiper_policy_inventory_list_host_status_t host_statuses;
   bool fetched_host_statuses;
-  bindings_list_bool_t host_flags[SP_HOST_FLAG_COUNT];
+  bindings_list_u8_t host_flags[SP_HOST_FLAG_COUNT];
   bool fetched_host_flags[SP_HOST_FLAG_COUNT];
   sandpiper_policy_types_interned_t host_texts[SP_HOST_TEXT_COUNT];
   bool fetched_host_texts[SP_HOST_TEXT_COUNT];
@@ -119,7 +119,8 @@ sp_str_t sp_str(const char *text);
 uint32_t sp_host_count(sp_context_t *cx);
 const double *sp_host_metric(sp_context_t *cx, sandpiper_policy_types_host_metric_t metric);
 const sandpiper_policy_types_host_status_t *sp_host_statuses(sp_context_t *cx);
-const bool *sp_host_flags(sp_context_t *cx, sandpiper_policy_types_host_flag_t flag);
+/* A yes/no column: 1 for yes, 0 for no, per host. */
+const uint8_t *sp_host_flags(sp_context_t *cx, sandpiper_policy_types_host_flag_t flag);
 const sandpiper_policy_types_interned_t *sp_host_texts(sp_context_t *cx,
                                                        sandpiper_policy_types_host_text_t text);
 const sandpiper_policy_types_labels_t *sp_host_labels(sp_context_t *cx,

@@ -214,6 +214,7 @@ export class Hosts {
     return this.statusColumn;
   }
 
+  /** A yes/no column as a `Uint8Array`: 1 for yes, 0 for no. */
   flags(flag) {
     return this.flagColumns.get(flag);
   }
@@ -272,7 +273,7 @@ export class HostRef {
   }
 
   flag(flag) {
-    return this.hosts.flags(flag)[this.index];
+    return this.hosts.flags(flag)[this.index] !== 0;
   }
 
   get isSpm() {
@@ -391,6 +392,7 @@ export class Vms {
     return this.metrics.get(metric);
   }
 
+  /** A yes/no column as a `Uint8Array`: 1 for yes, 0 for no. */
   flags(flag) {
     return this.flagColumns.get(flag);
   }
@@ -432,7 +434,7 @@ export class VmRef {
   }
 
   flag(flag) {
-    return this.vms.flags(flag)[this.index];
+    return this.vms.flags(flag)[this.index] !== 0;
   }
 
   get isMigratable() {

@@ -237,6 +237,7 @@ class Hosts:
         return self._statuses
 
     def flags(self, flag: HostFlag):
+        """A yes/no column as ``bytes``: 1 for yes, 0 for no, per host."""
         column = self._flags.get(flag)
         if column is None:
             column = self._flags[flag] = inventory.host_flags(flag)
@@ -287,7 +288,7 @@ class HostRef:
         return self.status == HostStatus.UP
 
     def flag(self, flag: HostFlag) -> bool:
-        return self._hosts.flags(flag)[self.index]
+        return self._hosts.flags(flag)[self.index] != 0
 
     @property
     def is_spm(self) -> bool:
@@ -398,6 +399,7 @@ class Vms:
         return column
 
     def flags(self, flag: VmFlag):
+        """A yes/no column as ``bytes``: 1 for yes, 0 for no, per VM."""
         column = self._flags.get(flag)
         if column is None:
             column = self._flags[flag] = inventory.vm_flags(flag)
@@ -443,7 +445,7 @@ class VmRef:
         return self.metric(VmMetric.CPU_USAGE_PERCENT)
 
     def flag(self, flag: VmFlag) -> bool:
-        return self._vms.flags(flag)[self.index]
+        return self._vms.flags(flag)[self.index] != 0
 
     @property
     def is_migratable(self) -> bool:

@@ -43,7 +43,7 @@ pub fn host_statuses(rows: usize) -> Vec<HostStatus> {
 }
 
 pub fn host_flag(flag: HostFlag, rows: usize) -> Vec<bool> {
-    checked(flag.wit_name(), rows, wit::host_flags(flag.into()))
+    flags(checked(flag.wit_name(), rows, wit::host_flags(flag.into())))
 }
 
 pub fn host_text(text: HostText, rows: usize) -> Interned {
@@ -75,7 +75,13 @@ pub fn vm_metric(metric: VmMetric, rows: usize) -> Vec<f64> {
 }
 
 pub fn vm_flag(flag: VmFlag, rows: usize) -> Vec<bool> {
-    checked(flag.wit_name(), rows, wit::vm_flags(flag.into()))
+    flags(checked(flag.wit_name(), rows, wit::vm_flags(flag.into())))
+}
+
+/// A yes/no column as the WIT sends it (`list<u8>`, 1 or 0) as booleans;
+/// any non-zero byte is yes. Reuses the bytes' allocation.
+fn flags(bytes: Vec<u8>) -> Vec<bool> {
+    bytes.into_iter().map(|byte| byte != 0).collect()
 }
 
 pub fn vm_text(text: VmText, rows: usize) -> Interned {

@@ -55,8 +55,8 @@ impl inventory::Host for InventoryImport {
             .collect()
     }
 
-    fn host_flags(&mut self, flag: types::HostFlag) -> Vec<bool> {
-        self.inventory.host_flag(flag.into()).to_vec()
+    fn host_flags(&mut self, flag: types::HostFlag) -> Vec<u8> {
+        flag_bytes(self.inventory.host_flag(flag.into()))
     }
 
     fn host_texts(&mut self, text: types::HostText) -> types::Interned {
@@ -89,13 +89,19 @@ impl inventory::Host for InventoryImport {
         self.inventory.vm_metric(metric.into()).to_vec()
     }
 
-    fn vm_flags(&mut self, flag: types::VmFlag) -> Vec<bool> {
-        self.inventory.vm_flag(flag.into()).to_vec()
+    fn vm_flags(&mut self, flag: types::VmFlag) -> Vec<u8> {
+        flag_bytes(self.inventory.vm_flag(flag.into()))
     }
 
     fn vm_texts(&mut self, text: types::VmText) -> types::Interned {
         interned(self.inventory.vm_text(text.into()))
     }
+}
+
+/// A yes/no column as the WIT sends it: one byte per row, 1 or 0 (a
+/// `list<u8>` crosses in one copy, a `list<bool>` value by value).
+fn flag_bytes(column: &[bool]) -> Vec<u8> {
+    column.iter().map(|&flag| u8::from(flag)).collect()
 }
 
 fn interned(column: &model::Interned) -> types::Interned {
