@@ -359,6 +359,7 @@ fn a_unit_sees_no_environment_files_time_or_randomness() {
             &sandbox::FROZEN_WALL_CLOCK_SECONDS.to_string(),
         ),
         expected(seen::SLEPT_NANOS, "0"),
+        expected(seen::LEFTOVERS, "0"),
     ] {
         assert!(first.contains(&fact), "expected {fact} in {first:?}");
     }

@@ -4,8 +4,9 @@
 //!
 //! The sandbox must give it nothing: no environment, arguments or files,
 //! clocks that do not move, the same "random" numbers every call, no memory
-//! of earlier calls, and a `sleep` that returns at once instead of holding
-//! the host's thread.
+//! of earlier calls (neither its statics nor anything it wrote to its heap
+//! or stack), and a `sleep` that returns at once instead of holding the
+//! host's thread.
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -22,6 +23,17 @@ pub const FILE: &str = "read-file";
 pub const WALL_CLOCK_SECS: &str = "wall-clock-secs";
 pub const SLEPT_NANOS: &str = "monotonic-nanos-across-sleep";
 pub const RANDOM_HASH: &str = "random-hash";
+pub const LEFTOVERS: &str = "leftover-marker-words";
+
+/// The two halves of the marker word each call leaves in its heap and on
+/// its stack: the marker itself (`MARKER_HIGH ^ MARKER_LOW`) is only ever
+/// computed at run time, so it is in no data segment, and finding it in a
+/// fresh instance's memory means an earlier call's writes survived.
+const MARKER_HIGH: u64 = 0x5A4D_1E57_0000_0000;
+const MARKER_LOW: u64 = 0x0000_0000_C0DE_F00D;
+/// Marker words written per call: 256 KiB of heap and 4 KiB of stack.
+const HEAP_MARKER_WORDS: usize = 32 << 10;
+const STACK_MARKER_WORDS: usize = 512;
 
 /// How long the unit asks to sleep: far beyond any deadline, so a sleep
 /// that really blocked would show as a hung test.
@@ -40,6 +52,8 @@ pub fn observe() -> Vec<(&'static str, String)> {
     std::thread::sleep(SLEEP);
     let slept = before.elapsed().as_nanos();
     let random = std::collections::hash_map::RandomState::new().hash_one(42u64);
+    let leftovers = leftover_marker_words();
+    leave_markers();
     vec![
         (CALLS, calls.to_string()),
         (ENV_VARS, std::env::vars_os().count().to_string()),
@@ -49,7 +63,39 @@ pub fn observe() -> Vec<(&'static str, String)> {
         (WALL_CLOCK_SECS, wall.to_string()),
         (SLEPT_NANOS, slept.to_string()),
         (RANDOM_HASH, random.to_string()),
+        (LEFTOVERS, leftovers),
     ]
+}
+
+/// Marker words anywhere in the unit's linear memory, before this call
+/// wrote any: 0 unless an earlier call's memory survived.
+#[cfg(target_arch = "wasm32")]
+fn leftover_marker_words() -> String {
+    let (high, low) = (
+        std::hint::black_box(MARKER_HIGH),
+        std::hint::black_box(MARKER_LOW),
+    );
+    let end = core::arch::wasm32::memory_size(0) * 65536;
+    let found = (8..end)
+        .step_by(8)
+        // SAFETY: every address below the memory's size is readable in
+        // WebAssembly; the unit only reads its own memory, as words.
+        .filter(|&address| unsafe { std::ptr::read_volatile(address as *const u64) } ^ high == low)
+        .count();
+    found.to_string()
+}
+
+/// Natively there is no linear memory to look at.
+#[cfg(not(target_arch = "wasm32"))]
+fn leftover_marker_words() -> String {
+    "n/a".to_owned()
+}
+
+/// Writes the marker over fresh heap (kept, never freed) and stack.
+fn leave_markers() {
+    let marker = std::hint::black_box(MARKER_HIGH) ^ std::hint::black_box(MARKER_LOW);
+    std::mem::forget(std::hint::black_box(vec![marker; HEAP_MARKER_WORDS]));
+    std::hint::black_box([marker; STACK_MARKER_WORDS]);
 }
 
 fn outcome(result: std::io::Result<usize>) -> String {
