@@ -40,13 +40,14 @@ pub const POOL_TABLES: u32 = POOL_CONCURRENT_CALLS * 8;
 /// next instance in the slot takes no first-touch page faults there.
 ///
 /// With [`PAGEMAP_SCAN`](wasmtime::PoolingAllocationConfig::pagemap_scan)
-/// on (it is, see [`build`]) only the pages an instance actually wrote are
-/// reset (`memset`, or copied back from the data image), so a unit that
-/// touches 100 KiB pays for 100 KiB, whatever this says; without the scan
-/// wasmtime would `memset` the first 4 MiB (a Rust unit's whole 1 MiB
-/// stack region included) on every drop, which was most of each call's
-/// fixed cost. A unit that writes more than this pays page faults for the
-/// rest on its next call instead.
+/// on (where it is usable: no swap, Linux 6.7+) only the pages an
+/// instance actually wrote are reset (`memset`, or copied back from the
+/// data image), so a unit that touches 100 KiB pays for 100 KiB, whatever
+/// this says; without the scan wasmtime `memset`s the first 4 MiB on every
+/// drop (before the scan was turned on, a Rust unit's whole 1.06 MiB,
+/// 1 MiB stack region included: most of each call's fixed cost). A unit
+/// that writes more than this pays page faults for the rest on its next
+/// call instead.
 pub const KEEP_RESIDENT_BYTES: usize = 4 << 20;
 
 /// Bytes of each pooled table kept mapped and reset in place when its
@@ -77,7 +78,11 @@ pub(crate) fn build() -> wasmtime::Result<Engine> {
         .max_memory_size(usize::try_from(MAX_MEMORY_BYTES)?)
         .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
         .table_keep_resident(TABLE_KEEP_RESIDENT_BYTES)
-        .pagemap_scan(pagemap_scan());
+        .pagemap_scan(if page_scan_usable() {
+            Enabled::Yes
+        } else {
+            Enabled::No
+        });
 
     let mut config = Config::new();
     // Cranelift is wasmtime's Tier 1 compiler on x86_64, fuzzed continuously;
@@ -96,22 +101,25 @@ pub(crate) fn build() -> wasmtime::Result<Engine> {
     Engine::new(&config)
 }
 
-/// Whether to reset pooled memories with `PAGEMAP_SCAN` (Linux 6.7+): only
+/// Whether pooled memories are reset with `PAGEMAP_SCAN` (Linux 6.7+): only
 /// the pages an instance wrote, instead of the whole kept-resident part.
-/// Where the kernel lacks the ioctl, wasmtime falls back to the full reset.
 ///
 /// The scan resets only *present* pages: a page the unit wrote that the
 /// kernel swapped out before the instance ended would not be reset, and the
 /// next instance in the slot could read it. So the scan is used only when
 /// no swap is configured when the engine is built (`/proc/swaps` lists
-/// none), as on our servers; with swap the reset stays the full one.
-/// Enabling swap on a running server is not supported.
-fn pagemap_scan() -> Enabled {
-    if swap_configured() {
-        Enabled::No
-    } else {
-        Enabled::Auto
-    }
+/// none), as on our servers, and the kernel has the ioctl. Enabling swap on
+/// a running server is not supported.
+///
+/// Without the scan every drop resets the whole kept-resident part, which
+/// with Rust units' 4 MiB initial memory is all of it: measured
+/// (`cargo bench -p sandpiper-tests --bench sandbox`, scan forced off) a
+/// fresh instance costs ~37 µs instead of ~7, a call over 10,000
+/// candidates ~40 µs instead of ~9, the CPU filter over 10,000 hosts 98 µs
+/// instead of 66. Keeping only 1 MiB resident there was worse for real
+/// calls (46 µs and 143 µs: page faults on the rest).
+fn page_scan_usable() -> bool {
+    !swap_configured() && PoolingAllocationConfig::is_pagemap_scan_available()
 }
 
 /// True when `/proc/swaps` lists a swap area, or cannot be read.
