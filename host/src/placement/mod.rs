@@ -29,6 +29,8 @@ pub mod persist;
 pub mod place;
 pub mod resources;
 pub mod service;
+#[cfg(test)]
+mod test_store;
 pub mod time;
 
 pub use args::PlacementArgs;

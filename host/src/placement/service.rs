@@ -564,31 +564,12 @@ mod tests {
 
     use super::*;
     use crate::placement::place::{Mode, PlaceRequest};
+    use crate::placement::test_store::store_with_cluster;
     use crate::snapshot::{Host, VmSpec};
     use crate::unit::Unit;
 
     async fn service(dir: &std::path::Path, lock_timeout: Duration) -> (PlacementService, Uuid) {
-        let store = Store::open(&dir.join("t.db")).await.expect("store opens");
-        let cluster = Uuid::new_v4();
-        let policy = Uuid::new_v4().to_string();
-        let mut tx = store.write().await.expect("write");
-        sqlx::query(
-            "INSERT INTO scheduling_policies (id, name, description, combination) \
-             VALUES (?, 'p', '', 'rank')",
-        )
-        .bind(&policy)
-        .execute(&mut *tx)
-        .await
-        .expect("policy row");
-        sqlx::query(
-            "INSERT INTO clusters (id, name, description, policy_id) VALUES (?, 'c', '', ?)",
-        )
-        .bind(cluster.to_string())
-        .bind(&policy)
-        .execute(&mut *tx)
-        .await
-        .expect("cluster row");
-        tx.commit().await.expect("commit");
+        let (store, cluster) = store_with_cluster(dir).await;
         let config = PlacementConfig {
             lock_timeout,
             retry_wait: Duration::ZERO,
