@@ -13,7 +13,7 @@
 //! * a caller that cannot get the lock within `lock_timeout` is answered
 //!   [`PlacementError::Busy`] (503) instead of queueing without end;
 //! * a decision that has held the lock for `max_hold` starts no further
-//!   pick and is answered [`PlacementError::HoldExceeded`] (503) with
+//!   pick and is answered [`PlaceError::HoldExceeded`] (503) with
 //!   nothing claimed, so one huge or slow request cannot starve the rest.
 //!   (A pick in progress finishes: unit calls are bounded by their own
 //!   deadlines.)
