@@ -322,7 +322,7 @@ pub async fn update_cluster(
     Ok(axum::Json(body))
 }
 
-/// Deletes a cluster and its decisions log.
+/// Deletes a cluster, its held inventory and claims, and its decisions log.
 #[utoipa::path(delete, path = "/api/v1/clusters/{id}", tag = "clusters",
     security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Cluster id")),
