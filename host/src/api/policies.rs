@@ -657,11 +657,7 @@ pub async fn get_filter(
     Path((id, unit_id)): Path<(Uuid, Uuid)>,
 ) -> Result<axum::Json<Filter>, ApiError> {
     let view = load_view(&mut *state.store().read().await?, id).await?;
-    view.filters
-        .into_iter()
-        .find(|f| f.id == unit_id)
-        .map(axum::Json)
-        .ok_or_else(|| not_in_policy("filter", unit_id))
+    one_of(view.filters, |f| f.id, unit_id, "filter").map(axum::Json)
 }
 
 fn not_in_policy(resource: &'static str, unit_id: Uuid) -> ApiError {
@@ -669,6 +665,39 @@ fn not_in_policy(resource: &'static str, unit_id: Uuid) -> ApiError {
         resource,
         id: unit_id.to_string(),
     }
+}
+
+/// The one of a policy's `slot` views (filters, weights, balances) whose
+/// unit is `unit_id`.
+fn one_of<T>(
+    views: Vec<T>,
+    unit_of: impl Fn(&T) -> Uuid,
+    unit_id: Uuid,
+    slot: &'static str,
+) -> Result<T, ApiError> {
+    views
+        .into_iter()
+        .find(|view| unit_of(view) == unit_id)
+        .ok_or_else(|| not_in_policy(slot, unit_id))
+}
+
+/// Takes `unit_id` out of one slot of policy `id` (`remove` says whether
+/// it was there) and stores the policy if it still composes.
+async fn remove_from_policy(
+    state: &AppState,
+    id: Uuid,
+    unit_id: Uuid,
+    slot: &'static str,
+    remove: impl FnOnce(&mut PolicyRecord) -> bool,
+) -> Result<StatusCode, ApiError> {
+    let mut tx = state.store().write().await?;
+    let mut policy = load(&mut tx, id).await?;
+    ensure_unlocked(&policy)?;
+    if !remove(&mut policy) {
+        return Err(not_in_policy(slot, unit_id));
+    }
+    check_and_save(state, tx, &policy, false).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Removes a filter from a policy.
@@ -685,16 +714,12 @@ pub async fn delete_filter(
     State(state): State<AppState>,
     Path((id, unit_id)): Path<(Uuid, Uuid)>,
 ) -> Result<StatusCode, ApiError> {
-    let mut tx = state.store().write().await?;
-    let mut policy = load(&mut tx, id).await?;
-    ensure_unlocked(&policy)?;
-    let before = policy.filters.len();
-    policy.filters.retain(|f| f.unit_id != unit_id);
-    if policy.filters.len() == before {
-        return Err(not_in_policy("filter", unit_id));
-    }
-    check_and_save(&state, tx, &policy, false).await?;
-    Ok(StatusCode::NO_CONTENT)
+    remove_from_policy(&state, id, unit_id, "filter", |policy| {
+        let before = policy.filters.len();
+        policy.filters.retain(|f| f.unit_id != unit_id);
+        policy.filters.len() < before
+    })
+    .await
 }
 
 // ---- weights ----
@@ -774,11 +799,7 @@ pub async fn get_weight(
     Path((id, unit_id)): Path<(Uuid, Uuid)>,
 ) -> Result<axum::Json<Weight>, ApiError> {
     let view = load_view(&mut *state.store().read().await?, id).await?;
-    view.weights
-        .into_iter()
-        .find(|w| w.id == unit_id)
-        .map(axum::Json)
-        .ok_or_else(|| not_in_policy("weight", unit_id))
+    one_of(view.weights, |w| w.id, unit_id, "weight").map(axum::Json)
 }
 
 /// Removes a weight from a policy.
@@ -795,16 +816,12 @@ pub async fn delete_weight(
     State(state): State<AppState>,
     Path((id, unit_id)): Path<(Uuid, Uuid)>,
 ) -> Result<StatusCode, ApiError> {
-    let mut tx = state.store().write().await?;
-    let mut policy = load(&mut tx, id).await?;
-    ensure_unlocked(&policy)?;
-    let before = policy.weights.len();
-    policy.weights.retain(|w| w.unit_id != unit_id);
-    if policy.weights.len() == before {
-        return Err(not_in_policy("weight", unit_id));
-    }
-    check_and_save(&state, tx, &policy, false).await?;
-    Ok(StatusCode::NO_CONTENT)
+    remove_from_policy(&state, id, unit_id, "weight", |policy| {
+        let before = policy.weights.len();
+        policy.weights.retain(|w| w.unit_id != unit_id);
+        policy.weights.len() < before
+    })
+    .await
 }
 
 // ---- balances ----
@@ -889,11 +906,7 @@ pub async fn get_balance(
     Path((id, unit_id)): Path<(Uuid, Uuid)>,
 ) -> Result<axum::Json<Balance>, ApiError> {
     let view = load_view(&mut *state.store().read().await?, id).await?;
-    view.balances
-        .into_iter()
-        .find(|b| b.id == unit_id)
-        .map(axum::Json)
-        .ok_or_else(|| not_in_policy("balance", unit_id))
+    one_of(view.balances, |b| b.id, unit_id, "balance").map(axum::Json)
 }
 
 /// Removes a policy's balance unit.
@@ -910,13 +923,8 @@ pub async fn delete_balance(
     State(state): State<AppState>,
     Path((id, unit_id)): Path<(Uuid, Uuid)>,
 ) -> Result<StatusCode, ApiError> {
-    let mut tx = state.store().write().await?;
-    let mut policy = load(&mut tx, id).await?;
-    ensure_unlocked(&policy)?;
-    if policy.balance != Some(unit_id) {
-        return Err(not_in_policy("balance", unit_id));
-    }
-    policy.balance = None;
-    check_and_save(&state, tx, &policy, false).await?;
-    Ok(StatusCode::NO_CONTENT)
+    remove_from_policy(&state, id, unit_id, "balance", |policy| {
+        policy.balance.take_if(|b| *b == unit_id).is_some()
+    })
+    .await
 }
