@@ -24,6 +24,7 @@
 //! multiplier per host; our factor is one number per policy (see
 //! docs/units.md).
 
+use sandpiper_guest::model::GroupScope;
 use sandpiper_guest::prelude::*;
 
 use crate::params::REVERSE;
@@ -71,6 +72,34 @@ pub fn by_host(
 ) -> Scores {
     let values = candidates.iter().map(|&host| raw(host as usize)).collect();
     scores(values, minval, reverse(cx))
+}
+
+/// Per candidate, the members of the VM's soft (non-enforcing) server
+/// groups of one kind (`affinity`: positive groups, else anti-affinity
+/// ones) running on it, each group's member counting its `priority` (1
+/// when not a finite number, Nova's count): the raw weight of Nova's two
+/// soft server-group weighers, before the anti-affinity one negates it.
+pub fn soft_group_members(cx: &Context<'_>, candidates: &[u32], affinity: bool) -> Vec<f64> {
+    let mut members = vec![0.0_f64; cx.hosts().len()];
+    for group in &cx.vm().groups {
+        if group.scope != GroupScope::Vms || group.positive != affinity || group.enforcing {
+            continue;
+        }
+        let priority = if group.priority.is_finite() {
+            group.priority
+        } else {
+            1.0
+        };
+        for &host in &group.hosts {
+            if let Some(count) = members.get_mut(host as usize) {
+                *count += priority;
+            }
+        }
+    }
+    candidates
+        .iter()
+        .map(|&host| members.get(host as usize).copied().unwrap_or(0.0))
+        .collect()
 }
 
 #[cfg(test)]

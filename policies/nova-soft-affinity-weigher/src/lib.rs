@@ -15,8 +15,8 @@
 //! allows one) sums them, each weighted by its `priority` (1 by default,
 //! which is Nova's count).
 
-use sandpiper_guest::model::GroupScope;
 use sandpiper_guest::prelude::*;
+use sandpiper_nova_ops::weighers::soft_group_members;
 
 /// The `ServerGroupSoftAffinityWeigher` score.
 pub struct SoftAffinityWeigher;
@@ -34,28 +34,7 @@ impl Unit for SoftAffinityWeigher {
 
 impl Score for SoftAffinityWeigher {
     fn score(cx: &Context<'_>, candidates: &[u32]) -> Scores {
-        let host_count = cx.hosts().len();
-        let mut weights = vec![0.0_f64; host_count];
-        for group in &cx.vm().groups {
-            if group.scope != GroupScope::Vms || !group.positive || group.enforcing {
-                continue;
-            }
-            let priority = if group.priority.is_finite() {
-                group.priority
-            } else {
-                1.0
-            };
-            for &host in &group.hosts {
-                if let Some(weight) = weights.get_mut(host as usize) {
-                    *weight += priority;
-                }
-            }
-        }
-        let values = candidates
-            .iter()
-            .map(|&host| weights.get(host as usize).copied().unwrap_or(0.0))
-            .collect();
-        Scores::new(values)
+        Scores::new(soft_group_members(cx, candidates, true))
     }
 }
 
