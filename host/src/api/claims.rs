@@ -34,9 +34,9 @@ use super::AppState;
 use super::clusters::load as load_cluster;
 use super::error::ApiError;
 use super::extract::{Json, Path, parse_json};
-use super::schedule::RankedHost;
+use super::schedule::{Prepared, RankedHost};
 use super::types::ErrorBody;
-use crate::pipeline::{Combination, Explain, FailureRecord, Outcome, ParamValues, Policy};
+use crate::pipeline::{Combination, Explain, FailureRecord, Outcome};
 use crate::placement::{
     Claim, ClaimError, ClaimState, InventoryError, LoggedDecision, Mode, PlaceError, PlaceJob,
     PlaceOutcome, PlaceRequest, PlacementError, Resources, Sample,
@@ -423,17 +423,6 @@ pub fn has_inline_hosts(bytes: &[u8]) -> Result<bool, ApiError> {
     }
     let probe: Probe = parse_json(bytes)?;
     Ok(probe.hosts.is_some())
-}
-
-/// What a decision needs to know about the cluster: its policy assembled
-/// from the loaded units, its parameter overrides, the disabled units left
-/// out (read by `schedule::prepare`).
-#[derive(Clone)]
-pub struct Prepared {
-    pub policy_id: Uuid,
-    pub policy: Policy,
-    pub overrides: ParamValues,
-    pub skipped_units: Vec<String>,
 }
 
 /// Clusters' prepared policies, kept between decisions over held

@@ -128,12 +128,16 @@ pub struct BalanceAnswer {
     pub explain: pipeline::BalanceExplain,
 }
 
-/// What a decision needs from the store, read in one go.
-struct Prepared {
-    policy_id: Uuid,
-    policy: Policy,
-    overrides: ParamValues,
-    skipped_units: Vec<String>,
+/// What a decision needs to know about the cluster, read from the store in
+/// one go: its policy assembled from the loaded units, its parameter
+/// overrides, and the disabled units left out. Decisions over held
+/// inventories keep it between requests (`claims::PreparedCache`).
+#[derive(Clone)]
+pub struct Prepared {
+    pub policy_id: Uuid,
+    pub policy: Policy,
+    pub overrides: ParamValues,
+    pub skipped_units: Vec<String>,
 }
 
 async fn prepare(state: &AppState, cluster_id: Uuid) -> Result<Prepared, ApiError> {
@@ -332,16 +336,10 @@ pub async fn schedule_vm(
         // holds for the cluster, with claims (crate::placement), with the
         // cluster's policy as last prepared unless the configuration
         // changed since.
-        let read = async {
-            let p = prepare(&state, cluster_id).await?;
-            Ok(super::claims::Prepared {
-                policy_id: p.policy_id,
-                policy: p.policy,
-                overrides: p.overrides,
-                skipped_units: p.skipped_units,
-            })
-        };
-        let prepared = state.prepared().get(cluster_id, read).await?;
+        let prepared = state
+            .prepared()
+            .get(cluster_id, prepare(&state, cluster_id))
+            .await?;
         return super::claims::schedule_held(&state, cluster_id, query.dry_run, prepared, &bytes)
             .await;
     }
