@@ -3,6 +3,7 @@
 
 mod default_policies;
 mod languages;
+mod natives;
 mod pipeline;
 mod placement_model;
 mod sandbox;
