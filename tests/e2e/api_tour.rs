@@ -4,7 +4,9 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Server, builtin_wasm, distinct_copy, dump, expect_status, unit_id};
+use crate::support::{
+    Server, builtin_wasm, distinct_copy, dump, expect_status, unit_id, without_usage,
+};
 
 /// Three hosts: `small` has too little free memory for the tour's VM.
 pub fn tour_hosts() -> Value {
@@ -216,19 +218,4 @@ fn the_readme_tour_works_and_a_restart_keeps_everything() {
         without_usage(&answer["explain"]),
         "the same decision after a restart"
     );
-}
-
-/// `value` without the `usage` records (time and fuel spent), which differ
-/// from run to run.
-fn without_usage(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(k, _)| k.as_str() != "usage")
-                .map(|(k, v)| (k.clone(), without_usage(v)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(without_usage).collect()),
-        other => other.clone(),
-    }
 }

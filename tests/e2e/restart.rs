@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::load::{HOSTS, HostSpec, capacity, capacity_policy, vm};
-use crate::support::{Client, Server, dump, expect_status};
+use crate::support::{Client, Server, dump, expect_status, without_usage};
 
 /// The tables placement state lives in.
 const PLACEMENT_TABLES: [&str; 6] = [
@@ -46,20 +46,6 @@ fn placement_rows(dump: &str) -> String {
         "the dump has the placement tables"
     );
     out
-}
-
-/// `value` without the `usage` records (time and fuel spent).
-fn without_usage(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(k, _)| k.as_str() != "usage")
-                .map(|(k, v)| (k.clone(), without_usage(v)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(without_usage).collect()),
-        other => other.clone(),
-    }
 }
 
 fn spec(id: &'static str, like: &HostSpec) -> HostSpec {

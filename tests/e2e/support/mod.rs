@@ -407,3 +407,18 @@ pub fn dump(db: &Path) -> String {
         out
     })
 }
+
+/// `value` without the `usage` records (time and fuel spent), which differ
+/// from run to run.
+pub fn without_usage(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| k.as_str() != "usage")
+                .map(|(k, v)| (k.clone(), without_usage(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_usage).collect()),
+        other => other.clone(),
+    }
+}
