@@ -70,6 +70,14 @@ pub struct BuiltinFilter {
 pub struct BuiltinWeight {
     pub unit: String,
     pub factor: u32,
+    /// What a failure of the unit does to a decision; fail-open (left out,
+    /// the decision marked degraded) unless the file says otherwise.
+    #[serde(default = "default_weight_on_failure")]
+    pub on_failure: crate::pipeline::OnFailure,
+}
+
+fn default_weight_on_failure() -> crate::pipeline::OnFailure {
+    crate::pipeline::DEFAULT_WEIGHT_ON_FAILURE
 }
 
 impl BuiltinPolicy {

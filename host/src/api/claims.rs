@@ -140,6 +140,9 @@ pub struct HeldScheduleAnswer {
     pub waited_ms: Option<u64>,
     /// Disabled units of the policy that were left out.
     pub skipped_units: Vec<String>,
+    /// Units that failed and were skipped in any instance's pick
+    /// (fail-open filters and weights), each once. Empty when none failed.
+    pub degraded: Vec<crate::pipeline::Degraded>,
 }
 
 /// One instance's pick.
@@ -402,6 +405,9 @@ fn answer(
         sample: outcome.sample.clone(),
         waited_ms: waited.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
         skipped_units: facts.skipped_units.clone(),
+        degraded: crate::pipeline::merge_degraded(
+            outcome.picks.iter().map(|p| p.decision.explain.degraded()),
+        ),
     })
 }
 
@@ -504,6 +510,7 @@ pub async fn schedule_held(
     dry_run: bool,
     prepared: Arc<Prepared>,
     bytes: &[u8],
+    admission: &crate::placement::Admission,
 ) -> Result<Response, ApiError> {
     let body: HeldScheduleBody = parse_json(bytes)?;
     let prepared = Prepared::clone(&prepared);
@@ -560,7 +567,7 @@ pub async fn schedule_held(
     };
     let placed = state
         .placement()
-        .place(cluster_id, job)
+        .place_admitted(cluster_id, job, admission)
         .await
         .map_err(placement_error)?;
     let text = match (&placed.logged, detail) {
@@ -589,6 +596,12 @@ pub fn placement_error(e: PlacementError) -> ApiError {
             code: "cluster_busy",
             message,
             details: json!({ "waited_ms": waited.as_millis() as u64 }),
+            retry_after_secs: 1,
+        },
+        PlacementError::TooManyInProgress(e) => ApiError::Busy {
+            code: "cluster_busy",
+            message,
+            details: json!({ "in_progress": e.limit }),
             retry_after_secs: 1,
         },
         PlacementError::Place(PlaceError::HoldExceeded {
@@ -635,7 +648,10 @@ pub fn placement_error(e: PlacementError) -> ApiError {
         },
         PlacementError::Place(PlaceError::Schedule { instance, error }) => {
             ApiError::Unprocessable {
-                code: "filter_failed",
+                code: match *error {
+                    crate::pipeline::ScheduleError::ScoreFailed { .. } => "score_failed",
+                    _ => "filter_failed",
+                },
                 message,
                 details: json!({ "instance": instance, "error": error.to_string() }),
             }

@@ -390,26 +390,50 @@ pub async fn list_decisions(
     Ok(axum::Json(entries))
 }
 
+/// Which form of a logged answer to return.
+#[derive(Clone, Copy, Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct DecisionDetailQuery {
+    /// `summary` (the default): the answer as logged, which for a decision
+    /// too large for a row is a summary (`explain_detail: "summary"`).
+    /// `full`: that decision's full answer, while it is kept (404
+    /// otherwise; see docs/architecture.md, "Decision rows are bounded").
+    #[serde(default)]
+    #[param(value_type = Option<String>)]
+    pub explain: super::claims::ExplainDetail,
+}
+
 /// Gets one decision of a cluster.
 #[utoipa::path(get, path = "/api/v1/clusters/{id}/decisions/{decision_id}", tag = "clusters",
     security(("bearer" = [])),
-    params(("id" = Uuid, Path, description = "Cluster id"), ("decision_id" = Uuid, Path, description = "Decision id")),
+    params(("id" = Uuid, Path, description = "Cluster id"), ("decision_id" = Uuid, Path, description = "Decision id"), DecisionDetailQuery),
     responses(
         (status = 200, body = DecisionEntry),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 404, description = "The decision; with `explain=full`, also when no full answer is kept for it (its logged answer is complete, or the full one was dropped)", body = ErrorBody),
     ))]
 pub async fn get_decision(
     State(state): State<AppState>,
     Path((id, decision_id)): Path<(Uuid, Uuid)>,
+    Query(query): Query<DecisionDetailQuery>,
 ) -> Result<axum::Json<DecisionEntry>, ApiError> {
     let mut conn = state.store().read().await?;
-    let decision = store::decisions::get(&mut conn, decision_id)
+    let mut decision = store::decisions::get(&mut conn, decision_id)
         .await?
         .filter(|d| d.cluster_id == id)
         .ok_or_else(|| ApiError::NotFound {
             resource: "decision",
             id: decision_id.to_string(),
         })?;
+    if query.explain == super::claims::ExplainDetail::Full {
+        decision.answer = store::decisions::get_detail(&mut conn, decision_id)
+            .await?
+            .ok_or_else(|| ApiError::NotFound {
+                resource: "full decision answer",
+                id: decision_id.to_string(),
+            })?;
+    }
     Ok(axum::Json(decision_view(decision)?))
 }

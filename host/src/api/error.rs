@@ -184,6 +184,7 @@ pub const ERROR_CODES: &[&str] = &[
     "invalid_snapshot",
     "invalid_candidates",
     "filter_failed",
+    "score_failed",
     "balance_failed",
     "no_balance_unit",
     "internal",
@@ -361,7 +362,15 @@ impl From<ParamError> for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        if e.is_constraint_violation() {
+        if let StoreError::Database(sqlx::Error::PoolTimedOut) = e {
+            // Every connection stayed busy for the acquire timeout: the
+            // server is overloaded, which a retry may not find.
+            tracing::warn!("no database connection free in time");
+            ApiError::Unavailable(format!(
+                "the database is busy: no connection came free within {} s; retry",
+                crate::store::ACQUIRE_TIMEOUT.as_secs()
+            ))
+        } else if e.is_constraint_violation() {
             // Our own checks run first, inside the same transaction; a
             // constraint can still fire when they miss a case, and then the
             // request conflicts with stored data rather than failing inside.

@@ -19,6 +19,7 @@ pub mod inventory;
 pub mod openapi;
 pub mod policies;
 pub mod schedule;
+pub mod stored;
 pub mod tokens;
 pub mod types;
 pub mod units;

@@ -57,7 +57,7 @@ impl From<Combination> for CombinationMode {
     }
 }
 
-/// What a failing filter does to a decision.
+/// What a failing filter or weight does to a decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureMode {
@@ -131,6 +131,11 @@ pub struct Weight {
     pub scheduling_policy_unit: NamedRef,
     /// How much the unit counts; 0 disables it without removing it.
     pub factor: u32,
+    /// What a failure of the unit (trap, limit, NaN or wrong-length
+    /// scores) does: `fail_open` leaves it out and lists it in the
+    /// answer's `degraded`; `fail_closed` fails the decision
+    /// (`score_failed`).
+    pub on_failure: FailureMode,
     pub href: String,
 }
 
@@ -211,6 +216,9 @@ pub struct WeightAdd {
     /// At least 0; defaults to 1 (oVirt's REST default).
     #[serde(default)]
     pub factor: Option<i64>,
+    /// Defaults to `fail_open`.
+    #[serde(default)]
+    pub on_failure: Option<FailureMode>,
 }
 
 /// A unit to add as the balance unit.
@@ -248,6 +256,7 @@ fn weight_view(policy: Uuid, w: &WeightLink, names: &HashMap<Uuid, String>) -> W
         id: w.unit_id,
         scheduling_policy_unit: unit_ref(w.unit_id, names),
         factor: w.factor,
+        on_failure: w.on_failure.into(),
         href: format!("{}/weights/{}", policy_href(policy), w.unit_id),
     }
 }
@@ -774,7 +783,13 @@ pub async fn add_weight(
     let mut policy = load(&mut tx, id).await?;
     ensure_unlocked(&policy)?;
     joinable_unit(&mut tx, unit_id).await?;
-    let link = WeightLink { unit_id, factor };
+    let link = WeightLink {
+        unit_id,
+        factor,
+        on_failure: body
+            .on_failure
+            .map_or(crate::pipeline::DEFAULT_WEIGHT_ON_FAILURE, Into::into),
+    };
     policy.weights.push(link);
     let names = store::units::names(&mut tx).await?;
     check_and_save(&state, tx, &policy, false).await?;

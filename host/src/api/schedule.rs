@@ -24,10 +24,12 @@ use super::assemble::{assemble, declared_keys, from_registry, only_declared};
 use super::clusters::load as load_cluster;
 use super::error::ApiError;
 use super::extract::{Path, Query, body_bytes, is_json, parse_json};
+use super::stored;
 use super::types::ErrorBody;
 use crate::pipeline::{
     self, BalanceError, BalanceInput, ParamValues, Policy, ScheduleError, ScheduleRequest,
 };
+use crate::placement::Admission;
 use crate::snapshot::{self, HintValue, Host, RunningVm, Snapshot, SnapshotError, VmSpec};
 use crate::store::decisions::{DecisionKind, DecisionRecord};
 use crate::store::{self};
@@ -103,6 +105,9 @@ pub struct ScheduleAnswer {
     pub ranked: Vec<RankedHost>,
     /// Disabled units of the policy that were left out.
     pub skipped_units: Vec<String>,
+    /// Units that failed and were skipped (fail-open filters and weights):
+    /// the decision answered without them. Empty when none failed.
+    pub degraded: Vec<pipeline::Degraded>,
     /// Every filter's rejections with reasons, every score unit's scores,
     /// the totals and the tie-break.
     #[schema(value_type = Object)]
@@ -123,6 +128,9 @@ pub struct BalanceAnswer {
     /// Where it should go; `null` unless `outcome` is `migrate`.
     pub destination: Option<String>,
     pub skipped_units: Vec<String>,
+    /// Units that failed and were skipped in the decision over the
+    /// destinations. Empty when none failed.
+    pub degraded: Vec<pipeline::Degraded>,
     /// What the balance unit proposed and how the policy decided.
     #[schema(value_type = Object)]
     pub explain: pipeline::BalanceExplain,
@@ -214,6 +222,14 @@ fn schedule_error(e: ScheduleError) -> ApiError {
             details: json!({ "unit": unit, "unit_error": failed.error.code() }),
             message: e.to_string(),
         },
+        ScheduleError::ScoreFailed {
+            ref unit,
+            ref failed,
+        } => ApiError::Unprocessable {
+            code: "score_failed",
+            details: json!({ "unit": unit, "unit_error": failed.error.code() }),
+            message: e.to_string(),
+        },
     }
 }
 
@@ -247,42 +263,16 @@ fn balance_error(e: BalanceError) -> ApiError {
     }
 }
 
-/// Runs `work` on the blocking pool.
+/// Runs `work` on the blocking pool, with one of the cluster's sandbox
+/// slots (`placement::fairness`).
 async fn blocking<T: Send + 'static>(
+    admission: &Admission,
     work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(work)
+    admission
+        .run(work)
         .await
         .map_err(|e| ApiError::Internal(format!("decision task failed: {e}")))?
-}
-
-/// Records a decision under `id`, with `answer` (JSON) as returned.
-async fn record(
-    state: &AppState,
-    id: Uuid,
-    cluster_id: Uuid,
-    kind: DecisionKind,
-    vm_id: Option<String>,
-    host_id: Option<String>,
-    answer: String,
-) -> Result<(), ApiError> {
-    let mut tx = state.store().write().await?;
-    store::decisions::insert(
-        &mut tx,
-        &DecisionRecord {
-            id,
-            cluster_id,
-            kind,
-            vm_id,
-            host_id,
-            answer,
-            created_at: String::new(),
-        },
-        state.limits().decisions_retained,
-    )
-    .await?;
-    tx.commit().await?;
-    Ok(())
 }
 
 /// Serialises an answer once: the same text is stored and returned, with
@@ -301,6 +291,8 @@ struct Encoded {
     json: String,
     vm_id: Option<String>,
     host_id: Option<String>,
+    /// What the log keeps (none for a dry run): bounded, see `stored`.
+    log: Option<stored::ToLog>,
 }
 
 /// Chooses a host for a VM with the cluster's policy.
@@ -321,8 +313,8 @@ struct Encoded {
         (status = 404, description = "The cluster", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
         (status = 409, description = "`no_inventory`: no hosts inline and none held", body = ErrorBody),
-        (status = 422, description = "`invalid_snapshot`, `invalid_candidates` (naming the field), `filter_failed` (a fail-closed filter failed)", body = ErrorBody),
-        (status = 503, description = "`cluster_busy` (the cluster's lock was not free in time), `decision_too_long` (the decision held it too long; nothing claimed); with `Retry-After`", body = ErrorBody),
+        (status = 422, description = "`invalid_snapshot`, `invalid_candidates` (naming the field), `filter_failed` (a fail-closed filter failed), `score_failed` (a fail-closed weight failed)", body = ErrorBody),
+        (status = 503, description = "`cluster_busy` (the cluster has too many decisions in progress, or its lock was not free in time), `decision_too_long` (the decision held it too long; nothing claimed); with `Retry-After`", body = ErrorBody),
     ))]
 pub async fn schedule_vm(
     State(state): State<AppState>,
@@ -330,6 +322,9 @@ pub async fn schedule_vm(
     Query(query): Query<DecisionQuery>,
     request: Request,
 ) -> Result<Response, ApiError> {
+    // Admitted before the body is read: a cluster's storm is refused
+    // before it is buffered (`placement::fairness`).
+    let admission = admission(&state, cluster_id)?;
     let bytes = json_body(request).await?;
     if !super::claims::has_inline_hosts(&bytes)? {
         // No hosts in the request: decide over the inventory Sandpiper
@@ -340,8 +335,15 @@ pub async fn schedule_vm(
             .prepared()
             .get(cluster_id, prepare(&state, cluster_id))
             .await?;
-        return super::claims::schedule_held(&state, cluster_id, query.dry_run, prepared, &bytes)
-            .await;
+        return super::claims::schedule_held(
+            &state,
+            cluster_id,
+            query.dry_run,
+            prepared,
+            &bytes,
+            &admission,
+        )
+        .await;
     }
     let Prepared {
         policy_id,
@@ -350,7 +352,7 @@ pub async fn schedule_vm(
         skipped_units,
     } = prepare(&state, cluster_id).await?;
     let decision_id = (!query.dry_run).then(Uuid::new_v4);
-    let encoded = blocking(move || {
+    let encoded = blocking(&admission, move || {
         let body: ScheduleBody = parse_json(&bytes)?;
         let cluster = Snapshot {
             hosts: body.hosts,
@@ -393,33 +395,44 @@ pub async fn schedule_vm(
                 })
                 .collect(),
             skipped_units,
+            degraded: decision.explain.degraded(),
             explain: decision.explain.clone(),
         };
+        let json = to_json(&answer)?;
+        let log = decision_id
+            .map(|_| {
+                stored::to_log(&json, || {
+                    stored::schedule_summary(&answer, &decision.ranked)
+                })
+            })
+            .transpose()?;
         Ok(Encoded {
-            json: to_json(&answer)?,
+            json,
             vm_id: Some(vm_id),
             host_id: answer.chosen_host,
+            log,
         })
     })
     .await?;
-    if let Some(id) = decision_id {
-        let Encoded {
-            json,
-            vm_id,
-            host_id,
-        } = &encoded;
-        record(
-            &state,
+    let Encoded {
+        json,
+        vm_id,
+        host_id,
+        log,
+    } = encoded;
+    if let (Some(id), Some(log)) = (decision_id, log) {
+        let decision = DecisionRecord {
             id,
             cluster_id,
-            DecisionKind::Schedule,
-            vm_id.clone(),
-            host_id.clone(),
-            json.clone(),
-        )
-        .await?;
+            kind: DecisionKind::Schedule,
+            vm_id,
+            host_id,
+            answer: log.answer,
+            created_at: String::new(),
+        };
+        stored::record(&state, decision, log.full).await?;
     }
-    Ok(json_response(encoded.json))
+    Ok(json_response(json))
 }
 
 /// Asks the cluster's balance unit for a migration and lets the policy
@@ -441,8 +454,8 @@ pub async fn schedule_vm(
         (status = 404, description = "The cluster", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
         (status = 409, description = "`no_inventory`: no hosts inline and none held", body = ErrorBody),
-        (status = 422, description = "`no_balance_unit`, `invalid_snapshot`, `invalid_candidates`, `balance_failed`, `filter_failed`", body = ErrorBody),
-        (status = 503, description = "`cluster_busy` (over the held inventory: its lock was not free in time)", body = ErrorBody),
+        (status = 422, description = "`no_balance_unit`, `invalid_snapshot`, `invalid_candidates`, `balance_failed`, `filter_failed`, `score_failed`", body = ErrorBody),
+        (status = 503, description = "`cluster_busy` (the cluster has too many decisions in progress, or, over the held inventory, its lock was not free in time); with `Retry-After`", body = ErrorBody),
     ))]
 pub async fn balance_cluster(
     State(state): State<AppState>,
@@ -450,6 +463,7 @@ pub async fn balance_cluster(
     Query(query): Query<DecisionQuery>,
     request: Request,
 ) -> Result<Response, ApiError> {
+    let admission = admission(&state, cluster_id)?;
     let bytes = json_body(request).await?;
     let Prepared {
         policy_id,
@@ -486,7 +500,7 @@ pub async fn balance_cluster(
             })?;
         Some(snapshot)
     };
-    let encoded = blocking(move || {
+    let encoded = blocking(&admission, move || {
         let (inventory, candidates) = match held {
             Some((inventory, candidates)) => (inventory, candidates),
             None => {
@@ -529,33 +543,49 @@ pub async fn balance_cluster(
             vm_id: vm_id.clone(),
             destination: destination.clone(),
             skipped_units,
+            degraded: decision.explain.degraded(),
             explain: decision.explain,
         };
+        let json = to_json(&answer)?;
+        let log = decision_id
+            .map(|_| stored::to_log(&json, || stored::balance_summary(&answer)))
+            .transpose()?;
         Ok(Encoded {
-            json: to_json(&answer)?,
+            json,
             vm_id,
             host_id: destination,
+            log,
         })
     })
     .await?;
-    if let Some(id) = decision_id {
-        let Encoded {
-            json,
-            vm_id,
-            host_id,
-        } = &encoded;
-        record(
-            &state,
+    let Encoded {
+        json,
+        vm_id,
+        host_id,
+        log,
+    } = encoded;
+    if let (Some(id), Some(log)) = (decision_id, log) {
+        let decision = DecisionRecord {
             id,
             cluster_id,
-            DecisionKind::Balance,
-            vm_id.clone(),
-            host_id.clone(),
-            json.clone(),
-        )
-        .await?;
+            kind: DecisionKind::Balance,
+            vm_id,
+            host_id,
+            answer: log.answer,
+            created_at: String::new(),
+        };
+        stored::record(&state, decision, log.full).await?;
     }
-    Ok(json_response(encoded.json))
+    Ok(json_response(json))
+}
+
+/// Admits a decision for the cluster, or answers 503 `cluster_busy` when
+/// it has too many in progress.
+fn admission(state: &AppState, cluster_id: Uuid) -> Result<Admission, ApiError> {
+    state
+        .placement()
+        .admit(cluster_id)
+        .map_err(super::claims::placement_error)
 }
 
 /// Reads a JSON body (checking its content type) without parsing it.

@@ -22,7 +22,9 @@ pub enum Position {
     Last,
 }
 
-/// What a failing filter (trap, limit, invalid output) does to the decision.
+/// What a failing unit (trap, limit, invalid output) does to the decision.
+/// A filter defaults to fail-closed; a weight (score unit) to fail-open,
+/// which was its only behaviour before weights could choose.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OnFailure {
@@ -73,7 +75,16 @@ pub struct FilterStep {
 pub struct ScoreStep {
     pub unit: Arc<dyn Unit>,
     pub factor: u32,
+    /// Fail-open (the default for weights): a failing unit is left out of
+    /// the totals and the decision is marked degraded. Fail-closed: the
+    /// decision fails, as a fail-closed filter's does.
+    pub on_failure: OnFailure,
 }
+
+/// What a failing weight does unless its policy says otherwise: leave it
+/// out (recorded as degraded), as Sandpiper always did and oVirt does with
+/// external weights.
+pub const DEFAULT_WEIGHT_ON_FAILURE: OnFailure = OnFailure::FailOpen;
 
 /// The factor a score unit gets when none is given (oVirt's REST default).
 pub const DEFAULT_FACTOR: u32 = 1;
@@ -256,9 +267,19 @@ impl PolicyBuilder {
         self
     }
 
-    /// Adds a score unit with weight `factor`.
-    pub fn score(mut self, unit: Arc<dyn Unit>, factor: u32) -> Self {
-        self.scores.push(ScoreStep { unit, factor });
+    /// Adds a fail-open score unit with weight `factor`.
+    pub fn score(self, unit: Arc<dyn Unit>, factor: u32) -> Self {
+        self.score_with(unit, factor, DEFAULT_WEIGHT_ON_FAILURE)
+    }
+
+    /// Adds a score unit with weight `factor` and the given failure
+    /// behaviour.
+    pub fn score_with(mut self, unit: Arc<dyn Unit>, factor: u32, on_failure: OnFailure) -> Self {
+        self.scores.push(ScoreStep {
+            unit,
+            factor,
+            on_failure,
+        });
         self
     }
 

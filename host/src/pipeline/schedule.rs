@@ -14,7 +14,9 @@
 //!   exactly when the filters were strict).
 //! * Otherwise every score unit with a factor above 0 is called; one that
 //!   fails or answers something unusable (wrong length, a non-finite value)
-//!   is skipped and recorded. Scores combine by rank or normalised (see
+//!   ends the decision with an error naming it when its weight is
+//!   fail-closed, and is skipped and recorded (the decision is then
+//!   *degraded*, see `degraded`) when fail-open, the default. Scores combine by rank or normalised (see
 //!   `combine`), the highest total wins.
 //! * **Ties** go to the candidate that comes first in candidate order — the
 //!   order of the request's `candidates`, or host order when it gives none.
@@ -27,6 +29,7 @@ use sandpiper_guest::Inventory;
 use sandpiper_guest::model::{KeyValue, Rejection, Request, Vm};
 
 use super::combine;
+use super::degraded;
 use super::explain::{
     Explain, FailureRecord, FilterRecord, Outcome, ScoreRecord, SnapshotRef, Standing,
 };
@@ -80,6 +83,8 @@ pub enum ScheduleError {
     TooManyHosts { host_count: usize },
     #[error("filter `{unit}` failed and the policy fails closed on it: {}", failed.error)]
     FilterFailed { unit: String, failed: Failed },
+    #[error("weight `{unit}` failed and the policy fails closed on it: {}", failed.error)]
+    ScoreFailed { unit: String, failed: Failed },
 }
 
 /// Where a candidate stands while the filters run.
@@ -189,16 +194,20 @@ pub fn schedule(
                         failed,
                     });
                 }
-                OnFailure::FailOpen => explain.filters.push(FilterRecord {
-                    unit: unit.info().name.clone(),
-                    position: step.position,
-                    on_failure: step.on_failure,
-                    input,
-                    rejected: Vec::new(),
-                    survivors: input,
-                    usage: failed.usage,
-                    failure: Some(FailureRecord::from(&failed)),
-                }),
+                OnFailure::FailOpen => {
+                    let failure = FailureRecord::from(&failed);
+                    degraded::count("filter", &failure);
+                    explain.filters.push(FilterRecord {
+                        unit: unit.info().name.clone(),
+                        position: step.position,
+                        on_failure: step.on_failure,
+                        input,
+                        rejected: Vec::new(),
+                        survivors: input,
+                        usage: failed.usage,
+                        failure: Some(failure),
+                    });
+                }
             },
         }
     }
@@ -258,9 +267,18 @@ pub fn schedule(
             Ok(called)
         });
         match answer {
+            Err(failed) if step.on_failure == OnFailure::FailClosed => {
+                buffers.give_back();
+                return Err(ScheduleError::ScoreFailed {
+                    unit: info.name.clone(),
+                    failed,
+                });
+            }
             Err(failed) => {
+                let failure = FailureRecord::from(&failed);
+                degraded::count("score", &failure);
                 record.usage = Some(failed.usage);
-                record.failure = Some(FailureRecord::from(&failed));
+                record.failure = Some(failure);
             }
             Ok(called) => {
                 let scores = called.value;

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::fairness::{self, FairnessConfig};
 use super::persist::Retention;
 use super::place::Sampling;
 use super::service::{self, PlacementConfig};
@@ -36,6 +37,24 @@ pub struct PlacementArgs {
     /// Days a logged decision is kept.
     #[arg(long, env = "SANDPIPER_DECISIONS_MAX_AGE_DAYS", default_value_t = service::DEFAULT_DECISIONS_MAX_AGE.as_secs() / 86_400)]
     pub decisions_max_age_days: u64,
+
+    /// MiB of logged decisions kept per cluster (besides the count and
+    /// the age); the oldest go first.
+    #[arg(long, env = "SANDPIPER_DECISIONS_MAX_MIB", default_value_t = service::DEFAULT_DECISIONS_MAX_BYTES >> 20)]
+    pub decisions_max_mib: u64,
+
+    /// Decisions one cluster may have in progress before further ones are
+    /// answered 503 `cluster_busy` at once.
+    #[arg(long, env = "SANDPIPER_MAX_CLUSTER_DECISIONS", default_value_t = fairness::DEFAULT_MAX_IN_PROGRESS)]
+    pub max_cluster_decisions: usize,
+
+    /// Decisions whose units may run at once, server-wide; 0: one per core.
+    #[arg(long, env = "SANDPIPER_SANDBOX_SLOTS", default_value_t = 0)]
+    pub sandbox_slots: usize,
+
+    /// Of those, how many one cluster may hold; 0: half of them, at least one.
+    #[arg(long, env = "SANDPIPER_CLUSTER_SANDBOX_SLOTS", default_value_t = 0)]
+    pub cluster_sandbox_slots: usize,
 }
 
 const fn millis(d: Duration) -> u64 {
@@ -68,9 +87,25 @@ impl PlacementArgs {
             retention: Retention {
                 count: decisions_retained,
                 max_age: Duration::from_secs(self.decisions_max_age_days.saturating_mul(86_400)),
+                max_bytes: self.decisions_max_mib.saturating_mul(1 << 20),
             },
             sampling: self.sample_hosts,
+            fairness: self.fairness(),
         }
+    }
+
+    /// The fairness bounds; a slot count of 0 takes the default for the
+    /// machine's cores.
+    fn fairness(&self) -> FairnessConfig {
+        let mut config = match self.sandbox_slots {
+            0 => FairnessConfig::default(),
+            slots => FairnessConfig::for_cores(slots),
+        };
+        config.max_in_progress = self.max_cluster_decisions.max(1);
+        if self.cluster_sandbox_slots > 0 {
+            config.cluster_sandbox_slots = self.cluster_sandbox_slots.min(config.sandbox_slots);
+        }
+        config
     }
 }
 

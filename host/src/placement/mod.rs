@@ -16,6 +16,8 @@
 //!   it, synchronous and clock-free, so the model-based test runs the very
 //!   code the server runs.
 //! * [`time`]: wall-clock instants for claims, which survive restarts.
+//! * [`fairness`]: per-cluster bounds on decisions in progress and on the
+//!   CPU their units may take, so one cluster cannot slow the others.
 //!
 //! How concurrent decisions are kept from overcommitting is documented in
 //! docs/architecture.md ("Concurrency: one decision per cluster at a time").
@@ -24,6 +26,7 @@ pub mod args;
 pub mod claims;
 pub mod cluster;
 pub mod columns;
+pub mod fairness;
 pub mod hosts;
 pub mod persist;
 pub mod place;
@@ -36,6 +39,7 @@ pub mod time;
 pub use args::PlacementArgs;
 pub use claims::{Claim, ClaimError, ClaimLedger, ClaimState};
 pub use cluster::{Change, ClusterState, InventorySummary, UpdateResult};
+pub use fairness::{Admission, Fairness, FairnessConfig, TooManyInProgress};
 pub use hosts::{Applied, HostInventory, HostRecord, HostUpdate, InventoryError};
 pub use persist::{LoggedDecision, Persister, Retention};
 pub use place::{

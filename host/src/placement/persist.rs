@@ -66,6 +66,8 @@ pub struct Retention {
     pub count: u32,
     /// Decisions older than this are forgotten.
     pub max_age: Duration,
+    /// Bytes of decision rows kept per cluster, newest first.
+    pub max_bytes: u64,
 }
 
 /// A failed write, as the requests waiting on it see it.
@@ -251,7 +253,7 @@ async fn write_batch(
             Op::Decision(decision) => decisions.push(decision),
         }
     }
-    let mut tx = store.write().await?;
+    let mut tx = store.write_reserved().await?;
     for (cluster_id, writes) in &clusters {
         write_cluster(&mut tx, *cluster_id, writes).await?;
     }
@@ -436,17 +438,25 @@ async fn insert_decisions(
 ) -> Result<(), StoreError> {
     for chunk in decisions.chunks(ROWS_PER_STATEMENT) {
         let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO decisions (id, cluster_id, kind, vm_id, host_id, answer) VALUES {}",
-            placeholders(chunk.len(), 6)
+            "INSERT INTO decisions (id, cluster_id, kind, vm_id, host_id, answer, size_bytes) \
+             VALUES {}",
+            placeholders(chunk.len(), 7)
         )));
         for decision in chunk {
+            let row = crate::store::decisions::bounded_row(
+                decision.id,
+                decision.vm_id.as_deref(),
+                decision.host_id.as_deref(),
+                &decision.answer,
+            );
             query = query
                 .bind(decision.id.to_string())
                 .bind(decision.cluster_id.to_string())
                 .bind(decision.kind.name())
-                .bind(&decision.vm_id)
-                .bind(&decision.host_id)
-                .bind(&decision.answer);
+                .bind(row.vm_id.map(str::to_owned))
+                .bind(row.host_id.map(str::to_owned))
+                .bind(row.answer.into_owned())
+                .bind(row.size_bytes);
         }
         query.execute(&mut *conn).await?;
     }
@@ -471,8 +481,9 @@ async fn insert_decisions(
     Ok(())
 }
 
-/// Forgets a cluster's decisions beyond the newest `retention.count` and
-/// those older than `retention.max_age`.
+/// Forgets a cluster's decisions beyond the newest `retention.count`,
+/// beyond its newest `retention.max_bytes`, and those older than
+/// `retention.max_age`.
 pub async fn trim_decisions(
     conn: &mut SqliteConnection,
     cluster_id: Uuid,
@@ -499,6 +510,7 @@ pub async fn trim_decisions(
     .bind(i64::from(retention.count))
     .execute(&mut *conn)
     .await?;
+    crate::store::decisions::trim_bytes(conn, cluster_id, retention.max_bytes).await?;
     Ok(())
 }
 
@@ -612,6 +624,7 @@ mod tests {
             Retention {
                 count: 10,
                 max_age: Duration::from_secs(3600),
+                max_bytes: u64::MAX,
             },
         );
 
@@ -686,6 +699,7 @@ mod tests {
             Retention {
                 count: 10,
                 max_age: Duration::from_secs(3600),
+                max_bytes: u64::MAX,
             },
         );
         // Queued before the writer runs (one-threaded runtime), so the
@@ -718,6 +732,7 @@ mod tests {
         let retention = Retention {
             count: 3,
             max_age: Duration::from_secs(3600),
+            max_bytes: u64::MAX,
         };
         let persister = Persister::start(store.clone(), retention);
         let mut acks = Vec::new();
@@ -763,6 +778,7 @@ mod tests {
         let none = Retention {
             count: 10,
             max_age: Duration::ZERO,
+            max_bytes: u64::MAX,
         };
         trim_decisions(
             &mut conn,
@@ -777,5 +793,80 @@ mod tests {
             .await
             .expect("count");
         assert_eq!(left.0, 0);
+    }
+
+    #[tokio::test]
+    async fn decisions_are_bounded_per_row_and_trimmed_to_their_byte_budget() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, cluster) = store_with_cluster(dir.path()).await;
+        let retention = Retention {
+            count: 100,
+            max_age: Duration::from_secs(3600),
+            max_bytes: u64::MAX,
+        };
+        let persister = Persister::start(store.clone(), retention);
+        let decision = |vm: String, answer: String| LoggedDecision {
+            id: Uuid::new_v4(),
+            cluster_id: cluster,
+            kind: DecisionKind::Schedule,
+            vm_id: Some(vm),
+            host_id: Some("h".to_owned()),
+            answer,
+            claims: Vec::new(),
+        };
+        // 100-byte answers: each row counts 104 bytes with its ids.
+        let padded = format!("{{\"pad\":\"{}\"}}", "x".repeat(90));
+        assert_eq!(padded.len(), 100);
+        for i in 0..5 {
+            persister
+                .submit(vec![Op::Decision(decision(
+                    format!("vm{i}"),
+                    padded.clone(),
+                ))])
+                .wait()
+                .await
+                .expect("stored");
+        }
+        // A huge answer and id are cut to the row's bounds.
+        let huge = decision(
+            "v".repeat(1 << 20),
+            format!("{{\"pad\":\"{}\"}}", "x".repeat(1 << 20)),
+        );
+        let huge_id = huge.id;
+        persister
+            .submit(vec![Op::Decision(huge)])
+            .wait()
+            .await
+            .expect("stored");
+        let mut conn = store.read().await.expect("read");
+        let (vm, answer, size): (String, String, i64) =
+            sqlx::query_as("SELECT vm_id, answer, size_bytes FROM decisions WHERE id = ?")
+                .bind(huge_id.to_string())
+                .fetch_one(&mut *conn)
+                .await
+                .expect("row");
+        assert_eq!(vm.len(), crate::store::decisions::MAX_ID_COLUMN_BYTES);
+        assert!(answer.len() < 1024, "{answer}");
+        assert_eq!(size as usize, vm.len() + 1 + answer.len());
+        sqlx::query("DELETE FROM decisions WHERE id = ?")
+            .bind(huge_id.to_string())
+            .execute(&mut *conn)
+            .await
+            .expect("deleted");
+
+        // 250 bytes keep the newest two rows (208 bytes), not three (312).
+        let budget = Retention {
+            max_bytes: 250,
+            ..retention
+        };
+        trim_decisions(&mut conn, cluster, budget, Timestamp::now())
+            .await
+            .expect("trims");
+        let kept: Vec<(String,)> = sqlx::query_as("SELECT vm_id FROM decisions ORDER BY rowid")
+            .fetch_all(&mut *conn)
+            .await
+            .expect("rows");
+        let kept: Vec<&str> = kept.iter().map(|(v,)| v.as_str()).collect();
+        assert_eq!(kept, ["vm3", "vm4"]);
     }
 }

@@ -18,7 +18,11 @@
 //!   (A pick in progress finishes: unit calls are bounded by their own
 //!   deadlines.)
 //!
-//! Different clusters have different locks and never wait on each other.
+//! Different clusters have different locks and never wait on each other,
+//! and [`super::fairness`] keeps one cluster's storm from taking the CPU
+//! the others need: a decision is admitted (or refused 503 at once when its
+//! cluster has too many in progress) and runs its units only with one of
+//! its cluster's sandbox slots.
 //!
 //! **Delay and retry.** When a decision finds no host but some candidate
 //! would hold the VM's memory once its pending claims resolve, the request
@@ -35,6 +39,7 @@ use uuid::Uuid;
 
 use super::claims::{Claim, ClaimError};
 use super::cluster::{Change, ClusterState, InventorySummary, UpdateResult};
+use super::fairness::{Admission, Fairness, FairnessConfig, TooManyInProgress};
 use super::hosts::{HostUpdate, InventoryError};
 use super::persist::{self, Ack, LoggedDecision, Op, PersistError, Persister, Retention};
 use super::place::{PlaceContext, PlaceError, PlaceOutcome, PlaceRequest, Sampling};
@@ -78,6 +83,13 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 /// answers "why did this VM land there" for any recent incident.
 pub const DEFAULT_DECISIONS_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// Bytes of decision rows kept per cluster, at most (besides the count and
+/// the age). A logged answer is a few kilobytes and at most
+/// `store::decisions::MAX_ANSWER_BYTES`, so the default count of 1,000
+/// fits several times over; the budget only bites when answers are large,
+/// and then bounds the database instead of the count alone.
+pub const DEFAULT_DECISIONS_MAX_BYTES: u64 = 16 << 20;
+
 /// The service's settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlacementConfig {
@@ -89,6 +101,8 @@ pub struct PlacementConfig {
     pub retention: Retention,
     /// How many hosts a decision's first pick considers.
     pub sampling: Sampling,
+    /// Per-cluster bounds on decisions in progress and their CPU work.
+    pub fairness: FairnessConfig,
 }
 
 impl Default for PlacementConfig {
@@ -102,8 +116,10 @@ impl Default for PlacementConfig {
             retention: Retention {
                 count: 1000,
                 max_age: DEFAULT_DECISIONS_MAX_AGE,
+                max_bytes: DEFAULT_DECISIONS_MAX_BYTES,
             },
             sampling: Sampling::Adaptive,
+            fairness: FairnessConfig::default(),
         }
     }
 }
@@ -116,6 +132,8 @@ pub enum PlacementError {
         waited.as_millis()
     )]
     Busy { cluster_id: Uuid, waited: Duration },
+    #[error(transparent)]
+    TooManyInProgress(#[from] TooManyInProgress),
     #[error(transparent)]
     Inventory(#[from] InventoryError),
     #[error(transparent)]
@@ -174,6 +192,7 @@ struct Inner {
     persister: Persister,
     config: PlacementConfig,
     clusters: Mutex<HashMap<Uuid, Arc<Slot>>>,
+    fairness: Fairness,
 }
 
 /// One cluster: its state (`None` until loaded) and a signal raised
@@ -199,6 +218,7 @@ impl PlacementService {
             persister,
             config,
             clusters: Mutex::new(HashMap::new()),
+            fairness: Fairness::new(config.fairness),
         });
         tokio::spawn(sweep(Arc::downgrade(&inner), config.sweep_interval));
         PlacementService { inner }
@@ -206,6 +226,13 @@ impl PlacementService {
 
     pub fn config(&self) -> &PlacementConfig {
         &self.inner.config
+    }
+
+    /// Admits a decision for the cluster (see [`super::fairness`]): every
+    /// decision route calls it before reading its body, and keeps the
+    /// admission until it answers.
+    pub fn admit(&self, cluster_id: Uuid) -> Result<Admission, PlacementError> {
+        Ok(self.inner.fairness.admit(cluster_id)?)
     }
 
     /// Replaces a cluster's inventory with a full snapshot.
@@ -326,6 +353,17 @@ impl PlacementService {
     /// Places the job's instances over the held inventory, with one
     /// delayed retry when waiting for pending claims could help.
     pub async fn place(&self, cluster_id: Uuid, job: PlaceJob) -> Result<Placed, PlacementError> {
+        let admission = self.admit(cluster_id)?;
+        self.place_admitted(cluster_id, job, &admission).await
+    }
+
+    /// [`PlacementService::place`] for a decision already admitted.
+    pub async fn place_admitted(
+        &self,
+        cluster_id: Uuid,
+        job: PlaceJob,
+        admission: &Admission,
+    ) -> Result<Placed, PlacementError> {
         let job = Arc::new(job);
         let slot = self.slot(cluster_id);
         // Registered before the first attempt, so that a claim resolved
@@ -336,7 +374,10 @@ impl PlacementService {
 
         let retry_wait = self.inner.config.retry_wait;
         let may_wait = !retry_wait.is_zero() && !job.dry_run;
-        if let Some((outcome, logged)) = self.attempt(cluster_id, &job, may_wait, None).await? {
+        if let Some((outcome, logged)) = self
+            .attempt(cluster_id, &job, may_wait, None, admission)
+            .await?
+        {
             return Ok(Placed {
                 outcome,
                 waited: None,
@@ -346,7 +387,10 @@ impl PlacementService {
         let started = Instant::now();
         let _ = tokio::time::timeout(retry_wait, resolved).await;
         let waited = started.elapsed();
-        match self.attempt(cluster_id, &job, false, Some(waited)).await? {
+        match self
+            .attempt(cluster_id, &job, false, Some(waited), admission)
+            .await?
+        {
             Some((outcome, logged)) => Ok(Placed {
                 outcome,
                 waited: Some(waited),
@@ -368,12 +412,13 @@ impl PlacementService {
         job: &Arc<PlaceJob>,
         may_wait: bool,
         waited: Option<Duration>,
+        admission: &Admission,
     ) -> Result<Option<(PlaceOutcome, Option<LoggedDecision>)>, PlacementError> {
         let job = Arc::clone(job);
         let ttl = self.inner.config.claim_ttl;
         let max_hold = self.inner.config.max_hold;
         let sampling = self.inner.config.sampling;
-        self.locked_with_hold(cluster_id, move |state, now, acquired| {
+        self.locked_with_hold(cluster_id, Some(admission), move |state, now, acquired| {
             if !state.has_inventory() {
                 return Err(PlacementError::NoInventory { cluster_id });
             }
@@ -461,16 +506,21 @@ impl PlacementService {
         + Send
         + 'static,
     ) -> Result<T, PlacementError> {
-        self.locked_with_hold(cluster_id, move |state, now, _| {
+        self.locked_with_hold(cluster_id, None, move |state, now, _| {
             work(state, now)
                 .map(|(value, changes, resolved)| (value, changes, resolved, Vec::new()))
         })
         .await
     }
 
+    /// [`PlacementService::locked`] for a decision: with `sandbox`, its
+    /// work waits for a sandbox slot of the cluster (after the lock, so a
+    /// slot is never held idle by a request queued for the lock) and holds
+    /// it until it ends.
     async fn locked_with_hold<T: Send + 'static>(
         &self,
         cluster_id: Uuid,
+        sandbox: Option<&Admission>,
         work: impl FnOnce(
             &mut ClusterState,
             Timestamp,
@@ -480,9 +530,14 @@ impl PlacementService {
         + 'static,
     ) -> Result<T, PlacementError> {
         let (slot, mut guard, acquired) = self.lock(cluster_id).await?;
+        let permit = match sandbox {
+            Some(admission) => Some(admission.sandbox().await),
+            None => None,
+        };
         let persister = self.inner.persister.clone();
         let done =
             tokio::task::spawn_blocking(move || -> Result<(Done<T>, bool), PlacementError> {
+                let _permit = permit;
                 let Some(state) = guard.as_mut() else {
                     return Err(PlacementError::Task("cluster state not loaded".to_owned()));
                 };

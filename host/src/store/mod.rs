@@ -36,6 +36,20 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// number stays small because each connection holds its own page cache.
 pub const MAX_CONNECTIONS: u32 = 8;
 
+/// How long a request waits for a pooled connection before it gives up
+/// with 503 `unavailable`. sqlx's default of 30 s let a storm of decisions
+/// hang every other request for half a minute (issue #11); a statement
+/// takes milliseconds, so five seconds without a connection means the
+/// server is overloaded and the caller should retry.
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections reserved for the decisions writer (the group-commit writer
+/// of claims, inventories and the decisions log), outside the shared
+/// pool: it writes one transaction at a time, and requests holding every
+/// shared connection must not keep it from committing the decisions they
+/// wait for.
+pub const WRITER_CONNECTIONS: u32 = 1;
+
 /// The store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -72,6 +86,8 @@ impl StoreError {
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: SqlitePool,
+    /// The decisions writer's own connection ([`WRITER_CONNECTIONS`]).
+    writer: SqlitePool,
 }
 
 /// A write transaction. It takes SQLite's write lock when it begins
@@ -120,10 +136,15 @@ impl Store {
             .busy_timeout(BUSY_TIMEOUT);
         let pool = SqlitePoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
-            .connect_with(options)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(options.clone())
             .await?;
         sqlx::migrate!("./migrations").run(&pool).await?;
-        Ok(Store { pool })
+        let writer = SqlitePoolOptions::new()
+            .max_connections(WRITER_CONNECTIONS)
+            .connect_with(options)
+            .await?;
+        Ok(Store { pool, writer })
     }
 
     /// A connection for reads.
@@ -135,6 +156,14 @@ impl Store {
     pub async fn write(&self) -> Result<Tx, StoreError> {
         Ok(Tx {
             inner: self.pool.begin_with("BEGIN IMMEDIATE").await?,
+        })
+    }
+
+    /// Begins a write transaction on the decisions writer's own connection
+    /// (see [`WRITER_CONNECTIONS`]); only that writer calls it.
+    pub async fn write_reserved(&self) -> Result<Tx, StoreError> {
+        Ok(Tx {
+            inner: self.writer.begin_with("BEGIN IMMEDIATE").await?,
         })
     }
 
@@ -155,6 +184,7 @@ impl Store {
         {
             tracing::warn!(error = %e, "could not checkpoint the write-ahead log");
         }
+        self.writer.close().await;
         self.pool.close().await;
     }
 }
