@@ -23,6 +23,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 
+use crate::pipeline::SpecError;
 use crate::sandbox::{LoadError, Runtime};
 use crate::unit::Unit;
 
@@ -318,8 +319,12 @@ fn rejection_code(e: &LoadError) -> &'static str {
         | LoadError::NoRole { .. }
         | LoadError::WrongExportType { .. } => "module_exports",
         LoadError::Info(_) => "module_unit_failed",
-        LoadError::InvalidInfo(_) => "module_info_invalid",
-        LoadError::BadPattern { .. } | LoadError::DefaultMismatch { .. } => "unit_params_invalid",
+        // A name declared twice made the info unusable before the check
+        // was shared with the pipeline: the code stays.
+        LoadError::InvalidInfo(_) | LoadError::Params(SpecError::DuplicateKey { .. }) => {
+            "module_info_invalid"
+        }
+        LoadError::Params(_) => "unit_params_invalid",
         LoadError::Artifact(_) => "module_compile_failed",
     }
 }
@@ -441,6 +446,16 @@ mod tests {
                 exports: Vec::new(),
             },
             LoadError::InvalidInfo(String::new()),
+            LoadError::Params(SpecError::DuplicateKey {
+                unit: String::new(),
+                key: String::new(),
+            }),
+            LoadError::Params(SpecError::BadDefault {
+                unit: String::new(),
+                key: String::new(),
+                value: String::new(),
+                pattern: String::new(),
+            }),
             LoadError::Artifact(String::new()),
         ];
         for e in samples {

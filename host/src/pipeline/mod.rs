@@ -26,7 +26,8 @@ pub use explain::{
     TIE_BREAK_RULE,
 };
 pub use params::{
-    PATTERN_SIZE_LIMIT_BYTES, ParamError, ParamValues, SpecError, UnitParamsError, unit_params,
+    PATTERN_SIZE_LIMIT_BYTES, ParamError, ParamValues, SpecError, UnitParamsError, check_specs,
+    unit_params,
 };
 pub use policy::{
     Combination, DEFAULT_FACTOR, FilterStep, OnFailure, Policy, PolicyBuilder, PolicyError,
