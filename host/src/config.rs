@@ -147,7 +147,6 @@ impl ServeArgs {
         ApiLimits {
             max_module_bytes: self.max_module_mib.saturating_mul(MIB),
             max_snapshot_bytes: self.max_request_mib.saturating_mul(MIB),
-            decisions_retained: self.decisions_retained,
         }
     }
 

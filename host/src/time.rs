@@ -1,5 +1,6 @@
-//! Wall-clock instants for claims: when a claim was made and when it
-//! expires. Claims survive restarts, so their times are wall-clock
+//! Wall-clock instants for claims and the decisions log: when a claim was
+//! made and when it expires, how old a logged decision is. Claims survive
+//! restarts, so their times are wall-clock
 //! milliseconds since the Unix epoch rather than `std::time::Instant`, and
 //! every operation takes "now" as an argument so that tests and the model
 //! test drive time by hand.

@@ -32,10 +32,9 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::clusters::load as load_cluster;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{Json, Path, parse_json};
 use super::schedule::{Prepared, RankedHost};
-use super::types::ErrorBody;
 use crate::pipeline::{Combination, Explain, FailureRecord, Outcome};
 use crate::placement::{
     Claim, ClaimError, ClaimState, InventoryError, LoggedDecision, Mode, PlaceError, PlaceJob,

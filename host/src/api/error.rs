@@ -8,7 +8,10 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use serde_json::{Value, json};
+use utoipa::ToSchema;
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 
 use crate::auth::Role;
 use crate::pipeline::{ParamError, PolicyError};
@@ -193,6 +196,35 @@ pub const ERROR_CODES: &[&str] = &[
     "cluster_busy",
     "decision_too_long",
 ];
+
+/// The body of every error response.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable, machine-readable; see the `ErrorCode` schema for every value.
+    #[schema(schema_with = error_code_schema)]
+    pub code: String,
+    /// For people; may change between versions.
+    pub message: String,
+    /// Structured facts behind the message (the field, the conflicting
+    /// names, the limit); an empty object when there are none.
+    #[schema(value_type = Object)]
+    pub details: serde_json::Value,
+}
+
+/// The schema of `error.code`: every stable code.
+pub fn error_code_schema() -> utoipa::openapi::schema::Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some("Stable error code; never renamed or reused."))
+        .enum_values(Some(ERROR_CODES.iter().copied()))
+        .build()
+}
 
 impl ApiError {
     pub fn status_code(&self) -> StatusCode {
@@ -385,8 +417,8 @@ impl IntoResponse for ApiError {
         };
         // A struct, not `json!`, so the fields come out in the documented
         // order: code, message, details.
-        let body = super::types::ErrorBody {
-            error: super::types::ErrorDetail {
+        let body = ErrorBody {
+            error: ErrorDetail {
                 code: self.code().to_owned(),
                 message,
                 details: self.details(),

@@ -20,9 +20,8 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::claims::{exists, placement_error};
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{Path, body_bytes, is_json, parse_json};
-use super::types::ErrorBody;
 use crate::placement::{HostUpdate, InventorySummary, UpdateResult};
 use crate::snapshot::{Host, RunningVm, Snapshot};
 

@@ -51,8 +51,6 @@ pub struct ApiLimits {
     pub max_module_bytes: usize,
     /// Largest schedule or balance request (VM plus inline hosts), bytes.
     pub max_snapshot_bytes: usize,
-    /// Decisions kept per cluster; older ones are forgotten.
-    pub decisions_retained: u32,
 }
 
 /// What every handler shares.
@@ -267,7 +265,6 @@ mod tests {
         ApiLimits {
             max_module_bytes: 1,
             max_snapshot_bytes: 1,
-            decisions_retained: 1,
         }
     }
 

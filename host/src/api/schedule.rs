@@ -22,15 +22,13 @@ use uuid::Uuid;
 use super::AppState;
 use super::assemble::{assemble, declared_keys, from_registry, only_declared};
 use super::clusters::load as load_cluster;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{Path, Query, body_bytes, is_json, parse_json};
-use super::types::ErrorBody;
 use crate::pipeline::{
     self, BalanceError, BalanceInput, ParamValues, Policy, ScheduleError, ScheduleRequest,
 };
 use crate::snapshot::{self, HintValue, Host, RunningVm, Snapshot, SnapshotError, VmSpec};
-use crate::store::decisions::{DecisionKind, DecisionRecord};
-use crate::store::{self};
+use crate::store::decisions::{DecisionKind, LoggedDecision};
 
 /// A placement request.
 #[derive(Clone, Debug, Deserialize, ToSchema)]
@@ -143,11 +141,12 @@ pub struct Prepared {
 async fn prepare(state: &AppState, cluster_id: Uuid) -> Result<Prepared, ApiError> {
     let mut conn = state.store().read().await?;
     let cluster = load_cluster(&mut conn, cluster_id).await?;
-    let record = store::policies::get(&mut conn, cluster.policy_id)
+    let record = conn
+        .policy(cluster.policy_id)
         .await?
         .ok_or_else(|| ApiError::Internal(format!("cluster {cluster_id} has no policy")))?;
-    let disabled = store::units::disabled(&mut conn).await?;
-    let names = store::units::names(&mut conn).await?;
+    let disabled = conn.disabled_units().await?;
+    let names = conn.unit_names().await?;
     drop(conn);
     let in_policy: HashSet<_> = record
         .filters
@@ -266,23 +265,22 @@ async fn record(
     host_id: Option<String>,
     answer: String,
 ) -> Result<(), ApiError> {
-    let mut tx = state.store().write().await?;
-    store::decisions::insert(
-        &mut tx,
-        &DecisionRecord {
-            id,
-            cluster_id,
-            kind,
-            vm_id,
-            host_id,
-            answer,
-            created_at: String::new(),
-        },
-        state.limits().decisions_retained,
-    )
-    .await?;
-    tx.commit().await?;
-    Ok(())
+    state
+        .store()
+        .log_decision(
+            LoggedDecision {
+                id,
+                cluster_id,
+                kind,
+                vm_id,
+                host_id,
+                answer,
+                claims: Vec::new(),
+            },
+            state.placement().config().retention,
+        )
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))
 }
 
 /// Serialises an answer once: the same text is stored and returned, with

@@ -1,5 +1,6 @@
 //! Small JSON shapes shared by several resources: oVirt's `property`
-//! (name/value), references to other resources, and the error body.
+//! (name/value) and references to other resources. (The error body lives
+//! with the error, in `error.rs`.)
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -60,26 +61,6 @@ pub struct NamedRef {
     pub name: String,
     /// Where the resource lives.
     pub href: String,
-}
-
-/// The body of every error response.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-
-/// What went wrong.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct ErrorDetail {
-    /// Stable, machine-readable; see the `ErrorCode` schema for every value.
-    #[schema(schema_with = super::openapi::error_code_schema)]
-    pub code: String,
-    /// For people; may change between versions.
-    pub message: String,
-    /// Structured facts behind the message (the field, the conflicting
-    /// names, the limit); an empty object when there are none.
-    #[schema(value_type = Object)]
-    pub details: serde_json::Value,
 }
 
 /// Checks a resource name: not blank, no surrounding spaces, no control

@@ -19,14 +19,14 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::assemble::check_change;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{Path, Query, body_bytes};
-use super::types::{ErrorBody, check_name};
+use super::types::check_name;
 use super::{AppState, location};
 use crate::auth::Principal;
 use crate::registry::Named;
+use crate::store::Db;
 use crate::store::units::{UnitModule, UnitRecord};
-use crate::store::{self, SqliteConnection};
 use crate::unit::Unit;
 use crate::upload::{UploadError, module_sha256};
 
@@ -137,13 +137,11 @@ pub(crate) fn view(u: &UnitRecord) -> SchedulingPolicyUnit {
     }
 }
 
-async fn load(conn: &mut SqliteConnection, id: Uuid) -> Result<UnitRecord, ApiError> {
-    store::units::get(conn, id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound {
-            resource: "scheduling policy unit",
-            id: id.to_string(),
-        })
+async fn load(conn: &mut Db, id: Uuid) -> Result<UnitRecord, ApiError> {
+    conn.unit(id).await?.ok_or_else(|| ApiError::NotFound {
+        resource: "scheduling policy unit",
+        id: id.to_string(),
+    })
 }
 
 fn ensure_not_internal(unit: &UnitRecord) -> Result<(), ApiError> {
@@ -247,7 +245,7 @@ async fn prepare(
     let engine_hash = state.modules().engine_hash();
     let stored = {
         let mut conn = state.store().read().await?;
-        store::modules::artifact(&mut conn, &sha256, &engine_hash).await?
+        conn.artifact(&sha256, &engine_hash).await?
     };
     let (artifact, fresh) = match stored {
         Some(artifact) => (artifact, false),
@@ -265,18 +263,13 @@ async fn prepare(
 /// Stores the module and its compiled code (if new) inside `tx`.
 async fn store_module(
     state: &AppState,
-    conn: &mut SqliteConnection,
+    conn: &mut Db,
     prepared: &Prepared,
 ) -> Result<(), ApiError> {
-    store::modules::insert(conn, &prepared.sha256, &prepared.wasm).await?;
+    conn.insert_module(&prepared.sha256, &prepared.wasm).await?;
     if let Some(artifact) = &prepared.artifact {
-        store::modules::insert_artifact(
-            conn,
-            &prepared.sha256,
-            &state.modules().engine_hash(),
-            artifact,
-        )
-        .await?;
+        conn.insert_artifact(&prepared.sha256, &state.modules().engine_hash(), artifact)
+            .await?;
     }
     Ok(())
 }
@@ -311,7 +304,7 @@ pub async fn list_units(
     State(state): State<AppState>,
 ) -> Result<axum::Json<Vec<SchedulingPolicyUnit>>, ApiError> {
     let mut conn = state.store().read().await?;
-    let units = store::units::list(&mut conn).await?;
+    let units = conn.units().await?;
     Ok(axum::Json(units.iter().map(view).collect()))
 }
 
@@ -351,7 +344,7 @@ pub async fn upload_unit(
         // Fail fast, before compiling, on a name that is certainly taken
         // by another module.
         let mut conn = state.store().read().await?;
-        let existing = store::units::get_by_name(&mut conn, name).await?;
+        let existing = conn.unit_by_name(name).await?;
         if existing.is_some_and(|e| e.module_sha256 != sha256) {
             return Err(ApiError::NameTaken {
                 resource: "scheduling policy unit",
@@ -371,7 +364,7 @@ pub async fn upload_unit(
         .unwrap_or_else(|| info.description.clone());
 
     let mut tx = state.store().write().await?;
-    if let Some(existing) = store::units::get_by_name(&mut tx, &name).await? {
+    if let Some(existing) = tx.unit_by_name(&name).await? {
         if existing.module_sha256 == prepared.sha256 {
             return Ok((
                 StatusCode::OK,
@@ -393,7 +386,7 @@ pub async fn upload_unit(
         &prepared.sha256,
         &principal,
     );
-    store::units::insert(&mut tx, id, false, &module).await?;
+    tx.insert_unit(id, false, &module).await?;
     let record = load(&mut tx, id).await?;
     // Loaded while the write transaction still holds the store's write
     // lock, so concurrent changes to units reach the registry in the order
@@ -448,18 +441,17 @@ pub async fn delete_unit(
     let mut tx = state.store().write().await?;
     let unit = load(&mut tx, id).await?;
     ensure_not_internal(&unit)?;
-    let policies = store::units::policies_using(&mut tx, id).await?;
+    let policies = tx.policies_using_unit(id).await?;
     if !policies.is_empty() {
         return Err(ApiError::UnitInUse {
             unit: unit.name,
             policies,
         });
     }
-    store::units::delete(&mut tx, id).await?;
-    store::modules::collect_garbage(&mut tx, &state.modules().engine_hash()).await?;
-    let module_gone = store::modules::wasm(&mut tx, &unit.module_sha256)
-        .await?
-        .is_none();
+    tx.delete_unit(id).await?;
+    tx.collect_module_garbage(&state.modules().engine_hash())
+        .await?;
+    let module_gone = tx.module_wasm(&unit.module_sha256).await?.is_none();
     tx.commit().await?;
     state.registry().remove(id);
     if module_gone {
@@ -509,7 +501,7 @@ pub async fn replace_module(
     let current = load(&mut tx, id).await?;
     ensure_not_internal(&current)?;
     let name = wanted.name.unwrap_or_else(|| current.name.clone());
-    if name != current.name && store::units::get_by_name(&mut tx, &name).await?.is_some() {
+    if name != current.name && tx.unit_by_name(&name).await?.is_some() {
         return Err(ApiError::NameTaken {
             resource: "scheduling policy unit",
             name,
@@ -530,12 +522,12 @@ pub async fn replace_module(
             state.registry().get(unit_id)
         }
     };
-    for policy in store::policies::list(&mut tx).await? {
+    for policy in tx.policies().await? {
         let uses = policy.filters.iter().any(|f| f.unit_id == id)
             || policy.weights.iter().any(|w| w.unit_id == id)
             || policy.balance == Some(id);
         if uses {
-            let clusters = store::clusters::using_policy(&mut tx, policy.id).await?;
+            let clusters = tx.clusters_with_policy(policy.id).await?;
             check_change(&policy, &clusters, &lookup, false)?;
         }
     }
@@ -548,12 +540,11 @@ pub async fn replace_module(
         &prepared.sha256,
         &principal,
     );
-    store::units::replace_module(&mut tx, id, &module).await?;
-    store::modules::collect_garbage(&mut tx, &state.modules().engine_hash()).await?;
+    tx.replace_unit_module(id, &module).await?;
+    tx.collect_module_garbage(&state.modules().engine_hash())
+        .await?;
     let old_module_gone = current.module_sha256 != prepared.sha256
-        && store::modules::wasm(&mut tx, &current.module_sha256)
-            .await?
-            .is_none();
+        && tx.module_wasm(&current.module_sha256).await?.is_none();
     let record = load(&mut tx, id).await?;
     // Swapped while the write transaction still holds the store's write
     // lock: two replacements reach the registry in the order they reach the
@@ -584,7 +575,7 @@ async fn set_enabled(
     let mut tx = state.store().write().await?;
     let unit = load(&mut tx, id).await?;
     ensure_not_internal(&unit)?;
-    store::units::set_enabled(&mut tx, id, enabled).await?;
+    tx.set_unit_enabled(id, enabled).await?;
     let record = load(&mut tx, id).await?;
     tx.commit().await?;
     Ok(axum::Json(view(&record)))

@@ -15,7 +15,8 @@
 //! * [`cluster`] and [`place`]: one cluster's state and every operation on
 //!   it, synchronous and clock-free, so the model-based test runs the very
 //!   code the server runs.
-//! * [`time`]: wall-clock instants for claims, which survive restarts.
+//! * [`time`] (`crate::time`, which the store shares): wall-clock instants
+//!   for claims, which survive restarts.
 //!
 //! How concurrent decisions are kept from overcommitting is documented in
 //! docs/architecture.md ("Concurrency: one decision per cluster at a time").
@@ -31,7 +32,8 @@ pub mod resources;
 pub mod service;
 #[cfg(test)]
 mod test_store;
-pub mod time;
+/// Wall-clock instants, defined below placement (the store keeps them too).
+pub use crate::time;
 
 pub use args::PlacementArgs;
 pub use claims::{Claim, ClaimError, ClaimLedger, ClaimState};

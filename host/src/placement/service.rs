@@ -442,8 +442,7 @@ impl PlacementService {
             })?;
         let acquired = Instant::now();
         if guard.is_none() {
-            let mut conn = self.inner.store.read().await?;
-            *guard = Some(persist::load(&mut conn, cluster_id).await?);
+            *guard = Some(persist::load(&self.inner.store, cluster_id).await?);
         }
         Ok((slot, guard, acquired))
     }
