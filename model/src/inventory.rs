@@ -2,14 +2,16 @@
 //!
 //! Inside a component every column starts empty and is fetched from the
 //! host's `inventory` import the first time the unit reads it, so a unit pays
-//! only for the columns it uses. Natively (the host, benchmarks, tests) the
-//! host fills the columns it has; a column nobody filled reads as its default
-//! (zeros, `up`, `false`, empty strings, no labels), with the right length.
+//! only for the columns it uses: the guest SDK hands [`Inventory::fetched`]
+//! a [`Fetch`] that calls the import. Natively (the host, benchmarks, tests)
+//! the host fills the columns it has; a column nobody filled reads as its
+//! default (zeros, `up`, `false`, empty strings, no labels), with the right
+//! length.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::model::{
+use crate::{
     HostFlag, HostLabels, HostMetric, HostStatus, HostText, Interned, Labels, VmFlag, VmMetric,
     VmText,
 };
@@ -19,14 +21,33 @@ use crate::model::{
 /// snapshot without copying it.
 type Slots<T, const N: usize> = [OnceLock<Arc<T>>; N];
 
+/// Fetches whole columns for a snapshot that does not hold them: inside a
+/// component, the host's `inventory` import (the guest SDK implements it).
+/// Each function is called at most once per column and snapshot, and
+/// returns one row per host (or VM) of a snapshot of `rows` rows.
+///
+/// A trait rather than calls to the import here, so that this crate stays
+/// free of the guest bindings and compiles the same for the host.
+pub trait Fetch: Sync {
+    fn host_metric(&self, metric: HostMetric, rows: usize) -> Vec<f64>;
+    fn host_statuses(&self, rows: usize) -> Vec<HostStatus>;
+    fn host_flag(&self, flag: HostFlag, rows: usize) -> Vec<bool>;
+    fn host_text(&self, text: HostText, rows: usize) -> Interned;
+    fn host_labels(&self, kind: HostLabels, rows: usize) -> Labels;
+    fn host_named_metric(&self, name: &str, rows: usize) -> Vec<f64>;
+    fn vm_hosts(&self, rows: usize) -> Vec<u32>;
+    fn vm_metric(&self, metric: VmMetric, rows: usize) -> Vec<f64>;
+    fn vm_flag(&self, flag: VmFlag, rows: usize) -> Vec<bool>;
+    fn vm_text(&self, text: VmText, rows: usize) -> Interned;
+}
+
 /// Where unfilled columns come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 enum Source {
     /// Natively: an unfilled column is its default.
     Defaults,
     /// In a component: an unfilled column is fetched from the host import.
-    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-    Imports,
+    Fetched(&'static dyn Fetch),
 }
 
 /// The cluster snapshot: hosts `0..host_count()` and running VMs
@@ -86,12 +107,11 @@ impl Inventory {
         Self::with_source(Source::Defaults, host_count, vm_count)
     }
 
-    /// A snapshot fetched lazily from the host import (inside a component).
-    #[cfg(target_arch = "wasm32")]
-    pub(crate) fn from_imports() -> Self {
-        let hosts = crate::imports::host_count() as usize;
-        let vms = crate::imports::vm_count() as usize;
-        Self::with_source(Source::Imports, hosts, vms)
+    /// A snapshot of `host_count` hosts and `vm_count` VMs whose columns
+    /// are fetched from `fetch` the first time they are read (inside a
+    /// component, from the host import).
+    pub fn fetched(host_count: usize, vm_count: usize, fetch: &'static dyn Fetch) -> Self {
+        Self::with_source(Source::Fetched(fetch), host_count, vm_count)
     }
 
     fn with_source(source: Source, host_count: usize, vm_count: usize) -> Self {
@@ -127,7 +147,7 @@ impl Inventory {
         self.host_metrics[metric as usize].get_or_init(|| {
             Arc::new(match self.source {
                 Source::Defaults => vec![0.0; self.host_count],
-                Source::Imports => fetch::host_metric(metric, self.host_count),
+                Source::Fetched(fetch) => fetch.host_metric(metric, self.host_count),
             })
         })
     }
@@ -137,7 +157,7 @@ impl Inventory {
         self.host_statuses.get_or_init(|| {
             Arc::new(match self.source {
                 Source::Defaults => vec![HostStatus::Up; self.host_count],
-                Source::Imports => fetch::host_statuses(self.host_count),
+                Source::Fetched(fetch) => fetch.host_statuses(self.host_count),
             })
         })
     }
@@ -147,7 +167,7 @@ impl Inventory {
         self.host_flags[flag as usize].get_or_init(|| {
             Arc::new(match self.source {
                 Source::Defaults => vec![false; self.host_count],
-                Source::Imports => fetch::host_flag(flag, self.host_count),
+                Source::Fetched(fetch) => fetch.host_flag(flag, self.host_count),
             })
         })
     }
@@ -157,7 +177,7 @@ impl Inventory {
         self.host_texts[text as usize].get_or_init(|| {
             Arc::new(match self.source {
                 Source::Defaults => default_interned(self.host_count),
-                Source::Imports => fetch::host_text(text, self.host_count),
+                Source::Fetched(fetch) => fetch.host_text(text, self.host_count),
             })
         })
     }
@@ -167,7 +187,7 @@ impl Inventory {
         self.host_labels[kind as usize].get_or_init(|| {
             Arc::new(match self.source {
                 Source::Defaults => default_labels(self.host_count),
-                Source::Imports => fetch::host_labels(kind, self.host_count),
+                Source::Fetched(fetch) => fetch.host_labels(kind, self.host_count),
             })
         })
     }
@@ -183,11 +203,11 @@ impl Inventory {
         }
         let column: Arc<[f64]> = match self.source {
             Source::Defaults => vec![f64::NAN; self.host_count].into(),
-            Source::Imports => fetch::host_named_metric(name, self.host_count).into(),
+            Source::Fetched(fetch) => fetch.host_named_metric(name, self.host_count).into(),
         };
         // Natively an unknown name is not remembered, so the cache holds only
         // what the host set.
-        if self.source == Source::Imports {
+        if matches!(self.source, Source::Fetched(_)) {
             cache.insert(name.to_owned(), column.clone());
         }
         column
@@ -210,7 +230,7 @@ impl Inventory {
         self.vm_hosts.get_or_init(|| {
             Arc::new(match self.source {
                 Source::Defaults => vec![0; self.vm_count],
-                Source::Imports => fetch::vm_hosts(self.vm_count),
+                Source::Fetched(fetch) => fetch.vm_hosts(self.vm_count),
             })
         })
     }
@@ -220,7 +240,7 @@ impl Inventory {
         self.vm_metrics[metric as usize].get_or_init(|| {
             Arc::new(match self.source {
                 Source::Defaults => vec![0.0; self.vm_count],
-                Source::Imports => fetch::vm_metric(metric, self.vm_count),
+                Source::Fetched(fetch) => fetch.vm_metric(metric, self.vm_count),
             })
         })
     }
@@ -230,7 +250,7 @@ impl Inventory {
         self.vm_flags[flag as usize].get_or_init(|| {
             Arc::new(match self.source {
                 Source::Defaults => vec![false; self.vm_count],
-                Source::Imports => fetch::vm_flag(flag, self.vm_count),
+                Source::Fetched(fetch) => fetch.vm_flag(flag, self.vm_count),
             })
         })
     }
@@ -240,7 +260,7 @@ impl Inventory {
         self.vm_texts[text as usize].get_or_init(|| {
             Arc::new(match self.source {
                 Source::Defaults => default_interned(self.vm_count),
-                Source::Imports => fetch::vm_text(text, self.vm_count),
+                Source::Fetched(fetch) => fetch.vm_text(text, self.vm_count),
             })
         })
     }
@@ -407,54 +427,6 @@ fn default_labels(rows: usize) -> Labels {
         offsets: vec![0; rows + 1],
         ..Labels::default()
     }
-}
-
-/// Fetching columns from the host import. Natively there is no import, and
-/// `Source::Imports` is never constructed.
-#[cfg(not(target_arch = "wasm32"))]
-mod fetch {
-    use super::*;
-
-    pub fn host_metric(_: HostMetric, _: usize) -> Vec<f64> {
-        unreachable!("no imports natively")
-    }
-    pub fn host_statuses(_: usize) -> Vec<HostStatus> {
-        unreachable!("no imports natively")
-    }
-    pub fn host_flag(_: HostFlag, _: usize) -> Vec<bool> {
-        unreachable!("no imports natively")
-    }
-    pub fn host_text(_: HostText, _: usize) -> Interned {
-        unreachable!("no imports natively")
-    }
-    pub fn host_labels(_: HostLabels, _: usize) -> Labels {
-        unreachable!("no imports natively")
-    }
-    pub fn host_named_metric(_: &str, _: usize) -> Vec<f64> {
-        unreachable!("no imports natively")
-    }
-    pub fn vm_hosts(_: usize) -> Vec<u32> {
-        unreachable!("no imports natively")
-    }
-    pub fn vm_metric(_: VmMetric, _: usize) -> Vec<f64> {
-        unreachable!("no imports natively")
-    }
-    pub fn vm_flag(_: VmFlag, _: usize) -> Vec<bool> {
-        unreachable!("no imports natively")
-    }
-    pub fn vm_text(_: VmText, _: usize) -> Interned {
-        unreachable!("no imports natively")
-    }
-}
-
-/// Inside a component: the same functions call the host import (written in
-/// `crate::imports`), and check the host sent the right number of rows.
-#[cfg(target_arch = "wasm32")]
-mod fetch {
-    pub use crate::imports::{
-        host_flag, host_labels, host_metric, host_named_metric, host_statuses, host_text, vm_flag,
-        vm_hosts, vm_metric, vm_text,
-    };
 }
 
 #[cfg(test)]

@@ -1,9 +1,18 @@
-//! The data a unit sees, as plain Rust types with the same shapes as the WIT
-//! types in `wit/policy.wit`.
+//! Sandpiper's data model, shared by the host and the guests: the Rust twin
+//! of the WIT types in `wit/policy.wit` (this crate's root) and the column
+//! store a unit reads ([`inventory`]).
 //!
-//! These types compile on every target. Inside a component they are filled
-//! from the WIT bindings; natively the host builds them directly, which is
-//! how benchmarks and tests run a unit's very source outside WebAssembly.
+//! These types compile on every target. Inside a component the guest SDK
+//! (`sandpiper-guest`, which re-exports this crate as `sandpiper_guest::model`
+//! and `sandpiper_guest::inventory`) fills them from the WIT bindings;
+//! natively the host builds them directly, which is how the server, the
+//! benchmarks and the tests run a unit's very source outside WebAssembly.
+//! The crate depends on nothing but (optionally) serde, so the host can use
+//! it without pulling in anything written for guests.
+
+pub mod inventory;
+
+pub use inventory::Inventory;
 
 /// Declares a fieldless enum that mirrors a WIT enum, in the same order (the
 /// bindings' discriminants index `ALL`), with its WIT case names.

@@ -37,8 +37,8 @@
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::balancing::{self, BalancePlan, Cluster, DestinationLimits};
 use sandpiper_ovirt::params::{
-    self, HIGH_UTILIZATION, HIGH_VM_COUNT, MAX_FREE_MEMORY_FOR_OVER_UTILIZED,
-    MAX_MEMORY_OVER_COMMIT, MIGRATION_THRESHOLD, SPM_VM_GRACE, optional_f64,
+    self, HIGH_UTILIZATION, HIGH_VM_COUNT, MAX_FREE_MEMORY_FOR_OVER_UTILIZED, MIGRATION_THRESHOLD,
+    SPM_VM_GRACE, optional_f64,
 };
 use sandpiper_ovirt::{MAX_SCHEDULER_WEIGHT, flag, value};
 
@@ -168,8 +168,7 @@ impl Balance for EvenGuestDistribution {
                     .unwrap_or(0.0),
             },
         };
-        let cluster = Cluster::new(cx, params.f64(MAX_MEMORY_OVER_COMMIT).ok()?);
-        balancing::balance(&plan, &cluster, cx.candidates())
+        balancing::run(cx, &plan)
     }
 }
 

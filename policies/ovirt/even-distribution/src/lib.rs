@@ -37,13 +37,9 @@
 
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::balancing::{
-    self, BalancePlan, Cluster, DestinationLimits, OverUtilized, UnderUtilized, lowered_threshold,
+    self, BalancePlan, Cluster, DestinationLimits, Thresholds, UnderUtilized, lowered_threshold,
 };
-use sandpiper_ovirt::params::{
-    self, COUNT_THREADS_AS_CORES, CPU_OVER_COMMIT_DURATION_MINUTES, HIGH_UTILIZATION,
-    MAX_FREE_MEMORY_FOR_OVER_UTILIZED, MAX_MEMORY_OVER_COMMIT, MIN_FREE_MEMORY_FOR_UNDER_UTILIZED,
-    VCPU_TO_PHYSICAL_CPU_RATIO, optional_f64,
-};
+use sandpiper_ovirt::params::{self, VCPU_TO_PHYSICAL_CPU_RATIO};
 
 /// oVirt's `HighUtilizationForEvenlyDistribute`: this balancer's fallback.
 pub const DEFAULT_HIGH_UTILIZATION: &str = "75";
@@ -70,36 +66,31 @@ impl Unit for EvenDistribution {
 
 /// The balancer's thresholds for one call.
 struct Plan {
-    high: f64,
-    duration_minutes: f64,
+    thresholds: Thresholds,
     vcpu_ratio: f64,
-    threads_as_cores: bool,
-    max_free_for_over: f64,
+    /// `MinFreeMemoryForUnderUtilized`; empty is 0, oVirt's fallback here.
     min_free_for_under: f64,
 }
 
 impl BalancePlan for Plan {
     fn primary_sources(&self, cluster: &Cluster<'_>, candidates: &[u32]) -> Vec<u32> {
-        let rule = OverUtilized {
-            utilization: self.high,
-            duration_minutes: self.duration_minutes,
-            threads_as_cores: self.threads_as_cores,
-            vcpu_ratio: self.vcpu_ratio,
-        };
-        cluster.over_utilized_cpu_hosts(candidates, &rule, self.threads_as_cores)
+        let t = &self.thresholds;
+        let rule = t.over_utilized(t.high, t.threads_as_cores, self.vcpu_ratio);
+        t.cpu_sources(cluster, candidates, &rule)
     }
 
     fn primary_destinations(&self, cluster: &Cluster<'_>, candidates: &[u32]) -> Vec<u32> {
+        let t = &self.thresholds;
         let rule = UnderUtilized {
-            utilization: lowered_threshold(self.high),
-            duration_minutes: self.duration_minutes,
+            utilization: lowered_threshold(t.high),
+            duration_minutes: t.duration_minutes,
             min_vms: 0.0,
         };
-        cluster.under_utilized_cpu_hosts(candidates, &rule, self.threads_as_cores)
+        cluster.under_utilized_cpu_hosts(candidates, &rule, t.threads_as_cores)
     }
 
     fn secondary_sources(&self, cluster: &Cluster<'_>, candidates: &[u32]) -> Vec<u32> {
-        cluster.hosts_with_less_free_memory(candidates, self.max_free_for_over)
+        self.thresholds.memory_sources(cluster, candidates)
     }
 
     fn secondary_destinations(&self, cluster: &Cluster<'_>, candidates: &[u32]) -> Vec<u32> {
@@ -107,30 +98,20 @@ impl BalancePlan for Plan {
     }
 
     fn destination_limits(&self) -> DestinationLimits {
-        DestinationLimits {
-            high_utilization: self.high,
-            min_free_memory_mib: self.max_free_for_over,
-        }
+        self.thresholds.destination_limits()
     }
 }
 
 impl Balance for EvenDistribution {
     fn balance(cx: &BalanceContext<'_>) -> Option<Migration> {
         let params = cx.params();
+        let thresholds = Thresholds::read(&params)?;
         let plan = Plan {
-            high: params.f64(HIGH_UTILIZATION).ok()?,
-            duration_minutes: params.f64(CPU_OVER_COMMIT_DURATION_MINUTES).ok()?,
+            thresholds,
             vcpu_ratio: params.f64(VCPU_TO_PHYSICAL_CPU_RATIO).ok()?,
-            threads_as_cores: params.bool(COUNT_THREADS_AS_CORES).ok()?,
-            max_free_for_over: optional_f64(&params, MAX_FREE_MEMORY_FOR_OVER_UTILIZED)
-                .ok()?
-                .unwrap_or(0.0),
-            min_free_for_under: optional_f64(&params, MIN_FREE_MEMORY_FOR_UNDER_UTILIZED)
-                .ok()?
-                .unwrap_or(0.0),
+            min_free_for_under: thresholds.min_free_for_under.unwrap_or(0.0),
         };
-        let cluster = Cluster::new(cx, params.f64(MAX_MEMORY_OVER_COMMIT).ok()?);
-        balancing::balance(&plan, &cluster, cx.candidates())
+        balancing::run(cx, &plan)
     }
 }
 

@@ -37,13 +37,9 @@
 
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::balancing::{
-    self, BalancePlan, Cluster, DestinationLimits, OverUtilized, UnderUtilized, lowered_threshold,
+    self, BalancePlan, Cluster, DestinationLimits, Thresholds, UnderUtilized, lowered_threshold,
 };
-use sandpiper_ovirt::params::{
-    self, COUNT_THREADS_AS_CORES, CPU_OVER_COMMIT_DURATION_MINUTES, HIGH_UTILIZATION,
-    LOW_UTILIZATION, MAX_FREE_MEMORY_FOR_OVER_UTILIZED, MAX_MEMORY_OVER_COMMIT,
-    MIN_FREE_MEMORY_FOR_UNDER_UTILIZED, optional_f64,
-};
+use sandpiper_ovirt::params::{self, LOW_UTILIZATION};
 
 /// oVirt's `HighUtilizationForPowerSave`: this balancer's fallback.
 pub const DEFAULT_HIGH_UTILIZATION: &str = "75";
@@ -70,42 +66,34 @@ impl Unit for PowerSaving {
 
 /// The balancer's thresholds for one call.
 struct Plan {
-    high: f64,
+    thresholds: Thresholds,
     low: f64,
-    duration_minutes: f64,
-    threads_as_cores: bool,
-    max_free_for_over: f64,
+    /// `MinFreeMemoryForUnderUtilized`; empty is unlimited (no host is
+    /// under-utilised by memory), oVirt's fallback here.
     min_free_for_under: f64,
 }
 
-impl Plan {
-    /// Over-utilised at `utilization` (cores, no vCPU ratio: oVirt's
-    /// power-saving checks never set either).
-    fn over(&self, utilization: f64) -> OverUtilized {
-        OverUtilized {
-            utilization,
-            duration_minutes: self.duration_minutes,
-            threads_as_cores: false,
-            vcpu_ratio: 0.0,
-        }
-    }
-}
+/// oVirt's power-saving checks count cores and set no vCPU ratio.
+const THREADS_AS_CORES: bool = false;
+const NO_VCPU_RATIO: f64 = 0.0;
 
 impl BalancePlan for Plan {
     fn primary_sources(&self, cluster: &Cluster<'_>, candidates: &[u32]) -> Vec<u32> {
-        let over = self.over(lowered_threshold(self.high));
+        let t = &self.thresholds;
+        let over = t.over_utilized(lowered_threshold(t.high), THREADS_AS_CORES, NO_VCPU_RATIO);
         let under = UnderUtilized {
             utilization: self.low,
-            duration_minutes: self.duration_minutes,
+            duration_minutes: t.duration_minutes,
             min_vms: 1.0,
         };
-        let mut sources = cluster.over_utilized_cpu_hosts(candidates, &over, self.threads_as_cores);
-        sources.extend(cluster.under_utilized_cpu_hosts(candidates, &under, self.threads_as_cores));
+        let mut sources = t.cpu_sources(cluster, candidates, &over);
+        sources.extend(cluster.under_utilized_cpu_hosts(candidates, &under, t.threads_as_cores));
         sources
     }
 
     fn primary_destinations(&self, cluster: &Cluster<'_>, candidates: &[u32]) -> Vec<u32> {
-        let over = self.over(self.high);
+        let t = &self.thresholds;
+        let over = t.over_utilized(t.high, THREADS_AS_CORES, NO_VCPU_RATIO);
         candidates
             .iter()
             .copied()
@@ -114,7 +102,7 @@ impl BalancePlan for Plan {
     }
 
     fn secondary_sources(&self, cluster: &Cluster<'_>, candidates: &[u32]) -> Vec<u32> {
-        let mut sources = cluster.hosts_with_less_free_memory(candidates, self.max_free_for_over);
+        let mut sources = self.thresholds.memory_sources(cluster, candidates);
         sources.extend(cluster.hosts_with_more_free_memory(
             candidates,
             self.min_free_for_under,
@@ -124,34 +112,24 @@ impl BalancePlan for Plan {
     }
 
     fn secondary_destinations(&self, cluster: &Cluster<'_>, candidates: &[u32]) -> Vec<u32> {
-        cluster.hosts_with_more_free_memory(candidates, self.max_free_for_over, 0.0)
+        cluster.hosts_with_more_free_memory(candidates, self.thresholds.max_free_for_over, 0.0)
     }
 
     fn destination_limits(&self) -> DestinationLimits {
-        DestinationLimits {
-            high_utilization: self.high,
-            min_free_memory_mib: self.max_free_for_over,
-        }
+        self.thresholds.destination_limits()
     }
 }
 
 impl Balance for PowerSaving {
     fn balance(cx: &BalanceContext<'_>) -> Option<Migration> {
         let params = cx.params();
+        let thresholds = Thresholds::read(&params)?;
         let plan = Plan {
-            high: params.f64(HIGH_UTILIZATION).ok()?,
+            thresholds,
             low: params.f64(LOW_UTILIZATION).ok()?,
-            duration_minutes: params.f64(CPU_OVER_COMMIT_DURATION_MINUTES).ok()?,
-            threads_as_cores: params.bool(COUNT_THREADS_AS_CORES).ok()?,
-            max_free_for_over: optional_f64(&params, MAX_FREE_MEMORY_FOR_OVER_UTILIZED)
-                .ok()?
-                .unwrap_or(0.0),
-            min_free_for_under: optional_f64(&params, MIN_FREE_MEMORY_FOR_UNDER_UTILIZED)
-                .ok()?
-                .unwrap_or(f64::INFINITY),
+            min_free_for_under: thresholds.min_free_for_under.unwrap_or(f64::INFINITY),
         };
-        let cluster = Cluster::new(cx, params.f64(MAX_MEMORY_OVER_COMMIT).ok()?);
-        balancing::balance(&plan, &cluster, cx.candidates())
+        balancing::run(cx, &plan)
     }
 }
 
