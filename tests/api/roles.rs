@@ -10,7 +10,7 @@ use serde_json::json;
 use sandpiper::api::access::{Access, ROUTES};
 use sandpiper::auth::Role;
 
-use crate::support::{Client, Server, dump, expect_status};
+use crate::support::{Api, Client, dump, expect_status};
 
 /// A concrete path for a route template: every `{...}` becomes an id that
 /// does not exist.
@@ -27,24 +27,25 @@ fn concrete(template: &str) -> String {
     out
 }
 
-#[test]
-fn every_route_answers_every_role_as_declared() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let server = Server::start(dir.path());
-    let admin = server.admin();
-    let mut clients: Vec<(Option<Role>, Client)> = vec![(None, server.client(None))];
+#[tokio::test(flavor = "multi_thread")]
+async fn every_route_answers_every_role_as_declared() {
+    let api = Api::start().await;
+    let admin = api.admin();
+    let mut clients: Vec<(Option<Role>, Client)> = vec![(None, api.client(None))];
     for role in [Role::Reader, Role::Engine] {
         let created = expect_status(
-            &admin.post(
-                "/api/v1/tokens",
-                &json!({ "name": role.name(), "role": role.name() }),
-            ),
+            &admin
+                .post(
+                    "/api/v1/tokens",
+                    &json!({ "name": role.name(), "role": role.name() }),
+                )
+                .await,
             201,
         );
-        clients.push((Some(role), server.client(created["secret"].as_str())));
+        clients.push((Some(role), api.client(created["secret"].as_str())));
     }
     clients.push((Some(Role::Admin), admin.clone()));
-    let before = dump(&server.db);
+    let before = dump(&api.db).await;
 
     let mut checked = 0;
     for route in ROUTES {
@@ -52,7 +53,9 @@ fn every_route_answers_every_role_as_declared() {
         let method = route.method.as_str();
         let body = matches!(method, "POST" | "PUT").then(|| b"{}".to_vec());
         for (role, client) in &clients {
-            let reply = client.send(method, &path, body.clone(), Some("application/json"), &[]);
+            let reply = client
+                .send(method, &path, body.clone(), Some("application/json"), &[])
+                .await;
             let expected = match (route.access, role) {
                 (Access::Public, _) => None,
                 (Access::Role(_), None) => Some((401, "unauthenticated")),
@@ -82,12 +85,12 @@ fn every_route_answers_every_role_as_declared() {
     assert_eq!(checked, ROUTES.len() * 4);
 
     // A token that does not exist, and a revoked one, are nobody.
-    let nobody = server.client(Some(
+    let nobody = api.client(Some(
         "sp_0000000000000000000000000000000000000000000000000000000000000000",
     ));
-    assert_eq!(nobody.get("/api/v1/clusters").status, 401);
+    assert_eq!(nobody.get("/api/v1/clusters").await.status, 401);
     let reader = &clients[1].1;
-    let tokens = expect_status(&admin.get("/api/v1/tokens"), 200);
+    let tokens = expect_status(&admin.get("/api/v1/tokens").await, 200);
     let reader_id = tokens
         .as_array()
         .expect("list")
@@ -97,10 +100,10 @@ fn every_route_answers_every_role_as_declared() {
         .as_str()
         .expect("id")
         .to_owned();
-    assert_eq!(reader.get("/api/v1/clusters").status, 200);
-    let revoked = admin.delete(&format!("/api/v1/tokens/{reader_id}"));
+    assert_eq!(reader.get("/api/v1/clusters").await.status, 200);
+    let revoked = admin.delete(&format!("/api/v1/tokens/{reader_id}")).await;
     assert_eq!(revoked.status, 204);
-    let reply = reader.get("/api/v1/clusters");
+    let reply = reader.get("/api/v1/clusters").await;
     assert_eq!(
         (reply.status, reply.code().as_str()),
         (401, "unauthenticated")
@@ -108,7 +111,7 @@ fn every_route_answers_every_role_as_declared() {
     assert!(reply.header("www-authenticate").is_some());
 
     // Nothing but the revocation changed the store.
-    let after = dump(&server.db);
+    let after = dump(&api.db).await;
     let changed: Vec<_> = before
         .lines()
         .zip(after.lines())
@@ -119,38 +122,4 @@ fn every_route_answers_every_role_as_declared() {
         1,
         "only the revoked token's row changed: {changed:#?}"
     );
-}
-
-#[test]
-fn the_first_start_writes_an_admin_token_once_readable_only_by_its_owner() {
-    use std::os::unix::fs::PermissionsExt;
-
-    let dir = tempfile::tempdir().expect("temp dir");
-    // No SANDPIPER_ADMIN_TOKEN (empty counts as unset): one is generated.
-    let no_token = [("SANDPIPER_ADMIN_TOKEN", "")];
-    let server = Server::start_fresh(dir.path(), &[], &no_token);
-    let file = dir.path().join("sandpiper.admin-token");
-    let mode = std::fs::metadata(&file)
-        .expect("token file")
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o600, "readable by the owner only");
-    let token = std::fs::read_to_string(&file)
-        .expect("token")
-        .trim()
-        .to_owned();
-    assert!(
-        server.log().contains(&file.display().to_string()),
-        "its path is logged"
-    );
-    let admin = server.client(Some(&token));
-    expect_status(&admin.get("/api/v1/tokens"), 200);
-    assert!(server.stop().success());
-
-    // A restart neither writes a new token nor invalidates the first.
-    std::fs::remove_file(&file).expect("the operator deletes the file");
-    let server = Server::start_with(dir.path(), &[], &no_token);
-    assert!(!file.exists(), "written once");
-    let tokens = expect_status(&server.client(Some(&token)).get("/api/v1/tokens"), 200);
-    assert_eq!(tokens.as_array().expect("list").len(), 1);
 }

@@ -11,15 +11,14 @@ use serde_json::Value;
 use sandpiper::api::access::{Access, ROUTES};
 use sandpiper::api::error::ERROR_CODES;
 
-use crate::support::{Server, expect_status};
+use crate::support::{Api, expect_status};
 
 const GOLDEN: &str = "golden/openapi.json";
 
-#[test]
-fn the_openapi_document_covers_every_route_and_error() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let server = Server::start(dir.path());
-    let doc = expect_status(&server.client(None).get("/api/v1/openapi.json"), 200);
+#[tokio::test(flavor = "multi_thread")]
+async fn the_openapi_document_covers_every_route_and_error() {
+    let api = Api::start().await;
+    let doc = expect_status(&api.client(None).get("/api/v1/openapi.json").await, 200);
 
     assert_eq!(doc["openapi"], "3.1.0");
     for route in ROUTES {
@@ -69,7 +68,7 @@ fn the_openapi_document_covers_every_route_and_error() {
     assert_eq!(listed, ERROR_CODES);
 
     let golden = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/e2e")
+        .join("../tests/api")
         .join(GOLDEN);
     let pretty = serde_json::to_string_pretty(&doc).expect("json") + "\n";
     if std::env::var_os("SANDPIPER_UPDATE_GOLDEN").is_some() {
