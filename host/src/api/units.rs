@@ -509,7 +509,10 @@ pub async fn replace_module(
     let current = load(&mut tx, id).await?;
     ensure_not_internal(&current)?;
     let name = wanted.name.unwrap_or_else(|| current.name.clone());
-    if name != current.name && store::units::get_by_name(&mut tx, &name).await?.is_some() {
+    if store::units::get_by_name(&mut tx, &name)
+        .await?
+        .is_some_and(|other| other.id != id)
+    {
         return Err(ApiError::NameTaken {
             resource: "scheduling policy unit",
             name,

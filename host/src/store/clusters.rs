@@ -132,12 +132,13 @@ pub async fn delete(conn: &mut SqliteConnection, id: Uuid) -> Result<(), StoreEr
     Ok(())
 }
 
-/// The id of the cluster called `name`, if any.
+/// The id of the cluster called `name`, if any, ignoring ASCII case (names are unique
+/// regardless of it; see `crate::names`).
 pub async fn id_by_name(
     conn: &mut SqliteConnection,
     name: &str,
 ) -> Result<Option<Uuid>, StoreError> {
-    sqlx::query_scalar::<_, String>("SELECT id FROM clusters WHERE name = ?")
+    sqlx::query_scalar::<_, String>("SELECT id FROM clusters WHERE name = ? COLLATE NOCASE")
         .bind(name)
         .fetch_optional(conn)
         .await?

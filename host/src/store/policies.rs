@@ -225,17 +225,20 @@ pub async fn default_id(conn: &mut SqliteConnection) -> Result<Option<Uuid>, Sto
         .transpose()
 }
 
-/// The id of the policy called `name`, if any.
+/// The id of the policy called `name`, if any, ignoring ASCII case (names are unique
+/// regardless of it; see `crate::names`).
 pub async fn id_by_name(
     conn: &mut SqliteConnection,
     name: &str,
 ) -> Result<Option<Uuid>, StoreError> {
-    sqlx::query_scalar::<_, String>("SELECT id FROM scheduling_policies WHERE name = ?")
-        .bind(name)
-        .fetch_optional(conn)
-        .await?
-        .map(|id| parse_id(&id))
-        .transpose()
+    sqlx::query_scalar::<_, String>(
+        "SELECT id FROM scheduling_policies WHERE name = ? COLLATE NOCASE",
+    )
+    .bind(name)
+    .fetch_optional(conn)
+    .await?
+    .map(|id| parse_id(&id))
+    .transpose()
 }
 
 /// Writes `policy` as a whole: its row (inserted or updated), its

@@ -130,14 +130,18 @@ pub async fn get(conn: &mut SqliteConnection, id: Uuid) -> Result<Option<UnitRec
     }
 }
 
+/// The unit called `name`, ignoring ASCII case (names are unique
+/// regardless of it; see `crate::names`).
 pub async fn get_by_name(
     conn: &mut SqliteConnection,
     name: &str,
 ) -> Result<Option<UnitRecord>, StoreError> {
-    let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE u.name = ?")))
-        .bind(name)
-        .fetch_optional(&mut *conn)
-        .await?;
+    let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!(
+        "{SELECT} WHERE u.name = ? COLLATE NOCASE"
+    )))
+    .bind(name)
+    .fetch_optional(&mut *conn)
+    .await?;
     match row {
         Some(row) => Ok(Some(complete(conn, row).await?)),
         None => Ok(None),
