@@ -178,6 +178,9 @@ async fn prepare(state: &AppState, cluster_id: Uuid) -> Result<Prepared, ApiErro
 }
 
 fn invalid_snapshot(e: SnapshotError) -> ApiError {
+    if let Some(refused) = ApiError::refused_value(&e) {
+        return refused;
+    }
     ApiError::Unprocessable {
         code: "invalid_snapshot",
         message: e.to_string(),
@@ -206,6 +209,10 @@ fn schedule_error(e: ScheduleError) -> ApiError {
             message: e.to_string(),
             details: json!({ "field": "hosts" }),
         },
+        ScheduleError::Overloaded {
+            ref unit,
+            ref failed,
+        } => ApiError::overloaded(unit, failed),
         ScheduleError::FilterFailed {
             ref unit,
             ref failed,
@@ -230,6 +237,10 @@ fn balance_error(e: BalanceError) -> ApiError {
         BalanceError::CandidateOutOfRange { .. } | BalanceError::DuplicateCandidate { .. } => {
             invalid_candidates(e.to_string())
         }
+        BalanceError::BalanceFailed {
+            ref unit,
+            ref failed,
+        } if failed.error.is_overload() => ApiError::overloaded(unit, failed),
         BalanceError::BalanceFailed {
             ref unit,
             ref failed,
@@ -356,7 +367,7 @@ pub async fn schedule_vm(
             hosts: body.hosts,
             vms: body.vms,
         }
-        .build()
+        .build_checked()
         .map_err(invalid_snapshot)?;
         let vm = body
             .vm
@@ -495,7 +506,7 @@ pub async fn balance_cluster(
                     hosts: body.hosts,
                     vms: body.vms,
                 }
-                .build()
+                .build_checked()
                 .map_err(invalid_snapshot)?;
                 let candidates = body
                     .candidates
