@@ -5,6 +5,8 @@ pub mod api;
 pub mod auth;
 pub mod builtin;
 pub mod config;
+pub mod inputs;
+pub mod names;
 pub mod pipeline;
 pub mod placement;
 pub mod registry;

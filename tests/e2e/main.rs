@@ -9,6 +9,7 @@ mod api_shutdown;
 mod api_tour;
 mod catalog;
 mod cluster_delete;
+mod hardening_input;
 mod languages;
 mod load;
 mod restart;

@@ -505,6 +505,9 @@ pub async fn schedule_held(
     bytes: &[u8],
 ) -> Result<Response, ApiError> {
     let body: HeldScheduleBody = parse_json(bytes)?;
+    crate::inputs::check_count(body.count).map_err(invalid)?;
+    crate::inputs::check_vm(&body.vm, "vm").map_err(invalid)?;
+    crate::inputs::check_instance_ids(&body.instance_ids).map_err(invalid)?;
     let prepared = Prepared::clone(&prepared);
     let decision_id = Uuid::new_v4();
     let facts = AnswerFacts {
@@ -632,13 +635,16 @@ pub fn placement_error(e: PlacementError) -> ApiError {
             field: "body".to_owned(),
             message: reason,
         },
-        PlacementError::Place(PlaceError::Schedule { instance, error }) => {
-            ApiError::Unprocessable {
+        PlacementError::Place(PlaceError::Schedule { instance, error }) => match &*error {
+            crate::pipeline::ScheduleError::Overloaded { unit, failed } => {
+                ApiError::overloaded(unit, failed)
+            }
+            _ => ApiError::Unprocessable {
                 code: "filter_failed",
                 message,
                 details: json!({ "instance": instance, "error": error.to_string() }),
-            }
-        }
+            },
+        },
         PlacementError::Place(PlaceError::Policy(e)) => ApiError::from(e),
         PlacementError::Place(PlaceError::Inventory(e)) => {
             ApiError::Internal(format!("held inventory: {e}"))
@@ -659,6 +665,9 @@ pub fn placement_error(e: PlacementError) -> ApiError {
 }
 
 fn invalid(e: crate::snapshot::SnapshotError) -> ApiError {
+    if let Some(refused) = ApiError::refused_value(&e) {
+        return refused;
+    }
     ApiError::Unprocessable {
         code: "invalid_snapshot",
         message: e.to_string(),

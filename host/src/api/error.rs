@@ -15,7 +15,9 @@ use utoipa::openapi::schema::{ObjectBuilder, Type};
 
 use crate::auth::Role;
 use crate::pipeline::{ParamError, PolicyError};
+use crate::snapshot::{SnapshotError, SnapshotErrorKind};
 use crate::store::StoreError;
+use crate::unit::{Failed, UnitError};
 
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
@@ -195,6 +197,7 @@ pub const ERROR_CODES: &[&str] = &[
     "no_inventory",
     "cluster_busy",
     "decision_too_long",
+    "overloaded",
 ];
 
 /// The body of every error response.
@@ -225,8 +228,55 @@ pub fn error_code_schema() -> utoipa::openapi::schema::Object {
         .enum_values(Some(ERROR_CODES.iter().copied()))
         .build()
 }
+/// Seconds an engine is asked to wait (`Retry-After`) before retrying a
+/// decision a unit could not finish because the machine starved it of CPU:
+/// long enough for a burst of load to pass, short enough that a scheduling
+/// request does not stall.
+pub const OVERLOADED_RETRY_AFTER_SECS: u64 = 1;
 
 impl ApiError {
+    /// A snapshot or request value refused by `crate::inputs` (a negative
+    /// figure, zero vCPUs, an id with control characters) as 400
+    /// `invalid_value` naming the field; `None` for the other snapshot
+    /// errors, which stay 422 `invalid_snapshot`.
+    pub fn refused_value(e: &SnapshotError) -> Option<ApiError> {
+        match &e.kind {
+            SnapshotErrorKind::InvalidValue(message) => Some(ApiError::InvalidValue {
+                field: e.path.clone(),
+                message: message.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Unit `unit` was starved of CPU before its deadline
+    /// (`UnitError::Overloaded`): 503 `overloaded` with `Retry-After`, never
+    /// the policy's verdict (422 `filter_failed`), which engines do not
+    /// retry.
+    pub fn overloaded(unit: &str, failed: &Failed) -> ApiError {
+        let timing = match failed.error {
+            UnitError::Overloaded {
+                deadline,
+                cpu,
+                elapsed,
+            } => json!({
+                "deadline_ms": deadline.as_millis() as u64,
+                "cpu_ms": cpu.as_millis() as u64,
+                "elapsed_ms": elapsed.as_millis() as u64,
+            }),
+            _ => json!({}),
+        };
+        ApiError::Busy {
+            code: "overloaded",
+            message: format!(
+                "the server is overloaded: unit `{unit}` {}; retry the request",
+                failed.error
+            ),
+            details: json!({ "unit": unit, "unit_error": failed.error.code(), "timing": timing }),
+            retry_after_secs: OVERLOADED_RETRY_AFTER_SECS,
+        }
+    }
+
     pub fn status_code(&self) -> StatusCode {
         use ApiError::*;
         match self {
@@ -472,5 +522,47 @@ mod tests {
         for e in samples {
             assert!(ERROR_CODES.contains(&e.code()), "{} not listed", e.code());
         }
+    }
+
+    #[test]
+    fn a_starved_unit_is_a_retryable_503_not_a_verdict() {
+        use std::time::Duration;
+        let failed = Failed {
+            error: UnitError::Overloaded {
+                deadline: Duration::from_millis(250),
+                cpu: Duration::from_millis(4),
+                elapsed: Duration::from_millis(410),
+            },
+            usage: crate::unit::Usage::default(),
+        };
+        let e = ApiError::overloaded("Memory", &failed);
+        assert_eq!(e.status_code(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(e.code(), "overloaded");
+        assert!(ERROR_CODES.contains(&e.code()));
+        assert_eq!(e.details()["timing"]["cpu_ms"], 4);
+        let response = e.into_response();
+        assert_eq!(
+            response.headers()[axum::http::header::RETRY_AFTER],
+            OVERLOADED_RETRY_AFTER_SECS.to_string().as_str()
+        );
+    }
+
+    #[test]
+    fn refused_values_are_400_naming_the_field() {
+        let e = SnapshotError {
+            path: "vms[0].vcpus".to_owned(),
+            kind: SnapshotErrorKind::InvalidValue("must be at least 1".to_owned()),
+        };
+        let api = ApiError::refused_value(&e).expect("a refused value");
+        assert_eq!(
+            (api.status_code(), api.code()),
+            (StatusCode::BAD_REQUEST, "invalid_value")
+        );
+        assert_eq!(api.details()["field"], "vms[0].vcpus");
+        let other = SnapshotError {
+            path: "hosts[0].id".to_owned(),
+            kind: SnapshotErrorKind::EmptyId,
+        };
+        assert!(ApiError::refused_value(&other).is_none());
     }
 }

@@ -177,6 +177,9 @@ async fn prepare(state: &AppState, cluster_id: Uuid) -> Result<Prepared, ApiErro
 }
 
 fn invalid_snapshot(e: SnapshotError) -> ApiError {
+    if let Some(refused) = ApiError::refused_value(&e) {
+        return refused;
+    }
     ApiError::Unprocessable {
         code: "invalid_snapshot",
         message: e.to_string(),
@@ -205,6 +208,10 @@ fn schedule_error(e: ScheduleError) -> ApiError {
             message: e.to_string(),
             details: json!({ "field": "hosts" }),
         },
+        ScheduleError::Overloaded {
+            ref unit,
+            ref failed,
+        } => ApiError::overloaded(unit, failed),
         ScheduleError::FilterFailed {
             ref unit,
             ref failed,
@@ -229,6 +236,10 @@ fn balance_error(e: BalanceError) -> ApiError {
         BalanceError::CandidateOutOfRange { .. } | BalanceError::DuplicateCandidate { .. } => {
             invalid_candidates(e.to_string())
         }
+        BalanceError::BalanceFailed {
+            ref unit,
+            ref failed,
+        } if failed.error.is_overload() => ApiError::overloaded(unit, failed),
         BalanceError::BalanceFailed {
             ref unit,
             ref failed,
@@ -314,13 +325,13 @@ struct Encoded {
     request_body = ScheduleBody,
     responses(
         (status = 200, description = "The decision (possibly: no host fits)", body = ScheduleAnswer),
-        (status = 400, description = "`malformed_json`, `invalid_field` (naming the field)", body = ErrorBody),
+        (status = 400, description = "`malformed_json`, `invalid_field`, `invalid_value` (naming the field: a negative figure, zero vCPUs, a bad id, `count` outside 1-256)", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, description = "The cluster", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
         (status = 409, description = "`no_inventory`: no hosts inline and none held", body = ErrorBody),
         (status = 422, description = "`invalid_snapshot`, `invalid_candidates` (naming the field), `filter_failed` (a fail-closed filter failed)", body = ErrorBody),
-        (status = 503, description = "`cluster_busy` (the cluster's lock was not free in time), `decision_too_long` (the decision held it too long; nothing claimed); with `Retry-After`", body = ErrorBody),
+        (status = 503, description = "`cluster_busy` (the cluster's lock was not free in time), `decision_too_long` (the decision held it too long; nothing claimed), `overloaded` (a unit was starved of CPU by a busy machine); with `Retry-After`", body = ErrorBody),
     ))]
 pub async fn schedule_vm(
     State(state): State<AppState>,
@@ -354,7 +365,7 @@ pub async fn schedule_vm(
             hosts: body.hosts,
             vms: body.vms,
         }
-        .build()
+        .build_checked()
         .map_err(invalid_snapshot)?;
         let vm = body
             .vm
@@ -434,13 +445,13 @@ pub async fn schedule_vm(
     request_body = BalanceBody,
     responses(
         (status = 200, description = "The proposal and where it leads", body = BalanceAnswer),
-        (status = 400, description = "`malformed_json`, `invalid_field` (naming the field)", body = ErrorBody),
+        (status = 400, description = "`malformed_json`, `invalid_field`, `invalid_value` (naming the field: a negative figure, zero vCPUs, a bad id, `count` outside 1-256)", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, description = "The cluster", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
         (status = 409, description = "`no_inventory`: no hosts inline and none held", body = ErrorBody),
         (status = 422, description = "`no_balance_unit`, `invalid_snapshot`, `invalid_candidates`, `balance_failed`, `filter_failed`", body = ErrorBody),
-        (status = 503, description = "`cluster_busy` (over the held inventory: its lock was not free in time)", body = ErrorBody),
+        (status = 503, description = "`cluster_busy` (over the held inventory: its lock was not free in time), `overloaded` (a unit was starved of CPU by a busy machine); with `Retry-After`", body = ErrorBody),
     ))]
 pub async fn balance_cluster(
     State(state): State<AppState>,
@@ -493,7 +504,7 @@ pub async fn balance_cluster(
                     hosts: body.hosts,
                     vms: body.vms,
                 }
-                .build()
+                .build_checked()
                 .map_err(invalid_snapshot)?;
                 let candidates = body
                     .candidates

@@ -501,7 +501,11 @@ pub async fn replace_module(
     let current = load(&mut tx, id).await?;
     ensure_not_internal(&current)?;
     let name = wanted.name.unwrap_or_else(|| current.name.clone());
-    if name != current.name && tx.unit_by_name(&name).await?.is_some() {
+    if tx
+        .unit_by_name(&name)
+        .await?
+        .is_some_and(|other| other.id != id)
+    {
         return Err(ApiError::NameTaken {
             resource: "scheduling policy unit",
             name,

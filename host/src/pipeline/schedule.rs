@@ -80,6 +80,12 @@ pub enum ScheduleError {
     TooManyHosts { host_count: usize },
     #[error("filter `{unit}` failed and the policy fails closed on it: {}", failed.error)]
     FilterFailed { unit: String, failed: Failed },
+    /// A unit (any role, fail-open or not) hit its deadline because the
+    /// machine starved it of CPU (`UnitError::Overloaded`). Deciding
+    /// without it would make the machine's load a policy verdict, so the
+    /// decision stops and the caller retries.
+    #[error("unit `{unit}` {}", failed.error)]
+    Overloaded { unit: String, failed: Failed },
 }
 
 /// Where a candidate stands while the filters run.
@@ -182,6 +188,10 @@ pub fn schedule(
                     failure: None,
                 });
             }
+            Err(failed) if failed.error.is_overload() => {
+                let unit = unit.info().name.clone();
+                return Err(ScheduleError::Overloaded { unit, failed });
+            }
             Err(failed) => match step.on_failure {
                 OnFailure::FailClosed => {
                     return Err(ScheduleError::FilterFailed {
@@ -258,6 +268,10 @@ pub fn schedule(
             Ok(called)
         });
         match answer {
+            Err(failed) if failed.error.is_overload() => {
+                let unit = info.name.clone();
+                return Err(ScheduleError::Overloaded { unit, failed });
+            }
             Err(failed) => {
                 record.usage = Some(failed.usage);
                 record.failure = Some(FailureRecord::from(&failed));

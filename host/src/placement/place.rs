@@ -625,10 +625,10 @@ fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
 
 /// The instance ids of a request, checked.
 fn instance_ids(request: &PlaceRequest) -> Result<Vec<String>, PlaceError> {
-    let count = request.count.max(1);
-    if count > MAX_INSTANCES_PER_REQUEST {
+    let count = request.count;
+    if count == 0 || count > MAX_INSTANCES_PER_REQUEST {
         return Err(PlaceError::BadRequest(format!(
-            "count {count} is above the limit of {MAX_INSTANCES_PER_REQUEST} instances per request"
+            "count {count} is outside 1 to {MAX_INSTANCES_PER_REQUEST} instances per request"
         )));
     }
     let ids: Vec<String> = if !request.instance_ids.is_empty() {

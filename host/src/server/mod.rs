@@ -111,7 +111,11 @@ impl Server {
         exe: PathBuf,
     ) -> Result<AppState, StartError> {
         if let Some(dir) = args.db.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| StartError::DataDir {
+            use std::os::unix::fs::DirBuilderExt as _;
+            // 0700: the directory holds the database and the admin token.
+            let mut builder = std::fs::DirBuilder::new();
+            builder.recursive(true).mode(0o700);
+            builder.create(dir).map_err(|source| StartError::DataDir {
                 path: dir.to_owned(),
                 source,
             })?;

@@ -138,7 +138,7 @@ impl Db {
     /// The id of the cluster called `name`, if any.
     pub async fn cluster_id_by_name(&mut self, name: &str) -> Result<Option<Uuid>, StoreError> {
         let conn = self.sqlite();
-        sqlx::query_scalar::<_, String>("SELECT id FROM clusters WHERE name = ?")
+        sqlx::query_scalar::<_, String>("SELECT id FROM clusters WHERE name = ? COLLATE NOCASE")
             .bind(name)
             .fetch_optional(conn)
             .await?

@@ -33,6 +33,7 @@ pub mod claims;
 pub mod clusters;
 pub mod decisions;
 pub mod inventory;
+pub mod files;
 pub mod modules;
 pub mod policies;
 #[cfg(test)]
@@ -67,6 +68,10 @@ pub const MAX_CONNECTIONS: u32 = 8;
 pub enum StoreError {
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// The database file could not be created or made private
+    /// (`files::make_private`).
+    #[error("database file: {0}")]
+    File(#[from] std::io::Error),
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     /// A stored value does not parse (an id that is not a UUID, a role the
@@ -174,6 +179,7 @@ impl Store {
     /// Opens (creating if needed) the database at `path` and applies every
     /// pending migration.
     pub async fn open(path: &Path) -> Result<Store, StoreError> {
+        files::make_private(path)?;
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)

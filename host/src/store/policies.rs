@@ -229,7 +229,7 @@ impl Db {
     /// The id of the policy called `name`, if any.
     pub async fn policy_id_by_name(&mut self, name: &str) -> Result<Option<Uuid>, StoreError> {
         let conn = self.sqlite();
-        sqlx::query_scalar::<_, String>("SELECT id FROM scheduling_policies WHERE name = ?")
+        sqlx::query_scalar::<_, String>("SELECT id FROM scheduling_policies WHERE name = ? COLLATE NOCASE")
             .bind(name)
             .fetch_optional(conn)
             .await?

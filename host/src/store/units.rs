@@ -137,7 +137,7 @@ impl Db {
     pub async fn unit_by_name(&mut self, name: &str) -> Result<Option<UnitRecord>, StoreError> {
         let conn = self.sqlite();
         let row =
-            sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE u.name = ?")))
+            sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE u.name = ? COLLATE NOCASE")))
                 .bind(name)
                 .fetch_optional(&mut *conn)
                 .await?;
