@@ -9,6 +9,7 @@ mod api_tour;
 mod api_units;
 mod catalog;
 mod cluster_delete;
+mod hardening_net;
 mod languages;
 mod load;
 mod restart;

@@ -394,27 +394,30 @@ impl HyperErrors {
 }
 
 /// The error of ours that stands for hyper's own answer at the start of
-/// `buf`, with that answer's length.
+/// `buf`, with that answer's length: a 400, 414 or 431 head that says
+/// `content-length: 0` and has no `content-type`.
 fn hyper_error_answer(buf: &[u8]) -> Option<(ApiError, usize)> {
-    const PREFIX: &[u8] = b"HTTP/1.1 ";
-    const EMPTY: &[u8] = b"content-length: 0\r\n";
-    let rest = buf.strip_prefix(PREFIX)?;
+    let rest = buf.strip_prefix(b"HTTP/1.1 ")?;
     let error = match rest.get(..4)? {
         b"400 " => ApiError::MalformedRequest,
         b"414 " => ApiError::UriTooLong,
         b"431 " => ApiError::HeadersTooLarge,
         _ => return None,
     };
-    let status_end = rest.windows(2).position(|w| w == b"\r\n")? + 2;
-    let after_status = rest.get(status_end..)?;
-    if !after_status
-        .get(..EMPTY.len())
-        .is_some_and(|h| h.eq_ignore_ascii_case(EMPTY))
-    {
-        return None;
+    let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let mut lines = buf[..head_end].split(|b| *b == b'\n').skip(1);
+    let mut empty = false;
+    for line in &mut lines {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let (name, value) = line.split_at(line.iter().position(|b| *b == b':')?);
+        if name.eq_ignore_ascii_case(b"content-type") {
+            return None;
+        }
+        if name.eq_ignore_ascii_case(b"content-length") {
+            empty = value[1..].trim_ascii() == b"0";
+        }
     }
-    let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
-    Some((error, head_end))
+    empty.then_some((error, head_end + 4))
 }
 
 impl AsyncRead for HyperErrors {
@@ -475,7 +478,7 @@ mod tests {
 
     #[test]
     fn hyper_error_answers_are_recognised_and_ours_are_not() {
-        let hyper_414 = b"HTTP/1.1 414 URI Too Long\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
+        let hyper_414 = b"HTTP/1.1 414 URI Too Long\r\nconnection: close\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
         let (error, len) = hyper_error_answer(hyper_414).expect("recognised");
         assert_eq!(error.code(), "uri_too_long");
         assert_eq!(len, hyper_414.len());
