@@ -40,7 +40,8 @@ pub const DESCRIPTION_HEADER: &str = "sandpiper-unit-description";
 /// The only media type an upload's body may have.
 pub const WASM_MEDIA_TYPE: &str = "application/wasm";
 
-/// An upload's body in the OpenAPI document: raw bytes, not JSON.
+/// A WebAssembly component's bytes, sent as they are (not JSON, not
+/// multipart), with `Content-Type: application/wasm`.
 #[derive(ToSchema)]
 #[schema(value_type = String, format = Binary)]
 pub struct WasmBody(#[expect(dead_code, reason = "only described")] Vec<u8>);
