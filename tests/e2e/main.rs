@@ -10,6 +10,7 @@ mod api_tour;
 mod catalog;
 mod cluster_delete;
 mod hardening_input;
+mod hardening_net;
 mod languages;
 mod load;
 mod restart;

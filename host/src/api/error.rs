@@ -41,6 +41,19 @@ pub enum ApiError {
     /// negative factor, a position other than -1/0/1).
     #[error("invalid value for `{field}`: {message}")]
     InvalidValue { field: String, message: String },
+    /// The request head could not be parsed (answered by the HTTP layer,
+    /// see `server::listen`).
+    #[error("the request is not valid HTTP/1.1")]
+    MalformedRequest,
+
+    // ---- 408/414/431: the HTTP layer's limits ----
+    /// The body stopped arriving, or took too long in all.
+    #[error("{}", body_timeout_message(*.idle, *.limit_secs))]
+    BodyTimeout { idle: bool, limit_secs: u64 },
+    #[error("the request URI is longer than the server accepts (65,534 bytes)")]
+    UriTooLong,
+    #[error("the request headers are larger than the server accepts (about 400 KiB)")]
+    HeadersTooLarge,
 
     // ---- 401/403: who is asking ----
     #[error("a valid bearer token is required (Authorization: Bearer <token>)")]
@@ -150,6 +163,10 @@ pub const ERROR_CODES: &[&str] = &[
     "invalid_query",
     "invalid_path",
     "invalid_value",
+    "malformed_request",
+    "body_timeout",
+    "uri_too_long",
+    "headers_too_large",
     "unauthenticated",
     "forbidden",
     "not_found",
@@ -184,6 +201,10 @@ pub const ERROR_CODES: &[&str] = &[
     "module_forbidden_import",
     "module_compile_failed",
     "module_compile_timeout",
+    "module_compiler_limit",
+    "module_memory_too_large",
+    "compile_queue_full",
+    "too_many_connections",
     "module_unit_failed",
     "module_info_invalid",
     "invalid_snapshot",
@@ -284,7 +305,11 @@ impl ApiError {
             | InvalidField { .. }
             | InvalidQuery(_)
             | InvalidPath(_)
-            | InvalidValue { .. } => StatusCode::BAD_REQUEST,
+            | InvalidValue { .. }
+            | MalformedRequest => StatusCode::BAD_REQUEST,
+            BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
+            UriTooLong => StatusCode::URI_TOO_LONG,
+            HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Unauthenticated => StatusCode::UNAUTHORIZED,
             Forbidden { .. } => StatusCode::FORBIDDEN,
             NotFound { .. } | NoRoute => StatusCode::NOT_FOUND,
@@ -320,6 +345,10 @@ impl ApiError {
             InvalidQuery(_) => "invalid_query",
             InvalidPath(_) => "invalid_path",
             InvalidValue { .. } => "invalid_value",
+            MalformedRequest => "malformed_request",
+            BodyTimeout { .. } => "body_timeout",
+            UriTooLong => "uri_too_long",
+            HeadersTooLarge => "headers_too_large",
             Unauthenticated => "unauthenticated",
             Forbidden { .. } => "forbidden",
             NotFound { .. } => "not_found",
@@ -366,6 +395,7 @@ impl ApiError {
             LastAdminToken { token } => json!({ "token": token }),
             PayloadTooLarge { limit_bytes } => json!({ "limit_bytes": limit_bytes }),
             UnsupportedMediaType { expected } => json!({ "expected": expected }),
+            BodyTimeout { idle, limit_secs } => json!({ "idle": idle, "limit_secs": limit_secs }),
             Param(e) => param_error_details(e),
             Unprocessable { details, .. } | Conflict { details, .. } | Busy { details, .. } => {
                 details.clone()
@@ -455,25 +485,37 @@ impl From<StoreError> for ApiError {
     }
 }
 
+fn body_timeout_message(idle: bool, limit_secs: u64) -> String {
+    if idle {
+        format!("the request body stalled: nothing arrived for {limit_secs} s")
+    } else {
+        format!("the request body took more than {limit_secs} s to arrive")
+    }
+}
+
+impl ApiError {
+    /// The JSON body of this error; also written by the connection layer,
+    /// which answers some requests without the router.
+    pub fn body(&self) -> ErrorBody {
+        // A struct, not `json!`, so the fields come out in the documented
+        // order: code, message, details.
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code().to_owned(),
+                message: self.to_string(),
+                details: self.details(),
+            },
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status_code();
-        let message = match &self {
-            ApiError::Internal(cause) => {
-                tracing::error!(%cause, "internal error");
-                self.to_string()
-            }
-            _ => self.to_string(),
-        };
-        // A struct, not `json!`, so the fields come out in the documented
-        // order: code, message, details.
-        let body = ErrorBody {
-            error: ErrorDetail {
-                code: self.code().to_owned(),
-                message,
-                details: self.details(),
-            },
-        };
+        if let ApiError::Internal(cause) = &self {
+            tracing::error!(%cause, "internal error");
+        }
+        let body = self.body();
         let retry_after = match &self {
             ApiError::Busy {
                 retry_after_secs, ..

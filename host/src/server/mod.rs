@@ -1,9 +1,11 @@
 //! Starting and stopping the server: open and migrate the store, make sure
 //! an admin can get in, register the built-in units and policy, load every
 //! stored unit, bind, serve until SIGINT or SIGTERM, let requests in flight
-//! finish, and close the store cleanly.
+//! finish, and close the store cleanly. The connection layer (timeouts,
+//! connection caps) is in `listen`.
 
 mod builtins;
+mod listen;
 mod loading;
 
 use std::net::SocketAddr;
@@ -23,6 +25,7 @@ use crate::store::{Store, StoreError};
 use crate::upload::Modules;
 
 pub use builtins::{BUILTIN_POLICY_NAME, builtin_unit_id};
+pub use listen::{CONNECTION_RETRY_AFTER_SECS, ConnectionLimits};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +64,7 @@ pub struct Server {
     addr: SocketAddr,
     state: AppState,
     grace: Duration,
+    connections: ConnectionLimits,
     signals: StopSignals,
 }
 
@@ -90,6 +94,7 @@ impl Server {
             addr,
             state,
             grace: args.shutdown_grace(),
+            connections: args.connection_limits(),
             signals,
         })
     }
@@ -169,13 +174,14 @@ impl Server {
             listener,
             state,
             grace,
+            connections,
             signals,
             ..
         } = self;
         let store = state.store().clone();
         let app = api::app(state);
         let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let serve = listen::serve(listener, app, connections, async move {
             signals.received().await;
             tracing::info!("shutting down: no new connections, finishing requests in flight");
             let _ = stopping_tx.send(true);
@@ -191,16 +197,15 @@ impl Server {
             }
             tokio::time::sleep(grace).await;
         };
-        let result = tokio::select! {
-            result = serve => result,
+        tokio::select! {
+            () = serve => {},
             () = grace_expired => {
                 tracing::warn!(grace_secs = grace.as_secs(), "requests still running after the grace period; stopping anyway");
-                Ok(())
             }
         };
         store.close().await;
         tracing::info!("store closed; bye");
-        result
+        Ok(())
     }
 }
 
