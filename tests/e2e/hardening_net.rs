@@ -429,7 +429,7 @@ fn server_pid(server: &Server) -> u32 {
         };
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        if args.iter().any(|a| *a == b"serve") && args.iter().any(|a| *a == db.as_bytes()) {
+        if args.contains(&&b"serve"[..]) && args.contains(&db.as_bytes()) {
             return pid;
         }
     }
