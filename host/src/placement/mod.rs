@@ -12,9 +12,14 @@
 //!   claim moves.
 //! * [`columns`]: the held inventory kept as ready columns, and the
 //!   per-decision snapshot with pending claims applied.
+//! * [`request`]: the one schedule request, whichever source its hosts
+//!   come from.
 //! * [`cluster`] and [`place`]: one cluster's state and every operation on
 //!   it, synchronous and clock-free, so the model-based test runs the very
 //!   code the server runs.
+//! * [`service`]: the clusters' locks, the delayed retry, and the
+//!   [`Decided`] handle through which a caller records a decision before
+//!   its cluster is unlocked.
 //! * [`time`]: wall-clock instants for claims, which survive restarts.
 //!
 //! How concurrent decisions are kept from overcommitting is documented in
@@ -27,6 +32,7 @@ pub mod columns;
 pub mod hosts;
 pub mod persist;
 pub mod place;
+pub mod request;
 pub mod resources;
 pub mod service;
 #[cfg(test)]
@@ -39,9 +45,9 @@ pub use cluster::{Change, ClusterState, InventorySummary, UpdateResult};
 pub use hosts::{Applied, HostInventory, HostRecord, HostUpdate, InventoryError};
 pub use persist::{LoggedDecision, Persister, Retention};
 pub use place::{
-    MAX_INSTANCES_PER_REQUEST, Mode, Pick, PlaceContext, PlaceError, PlaceOutcome, PlaceRequest,
-    Sample, Sampling,
+    MAX_INSTANCES_PER_REQUEST, Pick, PlaceContext, PlaceError, PlaceOutcome, Sample, Sampling,
 };
+pub use request::{ExplainDetail, HostsSource, Mode, PlaceRequest, SourceMismatch};
 pub use resources::Resources;
-pub use service::{LogFn, PlaceJob, Placed, PlacementConfig, PlacementError, PlacementService};
+pub use service::{Decided, PlaceJob, PlacementConfig, PlacementError, PlacementService};
 pub use time::Timestamp;

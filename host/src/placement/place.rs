@@ -27,19 +27,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sandpiper_guest::model::{GroupScope, HostMetric, HostStatus};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use uuid::Uuid;
 
 use super::claims::{Claim, ClaimState};
 use super::cluster::{Change, ClusterState};
 use super::columns::{Columns, PendingVm, Window};
+use super::request::{Mode, PlaceRequest};
 use super::resources::Resources;
 use super::time::Timestamp;
 use crate::pipeline::{
-    self, Decision, ParamValues, Policy, PolicyError, ScheduleError, ScheduleRequest,
+    self, Decision, ParamValues, Policy, PolicyError, ScheduleError, ScheduleRequest, only_declared,
 };
-use crate::snapshot::{Hints, SnapshotError, VmSpec, hint_pairs};
-use crate::unit::Unit;
+use crate::snapshot::{SnapshotError, hint_pairs};
 
 /// Most instances one request may place. Each instance is one run of the
 /// policy with the cluster's lock held (about a millisecond at 10,000
@@ -168,39 +168,6 @@ impl Sample {
     }
 }
 
-/// How a multi-instance request treats an instance that cannot be placed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Every instance placed, or none (no claim is kept).
-    #[default]
-    AllOrNothing,
-    /// The instances placed before the first failure keep their claims.
-    BestEffort,
-}
-
-/// What to place, over the held inventory.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct PlaceRequest {
-    pub vm: VmSpec,
-    /// Instances to place, at least 1.
-    pub count: u32,
-    /// One id per instance; when empty, a single instance is `vm.id` and
-    /// several are `vm.id` with `-0`, `-1`, ... appended.
-    pub instance_ids: Vec<String>,
-    pub mode: Mode,
-    /// Host ids the VM may go to, in order of preference among equals
-    /// (every host when `None`); each must be in the inventory.
-    pub candidates: Option<Vec<String>>,
-    /// Host ids the VM must not go to; ids not in the inventory are ignored.
-    pub exclude: Vec<String>,
-    pub hints: Hints,
-    /// Filters (by unit name) that run for the first instance only.
-    pub once_per_request: BTreeSet<String>,
-    /// Consider every eligible host, whatever the service's sampling.
-    pub exhaustive: bool,
-}
-
 /// What the decision runs with besides the request.
 #[derive(Clone, Debug)]
 pub struct PlaceContext<'a> {
@@ -327,7 +294,7 @@ impl ClusterState {
         };
         let later_params = later_policy
             .as_ref()
-            .map(|p| only_declared(cx.params, units_of(p)));
+            .map(|p| only_declared(cx.params, p.units()));
         let later = later_policy.as_deref().zip(later_params.as_ref());
 
         let sampling = if request.exhaustive || request.candidates.is_some() {
@@ -755,38 +722,13 @@ fn policy_without(policy: &Policy, skip: &BTreeSet<String>) -> Result<Policy, Pl
     Ok(builder.build()?)
 }
 
-/// The values of `values` whose keys one of `units` declares.
-fn only_declared<'a>(
-    values: &ParamValues,
-    units: impl IntoIterator<Item = &'a Arc<dyn Unit>>,
-) -> ParamValues {
-    let declared: BTreeSet<String> = units
-        .into_iter()
-        .flat_map(|u| u.info().params.iter().map(|p| p.name.clone()))
-        .collect();
-    values
-        .iter()
-        .filter(|(k, _)| declared.contains(k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
-/// Every unit of `policy`.
-fn units_of(policy: &Policy) -> impl Iterator<Item = &Arc<dyn Unit>> {
-    policy
-        .filters()
-        .iter()
-        .map(|s| &s.unit)
-        .chain(policy.scores().iter().map(|s| &s.unit))
-        .chain(policy.balance_unit())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::pipeline::{OnFailure, Position};
     use crate::placement::hosts::HostUpdate;
-    use crate::snapshot::{Host, Snapshot};
+    use crate::snapshot::{Host, Snapshot, VmSpec};
+    use crate::unit::Unit;
 
     /// The built-in policy's units, built natively from their source.
     fn policy() -> Policy {
