@@ -12,6 +12,8 @@
 //!   claim moves.
 //! * [`columns`]: the held inventory kept as ready columns, and the
 //!   per-decision snapshot with pending claims applied.
+//! * [`sample`]: how many held hosts a decision considers (a rotating
+//!   window above 1,000 hosts).
 //! * [`request`]: the one schedule request, whichever source its hosts
 //!   come from.
 //! * [`cluster`] and [`place`]: one cluster's state and every operation on
@@ -34,6 +36,7 @@ pub mod persist;
 pub mod place;
 pub mod request;
 pub mod resources;
+pub mod sample;
 pub mod service;
 #[cfg(test)]
 mod test_store;
@@ -44,10 +47,9 @@ pub use claims::{Claim, ClaimError, ClaimLedger, ClaimState};
 pub use cluster::{Change, ClusterState, InventorySummary, UpdateResult};
 pub use hosts::{Applied, HostInventory, HostRecord, HostUpdate, InventoryError};
 pub use persist::{LoggedDecision, Persister, Retention};
-pub use place::{
-    MAX_INSTANCES_PER_REQUEST, Pick, PlaceContext, PlaceError, PlaceOutcome, Sample, Sampling,
-};
+pub use place::{MAX_INSTANCES_PER_REQUEST, Pick, PlaceContext, PlaceError, PlaceOutcome};
 pub use request::{ExplainDetail, HostsSource, Mode, PlaceRequest, SourceMismatch};
 pub use resources::Resources;
+pub use sample::{Sample, Sampling};
 pub use service::{Decided, PlaceJob, PlacementConfig, PlacementError, PlacementService};
 pub use time::Timestamp;
