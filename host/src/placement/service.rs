@@ -231,7 +231,7 @@ impl Drop for Unlock {
 
 /// What one attempt at a placement came to.
 enum Attempt {
-    Decided(Decided),
+    Decided(Box<Decided>),
     /// Nothing placed, and waiting for pending claims could help.
     Retry,
 }
@@ -405,7 +405,7 @@ impl PlacementService {
         let retry_wait = self.inner.config.retry_wait;
         let may_wait = !retry_wait.is_zero() && !job.dry_run;
         if let Attempt::Decided(decided) = self.attempt(cluster_id, &job, may_wait).await? {
-            return Ok(decided);
+            return Ok(*decided);
         }
         let started = Instant::now();
         let _ = tokio::time::timeout(retry_wait, resolved).await;
@@ -413,7 +413,7 @@ impl PlacementService {
         match self.attempt(cluster_id, &job, false).await? {
             Attempt::Decided(mut decided) => {
                 decided.waited = Some(waited);
-                Ok(decided)
+                Ok(*decided)
             }
             Attempt::Retry => Err(PlacementError::Task(
                 "a final attempt asked to be retried".to_owned(),
@@ -475,11 +475,11 @@ impl PlacementService {
             unlock.submit(None).wait().await?;
             return Ok(Attempt::Retry);
         }
-        Ok(Attempt::Decided(Decided {
+        Ok(Attempt::Decided(Box::new(Decided {
             outcome,
             waited: None,
             unlock,
-        }))
+        })))
     }
 
     fn slot(&self, cluster_id: Uuid) -> Arc<Slot> {
