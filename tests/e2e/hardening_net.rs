@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::http::Reply;
+use crate::support::Reply;
 use crate::support::{ADMIN_TOKEN, Server, builtin_wasm, distinct_copy, expect_status};
 
 /// Longest a test waits for the server to cut a connection whose timeout

@@ -18,6 +18,7 @@ pub mod health;
 pub mod inventory;
 pub mod openapi;
 pub mod policies;
+pub mod prepared;
 pub mod schedule;
 pub mod tokens;
 pub mod types;
@@ -65,7 +66,7 @@ struct Shared {
     modules: Modules,
     limits: ApiLimits,
     placement: PlacementService,
-    prepared: claims::PreparedCache,
+    prepared: prepared::PreparedCache,
     tokens: crate::auth::TokenCache,
 }
 
@@ -84,7 +85,7 @@ impl AppState {
                 modules,
                 limits,
                 placement,
-                prepared: claims::PreparedCache::default(),
+                prepared: prepared::PreparedCache::default(),
                 tokens: crate::auth::TokenCache::default(),
             }),
         }
@@ -95,8 +96,8 @@ impl AppState {
         &self.shared.placement
     }
 
-    /// Clusters' prepared policies for decisions over held inventories.
-    pub fn prepared(&self) -> &claims::PreparedCache {
+    /// Clusters' prepared policies, kept between decisions.
+    pub fn prepared(&self) -> &prepared::PreparedCache {
         &self.shared.prepared
     }
 
@@ -209,7 +210,7 @@ pub fn app(state: AppState) -> Router {
     router
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            claims::track_config_changes,
+            prepared::track_config_changes,
         ))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),

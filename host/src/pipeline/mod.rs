@@ -31,6 +31,6 @@ pub use params::{
 };
 pub use policy::{
     Combination, DEFAULT_FACTOR, FilterStep, OnFailure, Policy, PolicyBuilder, PolicyError,
-    Position, ScoreStep,
+    Position, ScoreStep, only_declared,
 };
 pub use schedule::{Decision, Ranked, ScheduleError, ScheduleRequest, schedule};

@@ -185,6 +185,16 @@ impl Policy {
         self.params.policy_values()
     }
 
+    /// Every unit of the policy: the filters in run order, the score
+    /// units, then the balance unit.
+    pub fn units(&self) -> impl Iterator<Item = &Arc<dyn Unit>> {
+        self.filters
+            .iter()
+            .map(|s| &s.unit)
+            .chain(self.scores.iter().map(|s| &s.unit))
+            .chain(self.balance.as_ref())
+    }
+
     /// Checks a cluster's overrides against the policy's units, so that a
     /// bad override is refused when it is set rather than at the next
     /// decision.
@@ -209,6 +219,25 @@ impl Policy {
     pub(crate) fn balance_slot(&self) -> usize {
         self.filters.len() + self.scores.len()
     }
+}
+
+/// The values of `values` whose keys one of `units` declares: what is left
+/// of a policy's values or a cluster's overrides when some units are left
+/// out (disabled units, once-per-request filters), since a value no unit
+/// declares would fail the policy's checks.
+pub fn only_declared<'a>(
+    values: &ParamValues,
+    units: impl IntoIterator<Item = &'a Arc<dyn Unit>>,
+) -> ParamValues {
+    let declared: std::collections::BTreeSet<&str> = units
+        .into_iter()
+        .flat_map(|u| u.info().params.iter().map(|p| p.name.as_str()))
+        .collect();
+    values
+        .iter()
+        .filter(|(k, _)| declared.contains(k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// Collects a policy's parts; `build` checks them.

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::persist::Retention;
-use super::place::Sampling;
+use super::sample::Sampling;
 use super::service::{self, PlacementConfig};
 
 /// Placement settings of `sandpiper serve`.

@@ -85,7 +85,7 @@ pub struct ClusterState {
     /// `None` after a change of shape, until the next decision rebuilds them.
     pub(super) columns: Option<Columns>,
     /// Where the next sampled decision's window starts (see
-    /// `place::Sampling`); not stored, a restart starts from the top.
+    /// `sample::Sampling`); not stored, a restart starts from the top.
     pub(super) next_window: usize,
 }
 
