@@ -7,7 +7,7 @@
 
 use crate::bindings::types as wit;
 use crate::entry;
-use crate::inventory::Inventory;
+use crate::imports;
 use crate::model;
 use crate::unit::{Balance, Filter, Score, Unit};
 
@@ -18,7 +18,7 @@ pub fn info<U: Unit>() -> wit::UnitInfo {
 
 /// `filter.filter`.
 pub fn filter<U: Filter>(request: wit::Request, candidates: Vec<u32>) -> Vec<wit::Rejection> {
-    let inventory = Inventory::from_imports();
+    let inventory = imports::inventory();
     let request = model::Request::from(request);
     entry::filter::<U>(&inventory, &request, &candidates)
         .into_iter()
@@ -28,14 +28,14 @@ pub fn filter<U: Filter>(request: wit::Request, candidates: Vec<u32>) -> Vec<wit
 
 /// `score.score`.
 pub fn score<U: Score>(request: wit::Request, candidates: Vec<u32>) -> wit::Scores {
-    let inventory = Inventory::from_imports();
+    let inventory = imports::inventory();
     let request = model::Request::from(request);
     entry::score::<U>(&inventory, &request, &candidates).into()
 }
 
 /// `balance.balance`.
 pub fn balance<U: Balance>(request: wit::BalanceRequest) -> Option<wit::Migration> {
-    let inventory = Inventory::from_imports();
+    let inventory = imports::inventory();
     let request = model::BalanceRequest::from(request);
     entry::balance::<U>(&inventory, &request).map(Into::into)
 }

@@ -17,8 +17,6 @@
 
 pub mod entry;
 pub mod hosts;
-pub mod inventory;
-pub mod model;
 pub mod native;
 pub mod params;
 pub mod rejections;
@@ -34,6 +32,12 @@ mod convert;
 pub mod exports;
 #[cfg(target_arch = "wasm32")]
 mod imports;
+
+/// The data a unit sees: the Rust twin of the WIT types, from the crate the
+/// host shares (`sandpiper-model`).
+pub use sandpiper_model as model;
+/// The cluster snapshot a unit reads, column by column (`sandpiper-model`'s).
+pub use sandpiper_model::inventory;
 
 pub use hosts::{HostRef, Hosts};
 pub use inventory::Inventory;

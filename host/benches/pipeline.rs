@@ -24,7 +24,6 @@ use sandpiper::sandbox::{Limits, Runtime};
 use sandpiper::unit::Unit;
 use sandpiper_guest::Inventory;
 use sandpiper_guest::model::{HostFlag, HostMetric, HostText, Interned, Request, Vm};
-use sandpiper_guest::native::NativeUnit;
 
 /// Cluster sizes measured.
 const SIZES: [usize; 3] = [1_000, 10_000, 50_000];
@@ -52,6 +51,7 @@ const PACKAGES: [&str; 4] = [
 fn main() -> anyhow::Result<()> {
     let runtime = Runtime::new(Limits::default()).context("starting the sandbox runtime")?;
     let mut wasm: Vec<Arc<dyn Unit>> = Vec::new();
+    let mut native: Vec<Arc<dyn Unit>> = Vec::new();
     for package in PACKAGES {
         let Some(builtin) = UNITS.iter().find(|u| u.package == package) else {
             bail!("built-in unit {package} is not embedded");
@@ -60,13 +60,8 @@ fn main() -> anyhow::Result<()> {
             .load(builtin.wasm)
             .with_context(|| format!("loading {package}"))?;
         wasm.push(unit);
+        native.push(Arc::new(builtin.native()));
     }
-    let native: Vec<Arc<dyn Unit>> = vec![
-        Arc::new(sandpiper_policy_memory::native_unit()),
-        Arc::new(sandpiper_policy_cpu::native_unit()),
-        Arc::new(sandpiper_policy_even_memory::native_unit()),
-        Arc::new(sandpiper_policy_cpu_even_distribution::native_unit()),
-    ];
     let wasm_policy = policy(&wasm)?;
     let native_policy = policy(&native)?;
     let request = ScheduleRequest {
@@ -112,8 +107,9 @@ fn main() -> anyhow::Result<()> {
             .with_context(|| format!("loading {}", builtin.package))?;
         wasm_by_name.insert(unit.info().name.clone(), unit);
     }
-    let native_by_name: std::collections::HashMap<String, Arc<dyn Unit>> = native_units()
-        .into_iter()
+    let native_by_name: std::collections::HashMap<String, Arc<dyn Unit>> = UNITS
+        .iter()
+        .map(|builtin| builtin.native())
         .map(|unit| (unit.info.name.clone(), Arc::new(unit) as Arc<dyn Unit>))
         .collect();
     let wasm_default = compose(&spec, &wasm_by_name)?;
@@ -193,29 +189,6 @@ fn measure(
         wasm_runs.survivors
     );
     Ok(())
-}
-
-/// The default policy's units built natively (the benchmark's own
-/// dependencies), any other built-in unit being absent.
-fn native_units() -> Vec<NativeUnit> {
-    vec![
-        sandpiper_policy_pin_to_host::native_unit(),
-        sandpiper_policy_cpu_topology::native_unit(),
-        sandpiper_policy_cpu::native_unit(),
-        sandpiper_policy_cpu_overloaded::native_unit(),
-        sandpiper_policy_hosted_engine::native_unit(),
-        sandpiper_policy_swap::native_unit(),
-        sandpiper_policy_memory::native_unit(),
-        sandpiper_policy_migration::native_unit(),
-        sandpiper_policy_vm_affinity::native_unit(),
-        sandpiper_policy_vm_to_hosts_affinity::native_unit(),
-        sandpiper_policy_network::native_unit(),
-        sandpiper_policy_hosted_engine_spares::native_unit(),
-        sandpiper_policy_cpu_even_distribution::native_unit(),
-        sandpiper_policy_even_memory::native_unit(),
-        sandpiper_policy_preferred_hosts::native_unit(),
-        sandpiper_policy_ha_reservation::native_unit(),
-    ]
 }
 
 /// A built-in policy over `units` (by the names they declare), as the

@@ -1,9 +1,10 @@
 //! Bearer tokens and roles: who may call what, how tokens are made and
 //! stored, and where the first admin token comes from.
 //!
-//! Roles are ordered: a reader may only read; an engine may also ask for
-//! decisions; an admin may do everything. Each route declares the least role
-//! it needs (`api::access::ROUTES`).
+//! Roles ([`Role`], defined in `crate::role` so that the store, which keeps
+//! them, needs nothing from here) are ordered: a reader may only read; an
+//! engine may also ask for decisions; an admin may do everything. Each
+//! route declares the least role it needs (`api::access::ROUTES`).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -13,7 +14,8 @@ use std::sync::Mutex;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::store::{self, Store, StoreError};
+pub use crate::role::Role;
+use crate::store::{Store, StoreError};
 
 /// Environment variable that supplies the first admin token.
 pub const ADMIN_TOKEN_ENV: &str = "SANDPIPER_ADMIN_TOKEN";
@@ -29,47 +31,6 @@ pub const TOKEN_PREFIX: &str = "sp_";
 /// Shortest token accepted from `SANDPIPER_ADMIN_TOKEN`: tokens are stored
 /// with an unsalted hash, which is only safe for secrets too long to guess.
 pub const MIN_SUPPLIED_TOKEN_CHARS: usize = 32;
-
-/// What a token may do.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// GET only.
-    Reader,
-    /// Reads, plus schedule and balance decisions.
-    Engine,
-    /// Everything: units, policies, clusters, tokens.
-    Admin,
-}
-
-impl Role {
-    pub const ALL: [Role; 3] = [Role::Reader, Role::Engine, Role::Admin];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Reader => "reader",
-            Role::Engine => "engine",
-            Role::Admin => "admin",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Role> {
-        Role::ALL.into_iter().find(|r| r.name() == name)
-    }
-
-    /// Whether this role includes everything `required` may do.
-    pub fn allows(self, required: Role) -> bool {
-        self >= required
-    }
-}
-
-impl std::fmt::Display for Role {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// The caller of a request, once its token is verified.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -215,20 +176,14 @@ pub async fn bootstrap_admin(
         let hash = hash_token(token);
         // A supplied token that was revoked stays revoked: the variable
         // must not undo an admin's decision on every restart.
-        if !store::tokens::hash_known(&mut tx, &hash).await? {
-            store::tokens::insert(
-                &mut tx,
-                Uuid::new_v4(),
-                "bootstrap-admin",
-                Role::Admin,
-                &hash,
-            )
-            .await?;
+        if !tx.token_hash_known(&hash).await? {
+            tx.insert_token(Uuid::new_v4(), "bootstrap-admin", Role::Admin, &hash)
+                .await?;
         }
         tx.commit().await?;
         return Ok(Bootstrap::Supplied);
     }
-    if store::tokens::count(&mut tx).await? > 0 {
+    if tx.count_tokens().await? > 0 {
         return Ok(Bootstrap::Existing);
     }
     let token = generate_token().map_err(BootstrapError::Random)?;
@@ -237,8 +192,7 @@ pub async fn bootstrap_admin(
         path: path.clone(),
         source,
     })?;
-    store::tokens::insert(
-        &mut tx,
+    tx.insert_token(
         Uuid::new_v4(),
         "bootstrap-admin",
         Role::Admin,

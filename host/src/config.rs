@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::api::ApiLimits;
 use crate::sandbox::{self as limits, Limits};
+use crate::server::ConnectionLimits;
 use crate::upload::CompileLimits;
 
 /// Where the server listens unless told otherwise: loopback only, so a
@@ -47,6 +48,51 @@ pub const DEFAULT_DECISIONS_RETAINED: u32 = 1000;
 /// milliseconds; an upload compile is bounded by the compile timeout.
 pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 30;
 
+/// How long a client may take to send a request's headers, seconds
+/// (also how long an idle keep-alive connection is kept). Headers are a
+/// few hundred bytes; a client that has not sent them in 10 s is broken or
+/// is holding the connection on purpose (slowloris).
+pub const DEFAULT_HEADER_READ_TIMEOUT_SECS: u64 = 10;
+
+/// Longest gap between two pieces of a request body, seconds. A healthy
+/// sender never pauses this long; a stalled upload stops holding its
+/// connection and its upload slot after it.
+pub const DEFAULT_BODY_IDLE_TIMEOUT_SECS: u64 = 15;
+
+/// How long a whole request body may take to arrive, seconds. 64 MiB (the
+/// largest upload) arrives in 54 s at 10 Mbit/s; 120 s allows half that
+/// rate, and bounds a client that trickles a byte just often enough to
+/// beat the idle timeout.
+pub const DEFAULT_BODY_READ_TIMEOUT_SECS: u64 = 120;
+
+/// Open connections across all clients. Each costs a file descriptor and a
+/// task; engines keep a handful each, so 512 serves a large fleet and
+/// stays well under the usual descriptor limit of 1024.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+
+/// Open connections from one IP address. An engine's connection pool is a
+/// few connections; 64 leaves room for many engines behind one NAT address
+/// while one client cannot take all [`DEFAULT_MAX_CONNECTIONS`]. Raise it
+/// when a reverse proxy puts every client behind one address.
+pub const DEFAULT_MAX_CONNECTIONS_PER_IP: usize = 64;
+
+/// Compiles that may run at once, when not configured: one per core, at
+/// most two. Cranelift already uses several threads per compile, so more
+/// would only slow every compile and starve decisions; two keeps one slow
+/// (hostile) upload from holding up every other uploader.
+pub const DEFAULT_MAX_COMPILE_SLOTS: usize = 2;
+
+/// Uploads waiting for a compile slot, across all uploaders. Each waits
+/// as a temporary file on disk (64 MiB at most), so 8 bounds both the disk
+/// used and the wait; more are refused with 503 and `Retry-After`.
+pub const DEFAULT_COMPILE_QUEUE: usize = 8;
+
+/// Uploads one token may have in progress (compiling or waiting) at once.
+/// A token compiles one module at a time anyway (see `upload`); 2 lets an
+/// author queue the next while the first compiles, and keeps one uploader
+/// from filling the queue.
+pub const DEFAULT_COMPILES_PER_UPLOADER: usize = 2;
+
 const MIB: usize = 1024 * 1024;
 
 /// `sandpiper serve`.
@@ -84,6 +130,39 @@ pub struct ServeArgs {
     /// Seconds shutdown waits for requests in flight.
     #[arg(long, env = "SANDPIPER_SHUTDOWN_GRACE_SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE_SECS)]
     pub shutdown_grace_secs: u64,
+
+    /// Seconds a client may take to send a request's headers (and an idle
+    /// keep-alive connection is kept).
+    #[arg(long, env = "SANDPIPER_HEADER_READ_TIMEOUT_SECS", default_value_t = DEFAULT_HEADER_READ_TIMEOUT_SECS)]
+    pub header_read_timeout_secs: u64,
+
+    /// Longest pause, in seconds, while a request body arrives.
+    #[arg(long, env = "SANDPIPER_BODY_IDLE_TIMEOUT_SECS", default_value_t = DEFAULT_BODY_IDLE_TIMEOUT_SECS)]
+    pub body_idle_timeout_secs: u64,
+
+    /// Seconds a whole request body may take to arrive.
+    #[arg(long, env = "SANDPIPER_BODY_READ_TIMEOUT_SECS", default_value_t = DEFAULT_BODY_READ_TIMEOUT_SECS)]
+    pub body_read_timeout_secs: u64,
+
+    /// Open connections across all clients; more are answered 503.
+    #[arg(long, env = "SANDPIPER_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+
+    /// Open connections from one IP address; more are answered 503.
+    #[arg(long, env = "SANDPIPER_MAX_CONNECTIONS_PER_IP", default_value_t = DEFAULT_MAX_CONNECTIONS_PER_IP)]
+    pub max_connections_per_ip: usize,
+
+    /// Compiles that run at once [default: one per core, at most 2].
+    #[arg(long, env = "SANDPIPER_COMPILE_SLOTS")]
+    pub compile_slots: Option<usize>,
+
+    /// Uploads that may wait for a compile slot; more are answered 503.
+    #[arg(long, env = "SANDPIPER_COMPILE_QUEUE", default_value_t = DEFAULT_COMPILE_QUEUE)]
+    pub compile_queue: usize,
+
+    /// Uploads one token may have compiling or waiting at once.
+    #[arg(long, env = "SANDPIPER_COMPILES_PER_UPLOADER", default_value_t = DEFAULT_COMPILES_PER_UPLOADER)]
+    pub compiles_per_uploader: usize,
 
     /// The per-call limits of every unit.
     #[command(flatten)]
@@ -147,15 +226,32 @@ impl ServeArgs {
         ApiLimits {
             max_module_bytes: self.max_module_mib.saturating_mul(MIB),
             max_snapshot_bytes: self.max_request_mib.saturating_mul(MIB),
-            decisions_retained: self.decisions_retained,
         }
     }
 
     pub fn compile_limits(&self) -> CompileLimits {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
         CompileLimits {
             timeout: Duration::from_secs(self.compile_timeout_secs),
             memory_bytes: self.compile_memory_mib.saturating_mul(MIB as u64),
             max_module_bytes: self.max_module_mib.saturating_mul(MIB),
+            slots: self
+                .compile_slots
+                .unwrap_or_else(|| cores.min(DEFAULT_MAX_COMPILE_SLOTS))
+                .max(1),
+            queue: self.compile_queue,
+            per_uploader: self.compiles_per_uploader.max(1),
+        }
+    }
+
+    /// The limits of the connection layer (`server::listen`).
+    pub fn connection_limits(&self) -> ConnectionLimits {
+        ConnectionLimits {
+            header_read_timeout: Duration::from_secs(self.header_read_timeout_secs.max(1)),
+            body_idle_timeout: Duration::from_secs(self.body_idle_timeout_secs.max(1)),
+            body_read_timeout: Duration::from_secs(self.body_read_timeout_secs.max(1)),
+            max_connections: self.max_connections.max(1),
+            max_connections_per_ip: self.max_connections_per_ip.max(1),
         }
     }
 

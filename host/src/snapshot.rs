@@ -325,6 +325,11 @@ pub enum SnapshotErrorKind {
     DuplicateVm(String),
     #[error("empty id")]
     EmptyId,
+    /// Well-formed but unacceptable: a negative figure, zero vCPUs, an id
+    /// with control characters (`crate::inputs`). The API answers 400
+    /// `invalid_value`.
+    #[error("{0}")]
+    InvalidValue(String),
     #[error("{count} entries, more than an index can address")]
     TooMany { count: usize },
     /// A column came out with the wrong length: a bug in this module.
@@ -407,7 +412,16 @@ impl Snapshot {
         from_json(text)
     }
 
-    /// Checks the snapshot and builds its columns.
+    /// Checks the snapshot's values and ids (`crate::inputs`), then builds
+    /// its columns: for everything an engine sends. Held inventories are
+    /// rebuilt with [`Snapshot::build`], so data accepted by an older
+    /// version never makes a rebuild fail.
+    pub fn build_checked(&self) -> Result<Cluster, SnapshotError> {
+        crate::inputs::check_snapshot(self)?;
+        self.build()
+    }
+
+    /// Checks the snapshot's shape and builds its columns.
     pub fn build(&self) -> Result<Cluster, SnapshotError> {
         let hosts = self.host_index()?;
         let mut inv = Inventory::new(self.hosts.len(), self.vms.len());
@@ -627,6 +641,7 @@ impl VmSpec {
     /// The VM as units see it, host ids turned into indices. `path` names
     /// this VM in errors (`vm`, `cases[2].vm`).
     pub fn to_vm(&self, hosts: &HostIndex, path: &str) -> Result<Vm, SnapshotError> {
+        crate::inputs::check_vm(self, path)?;
         let current_host = self
             .current_host
             .as_deref()

@@ -73,6 +73,18 @@ pub enum UnitError {
     OutOfFuel { budget: u64 },
     #[error("exceeded its deadline of {} ms", deadline.as_millis())]
     DeadlineExceeded { deadline: Duration },
+    /// The deadline passed while the call's thread was starved of CPU (it
+    /// got less than `sandbox::STARVED_CPU_PERCENT` of the wall-clock time):
+    /// the machine is overloaded, and the unit is not to blame. Retryable.
+    #[error(
+        "was starved of CPU: {} ms of CPU time in {} ms, past its deadline of {} ms; the machine is overloaded",
+        cpu.as_millis(), elapsed.as_millis(), deadline.as_millis()
+    )]
+    Overloaded {
+        deadline: Duration,
+        cpu: Duration,
+        elapsed: Duration,
+    },
     #[error("exceeded its memory limit of {limit_bytes} bytes")]
     MemoryLimit { limit_bytes: u64 },
     #[error("overflowed its stack")]
@@ -98,6 +110,7 @@ impl UnitError {
         match self {
             UnitError::OutOfFuel { .. } => "out_of_fuel",
             UnitError::DeadlineExceeded { .. } => "deadline_exceeded",
+            UnitError::Overloaded { .. } => "overloaded",
             UnitError::MemoryLimit { .. } => "memory_limit",
             UnitError::StackOverflow => "stack_overflow",
             UnitError::Trap { .. } => "trap",
@@ -105,6 +118,14 @@ impl UnitError {
             UnitError::NotExported(_) => "not_exported",
             UnitError::Instantiate(_) => "instantiate",
         }
+    }
+}
+
+impl UnitError {
+    /// Whether the failure is the machine's, not the unit's: the decision
+    /// should be retried, not reported as the policy's verdict.
+    pub fn is_overload(&self) -> bool {
+        matches!(self, UnitError::Overloaded { .. })
     }
 }
 

@@ -11,27 +11,35 @@
 //! the artifact in process; it is trusted because our own compile step
 //! produced it.
 //!
+//! An upload's body is never held in memory: it is streamed into an
+//! unlinked temporary file ([`Spooled`]), hashed and size-checked as it
+//! arrives, and that file is the child's stdin. Compiles run a few at a
+//! time in a [`CompileQueue`] that is fair between uploaders (one compile
+//! per uploader at a time, a bounded number waiting), and a compile whose
+//! request is dropped (its client went away) kills its child.
+//!
 //! Artifacts are stored keyed by (module sha256, engine compatibility
 //! hash), so a wasmtime upgrade or a changed engine configuration
 //! recompiles from the stored `.wasm` instead of loading stale code.
 
-use std::io::{Read, Write};
+use std::collections::HashMap;
+use std::io::{Read, Seek, Write};
 use std::process::{ExitCode, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
+use sha2::Digest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use uuid::Uuid;
 
+use crate::pipeline::SpecError;
 use crate::sandbox::{LoadError, Runtime};
 use crate::unit::Unit;
 
 /// Name of the hidden subcommand that compiles one module.
 pub const COMPILE_SUBCOMMAND: &str = "compile-unit";
-
-/// Compiles at a time. Cranelift already compiles one module on every core;
-/// running two would only make both slower and starve decisions of CPU.
-pub const MAX_CONCURRENT_COMPILES: usize = 1;
 
 /// Niceness of the compile process: a compile must never delay a decision,
 /// so it gets the CPU only when the server does not need it.
@@ -47,6 +55,16 @@ pub const MAX_ARTIFACT_GROWTH: usize = 16;
 /// few hundred kilobytes of code and metadata.
 pub const MIN_ARTIFACT_BOUND_BYTES: usize = 64 * 1024 * 1024;
 
+/// What an uploader refused by a full compile queue is told to wait,
+/// seconds: a typical unit compiles in well under a second and a large
+/// interpreter in under ten, so a slot is usually free again by then.
+pub const COMPILE_QUEUE_RETRY_AFTER_SECS: u64 = 10;
+
+/// Bytes gathered from the body before each write to the spool file: large
+/// enough that a 64 MiB upload is a few dozen writes, not thousands of
+/// small ones through the blocking pool.
+const SPOOL_BUFFER_BYTES: usize = 1 << 20;
+
 /// Exit code of the child when it refused the module (stdout then holds a
 /// JSON [`Rejection`]), as opposed to crashing or running out of limits.
 const REJECTED_EXIT_CODE: u8 = 3;
@@ -57,6 +75,12 @@ pub struct CompileLimits {
     pub timeout: Duration,
     pub memory_bytes: u64,
     pub max_module_bytes: usize,
+    /// Compiles that run at once.
+    pub slots: usize,
+    /// Uploads that may wait for a slot, across all uploaders.
+    pub queue: usize,
+    /// Uploads one uploader may have compiling or waiting.
+    pub per_uploader: usize,
 }
 
 /// Why a module was not accepted. `code` values are part of the API's
@@ -80,7 +104,23 @@ pub enum UploadError {
     /// The compile step died (memory limit, crash) without an answer.
     #[error("compiling the module failed: {0}")]
     CompileFailed(String),
-    /// Something on our side failed (spawning, pipes).
+    /// The compile step hit one of its resource limits (memory, CPU time).
+    #[error(
+        "compiling the module needed more than the compiler may use ({0}); \
+         make the module smaller or simpler (fewer or smaller functions)"
+    )]
+    ResourceLimit(String),
+    /// Too many uploads are compiling or waiting (for this uploader or in
+    /// all).
+    #[error("{message}")]
+    QueueFull { message: String },
+    /// The body is larger than the upload limit.
+    #[error("the module is larger than the {limit_bytes}-byte upload limit")]
+    TooLarge { limit_bytes: usize },
+    /// Reading the request body failed (the client stalled or went away).
+    #[error("reading the upload failed: {0}")]
+    Body(axum::BoxError),
+    /// Something on our side failed (spawning, pipes, the spool file).
     #[error("{0}")]
     Internal(String),
 }
@@ -113,11 +153,212 @@ pub fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// An uploaded module on disk: an unlinked temporary file (gone with the
+/// last handle, even if the server dies), its size and its sha256.
+#[derive(Debug)]
+pub struct Spooled {
+    file: std::fs::File,
+    len: u64,
+    sha256: String,
+}
+
+impl Spooled {
+    /// Streams `body` into a temporary file, hashing it on the way and
+    /// refusing it as soon as it passes `limit` bytes.
+    pub async fn receive<B>(body: B, limit: usize) -> Result<Spooled, UploadError>
+    where
+        B: http_body::Body<Data = Bytes> + Unpin,
+        B::Error: Into<axum::BoxError>,
+    {
+        use http_body_util::BodyExt;
+        let internal = |e: std::io::Error| UploadError::Internal(format!("upload spool: {e}"));
+        let file = tempfile::tempfile().map_err(internal)?;
+        let mut writer = tokio::io::BufWriter::with_capacity(
+            SPOOL_BUFFER_BYTES,
+            tokio::fs::File::from_std(file.try_clone().map_err(internal)?),
+        );
+        let mut hasher = sha2::Sha256::new();
+        let mut len: u64 = 0;
+        let mut body = body;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| UploadError::Body(e.into()))?;
+            let Ok(data) = frame.into_data() else {
+                continue; // trailers
+            };
+            len += data.len() as u64;
+            if len > limit as u64 {
+                return Err(UploadError::TooLarge { limit_bytes: limit });
+            }
+            hasher.update(&data);
+            writer.write_all(&data).await.map_err(internal)?;
+        }
+        writer.flush().await.map_err(internal)?;
+        Ok(Spooled {
+            file,
+            len,
+            sha256: crate::sandbox::hex(&hasher.finalize()),
+        })
+    }
+
+    /// `wasm` written to a temporary file (recompiling stored modules).
+    async fn from_bytes(wasm: Vec<u8>) -> Result<Spooled, UploadError> {
+        tokio::task::spawn_blocking(move || {
+            let mut file = tempfile::tempfile()?;
+            file.write_all(&wasm)?;
+            Ok(Spooled {
+                file,
+                len: wasm.len() as u64,
+                sha256: module_sha256(&wasm),
+            })
+        })
+        .await
+        .map_err(|e| UploadError::Internal(format!("spool task failed: {e}")))?
+        .map_err(|e: std::io::Error| UploadError::Internal(format!("upload spool: {e}")))
+    }
+
+    /// The module's hex sha256.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// The module's size, bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the module is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The module's bytes, read back once, to store them.
+    pub async fn bytes(&self) -> Result<Vec<u8>, UploadError> {
+        let file = self
+            .file
+            .try_clone()
+            .map_err(|e| UploadError::Internal(format!("upload spool: {e}")))?;
+        let len = usize::try_from(self.len)
+            .map_err(|_| UploadError::Internal("upload larger than memory".to_owned()))?;
+        tokio::task::spawn_blocking(move || {
+            use std::os::unix::fs::FileExt;
+            let mut wasm = vec![0; len];
+            file.read_exact_at(&mut wasm, 0)?;
+            Ok(wasm)
+        })
+        .await
+        .map_err(|e| UploadError::Internal(format!("spool task failed: {e}")))?
+        .map_err(|e: std::io::Error| UploadError::Internal(format!("upload spool: {e}")))
+    }
+
+    /// A handle on the file positioned at its start, for the child's stdin.
+    fn stdin(&self) -> std::io::Result<std::fs::File> {
+        let mut file = self.file.try_clone()?;
+        file.rewind()?;
+        Ok(file)
+    }
+}
+
+/// Compiles running and waiting, fair between uploaders.
+///
+/// A compile needs a global slot (`slots` of them) and, for an upload, its
+/// uploader's own single permit first: an uploader's second upload waits
+/// on its own permit rather than in the global line, so the line holds at
+/// most one upload per uploader and a slow (hostile) module cannot put
+/// several ahead of anyone else's. Uploads are counted from reservation
+/// (before their body is read) until they finish; past `per_uploader` for
+/// one uploader or `slots + queue` in all, new ones are refused at once.
+/// Waiting is cancel-safe: a request dropped while it waits leaves the line.
+pub struct CompileQueue {
+    slots: Arc<Semaphore>,
+    capacity: usize,
+    per_uploader: usize,
+    pending: Mutex<Pending>,
+}
+
+#[derive(Default)]
+struct Pending {
+    total: usize,
+    by_uploader: HashMap<Uuid, (Arc<Semaphore>, usize)>,
+}
+
+/// An upload's place in the [`CompileQueue`], held from before its body is
+/// read until it is done; dropping it gives the place back.
+pub struct Ticket {
+    queue: Arc<CompileQueue>,
+    uploader: Uuid,
+    own: Arc<Semaphore>,
+}
+
+impl CompileQueue {
+    fn new(limits: &CompileLimits) -> Arc<CompileQueue> {
+        Arc::new(CompileQueue {
+            slots: Arc::new(Semaphore::new(limits.slots.max(1))),
+            capacity: limits.slots.max(1).saturating_add(limits.queue),
+            per_uploader: limits.per_uploader.max(1),
+            pending: Mutex::new(Pending::default()),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn reserve(self: &Arc<Self>, uploader: Uuid) -> Result<Ticket, UploadError> {
+        let mut pending = self.lock();
+        let mine = pending.by_uploader.get(&uploader).map_or(0, |(_, n)| *n);
+        if mine >= self.per_uploader {
+            return Err(UploadError::QueueFull {
+                message: format!(
+                    "this token already has {mine} uploads compiling or waiting; \
+                     wait for them to finish"
+                ),
+            });
+        }
+        if pending.total >= self.capacity {
+            return Err(UploadError::QueueFull {
+                message: "too many uploads are compiling or waiting; try again later".to_owned(),
+            });
+        }
+        pending.total += 1;
+        let entry = pending
+            .by_uploader
+            .entry(uploader)
+            .or_insert_with(|| (Arc::new(Semaphore::new(1)), 0));
+        entry.1 += 1;
+        Ok(Ticket {
+            queue: Arc::clone(self),
+            uploader,
+            own: Arc::clone(&entry.0),
+        })
+    }
+
+    /// A global slot, FIFO among those waiting.
+    async fn slot(&self) -> Result<OwnedSemaphorePermit, UploadError> {
+        Arc::clone(&self.slots)
+            .acquire_owned()
+            .await
+            .map_err(|_| UploadError::Internal("compile queue closed".to_owned()))
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut pending = self.queue.lock();
+        pending.total = pending.total.saturating_sub(1);
+        if let Some((_, n)) = pending.by_uploader.get_mut(&self.uploader) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                pending.by_uploader.remove(&self.uploader);
+            }
+        }
+    }
+}
+
 /// Compiles modules in the child and loads the results.
 pub struct Modules {
     runtime: Arc<Runtime>,
     limits: CompileLimits,
-    permits: Semaphore,
+    queue: Arc<CompileQueue>,
     exe: std::path::PathBuf,
 }
 
@@ -127,8 +368,8 @@ impl Modules {
     pub fn new(runtime: Arc<Runtime>, limits: CompileLimits, exe: std::path::PathBuf) -> Self {
         Modules {
             runtime,
+            queue: CompileQueue::new(&limits),
             limits,
-            permits: Semaphore::new(MAX_CONCURRENT_COMPILES),
             exe,
         }
     }
@@ -142,13 +383,42 @@ impl Modules {
         self.runtime.compatibility_hash()
     }
 
-    /// Validates and compiles `wasm` in the child process.
+    /// Reserves a place in the compile queue for an upload by `uploader`
+    /// (a token id), before its body is read; refused at once when the
+    /// uploader or the queue has no room.
+    pub fn reserve(&self, uploader: Uuid) -> Result<Ticket, UploadError> {
+        self.queue.reserve(uploader)
+    }
+
+    /// Validates and compiles stored bytes in the child process (startup
+    /// recompiles after an engine change); waits for a slot like uploads.
     pub async fn compile(&self, wasm: &[u8]) -> Result<Vec<u8>, UploadError> {
-        let _permit = self
-            .permits
-            .acquire()
+        let spooled = Spooled::from_bytes(wasm.to_vec()).await?;
+        let _slot = self.queue.slot().await?;
+        self.run_child(&spooled).await
+    }
+
+    /// Validates and compiles an upload in the child process, once its
+    /// uploader's turn and a slot come. Dropping the future (the client
+    /// went away) leaves the queue or kills the child.
+    pub async fn compile_upload(
+        &self,
+        ticket: &Ticket,
+        wasm: &Spooled,
+    ) -> Result<Vec<u8>, UploadError> {
+        let _own = Arc::clone(&ticket.own)
+            .acquire_owned()
             .await
             .map_err(|_| UploadError::Internal("compile queue closed".to_owned()))?;
+        let _slot = self.queue.slot().await?;
+        self.run_child(wasm).await
+    }
+
+    /// Runs the compile child on `wasm`, under the timeout.
+    async fn run_child(&self, wasm: &Spooled) -> Result<Vec<u8>, UploadError> {
+        let stdin = wasm
+            .stdin()
+            .map_err(|e| UploadError::Internal(format!("upload spool: {e}")))?;
         let mut child = tokio::process::Command::new(&self.exe)
             .arg(COMPILE_SUBCOMMAND)
             .arg("--memory-bytes")
@@ -157,30 +427,23 @@ impl Modules {
             .arg(cpu_seconds(self.limits.timeout).to_string())
             .arg("--max-module-bytes")
             .arg(self.limits.max_module_bytes.to_string())
-            .stdin(Stdio::piped())
+            .arg("--max-memory-bytes")
+            .arg(self.runtime.limits().memory_bytes.to_string())
+            .stdin(Stdio::from(stdin))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| UploadError::Internal(format!("could not start the compiler: {e}")))?;
-        let (Some(mut stdin), Some(mut stdout), Some(mut stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take())
         else {
             return Err(UploadError::Internal("compiler pipes missing".to_owned()));
         };
-        let bound = wasm
-            .len()
+        let bound = usize::try_from(wasm.len())
+            .unwrap_or(usize::MAX)
             .saturating_mul(MAX_ARTIFACT_GROWTH)
             .max(MIN_ARTIFACT_BOUND_BYTES);
         let exchange = async {
-            // Write and read at once: a child that answers before reading
-            // everything must not deadlock us on a full pipe.
-            let write = async {
-                // The child may exit early (a rejection); a broken pipe is
-                // then expected and its answer says why.
-                let _ = stdin.write_all(wasm).await;
-                drop(stdin);
-            };
             let mut out = Vec::new();
             let mut err = Vec::new();
             let read_out = async {
@@ -195,7 +458,7 @@ impl Modules {
                     .read_to_end(&mut err)
                     .await
             };
-            let ((), out_result, err_result) = tokio::join!(write, read_out, read_err);
+            let (out_result, err_result) = tokio::join!(read_out, read_err);
             out_result.map_err(|e| UploadError::Internal(format!("compiler stdout: {e}")))?;
             err_result.map_err(|e| UploadError::Internal(format!("compiler stderr: {e}")))?;
             let status = child
@@ -222,7 +485,7 @@ impl Modules {
                 })?;
                 Err(UploadError::Rejected(rejection))
             }
-            _ => Err(UploadError::CompileFailed(describe_failure(status, &err))),
+            _ => Err(describe_failure(status, &err)),
         }
     }
 
@@ -235,8 +498,9 @@ impl Modules {
     pub async fn load(
         &self,
         sha256: &str,
-        artifact: Vec<u8>,
+        artifact: impl Into<Bytes>,
     ) -> Result<Arc<dyn Unit>, UploadError> {
+        let artifact: Bytes = artifact.into();
         let digest = parse_sha256(sha256)
             .ok_or_else(|| UploadError::Internal(format!("`{sha256}` is not a sha256")))?;
         let runtime = Arc::clone(&self.runtime);
@@ -282,7 +546,11 @@ fn cpu_seconds(timeout: Duration) -> u64 {
         .max(1)
 }
 
-fn describe_failure(status: std::process::ExitStatus, stderr: &[u8]) -> String {
+/// What a child that died without an answer means. A signal is one of its
+/// resource limits: SIGXCPU is the CPU-time limit; an allocation refused
+/// under the memory limit aborts (SIGABRT) or faults (SIGSEGV); SIGKILL is
+/// the kernel's last word on either.
+fn describe_failure(status: std::process::ExitStatus, stderr: &[u8]) -> UploadError {
     use std::os::unix::process::ExitStatusExt;
     let text = String::from_utf8_lossy(stderr);
     let last = text
@@ -292,11 +560,14 @@ fn describe_failure(status: std::process::ExitStatus, stderr: &[u8]) -> String {
         .unwrap_or("");
     tracing::warn!(?status, stderr = %text, "module compile process failed");
     match status.signal() {
-        // SIGKILL/SIGXCPU: the CPU limit; SIGSEGV/SIGABRT after a failed
-        // allocation: the memory limit.
-        Some(signal) => format!("the compiler was stopped by signal {signal} (a resource limit)"),
-        None if last.is_empty() => format!("the compiler exited with {status}"),
-        None => format!("the compiler exited with {status}: {last}"),
+        Some(signal) if signal == rustix::process::Signal::XCPU.as_raw() => {
+            UploadError::ResourceLimit("the CPU-time limit".to_owned())
+        }
+        Some(_) => UploadError::ResourceLimit("the memory limit".to_owned()),
+        None if last.is_empty() => {
+            UploadError::CompileFailed(format!("the compiler exited with {status}"))
+        }
+        None => UploadError::CompileFailed(format!("the compiler exited with {status}: {last}")),
     }
 }
 
@@ -318,8 +589,12 @@ fn rejection_code(e: &LoadError) -> &'static str {
         | LoadError::NoRole { .. }
         | LoadError::WrongExportType { .. } => "module_exports",
         LoadError::Info(_) => "module_unit_failed",
-        LoadError::InvalidInfo(_) => "module_info_invalid",
-        LoadError::BadPattern { .. } | LoadError::DefaultMismatch { .. } => "unit_params_invalid",
+        // A name declared twice made the info unusable before the check
+        // was shared with the pipeline: the code stays.
+        LoadError::InvalidInfo(_) | LoadError::Params(SpecError::DuplicateKey { .. }) => {
+            "module_info_invalid"
+        }
+        LoadError::Params(_) => "unit_params_invalid",
         LoadError::Artifact(_) => "module_compile_failed",
     }
 }
@@ -338,6 +613,10 @@ pub struct CompileArgs {
     /// Largest module read from stdin, bytes.
     #[arg(long)]
     pub max_module_bytes: usize,
+    /// Linear memory a unit call may hold (the server's unit limit), bytes:
+    /// a module whose memory starts larger can never run.
+    #[arg(long)]
+    pub max_memory_bytes: u64,
 }
 
 /// The child's main: limits itself, reads the module from stdin, validates
@@ -359,9 +638,11 @@ pub fn compile_child(args: &CompileArgs) -> ExitCode {
     }
     let answer = if wasm.len() > args.max_module_bytes {
         Err(Rejection::new(
-            "module_invalid",
+            "module_too_large",
             format!("the module is larger than {} bytes", args.max_module_bytes),
         ))
+    } else if let Some(rejection) = memory_too_large(&wasm, args.max_memory_bytes) {
+        Err(rejection)
     } else {
         // Default limits: they govern only the one `info()` call made while
         // validating; the server loads the result under its own limits.
@@ -385,6 +666,38 @@ pub fn compile_child(args: &CompileArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     code
+}
+
+/// Refuses a module with a linear memory whose *initial* size is over
+/// `max_bytes`, before compiling: it could never be instantiated under the
+/// unit memory limit, and wasmtime would otherwise refuse it later in its
+/// own terms (a minimum "exceeds memory limits" in pages). Modules nested
+/// in the component are checked too; unparsable input is left to the
+/// validator, which explains it better.
+fn memory_too_large(wasm: &[u8], max_bytes: u64) -> Option<Rejection> {
+    const MIB: u64 = 1024 * 1024;
+    let mut largest: u64 = 0;
+    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+        let Ok(wasmparser::Payload::MemorySection(memories)) = payload else {
+            continue;
+        };
+        for memory in memories.into_iter().flatten() {
+            let page_bytes = 1u64 << memory.page_size_log2.unwrap_or(16);
+            largest = largest.max(memory.initial.saturating_mul(page_bytes));
+        }
+    }
+    (largest > max_bytes).then(|| {
+        Rejection::new(
+            "module_memory_too_large",
+            format!(
+                "the module's linear memory starts at {} MiB, but a unit may use at most {} MiB \
+                 (the server's --unit-memory-mib); build it with a smaller initial memory \
+                 (for Rust, the linker's --initial-memory)",
+                largest.div_ceil(MIB),
+                max_bytes / MIB
+            ),
+        )
+    })
 }
 
 /// Caps the child's memory and CPU time and lowers its priority. Memory is
@@ -441,6 +754,16 @@ mod tests {
                 exports: Vec::new(),
             },
             LoadError::InvalidInfo(String::new()),
+            LoadError::Params(SpecError::DuplicateKey {
+                unit: String::new(),
+                key: String::new(),
+            }),
+            LoadError::Params(SpecError::BadDefault {
+                unit: String::new(),
+                key: String::new(),
+                value: String::new(),
+                pattern: String::new(),
+            }),
             LoadError::Artifact(String::new()),
         ];
         for e in samples {

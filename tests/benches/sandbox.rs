@@ -68,12 +68,12 @@ fn main() {
     for (name, native, unit) in [
         (
             "Memory (a reason per rejected host)",
-            sandpiper_policy_memory::native_unit(),
+            native("sandpiper-policy-memory"),
             &memory,
         ),
         (
             "CPU (reads two columns)",
-            sandpiper_policy_cpu::native_unit(),
+            native("sandpiper-policy-cpu"),
             &builtin(&runtime, "sandpiper-policy-cpu"),
         ),
     ] {
@@ -144,6 +144,13 @@ fn main() {
             }
         }
     }
+}
+
+/// Built-in unit `package` compiled natively from its own source.
+fn native(package: &str) -> sandpiper_guest::native::NativeUnit {
+    sandpiper_builtins::unit(package)
+        .unwrap_or_else(|| panic!("{package} is built in"))
+        .native()
 }
 
 fn builtin(runtime: &Runtime, package: &str) -> Arc<WasmUnit> {

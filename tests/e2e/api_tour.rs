@@ -5,20 +5,8 @@
 use serde_json::{Value, json};
 
 use crate::support::{
-    Server, builtin_wasm, distinct_copy, dump, expect_status, unit_id, without_usage,
+    Server, builtin_wasm, distinct_copy, dump, expect_status, tour_hosts, unit_id, without_usage,
 };
-
-/// Three hosts: `small` has too little free memory for the tour's VM.
-pub fn tour_hosts() -> Value {
-    json!([
-        { "id": "small", "metrics": { "memory_total_mib": 8192, "memory_free_mib": 1024,
-                                      "cpu_cores": 4, "cpu_threads": 8 } },
-        { "id": "big",   "metrics": { "memory_total_mib": 65536, "memory_free_mib": 60000,
-                                      "cpu_cores": 32, "cpu_threads": 64 } },
-        { "id": "mid",   "metrics": { "memory_total_mib": 32768, "memory_free_mib": 16000,
-                                      "cpu_cores": 16, "cpu_threads": 32 } },
-    ])
-}
 
 #[test]
 fn the_readme_tour_works_and_a_restart_keeps_everything() {

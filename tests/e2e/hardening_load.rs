@@ -1,24 +1,14 @@
 //! Issue #11 over real HTTP: one cluster's storm cannot take the others
-//! down, failing units are visible at the top of an answer, and a decision
-//! too large for a log row is stored as a bounded summary with its full
-//! answer available on request.
+//! down.
 //!
 //! * A cluster with as many decisions in progress as it may answers the
 //!   next one 503 `cluster_busy` with `Retry-After` at once, while another
 //!   cluster still answers. Decisions are held in progress by clients that
 //!   send their headers but not yet their bodies (a decision is admitted
 //!   before its body is read), so nothing here depends on timing.
-//! * A fail-open weight that answers NaN leaves the decision `degraded`,
-//!   in the answer and in the decisions log; made fail-closed, it fails
-//!   the decision with `score_failed`.
-//! * An inline schedule over 500 hosts (an answer of about a megabyte) is
-//!   logged as a summary of a few kilobytes, and `?explain=full` returns
-//!   the answer as it was sent.
 
 use std::io::Write;
 use std::net::TcpStream;
-use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -30,9 +20,6 @@ const MAX_IN_PROGRESS: usize = 2;
 
 /// How long a test polls for the server to reach a state before failing.
 const SETTLE: Duration = Duration::from_secs(30);
-
-/// Largest answer a decision row holds (`store::decisions::MAX_ANSWER_BYTES`).
-const MAX_ANSWER_BYTES: usize = 64 << 10;
 
 fn hosts(n: usize) -> Vec<Value> {
     (0..n)
@@ -52,7 +39,7 @@ fn hosts(n: usize) -> Vec<Value> {
 }
 
 fn schedule_body(vm: &str, n: usize) -> Value {
-    json!({ "vm": { "id": vm, "memory_mib": 1024.0, "vcpus": 1.0 }, "hosts": hosts(n) })
+    json!({ "vm": { "id": vm, "memory_mib": 1024.0, "vcpus": 1 }, "hosts": hosts(n) })
 }
 
 fn cluster(admin: &Client, name: &str, policy: Option<&str>) -> String {
@@ -94,7 +81,20 @@ fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
 fn a_cluster_with_too_many_decisions_in_progress_is_busy_and_others_are_not() {
     let dir = tempfile::tempdir().expect("temp dir");
     let bound = MAX_IN_PROGRESS.to_string();
-    let server = Server::start_with(dir.path(), &["--max-cluster-decisions", &bound], &[]);
+    // The stalled bodies must outlast the test on a busy machine: the
+    // body timeouts would otherwise end them, and their admissions, early.
+    let server = Server::start_with(
+        dir.path(),
+        &[
+            "--max-cluster-decisions",
+            &bound,
+            "--body-idle-timeout-secs",
+            "600",
+            "--body-read-timeout-secs",
+            "600",
+        ],
+        &[],
+    );
     let admin = server.admin();
     let busy = cluster(&admin, "busy", None);
     let calm = cluster(&admin, "calm", None);
@@ -134,173 +134,4 @@ fn a_cluster_with_too_many_decisions_in_progress_is_busy_and_others_are_not() {
         let reply = admin.post(&path, &schedule_body("vm-later", 3));
         (reply.status == 200).then_some(())
     });
-}
-
-/// The hostile test unit (`tests/guests/hostile`), built from source once
-/// per test run, as the server's build script builds the built-in units.
-fn hostile_wasm() -> &'static [u8] {
-    static BUILT: OnceLock<Vec<u8>> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("the host crate sits in the repository")
-            .to_owned();
-        let exe = std::env::current_exe().expect("the test's own path");
-        let target = exe
-            .ancestors()
-            .nth(3)
-            .expect("tests run from <target>/<profile>/deps")
-            .to_owned();
-        let builder = sandpiper_guest_build::Builder {
-            manifest_dir: repo,
-            out_dir: target.join("test-guests").join("hostile"),
-            target_dir: None,
-            cargo: std::env::var_os("CARGO").map_or_else(|| "cargo".into(), PathBuf::from),
-            emit_rerun_if_changed: false,
-        };
-        let built = builder
-            .build(&["sandpiper-test-hostile"])
-            .unwrap_or_else(|error| panic!("building the hostile unit: {error}"));
-        std::fs::read(&built[0].path).expect("the built hostile unit")
-    })
-}
-
-/// A policy whose only unit is the hostile unit, as a weight answering
-/// NaN for the first host; with `on_failure` when given.
-fn nan_policy(admin: &Client, unit_id: &str, name: &str, on_failure: Option<&str>) -> String {
-    let policy = expect_status(
-        &admin.post("/api/v1/schedulingpolicies", &json!({ "name": name })),
-        201,
-    );
-    let id = policy["id"].as_str().expect("id").to_owned();
-    let policy_path = format!("/api/v1/schedulingpolicies/{id}");
-    let mut body = json!({ "scheduling_policy_unit": { "id": unit_id } });
-    if let Some(mode) = on_failure {
-        body["on_failure"] = json!(mode);
-    }
-    let weight = expect_status(&admin.post(&format!("{policy_path}/weights"), &body), 201);
-    assert_eq!(
-        weight["on_failure"],
-        on_failure.unwrap_or("fail_open"),
-        "fail-open is the default for weights"
-    );
-    expect_status(
-        &admin.put(
-            &policy_path,
-            &json!({ "properties": [{ "name": "mode", "value": "nan" }] }),
-        ),
-        200,
-    );
-    id
-}
-
-#[test]
-fn a_failing_weight_degrades_the_decision_visibly_or_fails_it_when_fail_closed() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let server = Server::start(dir.path());
-    let admin = server.admin();
-    let unit = expect_status(
-        &admin.post_wasm("/api/v1/schedulingpolicyunits?name=Hostile", hostile_wasm()),
-        201,
-    );
-    let unit_id = unit["id"].as_str().expect("id");
-
-    let open = nan_policy(&admin, unit_id, "nan-open", None);
-    let cluster_path = cluster(&admin, "degraded", Some(&open));
-    let answer = expect_status(
-        &admin.post(
-            &format!("{cluster_path}/schedule"),
-            &schedule_body("vm-1", 3),
-        ),
-        200,
-    );
-    let degraded = json!([{ "unit": "Hostile", "role": "score", "kind": "invalid_output" }]);
-    assert_eq!(answer["degraded"], degraded, "{answer}");
-    assert!(answer["chosen_host"].is_string());
-    let logged = expect_status(&admin.get(&format!("{cluster_path}/decisions")), 200);
-    assert_eq!(logged[0]["answer"]["degraded"], degraded, "{logged}");
-
-    // The same weight, fail-closed: the decision fails and says why.
-    let closed = nan_policy(&admin, unit_id, "nan-closed", Some("fail_closed"));
-    let cluster_path = cluster(&admin, "strict", Some(&closed));
-    let failed = admin.post(
-        &format!("{cluster_path}/schedule"),
-        &schedule_body("vm-2", 3),
-    );
-    assert_eq!(failed.status, 422);
-    assert_eq!(failed.code(), "score_failed");
-    let details = &failed.json()["error"]["details"];
-    assert_eq!(
-        (&details["unit"], &details["unit_error"]),
-        (&json!("Hostile"), &json!("invalid_output"))
-    );
-
-    // A decision where nothing failed says so with an empty list.
-    let honest = cluster(&admin, "honest", None);
-    let answer = expect_status(
-        &admin.post(&format!("{honest}/schedule"), &schedule_body("vm-3", 3)),
-        200,
-    );
-    assert_eq!(answer["degraded"], json!([]));
-}
-
-#[test]
-fn a_large_decision_is_logged_as_a_summary_with_its_full_answer_on_request() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let server = Server::start(dir.path());
-    let admin = server.admin();
-    let cluster_path = cluster(&admin, "large", None);
-
-    let reply = admin.post(
-        &format!("{cluster_path}/schedule"),
-        &schedule_body("vm-large", 500),
-    );
-    let answer = expect_status(&reply, 200);
-    assert!(
-        reply.body.len() > MAX_ANSWER_BYTES,
-        "the answer must be larger than a row: {} bytes",
-        reply.body.len()
-    );
-    let id = answer["decision_id"].as_str().expect("recorded");
-
-    let logged_reply = admin.get(&format!("{cluster_path}/decisions/{id}"));
-    let logged = expect_status(&logged_reply, 200);
-    assert!(
-        logged_reply.body.len() < MAX_ANSWER_BYTES,
-        "the logged decision is bounded: {} bytes",
-        logged_reply.body.len()
-    );
-    let summary = &logged["answer"];
-    assert_eq!(summary["explain_detail"], "summary");
-    assert_eq!(summary["chosen_host"], answer["chosen_host"]);
-    assert_eq!(summary["ranked_count"], 500);
-    assert_eq!(summary["ranked"][0], answer["ranked"][0]);
-    assert_eq!(summary["degraded"], json!([]));
-    assert_eq!(
-        summary["full_answer"],
-        format!("{cluster_path}/decisions/{id}?explain=full")
-    );
-
-    let full = expect_status(
-        &admin.get(&format!("{cluster_path}/decisions/{id}?explain=full")),
-        200,
-    );
-    assert_eq!(full["answer"], answer, "the full answer as it was sent");
-
-    // A small decision's row is its answer, and there is no full one.
-    let small = expect_status(
-        &admin.post(
-            &format!("{cluster_path}/schedule"),
-            &schedule_body("vm-small", 3),
-        ),
-        200,
-    );
-    let small_id = small["decision_id"].as_str().expect("recorded");
-    let logged = expect_status(
-        &admin.get(&format!("{cluster_path}/decisions/{small_id}")),
-        200,
-    );
-    assert_eq!(logged["answer"], small);
-    let none = admin.get(&format!("{cluster_path}/decisions/{small_id}?explain=full"));
-    assert_eq!((none.status, none.code()), (404, "not_found".to_owned()));
 }

@@ -122,7 +122,7 @@ impl HostSpec {
 
 /// The first filter (in run order) that rejects one more of the test's
 /// VMs on `host` while `claimed` of them are claimed there, or `None` when
-/// it fits. The rules are the units' own (policies/cpu, policies/memory,
+/// it fits. The rules are the units' own (policies/ovirt/cpu, policies/ovirt/memory,
 /// guest-sdk/nova-ops/src/capacity.rs) over the usage columns with the
 /// claims folded in (host/src/placement/resources.rs).
 pub fn rejected_by(host: &HostSpec, claimed: usize) -> Option<&'static str> {

@@ -1,15 +1,17 @@
 //! End-to-end tests of the `sandpiper` server: the real binary, started on
-//! a random port with a temporary SQLite file, driven over HTTP.
+//! a random port with a temporary SQLite file, driven over HTTP. Here is
+//! what needs a process: restart, shutdown, load over real connections, a
+//! true first start. The routes' contracts are tested in process, in
+//! `tests/api`.
 
-mod api_bad_input;
-mod api_openapi;
-mod api_roles;
+mod admin_token;
 mod api_shutdown;
 mod api_tour;
-mod api_units;
 mod catalog;
 mod cluster_delete;
+mod hardening_input;
 mod hardening_load;
+mod hardening_net;
 mod languages;
 mod load;
 mod restart;

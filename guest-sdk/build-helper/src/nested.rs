@@ -150,12 +150,15 @@ impl Workspace {
     }
 
     /// What every guest is built from besides its own crate: the WIT
-    /// contract and the guest SDK's source and manifest.
+    /// contract, and the source and manifest of the guest SDK and of the
+    /// model crate it re-exports.
     pub fn sources_every_guest_uses(&self) -> Vec<PathBuf> {
         let mut sources = vec![self.root.join("wit")];
-        if let Some(sdk) = self.package_dir("sandpiper-guest") {
-            sources.push(sdk.join("src"));
-            sources.push(sdk.join("Cargo.toml"));
+        for package in ["sandpiper-guest", "sandpiper-model"] {
+            if let Some(dir) = self.package_dir(package) {
+                sources.push(dir.join("src"));
+                sources.push(dir.join("Cargo.toml"));
+            }
         }
         sources
     }

@@ -4,7 +4,9 @@
 //! (reference notes §6).
 //!
 //! A balancer names its *primary* (CPU) and *secondary* (memory) sources and
-//! destinations ([`BalancePlan`]); [`balance`] then does what oVirt does:
+//! destinations ([`BalancePlan`]), the two CPU-and-memory balancers through
+//! the thresholds and source selection they share ([`Thresholds`]);
+//! [`balance`] then does what oVirt does:
 //! nothing with fewer than two hosts or no source; primary sources with
 //! primary destinations first, secondary ones after; on each source, in
 //! order, the migratable VMs from the least to the most CPU-hungry; the
@@ -33,6 +35,11 @@ use sandpiper_guest::prelude::*;
 
 use crate::cpu::{CpuColumns, HostLoad, Pending};
 use crate::memory::MemoryColumns;
+use crate::params::{
+    COUNT_THREADS_AS_CORES, CPU_OVER_COMMIT_DURATION_MINUTES, HIGH_UTILIZATION,
+    MAX_FREE_MEMORY_FOR_OVER_UTILIZED, MAX_MEMORY_OVER_COMMIT, MIN_FREE_MEMORY_FOR_UNDER_UTILIZED,
+    optional_f64,
+};
 use crate::{UTILIZATION_THRESHOLD_PERCENT, VCPU_CONSUMPTION_PERCENT, flag, value};
 
 /// What a balancer considers over- and under-utilised.
@@ -353,6 +360,92 @@ struct Candidate {
     host: u32,
     /// Usage percent × vCPUs.
     cpu_use: f64,
+}
+
+/// The thresholds `OptimalForEvenDistribution` and `OptimalForPowerSaving`
+/// both read (oVirt's `CpuAndMemoryBalancingPolicyUnit` fields), and the
+/// source selection and destination limits they share; each balancer adds
+/// only what it does differently.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Thresholds {
+    /// `HighUtilization`, percent.
+    pub high: f64,
+    /// `CpuOverCommitDurationMinutes`.
+    pub duration_minutes: f64,
+    /// `CountThreadsAsCores`: how CPU sources are sorted (oVirt's comparator).
+    pub threads_as_cores: bool,
+    /// `MaxFreeMemoryForOverUtilized`, MiB; empty reads as 0, oVirt's fallback.
+    pub max_free_for_over: f64,
+    /// `MinFreeMemoryForUnderUtilized`, MiB; `None` when empty, whose
+    /// meaning differs per balancer.
+    pub min_free_for_under: Option<f64>,
+}
+
+impl Thresholds {
+    /// Reads the shared parameters; `None` when one does not parse (the
+    /// balancer then proposes nothing).
+    pub fn read(params: &Params<'_>) -> Option<Self> {
+        Some(Thresholds {
+            high: params.f64(HIGH_UTILIZATION).ok()?,
+            duration_minutes: params.f64(CPU_OVER_COMMIT_DURATION_MINUTES).ok()?,
+            threads_as_cores: params.bool(COUNT_THREADS_AS_CORES).ok()?,
+            max_free_for_over: optional_f64(params, MAX_FREE_MEMORY_FOR_OVER_UTILIZED)
+                .ok()?
+                .unwrap_or(0.0),
+            min_free_for_under: optional_f64(params, MIN_FREE_MEMORY_FOR_UNDER_UTILIZED).ok()?,
+        })
+    }
+
+    /// oVirt's `isHostCpuOverUtilized` at `utilization` percent, after
+    /// `CpuOverCommitDurationMinutes`, counting CPUs as threads or not and
+    /// with a vCPU ratio (0: off) as the balancer asks.
+    pub fn over_utilized(
+        &self,
+        utilization: f64,
+        threads_as_cores: bool,
+        vcpu_ratio: f64,
+    ) -> OverUtilized {
+        OverUtilized {
+            utilization,
+            duration_minutes: self.duration_minutes,
+            threads_as_cores,
+            vcpu_ratio,
+        }
+    }
+
+    /// The CPU sources over `rule`, most loaded first (sorted by
+    /// `CountThreadsAsCores`, whatever `rule` counts).
+    pub fn cpu_sources(
+        &self,
+        cluster: &Cluster<'_>,
+        candidates: &[u32],
+        rule: &OverUtilized,
+    ) -> Vec<u32> {
+        cluster.over_utilized_cpu_hosts(candidates, rule, self.threads_as_cores)
+    }
+
+    /// The memory sources both balancers start from: hosts whose
+    /// schedulable memory is under `MaxFreeMemoryForOverUtilized`, with more
+    /// than one VM.
+    pub fn memory_sources(&self, cluster: &Cluster<'_>, candidates: &[u32]) -> Vec<u32> {
+        cluster.hosts_with_less_free_memory(candidates, self.max_free_for_over)
+    }
+
+    /// A destination stays at or under `HighUtilization` with the VM and
+    /// keeps more than `MaxFreeMemoryForOverUtilized`.
+    pub fn destination_limits(&self) -> DestinationLimits {
+        DestinationLimits {
+            high_utilization: self.high,
+            min_free_memory_mib: self.max_free_for_over,
+        }
+    }
+}
+
+/// Runs `plan` on `cx`'s cluster, its schedulable memory counted with the
+/// `MaxMemoryOverCommit` parameter; `None` when that does not parse.
+pub fn run(cx: &BalanceContext<'_>, plan: &impl BalancePlan) -> Option<Migration> {
+    let cluster = Cluster::new(cx, cx.params().f64(MAX_MEMORY_OVER_COMMIT).ok()?);
+    balance(plan, &cluster, cx.candidates())
 }
 
 /// oVirt's `CpuAndMemoryBalancingPolicyUnit.balance` over `candidates`.

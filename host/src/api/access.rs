@@ -13,7 +13,6 @@ use axum::response::Response;
 use super::AppState;
 use super::error::ApiError;
 use crate::auth::{Principal, Role, hash_token};
-use crate::store;
 
 /// What a route requires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,7 +220,8 @@ pub async fn authorize(
             // Read before the query: see `TokenCache`.
             let epoch = state.tokens().epoch();
             let mut conn = state.store().read().await?;
-            let record = store::tokens::find_active(&mut conn, &hash)
+            let record = conn
+                .active_token(&hash)
                 .await?
                 .ok_or(ApiError::Unauthenticated)?;
             drop(conn);

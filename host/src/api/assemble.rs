@@ -4,13 +4,13 @@
 //! most once, the slot matches the exports, one first and one last filter,
 //! one balance unit, parameter keys declared and values matching).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use uuid::Uuid;
 
 use super::error::ApiError;
-use crate::pipeline::{ParamValues, Policy, PolicyError};
+use crate::pipeline::{Policy, PolicyError, only_declared};
 use crate::registry::Registry;
 use crate::store::clusters::ClusterRecord;
 use crate::store::policies::PolicyRecord;
@@ -45,57 +45,31 @@ pub fn assemble(
 ) -> Result<Policy, AssemblyError> {
     let get = |id: Uuid| lookup(id).ok_or(AssemblyError::NotLoaded(id));
     let mut builder = Policy::builder().combination(record.combination);
-    let mut declared = BTreeSet::new();
-    let mut note = |unit: &Arc<dyn Unit>| {
-        for p in &unit.info().params {
-            declared.insert(p.name.clone());
-        }
-    };
+    let mut units = Vec::new();
     for f in record.filters.iter().filter(|f| !skip.contains(&f.unit_id)) {
         let unit = get(f.unit_id)?;
-        note(&unit);
+        units.push(Arc::clone(&unit));
         builder = builder.filter_step(unit, f.position, f.on_failure, f.run_once);
     }
     for w in record.weights.iter().filter(|w| !skip.contains(&w.unit_id)) {
         let unit = get(w.unit_id)?;
-        note(&unit);
-        builder = builder.score_with(unit, w.factor, w.on_failure);
+        units.push(Arc::clone(&unit));
+        builder = builder.score(unit, w.factor);
     }
     if let Some(id) = record.balance.filter(|id| !skip.contains(id)) {
         let unit = get(id)?;
-        note(&unit);
+        units.push(Arc::clone(&unit));
         builder = builder.balance(unit);
     }
     let params = if skip.is_empty() {
         record.params.clone()
     } else {
-        only_declared(&record.params, &declared)
+        only_declared(&record.params, &units)
     };
     builder
         .params(params)
         .build()
         .map_err(AssemblyError::Policy)
-}
-
-/// The values whose keys are in `declared`.
-pub fn only_declared(values: &ParamValues, declared: &BTreeSet<String>) -> ParamValues {
-    values
-        .iter()
-        .filter(|(k, _)| declared.contains(*k))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
-/// The keys any unit of `policy` declares.
-pub fn declared_keys(policy: &Policy) -> BTreeSet<String> {
-    policy
-        .filters()
-        .iter()
-        .map(|s| &s.unit)
-        .chain(policy.scores().iter().map(|s| &s.unit))
-        .chain(policy.balance_unit())
-        .flat_map(|u| u.info().params.iter().map(|p| p.name.clone()))
-        .collect()
 }
 
 /// The loaded units.

@@ -1,10 +1,6 @@
-//! Scheduling over the inventory Sandpiper holds, and the claims it makes:
+//! The claims decisions over held inventories make, and the routes that
+//! end them:
 //!
-//! * `POST /api/v1/clusters/{id}/schedule` without inline `hosts` decides
-//!   over the cluster's held inventory (pushed through
-//!   `/api/v1/clusters/{id}/inventory`) and records a claim per instance
-//!   placed; the route itself is `schedule::schedule_vm`, which hands such
-//!   requests to [`schedule_held`];
 //! * `GET /api/v1/clusters/{id}/claims` lists the live claims;
 //! * `POST /api/v1/clusters/{id}/claims/{vm_id}/confirm` says the VM
 //!   started (and from which inventory generation the engine's reports of
@@ -12,19 +8,11 @@
 //! * `DELETE /api/v1/clusters/{id}/claims/{vm_id}` releases a claim (the VM
 //!   did not start).
 //!
-//! Answers and log entries carry a bounded explain summary: the full
-//! explain record of a decision over 10,000 hosts is megabytes, which
-//! neither an engine at thousands of decisions a second nor the log wants;
-//! `"explain": "full"` in the request returns it (it is not logged).
-
-use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+//! Claims are made by `POST /api/v1/clusters/{id}/schedule` without inline
+//! hosts (`super::schedule`). The API error of every placement failure,
+//! shared by the routes over held inventories, is [`placement_error`].
 
 use axum::extract::State;
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
@@ -32,129 +20,11 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::clusters::load as load_cluster;
-use super::error::ApiError;
-use super::extract::{Json, Path, parse_json};
-use super::schedule::{Prepared, RankedHost};
-use super::types::ErrorBody;
-use crate::pipeline::{Combination, Explain, FailureRecord, Outcome};
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Json, Path};
 use crate::placement::{
-    Claim, ClaimError, ClaimState, InventoryError, LoggedDecision, Mode, PlaceError, PlaceJob,
-    PlaceOutcome, PlaceRequest, PlacementError, Resources, Sample,
+    Claim, ClaimError, ClaimState, InventoryError, PlaceError, PlacementError, Resources,
 };
-use crate::snapshot::{HintValue, VmSpec};
-use crate::store::decisions::DecisionKind;
-
-/// Reasons listed per filter in an explain summary, most hosts first; the
-/// rest are counted. A memory filter's reasons carry each host's numbers,
-/// so a window of 500 hosts can give 500 distinct reasons.
-pub const SUMMARY_REASONS: usize = 8;
-
-/// Host ids named per reason in an explain summary.
-pub const SUMMARY_HOSTS_PER_REASON: usize = 5;
-
-/// Best-ranked hosts listed in an explain summary.
-pub const SUMMARY_RANKED: usize = 5;
-
-/// A placement request over the held inventory.
-#[derive(Clone, Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HeldScheduleBody {
-    /// The VM to place, in the snapshot format; its `id` keys its claim.
-    #[schema(value_type = Object)]
-    pub vm: VmSpec,
-    /// Scheduler hints (Nova's `same_host`, ...): a string or a list each.
-    #[serde(default)]
-    #[schema(value_type = Object)]
-    pub hints: std::collections::BTreeMap<String, HintValue>,
-    /// Host ids the VM may go to (a whitelist), in order of preference
-    /// among equals; every held host when absent.
-    #[serde(default)]
-    pub candidates: Option<Vec<String>>,
-    /// Host ids the VM must not go to (a blacklist); unknown ids are ignored.
-    #[serde(default)]
-    pub exclude: Vec<String>,
-    /// Instances to place (Nova's `min_count`/`max_count`), 1 to 256.
-    #[serde(default = "one")]
-    pub count: u32,
-    /// One id per instance; default `vm.id` for one instance, else
-    /// `vm.id-0`, `vm.id-1`, ...
-    #[serde(default)]
-    pub instance_ids: Vec<String>,
-    /// `all_or_nothing` (the default) or `best_effort`.
-    #[serde(default)]
-    #[schema(value_type = String)]
-    pub mode: Mode,
-    /// Filters (unit names) that run for the first instance only.
-    #[serde(default)]
-    pub once_per_request: BTreeSet<String>,
-    /// Consider every host instead of the rotating sample.
-    #[serde(default)]
-    pub exhaustive: bool,
-    /// `summary` (the default) or `full`: the explain record returned.
-    #[serde(default)]
-    pub explain: ExplainDetail,
-}
-
-fn one() -> u32 {
-    1
-}
-
-/// How much of each decision's explain record an answer carries.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ExplainDetail {
-    #[default]
-    Summary,
-    Full,
-}
-
-/// Where the instances go, and why.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct HeldScheduleAnswer {
-    /// The recorded decision; `null` for a dry run.
-    pub decision_id: Option<Uuid>,
-    pub dry_run: bool,
-    pub cluster_id: Uuid,
-    pub policy_id: Uuid,
-    pub vm_id: String,
-    /// The first instance's host; `null` when it could not be placed.
-    pub chosen_host: Option<String>,
-    /// Every instance was placed.
-    pub complete: bool,
-    #[schema(value_type = String)]
-    pub mode: Mode,
-    /// Each instance tried, in order.
-    pub instances: Vec<InstanceAnswer>,
-    /// Instances not tried after one could not be placed.
-    pub not_tried: Vec<String>,
-    /// The claims recorded, one per instance placed (none for a dry run,
-    /// or for an all-or-nothing request that did not place every one).
-    pub claims: Vec<ClaimView>,
-    /// Why not every instance was placed, in one sentence.
-    pub reason: Option<String>,
-    /// The rotating window the first pick considered, when sampled.
-    #[schema(value_type = Option<Object>)]
-    pub sample: Option<Sample>,
-    /// How long the request waited for pending claims to resolve before
-    /// its one retry (oVirt's delay and retry), milliseconds.
-    pub waited_ms: Option<u64>,
-    /// Disabled units of the policy that were left out.
-    pub skipped_units: Vec<String>,
-    /// Units that failed and were skipped in any instance's pick
-    /// (fail-open filters and weights), each once. Empty when none failed.
-    pub degraded: Vec<crate::pipeline::Degraded>,
-}
-
-/// One instance's pick.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct InstanceAnswer {
-    pub vm_id: String,
-    /// `null` when every candidate was rejected.
-    pub host: Option<String>,
-    /// The explain summary (or the full record when asked for).
-    #[schema(value_type = Object)]
-    pub explain: Box<serde_json::value::RawValue>,
-}
 
 /// A claim as the API shows it.
 #[derive(Clone, Debug, Serialize, ToSchema)]
@@ -191,401 +61,6 @@ impl From<&Claim> for ClaimView {
             expires_at,
         }
     }
-}
-
-/// A bounded explain record.
-#[derive(Clone, Debug, Serialize)]
-pub struct ExplainSummary {
-    pub combination: Combination,
-    /// Candidates the pick considered.
-    pub candidates: usize,
-    /// When the hosts considered were a sample of the cluster: "considered
-    /// W of N hosts (sampled window ...)".
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub considered: Option<String>,
-    pub filters: Vec<FilterSummary>,
-    pub scores: Vec<ScoreSummary>,
-    /// The best-ranked hosts.
-    pub ranked: Vec<RankedHost>,
-    /// `no_host`, `single_survivor` or `weighed`.
-    pub outcome: &'static str,
-    pub winner: Option<String>,
-    /// Candidates whose total equals the winner's.
-    pub tied_with: usize,
-}
-
-/// What one filter did, bounded.
-#[derive(Clone, Debug, Serialize)]
-pub struct FilterSummary {
-    pub unit: String,
-    pub input: usize,
-    pub survivors: usize,
-    /// The reasons rejecting the most hosts.
-    pub rejected: Vec<ReasonSummary>,
-    /// Further reasons not listed, and the hosts they rejected.
-    pub other_reasons: usize,
-    pub other_hosts: usize,
-    pub failure: Option<FailureRecord>,
-}
-
-/// One rejection reason.
-#[derive(Clone, Debug, Serialize)]
-pub struct ReasonSummary {
-    pub reason: String,
-    pub hosts: usize,
-    /// A few of the hosts it rejected.
-    pub examples: Vec<String>,
-}
-
-/// What one score unit did.
-#[derive(Clone, Debug, Serialize)]
-pub struct ScoreSummary {
-    pub unit: String,
-    pub factor: u32,
-    pub called: bool,
-    pub failure: Option<FailureRecord>,
-}
-
-impl ExplainSummary {
-    pub fn of(explain: &Explain, ranked: &[crate::pipeline::Ranked]) -> Self {
-        let filters = explain
-            .filters
-            .iter()
-            .map(|f| {
-                let mut groups: Vec<_> = f.rejected.iter().collect();
-                groups.sort_by_key(|g| std::cmp::Reverse(g.hosts.len()));
-                let listed = groups.len().min(SUMMARY_REASONS);
-                FilterSummary {
-                    unit: f.unit.clone(),
-                    input: f.input,
-                    survivors: f.survivors,
-                    rejected: groups[..listed]
-                        .iter()
-                        .map(|g| ReasonSummary {
-                            reason: g.reason.clone(),
-                            hosts: g.hosts.len(),
-                            examples: g
-                                .hosts
-                                .iter()
-                                .take(SUMMARY_HOSTS_PER_REASON)
-                                .map(|&h| explain.host_id(h))
-                                .collect(),
-                        })
-                        .collect(),
-                    other_reasons: groups.len() - listed,
-                    other_hosts: groups[listed..].iter().map(|g| g.hosts.len()).sum(),
-                    failure: f.failure.clone(),
-                }
-            })
-            .collect();
-        let scores = explain
-            .scores
-            .iter()
-            .map(|s| ScoreSummary {
-                unit: s.unit.clone(),
-                factor: s.factor,
-                called: s.called,
-                failure: s.failure.clone(),
-            })
-            .collect();
-        let (outcome, winner, tied_with) = match &explain.outcome {
-            Outcome::NoHost => ("no_host", None, 0),
-            Outcome::SingleSurvivor { host } => ("single_survivor", Some(*host), 0),
-            Outcome::Weighed { winner, tied_with } => ("weighed", Some(*winner), tied_with.len()),
-        };
-        ExplainSummary {
-            combination: explain.combination,
-            candidates: explain.candidates,
-            considered: explain.considered.clone(),
-            filters,
-            scores,
-            ranked: ranked
-                .iter()
-                .take(SUMMARY_RANKED)
-                .map(|r| RankedHost {
-                    host: explain.host_id(r.host),
-                    total: r.total,
-                })
-                .collect(),
-            outcome,
-            winner: winner.map(|h| explain.host_id(h)),
-            tied_with,
-        }
-    }
-}
-
-/// Why a pick found no host, in one sentence naming each filter's main
-/// reasons.
-fn refusal(vm_id: &str, explain: &Explain) -> String {
-    let mut parts = Vec::new();
-    for filter in &explain.filters {
-        let rejected: usize = filter.rejected.iter().map(|r| r.hosts.len()).sum();
-        if rejected == 0 {
-            continue;
-        }
-        let mut groups: Vec<_> = filter.rejected.iter().collect();
-        groups.sort_by_key(|g| std::cmp::Reverse(g.hosts.len()));
-        let example = groups
-            .first()
-            .map(|g| format!(" (e.g. {}: {})", explain.host_id(g.hosts[0]), g.reason))
-            .unwrap_or_default();
-        parts.push(format!("{} rejected {rejected}{example}", filter.unit));
-    }
-    if explain.candidates == 0 {
-        return format!("no host can take `{vm_id}`: there were no candidate hosts");
-    }
-    format!(
-        "no host can take `{vm_id}`: of {} candidates, {}",
-        explain.candidates,
-        if parts.is_empty() {
-            "none survived".to_owned()
-        } else {
-            parts.join("; ")
-        }
-    )
-}
-
-/// Facts a held schedule answer needs besides the outcome.
-#[derive(Clone)]
-struct AnswerFacts {
-    decision_id: Option<Uuid>,
-    dry_run: bool,
-    cluster_id: Uuid,
-    policy_id: Uuid,
-    vm_id: String,
-    mode: Mode,
-    skipped_units: Vec<String>,
-}
-
-fn answer(
-    facts: &AnswerFacts,
-    outcome: &PlaceOutcome,
-    waited: Option<Duration>,
-    detail: ExplainDetail,
-) -> Result<HeldScheduleAnswer, ApiError> {
-    let mut instances = Vec::with_capacity(outcome.picks.len());
-    for pick in &outcome.picks {
-        let explain = match detail {
-            ExplainDetail::Summary => to_value(&ExplainSummary::of(
-                &pick.decision.explain,
-                &pick.decision.ranked,
-            ))?,
-            ExplainDetail::Full => to_value(&pick.decision.explain)?,
-        };
-        instances.push(InstanceAnswer {
-            vm_id: pick.vm_id.clone(),
-            host: pick.host_id.clone(),
-            explain,
-        });
-    }
-    let reason = outcome
-        .picks
-        .iter()
-        .find(|p| p.host_id.is_none())
-        .map(|p| refusal(&p.vm_id, &p.decision.explain))
-        .map(|sentence| match (facts.mode, outcome.claims.is_empty()) {
-            (Mode::AllOrNothing, _) if outcome.picks.len() > 1 => {
-                format!("{sentence}; all or nothing, so no instance was placed")
-            }
-            _ => sentence,
-        });
-    Ok(HeldScheduleAnswer {
-        decision_id: facts.decision_id,
-        dry_run: facts.dry_run,
-        cluster_id: facts.cluster_id,
-        policy_id: facts.policy_id,
-        vm_id: facts.vm_id.clone(),
-        chosen_host: outcome.picks.first().and_then(|p| p.host_id.clone()),
-        complete: outcome.complete,
-        mode: facts.mode,
-        instances,
-        not_tried: outcome.not_tried.clone(),
-        claims: outcome.claims.iter().map(ClaimView::from).collect(),
-        reason,
-        sample: outcome.sample.clone(),
-        waited_ms: waited.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
-        skipped_units: facts.skipped_units.clone(),
-        degraded: crate::pipeline::merge_degraded(
-            outcome.picks.iter().map(|p| p.decision.explain.degraded()),
-        ),
-    })
-}
-
-/// `value` encoded once, as the text the answer embeds: building a
-/// `serde_json::Value` tree first would allocate every field of every
-/// instance's explain record, with the cluster locked (the log entry is
-/// built under the lock).
-fn to_value<T: Serialize>(value: &T) -> Result<Box<serde_json::value::RawValue>, ApiError> {
-    serde_json::value::to_raw_value(value).map_err(|e| ApiError::Internal(format!("encoding: {e}")))
-}
-
-/// Whether a schedule body carries its own hosts (the stateless form).
-/// Only the presence of the `hosts` field is read.
-pub fn has_inline_hosts(bytes: &[u8]) -> Result<bool, ApiError> {
-    #[derive(Deserialize)]
-    struct Probe {
-        #[serde(default)]
-        hosts: Option<serde::de::IgnoredAny>,
-    }
-    let probe: Probe = parse_json(bytes)?;
-    Ok(probe.hosts.is_some())
-}
-
-/// Clusters' prepared policies, kept between decisions over held
-/// inventories. Reading and assembling them takes about ten store queries
-/// and compiling every parameter pattern, which at thousands of decisions
-/// a second costs more than the decision itself.
-///
-/// Every change a prepared policy depends on (units, modules, policies,
-/// clusters, their parameters) is made through an admin route, and every
-/// admin write bumps the configuration epoch ([`track_config_changes`])
-/// before its answer is sent; an entry is used only while the epoch it
-/// was read at is still current, so a decision never runs a policy older
-/// than the last change its caller could have seen.
-#[derive(Default)]
-pub struct PreparedCache {
-    epoch: AtomicU64,
-    entries: Mutex<HashMap<Uuid, (u64, Arc<Prepared>)>>,
-}
-
-impl PreparedCache {
-    /// Forgets every entry: the configuration changed.
-    pub fn invalidate(&self) {
-        self.epoch.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// The cluster's prepared policy, from the cache when nothing changed
-    /// since it was read, else from `read`.
-    pub async fn get(
-        &self,
-        cluster_id: Uuid,
-        read: impl Future<Output = Result<Prepared, ApiError>>,
-    ) -> Result<Arc<Prepared>, ApiError> {
-        // The epoch is read first: a change racing with `read` leaves the
-        // entry tagged with the older epoch, so it is read again next time.
-        let epoch = self.epoch.load(Ordering::SeqCst);
-        if let Some((at, prepared)) = self.lock().get(&cluster_id)
-            && *at == epoch
-        {
-            return Ok(Arc::clone(prepared));
-        }
-        let prepared = Arc::new(read.await?);
-        self.lock()
-            .insert(cluster_id, (epoch, Arc::clone(&prepared)));
-        Ok(prepared)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, (u64, Arc<Prepared>)>> {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// Middleware: after every admin route that changes something, the
-/// prepared policies are stale.
-pub async fn track_config_changes(
-    State(state): State<AppState>,
-    matched: Option<axum::extract::MatchedPath>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    let changes = request.method() != axum::http::Method::GET
-        && request.method() != axum::http::Method::HEAD
-        && matched.is_some_and(|path| {
-            super::access::access_for(request.method(), path.as_str())
-                == Some(super::access::Access::Role(crate::auth::Role::Admin))
-        });
-    let response = next.run(request).await;
-    if changes {
-        state.prepared().invalidate();
-    }
-    response
-}
-
-/// Decides a schedule request without inline hosts over the cluster's
-/// held inventory, recording a claim per instance placed and the decision
-/// with its claims (unless `dry_run`).
-pub async fn schedule_held(
-    state: &AppState,
-    cluster_id: Uuid,
-    dry_run: bool,
-    prepared: Arc<Prepared>,
-    bytes: &[u8],
-    admission: &crate::placement::Admission,
-) -> Result<Response, ApiError> {
-    let body: HeldScheduleBody = parse_json(bytes)?;
-    let prepared = Prepared::clone(&prepared);
-    let decision_id = Uuid::new_v4();
-    let facts = AnswerFacts {
-        decision_id: (!dry_run).then_some(decision_id),
-        dry_run,
-        cluster_id,
-        policy_id: prepared.policy_id,
-        vm_id: body.vm.id.clone(),
-        mode: body.mode,
-        skipped_units: prepared.skipped_units,
-    };
-    let detail = body.explain;
-    let log_facts = facts.clone();
-    let log: crate::placement::LogFn = Box::new(move |outcome, waited| {
-        let summary = answer(&log_facts, outcome, waited, ExplainDetail::Summary);
-        let text = summary
-            .as_ref()
-            .ok()
-            .and_then(|a| serde_json::to_string(a).ok())
-            .unwrap_or_else(|| "{}".to_owned());
-        LoggedDecision {
-            id: decision_id,
-            cluster_id,
-            kind: DecisionKind::Schedule,
-            vm_id: Some(log_facts.vm_id.clone()),
-            host_id: outcome.picks.first().and_then(|p| p.host_id.clone()),
-            answer: text,
-            claims: outcome
-                .claims
-                .iter()
-                .map(|c| (c.vm_id.clone(), c.host_id.clone()))
-                .collect(),
-        }
-    });
-    let job = PlaceJob {
-        policy: prepared.policy,
-        params: prepared.overrides,
-        request: PlaceRequest {
-            vm: body.vm,
-            count: body.count,
-            instance_ids: body.instance_ids,
-            mode: body.mode,
-            candidates: body.candidates,
-            exclude: body.exclude,
-            hints: body.hints,
-            once_per_request: body.once_per_request,
-            exhaustive: body.exhaustive,
-        },
-        dry_run,
-        decision_id,
-        log: Some(log),
-    };
-    let placed = state
-        .placement()
-        .place_admitted(cluster_id, job, admission)
-        .await
-        .map_err(placement_error)?;
-    let text = match (&placed.logged, detail) {
-        // The log entry is the summary answer, already encoded.
-        (Some(logged), ExplainDetail::Summary) => logged.answer.clone(),
-        _ => {
-            let facts = facts.clone();
-            let encoded = tokio::task::spawn_blocking(move || {
-                let answer = answer(&facts, &placed.outcome, placed.waited, detail)?;
-                serde_json::to_string(&answer)
-                    .map_err(|e| ApiError::Internal(format!("encoding: {e}")))
-            })
-            .await
-            .map_err(|e| ApiError::Internal(format!("encoding task failed: {e}")))?;
-            encoded?
-        }
-    };
-    Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response())
 }
 
 /// The API error for a placement failure.
@@ -629,7 +104,7 @@ pub fn placement_error(e: PlacementError) -> ApiError {
             }
         }
         PlacementError::Inventory(InventoryError::Invalid(e)) | PlacementError::Invalid(e) => {
-            invalid(e)
+            invalid_snapshot(e)
         }
         PlacementError::Place(PlaceError::Invalid(e)) => {
             if e.path.starts_with("candidates") {
@@ -639,23 +114,23 @@ pub fn placement_error(e: PlacementError) -> ApiError {
                     details: json!({ "field": e.path }),
                 }
             } else {
-                invalid(e)
+                invalid_snapshot(e)
             }
         }
         PlacementError::Place(PlaceError::BadRequest(reason)) => ApiError::InvalidValue {
             field: "body".to_owned(),
             message: reason,
         },
-        PlacementError::Place(PlaceError::Schedule { instance, error }) => {
-            ApiError::Unprocessable {
-                code: match *error {
-                    crate::pipeline::ScheduleError::ScoreFailed { .. } => "score_failed",
-                    _ => "filter_failed",
-                },
+        PlacementError::Place(PlaceError::Schedule { instance, error }) => match &*error {
+            crate::pipeline::ScheduleError::Overloaded { unit, failed } => {
+                ApiError::overloaded(unit, failed)
+            }
+            _ => ApiError::Unprocessable {
+                code: "filter_failed",
                 message,
                 details: json!({ "instance": instance, "error": error.to_string() }),
-            }
-        }
+            },
+        },
         PlacementError::Place(PlaceError::Policy(e)) => ApiError::from(e),
         PlacementError::Place(PlaceError::Inventory(e)) => {
             ApiError::Internal(format!("held inventory: {e}"))
@@ -675,7 +150,11 @@ pub fn placement_error(e: PlacementError) -> ApiError {
     }
 }
 
-fn invalid(e: crate::snapshot::SnapshotError) -> ApiError {
+/// A snapshot or request field that cannot be used, named.
+pub fn invalid_snapshot(e: crate::snapshot::SnapshotError) -> ApiError {
+    if let Some(refused) = ApiError::refused_value(&e) {
+        return refused;
+    }
     ApiError::Unprocessable {
         code: "invalid_snapshot",
         message: e.to_string(),

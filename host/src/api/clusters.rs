@@ -9,17 +9,17 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::assemble::{AssemblyError, assemble, from_registry};
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{Json, Path, Query};
 use super::policies::policy_href;
 use super::types::{
-    ErrorBody, IdRef, NamedRef, Property, check_name, properties_to_values, values_to_properties,
+    IdRef, NamedRef, Property, check_name, properties_to_values, values_to_properties,
 };
 use super::{AppState, location};
 use crate::pipeline::ParamValues;
+use crate::store::Db;
 use crate::store::clusters::ClusterRecord;
 use crate::store::decisions::DecisionRecord;
-use crate::store::{self, SqliteConnection};
 
 /// Decisions listed when the request does not say how many.
 pub const DEFAULT_DECISIONS_LISTED: u32 = 20;
@@ -101,8 +101,9 @@ pub(crate) fn cluster_href(id: Uuid) -> String {
     format!("/api/v1/clusters/{id}")
 }
 
-async fn view(conn: &mut SqliteConnection, c: &ClusterRecord) -> Result<Cluster, ApiError> {
-    let policy_name = store::policies::get(conn, c.policy_id)
+async fn view(conn: &mut Db, c: &ClusterRecord) -> Result<Cluster, ApiError> {
+    let policy_name = conn
+        .policy(c.policy_id)
         .await?
         .map(|p| p.name)
         .unwrap_or_default();
@@ -122,21 +123,15 @@ async fn view(conn: &mut SqliteConnection, c: &ClusterRecord) -> Result<Cluster,
     })
 }
 
-pub(crate) async fn load(conn: &mut SqliteConnection, id: Uuid) -> Result<ClusterRecord, ApiError> {
-    store::clusters::get(conn, id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound {
-            resource: "cluster",
-            id: id.to_string(),
-        })
+pub(crate) async fn load(conn: &mut Db, id: Uuid) -> Result<ClusterRecord, ApiError> {
+    conn.cluster(id).await?.ok_or_else(|| ApiError::NotFound {
+        resource: "cluster",
+        id: id.to_string(),
+    })
 }
 
-async fn ensure_name_free(
-    conn: &mut SqliteConnection,
-    name: &str,
-    except: Option<Uuid>,
-) -> Result<(), ApiError> {
-    let taken = store::clusters::id_by_name(conn, name).await?;
+async fn ensure_name_free(conn: &mut Db, name: &str, except: Option<Uuid>) -> Result<(), ApiError> {
+    let taken = conn.cluster_id_by_name(name).await?;
     if taken.is_some() && taken != except {
         Err(ApiError::NameTaken {
             resource: "cluster",
@@ -152,13 +147,14 @@ async fn ensure_name_free(
 /// stranded by it (409).
 async fn check_overrides(
     state: &AppState,
-    conn: &mut SqliteConnection,
+    conn: &mut Db,
     cluster_name: &str,
     policy_id: Uuid,
     overrides: &ParamValues,
     overrides_are_the_change: bool,
 ) -> Result<(), ApiError> {
-    let record = store::policies::get(conn, policy_id)
+    let record = conn
+        .policy(policy_id)
         .await?
         .ok_or_else(|| ApiError::NotFound {
             resource: "scheduling policy",
@@ -198,7 +194,7 @@ pub async fn list_clusters(
     State(state): State<AppState>,
 ) -> Result<axum::Json<Vec<Cluster>>, ApiError> {
     let mut conn = state.store().read().await?;
-    let clusters = store::clusters::list(&mut conn).await?;
+    let clusters = conn.clusters().await?;
     let mut out = Vec::with_capacity(clusters.len());
     for c in &clusters {
         out.push(view(&mut conn, c).await?);
@@ -228,7 +224,8 @@ pub async fn add_cluster(
     ensure_name_free(&mut tx, &body.name, None).await?;
     let policy_id = match body.scheduling_policy {
         Some(r) => r.id,
-        None => store::policies::default_id(&mut tx)
+        None => tx
+            .default_policy_id()
             .await?
             .ok_or_else(|| ApiError::Internal("there is no default policy".to_owned()))?,
     };
@@ -242,7 +239,7 @@ pub async fn add_cluster(
         created_at: String::new(),
         updated_at: String::new(),
     };
-    store::clusters::save(&mut tx, &record).await?;
+    tx.save_cluster(&record).await?;
     let stored = load(&mut tx, record.id).await?;
     let body = view(&mut tx, &stored).await?;
     tx.commit().await?;
@@ -315,7 +312,7 @@ pub async fn update_cluster(
         params_change,
     )
     .await?;
-    store::clusters::save(&mut tx, &cluster).await?;
+    tx.save_cluster(&cluster).await?;
     let stored = load(&mut tx, id).await?;
     let body = view(&mut tx, &stored).await?;
     tx.commit().await?;
@@ -337,7 +334,7 @@ pub async fn delete_cluster(
 ) -> Result<StatusCode, ApiError> {
     let mut tx = state.store().write().await?;
     load(&mut tx, id).await?;
-    store::clusters::delete(&mut tx, id).await?;
+    tx.delete_cluster(id).await?;
     tx.commit().await?;
     // Its stored inventory, claims and decisions went with the row; the
     // state held in memory goes too, or the claim sweeper would keep
@@ -382,7 +379,7 @@ pub async fn list_decisions(
     }
     let mut conn = state.store().read().await?;
     load(&mut conn, id).await?;
-    let decisions = store::decisions::list(&mut conn, id, limit).await?;
+    let decisions = conn.cluster_decisions(id, limit).await?;
     let entries = decisions
         .into_iter()
         .map(decision_view)
@@ -390,50 +387,27 @@ pub async fn list_decisions(
     Ok(axum::Json(entries))
 }
 
-/// Which form of a logged answer to return.
-#[derive(Clone, Copy, Debug, Default, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct DecisionDetailQuery {
-    /// `summary` (the default): the answer as logged, which for a decision
-    /// too large for a row is a summary (`explain_detail: "summary"`).
-    /// `full`: that decision's full answer, while it is kept (404
-    /// otherwise; see docs/architecture.md, "Decision rows are bounded").
-    #[serde(default)]
-    #[param(value_type = Option<String>)]
-    pub explain: super::claims::ExplainDetail,
-}
-
 /// Gets one decision of a cluster.
 #[utoipa::path(get, path = "/api/v1/clusters/{id}/decisions/{decision_id}", tag = "clusters",
     security(("bearer" = [])),
-    params(("id" = Uuid, Path, description = "Cluster id"), ("decision_id" = Uuid, Path, description = "Decision id"), DecisionDetailQuery),
+    params(("id" = Uuid, Path, description = "Cluster id"), ("decision_id" = Uuid, Path, description = "Decision id")),
     responses(
         (status = 200, body = DecisionEntry),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody),
-        (status = 404, description = "The decision; with `explain=full`, also when no full answer is kept for it (its logged answer is complete, or the full one was dropped)", body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
     ))]
 pub async fn get_decision(
     State(state): State<AppState>,
     Path((id, decision_id)): Path<(Uuid, Uuid)>,
-    Query(query): Query<DecisionDetailQuery>,
 ) -> Result<axum::Json<DecisionEntry>, ApiError> {
     let mut conn = state.store().read().await?;
-    let mut decision = store::decisions::get(&mut conn, decision_id)
+    let decision = conn
+        .decision(decision_id)
         .await?
         .filter(|d| d.cluster_id == id)
         .ok_or_else(|| ApiError::NotFound {
             resource: "decision",
             id: decision_id.to_string(),
         })?;
-    if query.explain == super::claims::ExplainDetail::Full {
-        decision.answer = store::decisions::get_detail(&mut conn, decision_id)
-            .await?
-            .ok_or_else(|| ApiError::NotFound {
-                resource: "full decision answer",
-                id: decision_id.to_string(),
-            })?;
-    }
     Ok(axum::Json(decision_view(decision)?))
 }

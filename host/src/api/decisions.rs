@@ -5,7 +5,7 @@
 //! A VM matches a decision that placed it, proposed to move it, or claimed
 //! resources for it (each instance of a multi-instance request has its own
 //! claim). Retention is bounded by count per cluster and by age (see
-//! `crate::placement::persist`).
+//! `crate::store::decisions::Retention`).
 
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
@@ -14,10 +14,10 @@ use uuid::Uuid;
 
 use super::AppState;
 use super::clusters::cluster_href;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::Query;
-use super::types::ErrorBody;
-use crate::placement::Timestamp;
+use crate::store::decisions::{DecisionQuery, DecisionWithClaims};
+use crate::time::Timestamp;
 
 /// Decisions listed when the request does not say how many.
 pub const DEFAULT_LISTED: u32 = 50;
@@ -74,29 +74,17 @@ pub struct DecisionPage {
     pub decisions: Vec<LoggedDecisionEntry>,
 }
 
-fn time(field: &str, value: Option<&str>) -> Result<Option<String>, ApiError> {
+fn time(field: &str, value: Option<&str>) -> Result<Option<Timestamp>, ApiError> {
     value
         .map(|text| {
-            Timestamp::parse_rfc3339(text)
-                .map(Timestamp::to_rfc3339)
-                .ok_or_else(|| {
-                    ApiError::InvalidQuery(format!(
-                        "{field} must be an RFC 3339 UTC time such as 2026-11-22T10:04:05Z, not `{text}`"
-                    ))
-                })
+            Timestamp::parse_rfc3339(text).ok_or_else(|| {
+                ApiError::InvalidQuery(format!(
+                    "{field} must be an RFC 3339 UTC time such as 2026-11-22T10:04:05Z, not `{text}`"
+                ))
+            })
         })
         .transpose()
 }
-
-type Row = (
-    String,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    String,
-    String,
-);
 
 /// Lists logged decisions, newest first.
 #[utoipa::path(get, path = "/api/v1/decisions", tag = "decisions",
@@ -117,53 +105,36 @@ pub async fn list(
             "limit {limit} is above the maximum of {MAX_LISTED}"
         )));
     }
-    let since = time("since", filter.since.as_deref())?;
-    let until = time("until", filter.until.as_deref())?;
-    let mut conn = state.store().read().await?;
-    let rows: Vec<Row> = sqlx::query_as(
-        "SELECT d.id, d.cluster_id, d.kind, d.vm_id, d.host_id, d.answer, d.created_at \
-         FROM decisions d \
-         WHERE (?1 IS NULL OR d.cluster_id = ?1) \
-           AND (?2 IS NULL OR d.vm_id = ?2 \
-                OR d.id IN (SELECT decision_id FROM decision_claims WHERE vm_id = ?2)) \
-           AND (?3 IS NULL OR d.created_at >= ?3) \
-           AND (?4 IS NULL OR d.created_at < ?4) \
-         ORDER BY d.created_at DESC, d.rowid DESC LIMIT ?5",
-    )
-    .bind(filter.cluster_id.map(|id| id.to_string()))
-    .bind(&filter.vm_id)
-    .bind(since)
-    .bind(until)
-    .bind(i64::from(limit))
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(crate::store::StoreError::from)?;
-    let mut decisions = Vec::with_capacity(rows.len());
-    for (id, cluster_id, kind, vm_id, host_id, answer, created_at) in rows {
-        let claims: Vec<(String, String)> = sqlx::query_as(
-            "SELECT vm_id, host_id FROM decision_claims WHERE decision_id = ? ORDER BY rowid",
-        )
-        .bind(&id)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(crate::store::StoreError::from)?;
-        let cluster_id = crate::store::parse_id(&cluster_id)?;
-        let answer = serde_json::value::RawValue::from_string(answer)
-            .map_err(|e| ApiError::Internal(format!("stored decision {id} is not JSON: {e}")))?;
-        decisions.push(LoggedDecisionEntry {
-            href: format!("{}/decisions/{id}", cluster_href(cluster_id)),
-            id: crate::store::parse_id(&id)?,
-            cluster_id,
-            kind,
-            vm_id,
-            host_id,
-            created_at,
-            claims: claims
-                .into_iter()
-                .map(|(vm_id, host_id)| DecisionClaim { vm_id, host_id })
-                .collect(),
-            answer,
-        });
-    }
+    let query = DecisionQuery {
+        since: time("since", filter.since.as_deref())?,
+        until: time("until", filter.until.as_deref())?,
+        cluster_id: filter.cluster_id,
+        vm_id: filter.vm_id,
+        limit,
+    };
+    let page = state.store().read().await?.decision_page(&query).await?;
+    let decisions = page
+        .into_iter()
+        .map(|DecisionWithClaims { record, claims }| {
+            let id = record.id;
+            let answer = serde_json::value::RawValue::from_string(record.answer).map_err(|e| {
+                ApiError::Internal(format!("stored decision {id} is not JSON: {e}"))
+            })?;
+            Ok(LoggedDecisionEntry {
+                href: format!("{}/decisions/{id}", cluster_href(record.cluster_id)),
+                id,
+                cluster_id: record.cluster_id,
+                kind: record.kind.name().to_owned(),
+                vm_id: record.vm_id,
+                host_id: record.host_id,
+                created_at: record.created_at,
+                claims: claims
+                    .into_iter()
+                    .map(|(vm_id, host_id)| DecisionClaim { vm_id, host_id })
+                    .collect(),
+                answer,
+            })
+        })
+        .collect::<Result<Vec<_>, ApiError>>()?;
     Ok(axum::Json(DecisionPage { decisions }))
 }

@@ -8,11 +8,16 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use serde_json::{Value, json};
+use utoipa::ToSchema;
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 
 use crate::auth::Role;
 use crate::pipeline::{ParamError, PolicyError};
+use crate::snapshot::{SnapshotError, SnapshotErrorKind};
 use crate::store::StoreError;
+use crate::unit::{Failed, UnitError};
 
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +41,19 @@ pub enum ApiError {
     /// negative factor, a position other than -1/0/1).
     #[error("invalid value for `{field}`: {message}")]
     InvalidValue { field: String, message: String },
+    /// The request head could not be parsed (answered by the HTTP layer,
+    /// see `server::listen`).
+    #[error("the request is not valid HTTP/1.1")]
+    MalformedRequest,
+
+    // ---- 408/414/431: the HTTP layer's limits ----
+    /// The body stopped arriving, or took too long in all.
+    #[error("{}", body_timeout_message(*.idle, *.limit_secs))]
+    BodyTimeout { idle: bool, limit_secs: u64 },
+    #[error("the request URI is longer than the server accepts (65,534 bytes)")]
+    UriTooLong,
+    #[error("the request headers are larger than the server accepts (about 400 KiB)")]
+    HeadersTooLarge,
 
     // ---- 401/403: who is asking ----
     #[error("a valid bearer token is required (Authorization: Bearer <token>)")]
@@ -145,6 +163,10 @@ pub const ERROR_CODES: &[&str] = &[
     "invalid_query",
     "invalid_path",
     "invalid_value",
+    "malformed_request",
+    "body_timeout",
+    "uri_too_long",
+    "headers_too_large",
     "unauthenticated",
     "forbidden",
     "not_found",
@@ -179,12 +201,15 @@ pub const ERROR_CODES: &[&str] = &[
     "module_forbidden_import",
     "module_compile_failed",
     "module_compile_timeout",
+    "module_compiler_limit",
+    "module_memory_too_large",
+    "compile_queue_full",
+    "too_many_connections",
     "module_unit_failed",
     "module_info_invalid",
     "invalid_snapshot",
     "invalid_candidates",
     "filter_failed",
-    "score_failed",
     "balance_failed",
     "no_balance_unit",
     "internal",
@@ -193,9 +218,86 @@ pub const ERROR_CODES: &[&str] = &[
     "no_inventory",
     "cluster_busy",
     "decision_too_long",
+    "overloaded",
 ];
 
+/// The body of every error response.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable, machine-readable; see the `ErrorCode` schema for every value.
+    #[schema(schema_with = error_code_schema)]
+    pub code: String,
+    /// For people; may change between versions.
+    pub message: String,
+    /// Structured facts behind the message (the field, the conflicting
+    /// names, the limit); an empty object when there are none.
+    #[schema(value_type = Object)]
+    pub details: serde_json::Value,
+}
+
+/// The schema of `error.code`: every stable code.
+pub fn error_code_schema() -> utoipa::openapi::schema::Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some("Stable error code; never renamed or reused."))
+        .enum_values(Some(ERROR_CODES.iter().copied()))
+        .build()
+}
+/// Seconds an engine is asked to wait (`Retry-After`) before retrying a
+/// decision a unit could not finish because the machine starved it of CPU:
+/// long enough for a burst of load to pass, short enough that a scheduling
+/// request does not stall.
+pub const OVERLOADED_RETRY_AFTER_SECS: u64 = 1;
+
 impl ApiError {
+    /// A snapshot or request value refused by `crate::inputs` (a negative
+    /// figure, zero vCPUs, an id with control characters) as 400
+    /// `invalid_value` naming the field; `None` for the other snapshot
+    /// errors, which stay 422 `invalid_snapshot`.
+    pub fn refused_value(e: &SnapshotError) -> Option<ApiError> {
+        match &e.kind {
+            SnapshotErrorKind::InvalidValue(message) => Some(ApiError::InvalidValue {
+                field: e.path.clone(),
+                message: message.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Unit `unit` was starved of CPU before its deadline
+    /// (`UnitError::Overloaded`): 503 `overloaded` with `Retry-After`, never
+    /// the policy's verdict (422 `filter_failed`), which engines do not
+    /// retry.
+    pub fn overloaded(unit: &str, failed: &Failed) -> ApiError {
+        let timing = match failed.error {
+            UnitError::Overloaded {
+                deadline,
+                cpu,
+                elapsed,
+            } => json!({
+                "deadline_ms": deadline.as_millis() as u64,
+                "cpu_ms": cpu.as_millis() as u64,
+                "elapsed_ms": elapsed.as_millis() as u64,
+            }),
+            _ => json!({}),
+        };
+        ApiError::Busy {
+            code: "overloaded",
+            message: format!(
+                "the server is overloaded: unit `{unit}` {}; retry the request",
+                failed.error
+            ),
+            details: json!({ "unit": unit, "unit_error": failed.error.code(), "timing": timing }),
+            retry_after_secs: OVERLOADED_RETRY_AFTER_SECS,
+        }
+    }
+
     pub fn status_code(&self) -> StatusCode {
         use ApiError::*;
         match self {
@@ -203,7 +305,11 @@ impl ApiError {
             | InvalidField { .. }
             | InvalidQuery(_)
             | InvalidPath(_)
-            | InvalidValue { .. } => StatusCode::BAD_REQUEST,
+            | InvalidValue { .. }
+            | MalformedRequest => StatusCode::BAD_REQUEST,
+            BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
+            UriTooLong => StatusCode::URI_TOO_LONG,
+            HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Unauthenticated => StatusCode::UNAUTHORIZED,
             Forbidden { .. } => StatusCode::FORBIDDEN,
             NotFound { .. } | NoRoute => StatusCode::NOT_FOUND,
@@ -239,6 +345,10 @@ impl ApiError {
             InvalidQuery(_) => "invalid_query",
             InvalidPath(_) => "invalid_path",
             InvalidValue { .. } => "invalid_value",
+            MalformedRequest => "malformed_request",
+            BodyTimeout { .. } => "body_timeout",
+            UriTooLong => "uri_too_long",
+            HeadersTooLarge => "headers_too_large",
             Unauthenticated => "unauthenticated",
             Forbidden { .. } => "forbidden",
             NotFound { .. } => "not_found",
@@ -285,6 +395,7 @@ impl ApiError {
             LastAdminToken { token } => json!({ "token": token }),
             PayloadTooLarge { limit_bytes } => json!({ "limit_bytes": limit_bytes }),
             UnsupportedMediaType { expected } => json!({ "expected": expected }),
+            BodyTimeout { idle, limit_secs } => json!({ "idle": idle, "limit_secs": limit_secs }),
             Param(e) => param_error_details(e),
             Unprocessable { details, .. } | Conflict { details, .. } | Busy { details, .. } => {
                 details.clone()
@@ -362,15 +473,7 @@ impl From<ParamError> for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        if let StoreError::Database(sqlx::Error::PoolTimedOut) = e {
-            // Every connection stayed busy for the acquire timeout: the
-            // server is overloaded, which a retry may not find.
-            tracing::warn!("no database connection free in time");
-            ApiError::Unavailable(format!(
-                "the database is busy: no connection came free within {} s; retry",
-                crate::store::ACQUIRE_TIMEOUT.as_secs()
-            ))
-        } else if e.is_constraint_violation() {
+        if e.is_constraint_violation() {
             // Our own checks run first, inside the same transaction; a
             // constraint can still fire when they miss a case, and then the
             // request conflicts with stored data rather than failing inside.
@@ -382,25 +485,37 @@ impl From<StoreError> for ApiError {
     }
 }
 
+fn body_timeout_message(idle: bool, limit_secs: u64) -> String {
+    if idle {
+        format!("the request body stalled: nothing arrived for {limit_secs} s")
+    } else {
+        format!("the request body took more than {limit_secs} s to arrive")
+    }
+}
+
+impl ApiError {
+    /// The JSON body of this error; also written by the connection layer,
+    /// which answers some requests without the router.
+    pub fn body(&self) -> ErrorBody {
+        // A struct, not `json!`, so the fields come out in the documented
+        // order: code, message, details.
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code().to_owned(),
+                message: self.to_string(),
+                details: self.details(),
+            },
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status_code();
-        let message = match &self {
-            ApiError::Internal(cause) => {
-                tracing::error!(%cause, "internal error");
-                self.to_string()
-            }
-            _ => self.to_string(),
-        };
-        // A struct, not `json!`, so the fields come out in the documented
-        // order: code, message, details.
-        let body = super::types::ErrorBody {
-            error: super::types::ErrorDetail {
-                code: self.code().to_owned(),
-                message,
-                details: self.details(),
-            },
-        };
+        if let ApiError::Internal(cause) = &self {
+            tracing::error!(%cause, "internal error");
+        }
+        let body = self.body();
         let retry_after = match &self {
             ApiError::Busy {
                 retry_after_secs, ..
@@ -449,5 +564,47 @@ mod tests {
         for e in samples {
             assert!(ERROR_CODES.contains(&e.code()), "{} not listed", e.code());
         }
+    }
+
+    #[test]
+    fn a_starved_unit_is_a_retryable_503_not_a_verdict() {
+        use std::time::Duration;
+        let failed = Failed {
+            error: UnitError::Overloaded {
+                deadline: Duration::from_millis(250),
+                cpu: Duration::from_millis(4),
+                elapsed: Duration::from_millis(410),
+            },
+            usage: crate::unit::Usage::default(),
+        };
+        let e = ApiError::overloaded("Memory", &failed);
+        assert_eq!(e.status_code(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(e.code(), "overloaded");
+        assert!(ERROR_CODES.contains(&e.code()));
+        assert_eq!(e.details()["timing"]["cpu_ms"], 4);
+        let response = e.into_response();
+        assert_eq!(
+            response.headers()[axum::http::header::RETRY_AFTER],
+            OVERLOADED_RETRY_AFTER_SECS.to_string().as_str()
+        );
+    }
+
+    #[test]
+    fn refused_values_are_400_naming_the_field() {
+        let e = SnapshotError {
+            path: "vms[0].vcpus".to_owned(),
+            kind: SnapshotErrorKind::InvalidValue("must be at least 1".to_owned()),
+        };
+        let api = ApiError::refused_value(&e).expect("a refused value");
+        assert_eq!(
+            (api.status_code(), api.code()),
+            (StatusCode::BAD_REQUEST, "invalid_value")
+        );
+        assert_eq!(api.details()["field"], "vms[0].vcpus");
+        let other = SnapshotError {
+            path: "hosts[0].id".to_owned(),
+            kind: SnapshotErrorKind::EmptyId,
+        };
+        assert!(ApiError::refused_value(&other).is_none());
     }
 }

@@ -34,15 +34,20 @@ where
     }
 }
 
-/// Reads the whole body, turning the route's body limit into a 413.
+/// Reads the whole body, turning the route's body limit into a 413 (from
+/// `Content-Length` alone when it announces more, before reading anything)
+/// and a stalled body into a 408.
 pub async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
-    let limit = req
-        .extensions()
-        .get::<BodyLimit>()
-        .map_or(0, |limit| limit.0);
+    let limit = req.extensions().get::<BodyLimit>().map(|limit| limit.0);
+    if let Some(limit) = limit {
+        check_content_length(req.headers(), limit)?;
+    }
+    let limit = limit.unwrap_or(0);
     Bytes::from_request(req, state).await.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::PayloadTooLarge { limit_bytes: limit }
+        } else if let Some(timeout) = body_timeout(&rejection) {
+            timeout.into()
         } else {
             ApiError::InvalidField {
                 field: ".".to_owned(),
@@ -50,6 +55,51 @@ pub async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes
             }
         }
     })
+}
+
+/// Refuses a body whose `Content-Length` is over `limit` bytes, so that it
+/// is never read.
+pub fn check_content_length(headers: &HeaderMap, limit: usize) -> Result<(), ApiError> {
+    let announced = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match announced {
+        Some(length) if length > limit as u64 => {
+            Err(ApiError::PayloadTooLarge { limit_bytes: limit })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Reading a request body ran past a deadline of the connection layer
+/// (`server::listen`): it stalled (`idle`) or took too long in all.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the request body did not arrive in time ({limit:?})")]
+pub struct BodyTimeout {
+    pub idle: bool,
+    pub limit: std::time::Duration,
+}
+
+impl From<BodyTimeout> for ApiError {
+    fn from(t: BodyTimeout) -> Self {
+        ApiError::BodyTimeout {
+            idle: t.idle,
+            limit_secs: t.limit.as_secs(),
+        }
+    }
+}
+
+/// The [`BodyTimeout`] somewhere in `error`'s chain of causes.
+pub fn body_timeout(error: &(dyn std::error::Error + 'static)) -> Option<BodyTimeout> {
+    let mut current = Some(error);
+    while let Some(e) = current {
+        if let Some(timeout) = e.downcast_ref::<BodyTimeout>() {
+            return Some(*timeout);
+        }
+        current = e.source();
+    }
+    None
 }
 
 /// The body limit in force for a route, put in the request's extensions by

@@ -8,8 +8,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::error::ApiError;
-use super::types::ErrorBody;
+use super::error::{ApiError, ErrorBody};
 
 /// The server is ready.
 #[derive(Clone, Debug, Serialize, ToSchema)]

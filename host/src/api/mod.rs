@@ -18,8 +18,8 @@ pub mod health;
 pub mod inventory;
 pub mod openapi;
 pub mod policies;
+pub mod prepared;
 pub mod schedule;
-pub mod stored;
 pub mod tokens;
 pub mod types;
 pub mod units;
@@ -52,8 +52,6 @@ pub struct ApiLimits {
     pub max_module_bytes: usize,
     /// Largest schedule or balance request (VM plus inline hosts), bytes.
     pub max_snapshot_bytes: usize,
-    /// Decisions kept per cluster; older ones are forgotten.
-    pub decisions_retained: u32,
 }
 
 /// What every handler shares.
@@ -68,7 +66,7 @@ struct Shared {
     modules: Modules,
     limits: ApiLimits,
     placement: PlacementService,
-    prepared: claims::PreparedCache,
+    prepared: prepared::PreparedCache,
     tokens: crate::auth::TokenCache,
 }
 
@@ -87,7 +85,7 @@ impl AppState {
                 modules,
                 limits,
                 placement,
-                prepared: claims::PreparedCache::default(),
+                prepared: prepared::PreparedCache::default(),
                 tokens: crate::auth::TokenCache::default(),
             }),
         }
@@ -98,8 +96,8 @@ impl AppState {
         &self.shared.placement
     }
 
-    /// Clusters' prepared policies for decisions over held inventories.
-    pub fn prepared(&self) -> &claims::PreparedCache {
+    /// Clusters' prepared policies, kept between decisions.
+    pub fn prepared(&self) -> &prepared::PreparedCache {
         &self.shared.prepared
     }
 
@@ -212,7 +210,7 @@ pub fn app(state: AppState) -> Router {
     router
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            claims::track_config_changes,
+            prepared::track_config_changes,
         ))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -268,7 +266,6 @@ mod tests {
         ApiLimits {
             max_module_bytes: 1,
             max_snapshot_bytes: 1,
-            decisions_retained: 1,
         }
     }
 

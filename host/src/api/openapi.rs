@@ -8,12 +8,10 @@ use std::sync::Arc;
 use axum::Extension;
 use axum::http::Method;
 use utoipa::OpenApi;
-use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
 use super::access::{Access, access_for};
-use super::error::ERROR_CODES;
-use super::types::{ErrorBody, ErrorDetail};
+use super::error::{ErrorBody, ErrorDetail};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -83,15 +81,6 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
         }
     }
     doc
-}
-
-/// The schema of `error.code`: every stable code.
-pub fn error_code_schema() -> utoipa::openapi::schema::Object {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .description(Some("Stable error code; never renamed or reused."))
-        .enum_values(Some(ERROR_CODES.iter().copied()))
-        .build()
 }
 
 /// The OpenAPI document of this API.

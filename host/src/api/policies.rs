@@ -17,15 +17,15 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::assemble::{check_change, from_registry};
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{Json, Path};
 use super::types::{
-    ErrorBody, IdRef, NamedRef, Property, check_name, properties_to_values, values_to_properties,
+    IdRef, NamedRef, Property, check_name, properties_to_values, values_to_properties,
 };
 use super::{AppState, location};
 use crate::pipeline::{Combination, DEFAULT_FACTOR, OnFailure};
 use crate::store::policies::{FilterLink, PolicyRecord, WeightLink, position_number};
-use crate::store::{self, SqliteConnection};
+use crate::store::{self, Db};
 
 /// How score units' answers combine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -57,7 +57,7 @@ impl From<Combination> for CombinationMode {
     }
 }
 
-/// What a failing filter or weight does to a decision.
+/// What a failing filter does to a decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureMode {
@@ -131,11 +131,6 @@ pub struct Weight {
     pub scheduling_policy_unit: NamedRef,
     /// How much the unit counts; 0 disables it without removing it.
     pub factor: u32,
-    /// What a failure of the unit (trap, limit, NaN or wrong-length
-    /// scores) does: `fail_open` leaves it out and lists it in the
-    /// answer's `degraded`; `fail_closed` fails the decision
-    /// (`score_failed`).
-    pub on_failure: FailureMode,
     pub href: String,
 }
 
@@ -216,9 +211,6 @@ pub struct WeightAdd {
     /// At least 0; defaults to 1 (oVirt's REST default).
     #[serde(default)]
     pub factor: Option<i64>,
-    /// Defaults to `fail_open`.
-    #[serde(default)]
-    pub on_failure: Option<FailureMode>,
 }
 
 /// A unit to add as the balance unit.
@@ -256,7 +248,6 @@ fn weight_view(policy: Uuid, w: &WeightLink, names: &HashMap<Uuid, String>) -> W
         id: w.unit_id,
         scheduling_policy_unit: unit_ref(w.unit_id, names),
         factor: w.factor,
-        on_failure: w.on_failure.into(),
         href: format!("{}/weights/{}", policy_href(policy), w.unit_id),
     }
 }
@@ -299,18 +290,16 @@ fn view(p: &PolicyRecord, names: &HashMap<Uuid, String>) -> SchedulingPolicy {
     }
 }
 
-async fn load(conn: &mut SqliteConnection, id: Uuid) -> Result<PolicyRecord, ApiError> {
-    store::policies::get(conn, id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound {
-            resource: "scheduling policy",
-            id: id.to_string(),
-        })
+async fn load(conn: &mut Db, id: Uuid) -> Result<PolicyRecord, ApiError> {
+    conn.policy(id).await?.ok_or_else(|| ApiError::NotFound {
+        resource: "scheduling policy",
+        id: id.to_string(),
+    })
 }
 
-async fn load_view(conn: &mut SqliteConnection, id: Uuid) -> Result<SchedulingPolicy, ApiError> {
+async fn load_view(conn: &mut Db, id: Uuid) -> Result<SchedulingPolicy, ApiError> {
     let policy = load(conn, id).await?;
-    let names = store::units::names(conn).await?;
+    let names = conn.unit_names().await?;
     Ok(view(&policy, &names))
 }
 
@@ -324,12 +313,8 @@ fn ensure_unlocked(policy: &PolicyRecord) -> Result<(), ApiError> {
     }
 }
 
-async fn ensure_name_free(
-    conn: &mut SqliteConnection,
-    name: &str,
-    except: Option<Uuid>,
-) -> Result<(), ApiError> {
-    match store::policies::id_by_name(conn, name).await? {
+async fn ensure_name_free(conn: &mut Db, name: &str, except: Option<Uuid>) -> Result<(), ApiError> {
+    match conn.policy_id_by_name(name).await? {
         Some(other) if Some(other) != except => Err(ApiError::NameTaken {
             resource: "scheduling policy",
             name: name.to_owned(),
@@ -345,22 +330,20 @@ async fn check_and_save(
     policy: &PolicyRecord,
     params_are_the_change: bool,
 ) -> Result<(), ApiError> {
-    let clusters = store::clusters::using_policy(&mut tx, policy.id).await?;
+    let clusters = tx.clusters_with_policy(policy.id).await?;
     let lookup = from_registry(state.registry());
     check_change(policy, &clusters, &lookup, params_are_the_change)?;
-    store::policies::save(&mut tx, policy).await?;
+    tx.save_policy(policy).await?;
     tx.commit().await?;
     Ok(())
 }
 
 /// The unit `id` if it exists and may join a policy.
-async fn joinable_unit(conn: &mut SqliteConnection, id: Uuid) -> Result<(), ApiError> {
-    let unit = store::units::get(conn, id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound {
-            resource: "scheduling policy unit",
-            id: id.to_string(),
-        })?;
+async fn joinable_unit(conn: &mut Db, id: Uuid) -> Result<(), ApiError> {
+    let unit = conn.unit(id).await?.ok_or_else(|| ApiError::NotFound {
+        resource: "scheduling policy unit",
+        id: id.to_string(),
+    })?;
     if !unit.enabled {
         return Err(ApiError::UnitDisabled { unit: unit.name });
     }
@@ -378,8 +361,8 @@ pub async fn list_policies(
     State(state): State<AppState>,
 ) -> Result<axum::Json<Vec<SchedulingPolicy>>, ApiError> {
     let mut conn = state.store().read().await?;
-    let policies = store::policies::list(&mut conn).await?;
-    let names = store::units::names(&mut conn).await?;
+    let policies = conn.policies().await?;
+    let names = conn.unit_names().await?;
     Ok(axum::Json(
         policies.iter().map(|p| view(p, &names)).collect(),
     ))
@@ -418,9 +401,9 @@ pub async fn add_policy(
         created_at: String::new(),
         updated_at: String::new(),
     };
-    store::policies::save(&mut tx, &record).await?;
+    tx.save_policy(&record).await?;
     if body.default_policy == Some(true) {
-        store::policies::make_default(&mut tx, id).await?;
+        tx.make_default_policy(id).await?;
     }
     let view = load_view(&mut tx, id).await?;
     tx.commit().await?;
@@ -497,14 +480,14 @@ pub async fn update_policy(
     if let Some(properties) = body.properties {
         policy.params = properties_to_values(properties, "properties")?;
     }
-    let clusters = store::clusters::using_policy(&mut tx, id).await?;
+    let clusters = tx.clusters_with_policy(id).await?;
     let lookup = from_registry(state.registry());
     check_change(&policy, &clusters, &lookup, params_change)?;
     if !policy.locked {
-        store::policies::save(&mut tx, &policy).await?;
+        tx.save_policy(&policy).await?;
     }
     if body.default_policy == Some(true) {
-        store::policies::make_default(&mut tx, id).await?;
+        tx.make_default_policy(id).await?;
     }
     let view = load_view(&mut tx, id).await?;
     tx.commit().await?;
@@ -533,14 +516,14 @@ pub async fn delete_policy(
             policy: policy.name,
         });
     }
-    let clusters = store::policies::clusters_using(&mut tx, id).await?;
+    let clusters = tx.clusters_using_policy(id).await?;
     if !clusters.is_empty() {
         return Err(ApiError::PolicyInUse {
             policy: policy.name,
             clusters,
         });
     }
-    store::policies::delete(&mut tx, id).await?;
+    tx.delete_policy(id).await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -575,7 +558,7 @@ pub async fn clone_policy(
         is_default: false,
         ..source
     };
-    store::policies::save(&mut tx, &copy).await?;
+    tx.save_policy(&copy).await?;
     let view = load_view(&mut tx, copy.id).await?;
     tx.commit().await?;
     Ok((
@@ -643,7 +626,7 @@ pub async fn add_filter(
         run_once: body.run_once,
     };
     policy.filters.push(link);
-    let names = store::units::names(&mut tx).await?;
+    let names = tx.unit_names().await?;
     check_and_save(&state, tx, &policy, false).await?;
     Ok((
         StatusCode::CREATED,
@@ -783,15 +766,9 @@ pub async fn add_weight(
     let mut policy = load(&mut tx, id).await?;
     ensure_unlocked(&policy)?;
     joinable_unit(&mut tx, unit_id).await?;
-    let link = WeightLink {
-        unit_id,
-        factor,
-        on_failure: body
-            .on_failure
-            .map_or(crate::pipeline::DEFAULT_WEIGHT_ON_FAILURE, Into::into),
-    };
+    let link = WeightLink { unit_id, factor };
     policy.weights.push(link);
-    let names = store::units::names(&mut tx).await?;
+    let names = tx.unit_names().await?;
     check_and_save(&state, tx, &policy, false).await?;
     Ok((
         StatusCode::CREATED,
@@ -884,7 +861,7 @@ pub async fn add_balance(
     let mut policy = load(&mut tx, id).await?;
     ensure_unlocked(&policy)?;
     joinable_unit(&mut tx, unit_id).await?;
-    let names = store::units::names(&mut tx).await?;
+    let names = tx.unit_names().await?;
     if let Some(existing) = policy.balance {
         let name = |id: Uuid| names.get(&id).cloned().unwrap_or_default();
         return Err(if existing == unit_id {

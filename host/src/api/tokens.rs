@@ -8,12 +8,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{Json, Path};
-use super::types::{ErrorBody, check_name};
+use super::types::check_name;
 use super::{AppState, location};
 use crate::auth::{Principal, Role, generate_token, hash_token};
-use crate::store::{self, tokens::TokenRecord};
+use crate::store::tokens::TokenRecord;
 
 /// A role, for requests and responses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -100,7 +100,7 @@ pub async fn list_tokens(
     State(state): State<AppState>,
 ) -> Result<axum::Json<Vec<Token>>, ApiError> {
     let mut conn = state.store().read().await?;
-    let tokens = store::tokens::list(&mut conn).await?;
+    let tokens = conn.tokens().await?;
     Ok(axum::Json(tokens.into_iter().map(view).collect()))
 }
 
@@ -121,15 +121,10 @@ pub async fn add_token(
     let secret = generate_token().map_err(|e| ApiError::Internal(format!("no randomness: {e}")))?;
     let id = Uuid::new_v4();
     let mut tx = state.store().write().await?;
-    store::tokens::insert(
-        &mut tx,
-        id,
-        &body.name,
-        body.role.into(),
-        &hash_token(&secret),
-    )
-    .await?;
-    let record = store::tokens::get(&mut tx, id)
+    tx.insert_token(id, &body.name, body.role.into(), &hash_token(&secret))
+        .await?;
+    let record = tx
+        .token(id)
         .await?
         .ok_or_else(|| ApiError::Internal("token vanished after insert".to_owned()))?;
     tx.commit().await?;
@@ -160,19 +155,17 @@ pub async fn revoke_token(
     Path(id): Path<Uuid>,
 ) -> Result<StatusCode, ApiError> {
     let mut tx = state.store().write().await?;
-    let token = store::tokens::get(&mut tx, id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound {
-            resource: "token",
-            id: id.to_string(),
-        })?;
+    let token = tx.token(id).await?.ok_or_else(|| ApiError::NotFound {
+        resource: "token",
+        id: id.to_string(),
+    })?;
     if token.revoked_at.is_none()
         && token.role == Role::Admin
-        && store::tokens::count_active_admins(&mut tx).await? <= 1
+        && tx.count_active_admins().await? <= 1
     {
         return Err(ApiError::LastAdminToken { token: token.name });
     }
-    store::tokens::revoke(&mut tx, id).await?;
+    tx.revoke_token(id).await?;
     tx.commit().await?;
     // Committed: from the next request on, the token is refused.
     state.tokens().invalidate();

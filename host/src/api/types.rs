@@ -1,5 +1,6 @@
 //! Small JSON shapes shared by several resources: oVirt's `property`
-//! (name/value), references to other resources, and the error body.
+//! (name/value) and references to other resources. (The error body lives
+//! with the error, in `error.rs`.)
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -62,49 +63,14 @@ pub struct NamedRef {
     pub href: String,
 }
 
-/// The body of every error response.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-
-/// What went wrong.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct ErrorDetail {
-    /// Stable, machine-readable; see the `ErrorCode` schema for every value.
-    #[schema(schema_with = super::openapi::error_code_schema)]
-    pub code: String,
-    /// For people; may change between versions.
-    pub message: String,
-    /// Structured facts behind the message (the field, the conflicting
-    /// names, the limit); an empty object when there are none.
-    #[schema(value_type = Object)]
-    pub details: serde_json::Value,
-}
-
-/// Checks a resource name: not blank, no surrounding spaces, no control
-/// characters, at most [`MAX_NAME_CHARS`] characters.
+/// Checks a resource name by the one name policy (`crate::names`),
+/// naming `field` when it is refused.
 pub fn check_name(field: &str, name: &str) -> Result<(), super::error::ApiError> {
-    let problem = if name.trim().is_empty() {
-        Some("must not be empty".to_owned())
-    } else if name.trim() != name {
-        Some("must not start or end with spaces".to_owned())
-    } else if name.chars().any(char::is_control) {
-        Some("must not contain control characters".to_owned())
-    } else if name.chars().count() > MAX_NAME_CHARS {
-        Some(format!("must be at most {MAX_NAME_CHARS} characters"))
-    } else {
-        None
-    };
-    match problem {
-        Some(message) => Err(super::error::ApiError::InvalidValue {
-            field: field.to_owned(),
-            message,
-        }),
-        None => Ok(()),
-    }
+    crate::names::check_name(name).map_err(|e| super::error::ApiError::InvalidValue {
+        field: field.to_owned(),
+        message: e.to_string(),
+    })
 }
 
-/// Longest name of a unit, policy, cluster or token, in characters: names
-/// are shown in lists and explain records, not documents.
-pub const MAX_NAME_CHARS: usize = 200;
+/// Longest name of a unit, policy, cluster or token; see `crate::names`.
+pub use crate::names::MAX_NAME_CHARS;

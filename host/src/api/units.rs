@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use axum::Extension;
+use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
@@ -19,22 +20,31 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::assemble::check_change;
-use super::error::ApiError;
-use super::extract::{Path, Query, body_bytes};
-use super::types::{ErrorBody, check_name};
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Path, Query, body_timeout, check_content_length};
+use super::types::check_name;
 use super::{AppState, location};
 use crate::auth::Principal;
 use crate::registry::Named;
+use crate::store::Db;
 use crate::store::units::{UnitModule, UnitRecord};
-use crate::store::{self, SqliteConnection};
 use crate::unit::Unit;
-use crate::upload::{UploadError, module_sha256};
+use crate::upload::{COMPILE_QUEUE_RETRY_AFTER_SECS, Spooled, Ticket, UploadError};
 
 /// Header that names an uploaded unit when the query does not.
 pub const NAME_HEADER: &str = "sandpiper-unit-name";
 
 /// Header that describes an uploaded unit when the query does not.
 pub const DESCRIPTION_HEADER: &str = "sandpiper-unit-description";
+
+/// The only media type an upload's body may have.
+pub const WASM_MEDIA_TYPE: &str = "application/wasm";
+
+/// A WebAssembly component's bytes, sent as they are (not JSON, not
+/// multipart), with `Content-Type: application/wasm`.
+#[derive(ToSchema)]
+#[schema(value_type = String, format = Binary)]
+pub struct WasmBody(#[expect(dead_code, reason = "only described")] Vec<u8>);
 
 /// A policy unit (oVirt's `scheduling_policy_unit`).
 #[derive(Clone, Debug, Serialize, ToSchema)]
@@ -137,13 +147,11 @@ pub(crate) fn view(u: &UnitRecord) -> SchedulingPolicyUnit {
     }
 }
 
-async fn load(conn: &mut SqliteConnection, id: Uuid) -> Result<UnitRecord, ApiError> {
-    store::units::get(conn, id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound {
-            resource: "scheduling policy unit",
-            id: id.to_string(),
-        })
+async fn load(conn: &mut Db, id: Uuid) -> Result<UnitRecord, ApiError> {
+    conn.unit(id).await?.ok_or_else(|| ApiError::NotFound {
+        resource: "scheduling policy unit",
+        id: id.to_string(),
+    })
 }
 
 fn ensure_not_internal(unit: &UnitRecord) -> Result<(), ApiError> {
@@ -170,6 +178,24 @@ impl From<UploadError> for ApiError {
             UploadError::CompileFailed(_) => ApiError::ModuleRejected {
                 code: "module_compile_failed",
                 message: e.to_string(),
+            },
+            UploadError::ResourceLimit(_) => ApiError::ModuleRejected {
+                code: "module_compiler_limit",
+                message: e.to_string(),
+            },
+            UploadError::QueueFull { message } => ApiError::Busy {
+                code: "compile_queue_full",
+                message,
+                details: serde_json::json!({}),
+                retry_after_secs: COMPILE_QUEUE_RETRY_AFTER_SECS,
+            },
+            UploadError::TooLarge { limit_bytes } => ApiError::PayloadTooLarge { limit_bytes },
+            UploadError::Body(error) => match body_timeout(&*error) {
+                Some(timeout) => timeout.into(),
+                None => ApiError::InvalidField {
+                    field: ".".to_owned(),
+                    message: format!("the body could not be read: {error}"),
+                },
             },
             UploadError::Internal(message) => ApiError::Internal(message),
         }
@@ -220,43 +246,70 @@ fn overrides(query: UploadQuery, headers: &HeaderMap) -> Result<UploadQuery, Api
 /// The module behind an upload: compiled (or found compiled in the store),
 /// loaded, and ready to store.
 struct Prepared {
-    sha256: String,
-    wasm: axum::body::Bytes,
+    /// The body, on disk.
+    upload: Spooled,
     /// Compiled code to store, when it was compiled now.
-    artifact: Option<Vec<u8>>,
+    artifact: Option<Bytes>,
     unit: Arc<dyn Unit>,
 }
 
-/// Turns uploaded bytes into a loaded unit, reusing stored compiled code
-/// for bytes the store already has.
-/// The hex sha256 of uploaded bytes, hashed on the blocking pool: tens of
-/// megabytes take a noticeable fraction of a second, which must not stall a
-/// thread that serves decisions.
-async fn hash(wasm: &axum::body::Bytes) -> Result<String, ApiError> {
-    let wasm = wasm.clone();
-    tokio::task::spawn_blocking(move || module_sha256(&wasm))
-        .await
-        .map_err(|e| ApiError::Internal(format!("hashing task failed: {e}")))
+impl Prepared {
+    fn sha256(&self) -> &str {
+        self.upload.sha256()
+    }
 }
 
-async fn prepare(
+/// Checks an upload's headers and streams its body to disk, holding a
+/// place in the compile queue from before the body is read: a refused
+/// upload (wrong type, too large, queue full) is never read.
+async fn receive(
     state: &AppState,
-    wasm: axum::body::Bytes,
-    sha256: String,
-) -> Result<Prepared, ApiError> {
+    principal: &Principal,
+    headers: &HeaderMap,
+    request: Request,
+) -> Result<(Ticket, Spooled), ApiError> {
+    if !is_wasm(headers) {
+        return Err(ApiError::UnsupportedMediaType {
+            expected: WASM_MEDIA_TYPE,
+        });
+    }
+    let limit = state.limits().max_module_bytes;
+    check_content_length(headers, limit)?;
+    let ticket = state.modules().reserve(principal.token_id)?;
+    let upload = Spooled::receive(request.into_body(), limit).await?;
+    Ok((ticket, upload))
+}
+
+/// Whether the request says its body is a WebAssembly module.
+fn is_wasm(headers: &HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case(WASM_MEDIA_TYPE))
+}
+
+/// Turns an upload into a loaded unit, reusing stored compiled code for
+/// bytes the store already has.
+async fn prepare(state: &AppState, ticket: &Ticket, upload: Spooled) -> Result<Prepared, ApiError> {
     let engine_hash = state.modules().engine_hash();
     let stored = {
         let mut conn = state.store().read().await?;
-        store::modules::artifact(&mut conn, &sha256, &engine_hash).await?
+        conn.artifact(upload.sha256(), &engine_hash).await?
     };
     let (artifact, fresh) = match stored {
-        Some(artifact) => (artifact, false),
-        None => (state.modules().compile(&wasm).await?, true),
+        Some(artifact) => (Bytes::from(artifact), false),
+        None => (
+            Bytes::from(state.modules().compile_upload(ticket, &upload).await?),
+            true,
+        ),
     };
-    let unit = state.modules().load(&sha256, artifact.clone()).await?;
+    let unit = state
+        .modules()
+        .load(upload.sha256(), artifact.clone())
+        .await?;
     Ok(Prepared {
-        sha256,
-        wasm,
+        upload,
         artifact: fresh.then_some(artifact),
         unit,
     })
@@ -265,18 +318,15 @@ async fn prepare(
 /// Stores the module and its compiled code (if new) inside `tx`.
 async fn store_module(
     state: &AppState,
-    conn: &mut SqliteConnection,
+    conn: &mut Db,
     prepared: &Prepared,
 ) -> Result<(), ApiError> {
-    store::modules::insert(conn, &prepared.sha256, &prepared.wasm).await?;
+    let wasm = prepared.upload.bytes().await?;
+    conn.insert_module(prepared.sha256(), &wasm).await?;
+    drop(wasm);
     if let Some(artifact) = &prepared.artifact {
-        store::modules::insert_artifact(
-            conn,
-            &prepared.sha256,
-            &state.modules().engine_hash(),
-            artifact,
-        )
-        .await?;
+        conn.insert_artifact(prepared.sha256(), &state.modules().engine_hash(), artifact)
+            .await?;
     }
     Ok(())
 }
@@ -311,7 +361,7 @@ pub async fn list_units(
     State(state): State<AppState>,
 ) -> Result<axum::Json<Vec<SchedulingPolicyUnit>>, ApiError> {
     let mut conn = state.store().read().await?;
-    let units = store::units::list(&mut conn).await?;
+    let units = conn.units().await?;
     Ok(axum::Json(units.iter().map(view).collect()))
 }
 
@@ -327,15 +377,18 @@ pub async fn list_units(
     params(UploadQuery,
         ("Sandpiper-Unit-Name" = Option<String>, Header, description = "The unit's name, when the query gives none"),
         ("Sandpiper-Unit-Description" = Option<String>, Header, description = "The unit's description, when the query gives none")),
-    request_body(content = Vec<u8>, content_type = "application/wasm", description = "The component's bytes"),
+    request_body(content = WasmBody, content_type = "application/wasm", description = "The component's bytes"),
     responses(
         (status = 201, description = "Stored and loaded", body = SchedulingPolicyUnit),
         (status = 200, description = "The same bytes under the same name: the existing unit", body = SchedulingPolicyUnit),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody),
+        (status = 408, description = "`body_timeout`: the body stalled or took too long", body = ErrorBody),
         (status = 409, description = "`name_taken`", body = ErrorBody),
-        (status = 413, description = "`payload_too_large`", body = ErrorBody),
-        (status = 422, description = "`module_not_wasm`, `module_is_core_module`, `module_invalid`, `module_exports`, `module_forbidden_import`, `module_compile_failed`, `module_compile_timeout`, `module_unit_failed`, `unit_params_invalid`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large` (refused from `Content-Length` before reading when it is announced)", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`: the body must be sent as `application/wasm`", body = ErrorBody),
+        (status = 422, description = "`module_not_wasm`, `module_is_core_module`, `module_invalid`, `module_exports`, `module_forbidden_import`, `module_memory_too_large`, `module_compile_failed`, `module_compile_timeout`, `module_compiler_limit`, `module_unit_failed`, `unit_params_invalid`", body = ErrorBody),
+        (status = 503, description = "`compile_queue_full`, with `Retry-After`", body = ErrorBody),
     ))]
 pub async fn upload_unit(
     State(state): State<AppState>,
@@ -345,13 +398,13 @@ pub async fn upload_unit(
     request: Request,
 ) -> Result<impl IntoResponse, ApiError> {
     let wanted = overrides(query, &headers)?;
-    let wasm = body_bytes(request, &()).await?;
-    let sha256 = hash(&wasm).await?;
+    let (ticket, upload) = receive(&state, &principal, &headers, request).await?;
+    let sha256 = upload.sha256().to_owned();
     if let Some(name) = &wanted.name {
         // Fail fast, before compiling, on a name that is certainly taken
         // by another module.
         let mut conn = state.store().read().await?;
-        let existing = store::units::get_by_name(&mut conn, name).await?;
+        let existing = conn.unit_by_name(name).await?;
         if existing.is_some_and(|e| e.module_sha256 != sha256) {
             return Err(ApiError::NameTaken {
                 resource: "scheduling policy unit",
@@ -359,7 +412,7 @@ pub async fn upload_unit(
             });
         }
     }
-    let prepared = prepare(&state, wasm, sha256).await?;
+    let prepared = prepare(&state, &ticket, upload).await?;
     let info = prepared.unit.info();
     let name = wanted.name.unwrap_or_else(|| info.name.clone());
     check_name("name", &name).map_err(|_| ApiError::ModuleRejected {
@@ -371,8 +424,8 @@ pub async fn upload_unit(
         .unwrap_or_else(|| info.description.clone());
 
     let mut tx = state.store().write().await?;
-    if let Some(existing) = store::units::get_by_name(&mut tx, &name).await? {
-        if existing.module_sha256 == prepared.sha256 {
+    if let Some(existing) = tx.unit_by_name(&name).await? {
+        if existing.module_sha256 == prepared.sha256() {
             return Ok((
                 StatusCode::OK,
                 location(unit_href(existing.id)),
@@ -390,10 +443,10 @@ pub async fn upload_unit(
         &prepared.unit,
         name,
         description,
-        &prepared.sha256,
+        prepared.sha256(),
         &principal,
     );
-    store::units::insert(&mut tx, id, false, &module).await?;
+    tx.insert_unit(id, false, &module).await?;
     let record = load(&mut tx, id).await?;
     // Loaded while the write transaction still holds the store's write
     // lock, so concurrent changes to units reach the registry in the order
@@ -448,18 +501,17 @@ pub async fn delete_unit(
     let mut tx = state.store().write().await?;
     let unit = load(&mut tx, id).await?;
     ensure_not_internal(&unit)?;
-    let policies = store::units::policies_using(&mut tx, id).await?;
+    let policies = tx.policies_using_unit(id).await?;
     if !policies.is_empty() {
         return Err(ApiError::UnitInUse {
             unit: unit.name,
             policies,
         });
     }
-    store::units::delete(&mut tx, id).await?;
-    store::modules::collect_garbage(&mut tx, &state.modules().engine_hash()).await?;
-    let module_gone = store::modules::wasm(&mut tx, &unit.module_sha256)
-        .await?
-        .is_none();
+    tx.delete_unit(id).await?;
+    tx.collect_module_garbage(&state.modules().engine_hash())
+        .await?;
+    let module_gone = tx.module_wasm(&unit.module_sha256).await?.is_none();
     tx.commit().await?;
     state.registry().remove(id);
     if module_gone {
@@ -479,14 +531,17 @@ pub async fn delete_unit(
 #[utoipa::path(put, path = "/api/v1/schedulingpolicyunits/{id}/module", tag = "schedulingpolicyunits",
     security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Unit id"), UploadQuery),
-    request_body(content = Vec<u8>, content_type = "application/wasm", description = "The new component's bytes"),
+    request_body(content = WasmBody, content_type = "application/wasm", description = "The new component's bytes"),
     responses(
         (status = 200, body = SchedulingPolicyUnit),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 408, description = "`body_timeout`: the body stalled or took too long", body = ErrorBody),
         (status = 409, description = "`unit_internal`, `name_taken`, `params_would_break`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`: the body must be sent as `application/wasm`", body = ErrorBody),
         (status = 422, description = "As for an upload, plus `unit_type_mismatch` when a policy uses the unit in a slot the new module does not export", body = ErrorBody),
+        (status = 503, description = "`compile_queue_full`, with `Retry-After`", body = ErrorBody),
     ))]
 pub async fn replace_module(
     State(state): State<AppState>,
@@ -497,19 +552,22 @@ pub async fn replace_module(
     request: Request,
 ) -> Result<axum::Json<SchedulingPolicyUnit>, ApiError> {
     let wanted = overrides(query, &headers)?;
-    let wasm = body_bytes(request, &()).await?;
     {
         let mut conn = state.store().read().await?;
         ensure_not_internal(&load(&mut conn, id).await?)?;
     }
-    let sha256 = hash(&wasm).await?;
-    let prepared = prepare(&state, wasm, sha256).await?;
+    let (ticket, upload) = receive(&state, &principal, &headers, request).await?;
+    let prepared = prepare(&state, &ticket, upload).await?;
 
     let mut tx = state.store().write().await?;
     let current = load(&mut tx, id).await?;
     ensure_not_internal(&current)?;
     let name = wanted.name.unwrap_or_else(|| current.name.clone());
-    if name != current.name && store::units::get_by_name(&mut tx, &name).await?.is_some() {
+    if tx
+        .unit_by_name(&name)
+        .await?
+        .is_some_and(|other| other.id != id)
+    {
         return Err(ApiError::NameTaken {
             resource: "scheduling policy unit",
             name,
@@ -530,12 +588,12 @@ pub async fn replace_module(
             state.registry().get(unit_id)
         }
     };
-    for policy in store::policies::list(&mut tx).await? {
+    for policy in tx.policies().await? {
         let uses = policy.filters.iter().any(|f| f.unit_id == id)
             || policy.weights.iter().any(|w| w.unit_id == id)
             || policy.balance == Some(id);
         if uses {
-            let clusters = store::clusters::using_policy(&mut tx, policy.id).await?;
+            let clusters = tx.clusters_with_policy(policy.id).await?;
             check_change(&policy, &clusters, &lookup, false)?;
         }
     }
@@ -545,15 +603,14 @@ pub async fn replace_module(
         &prepared.unit,
         name,
         description,
-        &prepared.sha256,
+        prepared.sha256(),
         &principal,
     );
-    store::units::replace_module(&mut tx, id, &module).await?;
-    store::modules::collect_garbage(&mut tx, &state.modules().engine_hash()).await?;
-    let old_module_gone = current.module_sha256 != prepared.sha256
-        && store::modules::wasm(&mut tx, &current.module_sha256)
-            .await?
-            .is_none();
+    tx.replace_unit_module(id, &module).await?;
+    tx.collect_module_garbage(&state.modules().engine_hash())
+        .await?;
+    let old_module_gone = current.module_sha256 != prepared.sha256()
+        && tx.module_wasm(&current.module_sha256).await?.is_none();
     let record = load(&mut tx, id).await?;
     // Swapped while the write transaction still holds the store's write
     // lock: two replacements reach the registry in the order they reach the
@@ -584,7 +641,7 @@ async fn set_enabled(
     let mut tx = state.store().write().await?;
     let unit = load(&mut tx, id).await?;
     ensure_not_internal(&unit)?;
-    store::units::set_enabled(&mut tx, id, enabled).await?;
+    tx.set_unit_enabled(id, enabled).await?;
     let record = load(&mut tx, id).await?;
     tx.commit().await?;
     Ok(axum::Json(view(&record)))

@@ -14,7 +14,6 @@
 
 mod balance;
 mod combine;
-mod degraded;
 mod explain;
 mod native;
 mod params;
@@ -22,18 +21,16 @@ mod policy;
 mod schedule;
 
 pub use balance::{BalanceDecision, BalanceError, BalanceInput, balance};
-pub use degraded::{
-    Degraded, count_of as degraded_count_of, counts as degraded_counts, merge as merge_degraded,
-};
 pub use explain::{
     BalanceExplain, Explain, FailureRecord, FilterRecord, Outcome, ScoreRecord, Standing,
     TIE_BREAK_RULE,
 };
 pub use params::{
-    PATTERN_SIZE_LIMIT_BYTES, ParamError, ParamValues, SpecError, UnitParamsError, unit_params,
+    PATTERN_SIZE_LIMIT_BYTES, ParamError, ParamValues, SpecError, UnitParamsError, check_specs,
+    unit_params,
 };
 pub use policy::{
-    Combination, DEFAULT_FACTOR, DEFAULT_WEIGHT_ON_FAILURE, FilterStep, OnFailure, Policy,
-    PolicyBuilder, PolicyError, Position, ScoreStep,
+    Combination, DEFAULT_FACTOR, FilterStep, OnFailure, Policy, PolicyBuilder, PolicyError,
+    Position, ScoreStep, only_declared,
 };
 pub use schedule::{Decision, Ranked, ScheduleError, ScheduleRequest, schedule};

@@ -214,6 +214,15 @@ pub(crate) enum TableError {
     Param(#[from] ParamError),
 }
 
+/// Checks a unit's parameter declarations as a policy will use them:
+/// distinct names, patterns that compile (anchored, within
+/// [`PATTERN_SIZE_LIMIT_BYTES`]) and defaults that match them. Upload
+/// validation calls this, so a unit that loads is a unit every policy can
+/// compile.
+pub fn check_specs(unit: &str, specs: &[ParamSpec]) -> Result<(), SpecError> {
+    compile_unit(unit, specs).map(drop)
+}
+
 fn compile_unit(unit: &str, specs: &[ParamSpec]) -> Result<UnitParams, SpecError> {
     let mut declared: Vec<Declared> = Vec::with_capacity(specs.len());
     for spec in specs {

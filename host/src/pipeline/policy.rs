@@ -22,9 +22,7 @@ pub enum Position {
     Last,
 }
 
-/// What a failing unit (trap, limit, invalid output) does to the decision.
-/// A filter defaults to fail-closed; a weight (score unit) to fail-open,
-/// which was its only behaviour before weights could choose.
+/// What a failing filter (trap, limit, invalid output) does to the decision.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OnFailure {
@@ -75,16 +73,7 @@ pub struct FilterStep {
 pub struct ScoreStep {
     pub unit: Arc<dyn Unit>,
     pub factor: u32,
-    /// Fail-open (the default for weights): a failing unit is left out of
-    /// the totals and the decision is marked degraded. Fail-closed: the
-    /// decision fails, as a fail-closed filter's does.
-    pub on_failure: OnFailure,
 }
-
-/// What a failing weight does unless its policy says otherwise: leave it
-/// out (recorded as degraded), as Sandpiper always did and oVirt does with
-/// external weights.
-pub const DEFAULT_WEIGHT_ON_FAILURE: OnFailure = OnFailure::FailOpen;
 
 /// The factor a score unit gets when none is given (oVirt's REST default).
 pub const DEFAULT_FACTOR: u32 = 1;
@@ -196,6 +185,16 @@ impl Policy {
         self.params.policy_values()
     }
 
+    /// Every unit of the policy: the filters in run order, the score
+    /// units, then the balance unit.
+    pub fn units(&self) -> impl Iterator<Item = &Arc<dyn Unit>> {
+        self.filters
+            .iter()
+            .map(|s| &s.unit)
+            .chain(self.scores.iter().map(|s| &s.unit))
+            .chain(self.balance.as_ref())
+    }
+
     /// Checks a cluster's overrides against the policy's units, so that a
     /// bad override is refused when it is set rather than at the next
     /// decision.
@@ -220,6 +219,25 @@ impl Policy {
     pub(crate) fn balance_slot(&self) -> usize {
         self.filters.len() + self.scores.len()
     }
+}
+
+/// The values of `values` whose keys one of `units` declares: what is left
+/// of a policy's values or a cluster's overrides when some units are left
+/// out (disabled units, once-per-request filters), since a value no unit
+/// declares would fail the policy's checks.
+pub fn only_declared<'a>(
+    values: &ParamValues,
+    units: impl IntoIterator<Item = &'a Arc<dyn Unit>>,
+) -> ParamValues {
+    let declared: std::collections::BTreeSet<&str> = units
+        .into_iter()
+        .flat_map(|u| u.info().params.iter().map(|p| p.name.as_str()))
+        .collect();
+    values
+        .iter()
+        .filter(|(k, _)| declared.contains(k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// Collects a policy's parts; `build` checks them.
@@ -267,19 +285,9 @@ impl PolicyBuilder {
         self
     }
 
-    /// Adds a fail-open score unit with weight `factor`.
-    pub fn score(self, unit: Arc<dyn Unit>, factor: u32) -> Self {
-        self.score_with(unit, factor, DEFAULT_WEIGHT_ON_FAILURE)
-    }
-
-    /// Adds a score unit with weight `factor` and the given failure
-    /// behaviour.
-    pub fn score_with(mut self, unit: Arc<dyn Unit>, factor: u32, on_failure: OnFailure) -> Self {
-        self.scores.push(ScoreStep {
-            unit,
-            factor,
-            on_failure,
-        });
+    /// Adds a score unit with weight `factor`.
+    pub fn score(mut self, unit: Arc<dyn Unit>, factor: u32) -> Self {
+        self.scores.push(ScoreStep { unit, factor });
         self
     }
 

@@ -14,9 +14,7 @@
 //!   exactly when the filters were strict).
 //! * Otherwise every score unit with a factor above 0 is called; one that
 //!   fails or answers something unusable (wrong length, a non-finite value)
-//!   ends the decision with an error naming it when its weight is
-//!   fail-closed, and is skipped and recorded (the decision is then
-//!   *degraded*, see `degraded`) when fail-open, the default. Scores combine by rank or normalised (see
+//!   is skipped and recorded. Scores combine by rank or normalised (see
 //!   `combine`), the highest total wins.
 //! * **Ties** go to the candidate that comes first in candidate order — the
 //!   order of the request's `candidates`, or host order when it gives none.
@@ -29,7 +27,6 @@ use sandpiper_guest::Inventory;
 use sandpiper_guest::model::{KeyValue, Rejection, Request, Vm};
 
 use super::combine;
-use super::degraded;
 use super::explain::{
     Explain, FailureRecord, FilterRecord, Outcome, ScoreRecord, SnapshotRef, Standing,
 };
@@ -83,8 +80,12 @@ pub enum ScheduleError {
     TooManyHosts { host_count: usize },
     #[error("filter `{unit}` failed and the policy fails closed on it: {}", failed.error)]
     FilterFailed { unit: String, failed: Failed },
-    #[error("weight `{unit}` failed and the policy fails closed on it: {}", failed.error)]
-    ScoreFailed { unit: String, failed: Failed },
+    /// A unit (any role, fail-open or not) hit its deadline because the
+    /// machine starved it of CPU (`UnitError::Overloaded`). Deciding
+    /// without it would make the machine's load a policy verdict, so the
+    /// decision stops and the caller retries.
+    #[error("unit `{unit}` {}", failed.error)]
+    Overloaded { unit: String, failed: Failed },
 }
 
 /// Where a candidate stands while the filters run.
@@ -187,6 +188,10 @@ pub fn schedule(
                     failure: None,
                 });
             }
+            Err(failed) if failed.error.is_overload() => {
+                let unit = unit.info().name.clone();
+                return Err(ScheduleError::Overloaded { unit, failed });
+            }
             Err(failed) => match step.on_failure {
                 OnFailure::FailClosed => {
                     return Err(ScheduleError::FilterFailed {
@@ -194,20 +199,16 @@ pub fn schedule(
                         failed,
                     });
                 }
-                OnFailure::FailOpen => {
-                    let failure = FailureRecord::from(&failed);
-                    degraded::count("filter", &failure);
-                    explain.filters.push(FilterRecord {
-                        unit: unit.info().name.clone(),
-                        position: step.position,
-                        on_failure: step.on_failure,
-                        input,
-                        rejected: Vec::new(),
-                        survivors: input,
-                        usage: failed.usage,
-                        failure: Some(failure),
-                    });
-                }
+                OnFailure::FailOpen => explain.filters.push(FilterRecord {
+                    unit: unit.info().name.clone(),
+                    position: step.position,
+                    on_failure: step.on_failure,
+                    input,
+                    rejected: Vec::new(),
+                    survivors: input,
+                    usage: failed.usage,
+                    failure: Some(FailureRecord::from(&failed)),
+                }),
             },
         }
     }
@@ -267,18 +268,13 @@ pub fn schedule(
             Ok(called)
         });
         match answer {
-            Err(failed) if step.on_failure == OnFailure::FailClosed => {
-                buffers.give_back();
-                return Err(ScheduleError::ScoreFailed {
-                    unit: info.name.clone(),
-                    failed,
-                });
+            Err(failed) if failed.error.is_overload() => {
+                let unit = info.name.clone();
+                return Err(ScheduleError::Overloaded { unit, failed });
             }
             Err(failed) => {
-                let failure = FailureRecord::from(&failed);
-                degraded::count("score", &failure);
                 record.usage = Some(failed.usage);
-                record.failure = Some(failure);
+                record.failure = Some(FailureRecord::from(&failed));
             }
             Ok(called) => {
                 let scores = called.value;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::fairness::{self, FairnessConfig};
 use super::persist::Retention;
-use super::place::Sampling;
+use super::sample::Sampling;
 use super::service::{self, PlacementConfig};
 
 /// Placement settings of `sandpiper serve`.
@@ -37,11 +37,6 @@ pub struct PlacementArgs {
     /// Days a logged decision is kept.
     #[arg(long, env = "SANDPIPER_DECISIONS_MAX_AGE_DAYS", default_value_t = service::DEFAULT_DECISIONS_MAX_AGE.as_secs() / 86_400)]
     pub decisions_max_age_days: u64,
-
-    /// MiB of logged decisions kept per cluster (besides the count and
-    /// the age); the oldest go first.
-    #[arg(long, env = "SANDPIPER_DECISIONS_MAX_MIB", default_value_t = service::DEFAULT_DECISIONS_MAX_BYTES >> 20)]
-    pub decisions_max_mib: u64,
 
     /// Decisions one cluster may have in progress before further ones are
     /// answered 503 `cluster_busy` at once.
@@ -87,7 +82,6 @@ impl PlacementArgs {
             retention: Retention {
                 count: decisions_retained,
                 max_age: Duration::from_secs(self.decisions_max_age_days.saturating_mul(86_400)),
-                max_bytes: self.decisions_max_mib.saturating_mul(1 << 20),
             },
             sampling: self.sample_hosts,
             fairness: self.fairness(),

@@ -85,7 +85,7 @@ pub struct ClusterState {
     /// `None` after a change of shape, until the next decision rebuilds them.
     pub(super) columns: Option<Columns>,
     /// Where the next sampled decision's window starts (see
-    /// `place::Sampling`); not stored, a restart starts from the top.
+    /// `sample::Sampling`); not stored, a restart starts from the top.
     pub(super) next_window: usize,
 }
 
@@ -155,6 +155,7 @@ impl ClusterState {
                 held: self.hosts.generation(),
             });
         }
+        crate::inputs::check_snapshot(&snapshot)?;
         let columns = Columns::build(&snapshot)?;
         self.hosts.replace(generation, snapshot)?;
         self.columns = Some(columns);
@@ -230,7 +231,10 @@ impl ClusterState {
                         kind: SnapshotErrorKind::EmptyId,
                     });
                 }
-                HostUpdate::Remove { .. } => None,
+                HostUpdate::Remove { host_id, .. } => {
+                    crate::inputs::check_id(host_id, format_args!("updates[{i}].host_id"))?;
+                    None
+                }
             };
             checked.push((update, row));
         }

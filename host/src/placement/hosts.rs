@@ -328,7 +328,7 @@ pub fn check_upsert(
         hosts: vec![host.clone()],
         vms: vms.map(<[RunningVm]>::to_vec).unwrap_or_default(),
     }
-    .build()
+    .build_checked()
 }
 
 /// True when `a` and `b` differ at most in the fields that live in numeric,

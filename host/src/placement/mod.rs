@@ -12,9 +12,16 @@
 //!   claim moves.
 //! * [`columns`]: the held inventory kept as ready columns, and the
 //!   per-decision snapshot with pending claims applied.
+//! * [`sample`]: how many held hosts a decision considers (a rotating
+//!   window above 1,000 hosts).
+//! * [`request`]: the one schedule request, whichever source its hosts
+//!   come from.
 //! * [`cluster`] and [`place`]: one cluster's state and every operation on
 //!   it, synchronous and clock-free, so the model-based test runs the very
 //!   code the server runs.
+//! * [`service`]: the clusters' locks, the delayed retry, and the
+//!   [`Decided`] handle through which a caller records a decision before
+//!   its cluster is unlocked.
 //! * [`time`]: wall-clock instants for claims, which survive restarts.
 //! * [`fairness`]: per-cluster bounds on decisions in progress and on the
 //!   CPU their units may take, so one cluster cannot slow the others.
@@ -30,11 +37,14 @@ pub mod fairness;
 pub mod hosts;
 pub mod persist;
 pub mod place;
+pub mod request;
 pub mod resources;
+pub mod sample;
 pub mod service;
 #[cfg(test)]
 mod test_store;
-pub mod time;
+/// Wall-clock instants, defined below placement (the store keeps them too).
+pub use crate::time;
 
 pub use args::PlacementArgs;
 pub use claims::{Claim, ClaimError, ClaimLedger, ClaimState};
@@ -42,10 +52,9 @@ pub use cluster::{Change, ClusterState, InventorySummary, UpdateResult};
 pub use fairness::{Admission, Fairness, FairnessConfig, TooManyInProgress};
 pub use hosts::{Applied, HostInventory, HostRecord, HostUpdate, InventoryError};
 pub use persist::{LoggedDecision, Persister, Retention};
-pub use place::{
-    MAX_INSTANCES_PER_REQUEST, Mode, Pick, PlaceContext, PlaceError, PlaceOutcome, PlaceRequest,
-    Sample, Sampling,
-};
+pub use place::{MAX_INSTANCES_PER_REQUEST, Pick, PlaceContext, PlaceError, PlaceOutcome};
+pub use request::{ExplainDetail, HostsSource, Mode, PlaceRequest, SourceMismatch};
 pub use resources::Resources;
-pub use service::{LogFn, PlaceJob, Placed, PlacementConfig, PlacementError, PlacementService};
+pub use sample::{Sample, Sampling};
+pub use service::{Decided, PlaceJob, PlacementConfig, PlacementError, PlacementService};
 pub use time::Timestamp;

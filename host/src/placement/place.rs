@@ -27,179 +27,25 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sandpiper_guest::model::{GroupScope, HostMetric, HostStatus};
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::claims::{Claim, ClaimState};
 use super::cluster::{Change, ClusterState};
 use super::columns::{Columns, PendingVm, Window};
+use super::request::{Mode, PlaceRequest};
 use super::resources::Resources;
+use super::sample::{Sample, Sampling};
 use super::time::Timestamp;
 use crate::pipeline::{
-    self, Decision, ParamValues, Policy, PolicyError, ScheduleError, ScheduleRequest,
+    self, Decision, ParamValues, Policy, PolicyError, ScheduleError, ScheduleRequest, only_declared,
 };
-use crate::snapshot::{Hints, SnapshotError, VmSpec, hint_pairs};
-use crate::unit::Unit;
+use crate::snapshot::{SnapshotError, hint_pairs};
 
 /// Most instances one request may place. Each instance is one run of the
 /// policy with the cluster's lock held (about a millisecond at 10,000
 /// hosts), so this bounds one request's hold to a fraction of a second;
 /// larger bursts are several requests, which interleave with others'.
 pub const MAX_INSTANCES_PER_REQUEST: u32 = 256;
-
-/// Clusters of at most this many hosts are always considered whole, unless
-/// the sampling is a fixed number: oVirt and Nova users expect the best
-/// host, and at this size a decision over every host costs well under a
-/// millisecond. Above it the adaptive sample applies (420 of 1,001 hosts,
-/// 500 of 10,000) unless the server is configured with `all`.
-pub const WHOLE_CLUSTER_HOSTS: usize = 1_000;
-
-/// The adaptive sample never considers fewer hosts than this.
-/// kube-scheduler's `minFeasibleNodesToFind`: a hundred candidates already
-/// give the scores a real choice.
-pub const MIN_SAMPLED_HOSTS: usize = 100;
-
-/// The adaptive sample's share of the cluster at zero hosts, in percent,
-/// falling by one point per [`SAMPLE_HOSTS_PER_POINT`] hosts down to
-/// [`MIN_SAMPLE_PERCENT`]: kube-scheduler's `percentageOfNodesToScore`
-/// default, which keeps the work per decision nearly flat as clusters grow
-/// (5 % of 10,000 hosts is 500).
-pub const BASE_SAMPLE_PERCENT: usize = 50;
-/// See [`BASE_SAMPLE_PERCENT`].
-pub const SAMPLE_HOSTS_PER_POINT: usize = 125;
-/// See [`BASE_SAMPLE_PERCENT`].
-pub const MIN_SAMPLE_PERCENT: usize = 5;
-
-/// How many hosts the first pick of a decision considers when the request
-/// names no candidates (kube-scheduler's `percentageOfNodesToScore`, Nova's
-/// host subset). Each decision looks at the next window of hosts in
-/// rotation, so every host is considered in turn; a window in which no host
-/// survives the filters is widened to every host, so a sample never turns
-/// "fits somewhere" into "fits nowhere". The price is that the winner is
-/// the best of its window, not of the cluster: a policy that must see every
-/// host (tight packing) sets `All`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Sampling {
-    /// Every host up to [`WHOLE_CLUSTER_HOSTS`]; above, kube-scheduler's
-    /// adaptive share (see [`BASE_SAMPLE_PERCENT`]).
-    #[default]
-    Adaptive,
-    /// Every host, every time.
-    All,
-    /// At most this many hosts (at least one).
-    AtMost(u32),
-}
-
-impl Sampling {
-    /// The window size for `hosts` eligible hosts.
-    pub fn window(self, hosts: usize) -> usize {
-        match self {
-            Sampling::All => hosts,
-            Sampling::AtMost(n) => (n as usize).clamp(1, hosts.max(1)).min(hosts),
-            Sampling::Adaptive if hosts <= WHOLE_CLUSTER_HOSTS => hosts,
-            Sampling::Adaptive => {
-                let percent = BASE_SAMPLE_PERCENT
-                    .saturating_sub(hosts / SAMPLE_HOSTS_PER_POINT)
-                    .max(MIN_SAMPLE_PERCENT);
-                (hosts * percent / 100).max(MIN_SAMPLED_HOSTS).min(hosts)
-            }
-        }
-    }
-}
-
-impl std::fmt::Display for Sampling {
-    /// The spelling of `SANDPIPER_SAMPLE_HOSTS`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Sampling::Adaptive => f.write_str("adaptive"),
-            Sampling::All => f.write_str("all"),
-            Sampling::AtMost(n) => write!(f, "{n}"),
-        }
-    }
-}
-
-/// Which hosts a decision's first pick considered.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Sample {
-    /// Hosts in the window.
-    pub window: usize,
-    /// Hosts held.
-    pub eligible: usize,
-    /// The window could not take every instance (or the VM refers to hosts
-    /// outside it), so the decision was made again over every host.
-    pub widened: bool,
-    /// The same in words, as every pick's explain record says it:
-    /// "considered 500 of 10000 hosts (sampled window 3 of 20: held hosts
-    /// 1000 to 1499, ...)".
-    pub considered: String,
-}
-
-impl Sample {
-    fn new(
-        window: &Window,
-        eligible: usize,
-        (index, count): (usize, usize),
-        sampling: Sampling,
-    ) -> Self {
-        Sample {
-            window: window.len(),
-            eligible,
-            widened: false,
-            considered: format!(
-                "considered {} of {eligible} hosts (sampled window {} of {count}: held hosts {} to {}, \
-                 rotating with each decision; SANDPIPER_SAMPLE_HOSTS={sampling}, `all` or an \
-                 exhaustive request considers every host)",
-                window.len(),
-                index + 1,
-                window.lo,
-                window.hi.saturating_sub(1),
-            ),
-        }
-    }
-
-    fn widen(&mut self) {
-        self.widened = true;
-        self.considered = format!(
-            "considered all {} hosts: the sampled window of {} could not take every instance \
-             (or the VM refers to hosts outside it), so the decision was made again over \
-             every host",
-            self.eligible, self.window
-        );
-    }
-}
-
-/// How a multi-instance request treats an instance that cannot be placed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Every instance placed, or none (no claim is kept).
-    #[default]
-    AllOrNothing,
-    /// The instances placed before the first failure keep their claims.
-    BestEffort,
-}
-
-/// What to place, over the held inventory.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct PlaceRequest {
-    pub vm: VmSpec,
-    /// Instances to place, at least 1.
-    pub count: u32,
-    /// One id per instance; when empty, a single instance is `vm.id` and
-    /// several are `vm.id` with `-0`, `-1`, ... appended.
-    pub instance_ids: Vec<String>,
-    pub mode: Mode,
-    /// Host ids the VM may go to, in order of preference among equals
-    /// (every host when `None`); each must be in the inventory.
-    pub candidates: Option<Vec<String>>,
-    /// Host ids the VM must not go to; ids not in the inventory are ignored.
-    pub exclude: Vec<String>,
-    pub hints: Hints,
-    /// Filters (by unit name) that run for the first instance only.
-    pub once_per_request: BTreeSet<String>,
-    /// Consider every eligible host, whatever the service's sampling.
-    pub exhaustive: bool,
-}
 
 /// What the decision runs with besides the request.
 #[derive(Clone, Debug)]
@@ -327,7 +173,7 @@ impl ClusterState {
         };
         let later_params = later_policy
             .as_ref()
-            .map(|p| only_declared(cx.params, units_of(p)));
+            .map(|p| only_declared(cx.params, p.units()));
         let later = later_policy.as_deref().zip(later_params.as_ref());
 
         let sampling = if request.exhaustive || request.candidates.is_some() {
@@ -625,10 +471,10 @@ fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
 
 /// The instance ids of a request, checked.
 fn instance_ids(request: &PlaceRequest) -> Result<Vec<String>, PlaceError> {
-    let count = request.count.max(1);
-    if count > MAX_INSTANCES_PER_REQUEST {
+    let count = request.count;
+    if count == 0 || count > MAX_INSTANCES_PER_REQUEST {
         return Err(PlaceError::BadRequest(format!(
-            "count {count} is above the limit of {MAX_INSTANCES_PER_REQUEST} instances per request"
+            "count {count} is outside 1 to {MAX_INSTANCES_PER_REQUEST} instances per request"
         )));
     }
     let ids: Vec<String> = if !request.instance_ids.is_empty() {
@@ -747,7 +593,7 @@ fn policy_without(policy: &Policy, skip: &BTreeSet<String>) -> Result<Policy, Pl
         );
     }
     for step in policy.scores() {
-        builder = builder.score_with(Arc::clone(&step.unit), step.factor, step.on_failure);
+        builder = builder.score(Arc::clone(&step.unit), step.factor);
     }
     if let Some(unit) = policy.balance_unit() {
         builder = builder.balance(Arc::clone(unit));
@@ -755,38 +601,13 @@ fn policy_without(policy: &Policy, skip: &BTreeSet<String>) -> Result<Policy, Pl
     Ok(builder.build()?)
 }
 
-/// The values of `values` whose keys one of `units` declares.
-fn only_declared<'a>(
-    values: &ParamValues,
-    units: impl IntoIterator<Item = &'a Arc<dyn Unit>>,
-) -> ParamValues {
-    let declared: BTreeSet<String> = units
-        .into_iter()
-        .flat_map(|u| u.info().params.iter().map(|p| p.name.clone()))
-        .collect();
-    values
-        .iter()
-        .filter(|(k, _)| declared.contains(k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
-/// Every unit of `policy`.
-fn units_of(policy: &Policy) -> impl Iterator<Item = &Arc<dyn Unit>> {
-    policy
-        .filters()
-        .iter()
-        .map(|s| &s.unit)
-        .chain(policy.scores().iter().map(|s| &s.unit))
-        .chain(policy.balance_unit())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::pipeline::{OnFailure, Position};
     use crate::placement::hosts::HostUpdate;
-    use crate::snapshot::{Host, Snapshot};
+    use crate::snapshot::{Host, Snapshot, VmSpec};
+    use crate::unit::Unit;
 
     /// The built-in policy's units, built natively from their source.
     fn policy() -> Policy {
@@ -1370,21 +1191,6 @@ mod tests {
         )
         .expect("decided");
         assert_eq!(hosts_of(&outcome), [Some("b")]);
-    }
-
-    #[test]
-    fn the_adaptive_sample_follows_kube_scheduler() {
-        assert_eq!(Sampling::Adaptive.window(99), 99);
-        // Clusters up to WHOLE_CLUSTER_HOSTS are considered whole.
-        assert_eq!(Sampling::Adaptive.window(150), 150);
-        assert_eq!(Sampling::Adaptive.window(1_000), 1_000);
-        assert_eq!(Sampling::Adaptive.window(1_001), 420);
-        assert_eq!(Sampling::Adaptive.window(10_000), 500);
-        assert_eq!(Sampling::Adaptive.window(100_000), 5_000);
-        assert_eq!(Sampling::All.window(10_000), 10_000);
-        assert_eq!(Sampling::AtMost(0).window(10), 1);
-        assert_eq!(Sampling::AtMost(50).window(10), 10);
-        assert_eq!(Sampling::AtMost(5).window(0), 0);
     }
 
     #[test]

@@ -42,7 +42,9 @@ use super::cluster::{Change, ClusterState, InventorySummary, UpdateResult};
 use super::fairness::{Admission, Fairness, FairnessConfig, TooManyInProgress};
 use super::hosts::{HostUpdate, InventoryError};
 use super::persist::{self, Ack, LoggedDecision, Op, PersistError, Persister, Retention};
-use super::place::{PlaceContext, PlaceError, PlaceOutcome, PlaceRequest, Sampling};
+use super::place::{PlaceContext, PlaceError, PlaceOutcome};
+use super::request::PlaceRequest;
+use super::sample::Sampling;
 use super::time::Timestamp;
 use crate::pipeline::{ParamValues, Policy};
 use crate::snapshot::{Snapshot, SnapshotError};
@@ -83,13 +85,6 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 /// answers "why did this VM land there" for any recent incident.
 pub const DEFAULT_DECISIONS_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
 
-/// Bytes of decision rows kept per cluster, at most (besides the count and
-/// the age). A logged answer is a few kilobytes and at most
-/// `store::decisions::MAX_ANSWER_BYTES`, so the default count of 1,000
-/// fits several times over; the budget only bites when answers are large,
-/// and then bounds the database instead of the count alone.
-pub const DEFAULT_DECISIONS_MAX_BYTES: u64 = 16 << 20;
-
 /// The service's settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlacementConfig {
@@ -116,7 +111,6 @@ impl Default for PlacementConfig {
             retention: Retention {
                 count: 1000,
                 max_age: DEFAULT_DECISIONS_MAX_AGE,
-                max_bytes: DEFAULT_DECISIONS_MAX_BYTES,
             },
             sampling: Sampling::Adaptive,
             fairness: FairnessConfig::default(),
@@ -154,7 +148,7 @@ pub enum PlacementError {
     Task(String),
 }
 
-/// A placement to make.
+/// A placement to make over the held inventory.
 pub struct PlaceJob {
     pub policy: Policy,
     /// The cluster's parameter overrides.
@@ -162,23 +156,94 @@ pub struct PlaceJob {
     pub request: PlaceRequest,
     pub dry_run: bool,
     pub decision_id: Uuid,
-    /// Builds the log entry of the final attempt; it runs under the lock,
-    /// so the entry is stored in the same transaction as the claims.
-    pub log: Option<LogFn>,
 }
 
-/// Builds a decision's log entry from its outcome and how long it waited.
-pub type LogFn = Box<dyn Fn(&PlaceOutcome, Option<Duration>) -> LoggedDecision + Send + Sync>;
-
-/// A placement made.
-#[derive(Debug)]
-pub struct Placed {
+/// A placement decided, with its cluster still locked.
+///
+/// The caller renders its answer from [`Decided::outcome`] and hands the
+/// decision's log entry to [`Decided::record`], which queues it to the
+/// store in the same batch as the claims the placement made and only then
+/// unlocks the cluster: a decision and its claims are stored together, in
+/// the order decisions were made, and the placement layer never learns
+/// what a log entry looks like. Dropped without being recorded (the caller
+/// failed, or its request was cancelled), it still queues the placement's
+/// changes and unlocks, so the store never lags the claims in memory.
+pub struct Decided {
     pub outcome: PlaceOutcome,
     /// How long the request waited for pending claims before its retry.
     pub waited: Option<Duration>,
-    /// The log entry stored with it (none for a dry run or without a
-    /// [`PlaceJob::log`]).
-    pub logged: Option<LoggedDecision>,
+    unlock: Unlock,
+}
+
+impl Decided {
+    /// Records the decision (`None`: a dry run, nothing to log) with the
+    /// placement's claims, unlocks the cluster, and waits until the store
+    /// has both.
+    pub async fn record(&mut self, logged: Option<LoggedDecision>) -> Result<(), PlacementError> {
+        if !self.unlock.is_locked() {
+            return Err(PlacementError::Task(
+                "a decision was recorded twice".to_owned(),
+            ));
+        }
+        Ok(self.unlock.submit(logged).wait().await?)
+    }
+}
+
+/// A locked cluster's changes, waiting to be queued to the store. Queuing
+/// them releases the lock; dropping an `Unlock` queues them, so that work
+/// done under the lock is stored even when its caller went away.
+struct Unlock {
+    cluster_id: Uuid,
+    changes: Vec<Change>,
+    /// Some claim resolved (expired, released, covered): requests waiting
+    /// to retry are woken.
+    resolved: bool,
+    slot: Arc<Slot>,
+    guard: Option<OwnedMutexGuard<Option<ClusterState>>>,
+    persister: Persister,
+}
+
+impl Unlock {
+    fn is_locked(&self) -> bool {
+        self.guard.is_some()
+    }
+
+    /// Queues the changes (and the log entry), unlocks, wakes waiters.
+    fn submit(&mut self, logged: Option<LoggedDecision>) -> Ack {
+        let mut ops = Vec::with_capacity(2);
+        if !self.changes.is_empty() {
+            ops.push(Op::Changes {
+                cluster_id: self.cluster_id,
+                changes: std::mem::take(&mut self.changes),
+            });
+        }
+        ops.extend(logged.map(Op::Decision));
+        // Queued while the lock is held: the store sees changes in the
+        // order they were made.
+        let ack = self.persister.submit(ops);
+        self.guard = None;
+        if self.resolved {
+            self.slot.resolved.notify_waiters();
+        }
+        ack
+    }
+}
+
+impl Drop for Unlock {
+    fn drop(&mut self) {
+        if self.is_locked() {
+            // Nobody waits for this acknowledgement; a failed write is
+            // logged by the writer.
+            drop(self.submit(None));
+        }
+    }
+}
+
+/// What one attempt at a placement came to.
+enum Attempt {
+    Decided(Box<Decided>),
+    /// Nothing placed, and waiting for pending claims could help.
+    Retry,
 }
 
 /// The placement service; cloning shares it.
@@ -200,12 +265,6 @@ struct Inner {
 struct Slot {
     state: Arc<tokio::sync::Mutex<Option<ClusterState>>>,
     resolved: Notify,
-}
-
-/// What a locked operation leaves behind.
-struct Done<T> {
-    value: T,
-    ack: Ack,
 }
 
 impl PlacementService {
@@ -351,19 +410,21 @@ impl PlacementService {
     }
 
     /// Places the job's instances over the held inventory, with one
-    /// delayed retry when waiting for pending claims could help.
-    pub async fn place(&self, cluster_id: Uuid, job: PlaceJob) -> Result<Placed, PlacementError> {
+    /// delayed retry when waiting for pending claims could help. The
+    /// cluster stays locked until the answer is [recorded](Decided::record).
+    pub async fn place(&self, cluster_id: Uuid, job: PlaceJob) -> Result<Decided, PlacementError> {
         let admission = self.admit(cluster_id)?;
         self.place_admitted(cluster_id, job, &admission).await
     }
 
-    /// [`PlacementService::place`] for a decision already admitted.
+    /// [`PlacementService::place`] for a decision already admitted: its
+    /// units run only with one of the cluster's sandbox slots.
     pub async fn place_admitted(
         &self,
         cluster_id: Uuid,
         job: PlaceJob,
         admission: &Admission,
-    ) -> Result<Placed, PlacementError> {
+    ) -> Result<Decided, PlacementError> {
         let job = Arc::new(job);
         let slot = self.slot(cluster_id);
         // Registered before the first attempt, so that a claim resolved
@@ -374,59 +435,59 @@ impl PlacementService {
 
         let retry_wait = self.inner.config.retry_wait;
         let may_wait = !retry_wait.is_zero() && !job.dry_run;
-        if let Some((outcome, logged)) = self
-            .attempt(cluster_id, &job, may_wait, None, admission)
-            .await?
+        if let Attempt::Decided(decided) =
+            self.attempt(cluster_id, &job, may_wait, admission).await?
         {
-            return Ok(Placed {
-                outcome,
-                waited: None,
-                logged,
-            });
+            return Ok(*decided);
         }
         let started = Instant::now();
         let _ = tokio::time::timeout(retry_wait, resolved).await;
         let waited = started.elapsed();
-        match self
-            .attempt(cluster_id, &job, false, Some(waited), admission)
-            .await?
-        {
-            Some((outcome, logged)) => Ok(Placed {
-                outcome,
-                waited: Some(waited),
-                logged,
-            }),
-            None => Err(PlacementError::Task(
+        match self.attempt(cluster_id, &job, false, admission).await? {
+            Attempt::Decided(mut decided) => {
+                decided.waited = Some(waited);
+                Ok(*decided)
+            }
+            Attempt::Retry => Err(PlacementError::Task(
                 "a final attempt asked to be retried".to_owned(),
             )),
         }
     }
 
     /// One attempt. With `may_wait`, an attempt that placed nothing, found
-    /// no host, and would find one once pending claims resolve returns
-    /// `None` instead of an answer (and logs nothing); the caller waits and
+    /// no host, and would find one once pending claims resolve stores its
+    /// changes, unlocks and answers [`Attempt::Retry`]; the caller waits and
     /// tries again.
     async fn attempt(
         &self,
         cluster_id: Uuid,
         job: &Arc<PlaceJob>,
         may_wait: bool,
-        waited: Option<Duration>,
         admission: &Admission,
-    ) -> Result<Option<(PlaceOutcome, Option<LoggedDecision>)>, PlacementError> {
+    ) -> Result<Attempt, PlacementError> {
         let job = Arc::clone(job);
         let ttl = self.inner.config.claim_ttl;
         let max_hold = self.inner.config.max_hold;
         let sampling = self.inner.config.sampling;
-        self.locked_with_hold(cluster_id, Some(admission), move |state, now, acquired| {
-            if !state.has_inventory() {
-                return Err(PlacementError::NoInventory { cluster_id });
-            }
+        let (slot, mut guard, acquired) = self.lock(cluster_id).await?;
+        // The sandbox slot after the lock, so a slot is never held idle by
+        // a decision queued for the lock; held by the task until it ends.
+        let permit = admission.sandbox().await;
+        let persister = self.inner.persister.clone();
+        let (outcome, mut unlock) = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let state = match guard.as_mut() {
+                None => return Err(PlacementError::Task("cluster state not loaded".to_owned())),
+                Some(state) if !state.has_inventory() => {
+                    return Err(PlacementError::NoInventory { cluster_id });
+                }
+                Some(state) => state,
+            };
             let cx = PlaceContext {
                 policy: &job.policy,
                 params: &job.params,
                 decision_id: job.decision_id,
-                now,
+                now: Timestamp::now(),
                 claim_ttl: ttl,
                 hold_deadline: Some(acquired + max_hold),
                 dry_run: job.dry_run,
@@ -436,25 +497,27 @@ impl PlacementService {
             let resolved = changes
                 .iter()
                 .any(|c| matches!(c, Change::ClaimDeleted { .. }));
-            if may_wait
-                && !outcome.complete
-                && outcome.pending_could_fit
-                && outcome.claims.is_empty()
-            {
-                return Ok((None, changes, resolved, Vec::new()));
-            }
-            let mut ops = Vec::new();
-            let logged = match &job.log {
-                Some(log) if !job.dry_run => {
-                    let entry = log(&outcome, waited);
-                    ops.push(Op::Decision(entry.clone()));
-                    Some(entry)
-                }
-                _ => None,
+            let unlock = Unlock {
+                cluster_id,
+                changes,
+                resolved,
+                slot,
+                guard: Some(guard),
+                persister,
             };
-            Ok((Some((outcome, logged)), changes, resolved, ops))
+            Ok((outcome, unlock))
         })
         .await
+        .map_err(|e| PlacementError::Task(e.to_string()))??;
+        if may_wait && !outcome.complete && outcome.pending_could_fit && outcome.claims.is_empty() {
+            unlock.submit(None).wait().await?;
+            return Ok(Attempt::Retry);
+        }
+        Ok(Attempt::Decided(Box::new(Decided {
+            outcome,
+            waited: None,
+            unlock,
+        })))
     }
 
     fn slot(&self, cluster_id: Uuid) -> Arc<Slot> {
@@ -487,8 +550,7 @@ impl PlacementService {
             })?;
         let acquired = Instant::now();
         if guard.is_none() {
-            let mut conn = self.inner.store.read().await?;
-            *guard = Some(persist::load(&mut conn, cluster_id).await?);
+            *guard = Some(persist::load(&self.inner.store, cluster_id).await?);
         }
         Ok((slot, guard, acquired))
     }
@@ -506,63 +568,26 @@ impl PlacementService {
         + Send
         + 'static,
     ) -> Result<T, PlacementError> {
-        self.locked_with_hold(cluster_id, None, move |state, now, _| {
-            work(state, now)
-                .map(|(value, changes, resolved)| (value, changes, resolved, Vec::new()))
+        let (slot, mut guard, _) = self.lock(cluster_id).await?;
+        let persister = self.inner.persister.clone();
+        let (value, mut unlock) = tokio::task::spawn_blocking(move || {
+            let Some(state) = guard.as_mut() else {
+                return Err(PlacementError::Task("cluster state not loaded".to_owned()));
+            };
+            let (value, changes, resolved) = work(state, Timestamp::now())?;
+            let unlock = Unlock {
+                cluster_id,
+                changes,
+                resolved,
+                slot,
+                guard: Some(guard),
+                persister,
+            };
+            Ok((value, unlock))
         })
         .await
-    }
-
-    /// [`PlacementService::locked`] for a decision: with `sandbox`, its
-    /// work waits for a sandbox slot of the cluster (after the lock, so a
-    /// slot is never held idle by a request queued for the lock) and holds
-    /// it until it ends.
-    async fn locked_with_hold<T: Send + 'static>(
-        &self,
-        cluster_id: Uuid,
-        sandbox: Option<&Admission>,
-        work: impl FnOnce(
-            &mut ClusterState,
-            Timestamp,
-            Instant,
-        ) -> Result<(T, Vec<Change>, bool, Vec<Op>), PlacementError>
-        + Send
-        + 'static,
-    ) -> Result<T, PlacementError> {
-        let (slot, mut guard, acquired) = self.lock(cluster_id).await?;
-        let permit = match sandbox {
-            Some(admission) => Some(admission.sandbox().await),
-            None => None,
-        };
-        let persister = self.inner.persister.clone();
-        let done =
-            tokio::task::spawn_blocking(move || -> Result<(Done<T>, bool), PlacementError> {
-                let _permit = permit;
-                let Some(state) = guard.as_mut() else {
-                    return Err(PlacementError::Task("cluster state not loaded".to_owned()));
-                };
-                let (value, changes, resolved, extra) = work(state, Timestamp::now(), acquired)?;
-                let mut ops = Vec::with_capacity(1 + extra.len());
-                if !changes.is_empty() {
-                    ops.push(Op::Changes {
-                        cluster_id,
-                        changes,
-                    });
-                }
-                ops.extend(extra);
-                // Queued while the lock is held: the store sees changes in the
-                // order they were made.
-                let ack = persister.submit(ops);
-                drop(guard);
-                Ok((Done { value, ack }, resolved))
-            })
-            .await
-            .map_err(|e| PlacementError::Task(e.to_string()))??;
-        let (Done { value, ack }, resolved) = done;
-        if resolved {
-            slot.resolved.notify_waiters();
-        }
-        ack.wait().await?;
+        .map_err(|e| PlacementError::Task(e.to_string()))??;
+        unlock.submit(None).wait().await?;
         Ok(value)
     }
 }
@@ -618,7 +643,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::placement::place::{Mode, PlaceRequest};
+    use crate::placement::request::{Mode, PlaceRequest};
     use crate::placement::test_store::store_with_cluster;
     use crate::snapshot::{Host, VmSpec};
     use crate::unit::Unit;
@@ -696,8 +721,54 @@ mod tests {
             },
             dry_run: false,
             decision_id: Uuid::new_v4(),
-            log: None,
         }
+    }
+
+    /// Places and records the job, as the API does.
+    async fn place(
+        service: &PlacementService,
+        cluster: Uuid,
+        job: PlaceJob,
+    ) -> Result<PlaceOutcome, PlacementError> {
+        let mut decided = service.place(cluster, job).await?;
+        decided.record(None).await?;
+        Ok(decided.outcome)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_decision_keeps_its_cluster_until_recorded_and_a_dropped_one_still_stores() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (service, cluster) = service(dir.path(), Duration::from_millis(100)).await;
+        let policy = Policy::builder()
+            .filter(Arc::new(sandpiper_policy_memory::native_unit()))
+            .build()
+            .expect("valid");
+        let mut decided = service
+            .place(cluster, job(&policy, "v1", 1024.0))
+            .await
+            .expect("decided");
+        assert_eq!(decided.outcome.claims.len(), 1);
+        // Until the decision is recorded, nothing else gets the cluster.
+        assert!(matches!(
+            service.summary(cluster).await,
+            Err(PlacementError::Busy { .. })
+        ));
+        decided.record(None).await.expect("recorded");
+        assert!(decided.record(None).await.is_err(), "recorded once");
+        assert_eq!(service.summary(cluster).await.expect("free").claims, 1);
+
+        // Dropped unrecorded: the cluster is free and the claim is stored.
+        drop(
+            service
+                .place(cluster, job(&policy, "v2", 1024.0))
+                .await
+                .expect("decided"),
+        );
+        assert_eq!(service.summary(cluster).await.expect("free").claims, 2);
+        let stored = persist::load(&service.inner.store, cluster)
+            .await
+            .expect("loads");
+        assert_eq!(stored.claims().len(), 2, "both claims are on disk");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -708,7 +779,7 @@ mod tests {
         let holder = {
             let service = service.clone();
             let job = job(&policy, "slow", 1.0);
-            tokio::spawn(async move { service.place(cluster, job).await })
+            tokio::spawn(async move { place(&service, cluster, job).await })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
         let started = Instant::now();
@@ -719,7 +790,7 @@ mod tests {
         );
         assert!(started.elapsed() < Duration::from_millis(350));
         let placed = holder.await.expect("joined").expect("placed");
-        assert!(placed.outcome.complete);
+        assert!(placed.complete);
         // Free again.
         assert_eq!(service.summary(cluster).await.expect("summary").claims, 1);
     }
@@ -737,18 +808,12 @@ mod tests {
             .map(|i| {
                 let service = service.clone();
                 let job = job(&policy, &format!("v{i}"), 1024.0);
-                tokio::spawn(async move { service.place(cluster, job).await })
+                tokio::spawn(async move { place(&service, cluster, job).await })
             })
             .collect();
         let mut placed = 0;
         for task in tasks {
-            if task
-                .await
-                .expect("joined")
-                .expect("decided")
-                .outcome
-                .complete
-            {
+            if task.await.expect("joined").expect("decided").complete {
                 placed += 1;
             }
         }

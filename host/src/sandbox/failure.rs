@@ -7,7 +7,7 @@ use std::time::Duration;
 use wasmtime::Trap;
 use wasmtime_wasi::I32Exit;
 
-use super::limits::MemoryRefusal;
+use super::limits::{MemoryRefusal, STARVED_CPU_PERCENT};
 use crate::unit::UnitError;
 
 /// Where in a call the failure happened.
@@ -26,6 +26,27 @@ pub(crate) struct Evidence<'a> {
     pub deadline: Duration,
     pub refusal: Option<MemoryRefusal>,
     pub stderr: &'a str,
+    /// CPU time the call's thread got, and the wall-clock time that passed,
+    /// from the start of the call to the failure.
+    pub cpu: Duration,
+    pub elapsed: Duration,
+}
+
+/// Whether a call that got `cpu` of CPU time in `elapsed` of wall-clock
+/// time was starved: see [`STARVED_CPU_PERCENT`].
+pub(crate) fn starved(cpu: Duration, elapsed: Duration) -> bool {
+    cpu.as_nanos() * 100 < elapsed.as_nanos() * u128::from(STARVED_CPU_PERCENT)
+}
+
+/// CPU time the calling thread has used so far. The call runs on one thread
+/// from start to end (`wasm_unit::blocking`), so the difference of two
+/// readings is what the call got.
+pub(crate) fn thread_cpu_time() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// Classifies `error` from a call.
@@ -35,6 +56,13 @@ pub(crate) fn classify(error: &wasmtime::Error, evidence: &Evidence<'_>) -> Unit
         Some(Trap::OutOfFuel) => {
             return UnitError::OutOfFuel {
                 budget: evidence.fuel_budget,
+            };
+        }
+        Some(Trap::Interrupt) if starved(evidence.cpu, evidence.elapsed) => {
+            return UnitError::Overloaded {
+                deadline: evidence.deadline,
+                cpu: evidence.cpu,
+                elapsed: evidence.elapsed,
             };
         }
         Some(Trap::Interrupt) => {
@@ -118,6 +146,8 @@ mod tests {
             fuel_budget: 7,
             deadline: Duration::from_millis(3),
             refusal,
+            cpu: Duration::from_millis(3),
+            elapsed: Duration::from_millis(3),
             stderr: "\nthread '<unnamed>' panicked at src/lib.rs:1:2:\nboom\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n",
         }
     }
@@ -134,6 +164,24 @@ mod tests {
             UnitError::DeadlineExceeded {
                 deadline: Duration::from_millis(3)
             }
+        );
+        let starved = Evidence {
+            cpu: Duration::from_millis(1),
+            elapsed: Duration::from_millis(40),
+            ..evidence(None)
+        };
+        assert_eq!(
+            classify(&e(Trap::Interrupt), &starved),
+            UnitError::Overloaded {
+                deadline: Duration::from_millis(3),
+                cpu: Duration::from_millis(1),
+                elapsed: Duration::from_millis(40),
+            }
+        );
+        // Only a deadline is ever blamed on the machine.
+        assert_eq!(
+            classify(&e(Trap::OutOfFuel), &starved),
+            UnitError::OutOfFuel { budget: 7 }
         );
         assert_eq!(
             classify(&e(Trap::StackOverflow), &evidence(None)),
@@ -153,5 +201,39 @@ mod tests {
                 panic: Some("thread '<unnamed>' panicked at src/lib.rs:1:2:\nboom".to_owned()),
             }
         );
+    }
+
+    #[test]
+    fn starvation_is_under_half_the_wall_clock_time_on_cpu() {
+        let ms = Duration::from_millis;
+        assert!(starved(ms(0), ms(10)));
+        assert!(starved(ms(4), ms(10)));
+        assert!(!starved(ms(5), ms(10)), "exactly half had the CPU");
+        assert!(!starved(ms(10), ms(10)));
+        assert!(!starved(ms(0), ms(0)));
+        // Several threads' worth can never read as starved.
+        assert!(!starved(ms(30), ms(10)));
+    }
+
+    #[test]
+    fn the_thread_clock_counts_this_threads_work_only() {
+        let start = thread_cpu_time();
+        let wall = std::time::Instant::now();
+        std::thread::sleep(ms_of(30));
+        let slept = thread_cpu_time() - start;
+        assert!(
+            starved(slept, wall.elapsed()),
+            "sleeping used {slept:?} of CPU"
+        );
+        let start = thread_cpu_time();
+        let mut x = 0u64;
+        while thread_cpu_time() - start < ms_of(5) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        assert!(thread_cpu_time() - start >= ms_of(5));
+    }
+
+    fn ms_of(n: u64) -> Duration {
+        Duration::from_millis(n)
     }
 }

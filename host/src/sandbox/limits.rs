@@ -36,6 +36,22 @@ pub const DEFAULT_DEADLINE_BASE: Duration = Duration::from_millis(250);
 /// 55-73 ms at 10k hosts) takes, and far above a compiled unit's ~0.1 µs.
 pub const DEFAULT_DEADLINE_PER_HOST: Duration = Duration::from_micros(25);
 
+/// A call stopped by its wall-clock deadline was **starved** (the machine is
+/// overloaded), not slow, when its thread got less than this percentage of
+/// the elapsed wall-clock time as CPU time.
+///
+/// A call runs on one thread from start to end and never sleeps (clocks
+/// are frozen, timers are due at once, host functions only copy), so a
+/// unit that had a core to itself shows CPU time close to its wall time
+/// (measured: 95-100 % for a spinning unit on an idle machine). Under half
+/// means other work held the core more than the unit did, and the same call
+/// would most likely have finished in time on a machine that was not
+/// overloaded: the failure says nothing about the unit or the policy, and
+/// is answered 503 `overloaded` for the engine to retry. At or above half,
+/// the unit had the CPU and still ran out of time: it is too slow
+/// (`deadline_exceeded`), a verdict that a retry will not change.
+pub const STARVED_CPU_PERCENT: u32 = 50;
+
 /// Linear memory a compiled unit may hold, all its memories together. A Rust
 /// unit built by the SDK starts at 4 MiB (`INITIAL_MEMORY_BYTES` of
 /// sandpiper-guest-build, mostly untouched) and reads a few columns of 8

@@ -12,7 +12,9 @@
 //!   files, environment or network).
 //! * Failures come back typed ([`crate::unit::UnitError`]): out of fuel,
 //!   deadline, memory limit, stack overflow, or a trap with the unit's own
-//!   panic message read from its stderr.
+//!   panic message read from its stderr. A deadline hit by a call whose
+//!   thread was starved of CPU is `Overloaded`, not the unit's fault
+//!   ([`STARVED_CPU_PERCENT`]).
 //!
 //! Calls block the calling thread for their duration. From async code, run
 //! them with `tokio::task::spawn_blocking`; on a multi-threaded runtime's
@@ -36,7 +38,7 @@ pub use engine::{
 pub use limits::{
     DEFAULT_DEADLINE_BASE, DEFAULT_DEADLINE_PER_HOST, DEFAULT_FUEL_BASE, DEFAULT_FUEL_PER_HOST,
     DEFAULT_MEMORY_BYTES, Limits, LimitsError, MAX_INSTANCES_PER_CALL, MAX_MEMORIES_PER_CALL,
-    MAX_MEMORY_BYTES, MAX_TABLE_ELEMENTS, MAX_TABLES_PER_CALL,
+    MAX_MEMORY_BYTES, MAX_TABLE_ELEMENTS, MAX_TABLES_PER_CALL, STARVED_CPU_PERCENT,
 };
 pub use output::{
     MAX_REASON_BYTES, MAX_TRANSFER_BYTES, OUTPUT_BASE_BYTES, OUTPUT_BYTES_PER_CANDIDATE,

@@ -14,6 +14,7 @@ use super::limits::{Limits, LimitsError};
 use super::validate::{self, BALANCE_EXPORT, FILTER_EXPORT, METADATA_EXPORT, SCORE_EXPORT};
 use super::wasi;
 use super::wasm_unit::{CallState, Compiled, Guests, Session, Shared, WasmUnit, blocking};
+use crate::pipeline::SpecError;
 use crate::unit::UnitError;
 
 /// Why a component was not accepted as a unit.
@@ -61,20 +62,10 @@ pub enum LoadError {
     Info(UnitError),
     #[error("the unit's info is not usable: {0}")]
     InvalidInfo(String),
-    #[error("parameter `{param}`: pattern `{pattern}` is not a valid regular expression: {detail}")]
-    BadPattern {
-        param: String,
-        pattern: String,
-        detail: String,
-    },
-    #[error(
-        "parameter `{param}`: default value `{default_value}` does not match its pattern `{pattern}`"
-    )]
-    DefaultMismatch {
-        param: String,
-        default_value: String,
-        pattern: String,
-    },
+    /// The unit's parameter declarations are unusable: the same check and
+    /// error a policy's parameter table gives.
+    #[error("the unit's parameters are not usable: {0}")]
+    Params(#[from] SpecError),
     #[error(
         "the precompiled artifact was refused ({0}); compile the original component again \
          (artifacts are tied to the wasmtime version and engine settings)"

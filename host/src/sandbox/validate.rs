@@ -3,7 +3,6 @@
 //! sandbox provides, it exports `metadata` and at least one role, and what
 //! its `info()` says is usable.
 
-use regex::RegexBuilder;
 use sandpiper_guest::model::UnitInfo;
 use wasmtime::Engine;
 use wasmtime::component::Component;
@@ -122,9 +121,9 @@ pub(crate) fn export_names(engine: &Engine, component: &Component) -> Vec<String
         .collect()
 }
 
-/// Checks what a unit says about itself: bounded size, distinct parameter
-/// names, patterns that compile (anchored, as the pipeline applies them)
-/// and defaults that match them.
+/// Checks what a unit says about itself: bounded size, a name, and
+/// parameter declarations a policy can use (the pipeline's own check,
+/// [`crate::pipeline::check_specs`]).
 pub(crate) fn check_info(info: &UnitInfo) -> Result<(), LoadError> {
     let text_bytes = info.name.len()
         + info.description.len()
@@ -143,35 +142,14 @@ pub(crate) fn check_info(info: &UnitInfo) -> Result<(), LoadError> {
             "info() gives an empty name".to_owned(),
         ));
     }
-    for (i, param) in info.params.iter().enumerate() {
-        if info.params[..i].iter().any(|p| p.name == param.name) {
-            return Err(LoadError::InvalidInfo(format!(
-                "parameter `{}` is declared twice",
-                param.name
-            )));
-        }
-        let whole = RegexBuilder::new(&format!("^(?:{})$", param.pattern))
-            .size_limit(crate::pipeline::PATTERN_SIZE_LIMIT_BYTES)
-            .build()
-            .map_err(|e| LoadError::BadPattern {
-                param: param.name.clone(),
-                pattern: param.pattern.clone(),
-                detail: e.to_string(),
-            })?;
-        if !whole.is_match(&param.default_value) {
-            return Err(LoadError::DefaultMismatch {
-                param: param.name.clone(),
-                default_value: param.default_value.clone(),
-                pattern: param.pattern.clone(),
-            });
-        }
-    }
+    crate::pipeline::check_specs(&info.name, &info.params)?;
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::SpecError;
     use sandpiper_guest::model::ParamSpec;
 
     #[test]
@@ -217,14 +195,15 @@ mod tests {
         let ok = UnitInfo::new("Memory", "").with_param(ParamSpec::new("N", "", "10", r"\d+"));
         assert!(check_info(&ok).is_ok());
         let bad = UnitInfo::new("Memory", "").with_param(ParamSpec::new("N", "", "10", "(("));
-        assert!(
-            matches!(check_info(&bad), Err(LoadError::BadPattern { param, .. }) if param == "N")
-        );
+        assert!(matches!(
+            check_info(&bad),
+            Err(LoadError::Params(SpecError::BadPattern { key, .. })) if key == "N"
+        ));
         let mismatch =
             UnitInfo::new("Memory", "").with_param(ParamSpec::new("N", "", "ten", r"\d+"));
         assert!(matches!(
             check_info(&mismatch),
-            Err(LoadError::DefaultMismatch { param, .. }) if param == "N"
+            Err(LoadError::Params(SpecError::BadDefault { key, .. })) if key == "N"
         ));
         // Anchored: a pattern matching part of the default is not enough.
         let partial =
@@ -233,6 +212,9 @@ mod tests {
         let twice = UnitInfo::new("Memory", "")
             .with_param(ParamSpec::new("N", "", "1", r"\d+"))
             .with_param(ParamSpec::new("N", "", "2", r"\d+"));
-        assert!(matches!(check_info(&twice), Err(LoadError::InvalidInfo(_))));
+        assert!(matches!(
+            check_info(&twice),
+            Err(LoadError::Params(SpecError::DuplicateKey { .. }))
+        ));
     }
 }

@@ -13,7 +13,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{InventoryImport, balance, filter, metadata, score, types};
 use super::engine::{EpochTicker, deadline_ticks};
-use super::failure::{Evidence, Phase, classify};
+use super::failure::{Evidence, Phase, classify, thread_cpu_time};
 use super::limits::{Limits, LimitsError, MemoryLimiter};
 use super::output::{self, MAX_TRANSFER_BYTES};
 use super::wasi::{self, StderrCapture};
@@ -154,6 +154,8 @@ pub(crate) struct Session {
     deadline: std::time::Duration,
     stderr: StderrCapture,
     started: Instant,
+    /// The thread's CPU time when the call started.
+    cpu_started: std::time::Duration,
 }
 
 impl Session {
@@ -165,6 +167,7 @@ impl Session {
         inventory: &Arc<Inventory>,
     ) -> Result<Session, Failed> {
         let started = Instant::now();
+        let cpu_started = thread_cpu_time();
         let hosts = inventory.host_count();
         let fuel_budget = limits.fuel_budget(hosts);
         let deadline = limits.deadline(hosts);
@@ -192,6 +195,8 @@ impl Session {
                     deadline,
                     refusal: store.data().limiter.refusal(),
                     stderr: &stderr.text(),
+                    cpu: thread_cpu_time().saturating_sub(cpu_started),
+                    elapsed: started.elapsed(),
                 };
                 return Err(Failed {
                     error: classify(&error, &evidence),
@@ -206,6 +211,7 @@ impl Session {
             deadline,
             stderr,
             started,
+            cpu_started,
         })
     }
 
@@ -217,6 +223,8 @@ impl Session {
             deadline: self.deadline,
             refusal: self.store.data().limiter.refusal(),
             stderr: &self.stderr.text(),
+            cpu: thread_cpu_time().saturating_sub(self.cpu_started),
+            elapsed: self.started.elapsed(),
         };
         Failed {
             error: classify(error, &evidence),

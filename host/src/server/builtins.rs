@@ -56,7 +56,7 @@ pub async fn register(
         let sha256 = module_sha256(builtin.wasm);
         let stored = {
             let mut conn = store.read().await?;
-            store::modules::artifact(&mut conn, &sha256, &engine_hash).await?
+            conn.artifact(&sha256, &engine_hash).await?
         };
         let (artifact, fresh) = match stored {
             Some(artifact) => (artifact, false),
@@ -88,21 +88,21 @@ pub async fn register(
         };
 
         let mut tx = store.write().await?;
-        let holder = store::units::get_by_name(&mut tx, &module.name).await?;
+        let holder = tx.unit_by_name(&module.name).await?;
         if let Some(other) = holder.filter(|other| other.id != id) {
             return Err(fail(format!(
                 "an uploaded unit ({}) is already called `{}`; rename or delete it",
                 other.id, module.name
             )));
         }
-        store::modules::insert(&mut tx, &sha256, builtin.wasm).await?;
+        tx.insert_module(&sha256, builtin.wasm).await?;
         if fresh {
-            store::modules::insert_artifact(&mut tx, &sha256, &engine_hash, &artifact).await?;
+            tx.insert_artifact(&sha256, &engine_hash, &artifact).await?;
         }
-        match store::units::get(&mut tx, id).await? {
-            None => store::units::insert(&mut tx, id, true, &module).await?,
+        match tx.unit(id).await? {
+            None => tx.insert_unit(id, true, &module).await?,
             Some(existing) if differs(&existing, &module) => {
-                store::units::replace_module(&mut tx, id, &module).await?;
+                tx.replace_unit_module(id, &module).await?;
             }
             Some(_) => {}
         }
@@ -170,7 +170,6 @@ fn policy_record(
         weights.push(WeightLink {
             unit_id: find(&weight.unit)?,
             factor: weight.factor,
-            on_failure: weight.on_failure,
         });
     }
     Ok(PolicyRecord {
@@ -209,7 +208,7 @@ async fn register_policy(
         .map_err(|e| fail(format!("{e:?}")))?;
 
     let mut tx = store.write().await?;
-    let holder = store::policies::id_by_name(&mut tx, &record.name).await?;
+    let holder = tx.policy_id_by_name(&record.name).await?;
     if let Some(other) = holder.filter(|&other| other != record.id) {
         return Err(fail(format!(
             "a policy ({other}) is already called `{}`; rename it",
@@ -218,12 +217,12 @@ async fn register_policy(
     }
     // Rewritten only when this binary's version differs, so a restart
     // leaves the store exactly as it was.
-    let current = store::policies::get(&mut tx, record.id).await?;
+    let current = tx.policy(record.id).await?;
     if current.is_none_or(|c| !same_policy(&c, &record)) {
-        store::policies::save(&mut tx, &record).await?;
+        tx.save_policy(&record).await?;
     }
-    if policy.default && store::policies::default_id(&mut tx).await?.is_none() {
-        store::policies::make_default(&mut tx, record.id).await?;
+    if policy.default && tx.default_policy_id().await?.is_none() {
+        tx.make_default_policy(record.id).await?;
     }
     tx.commit().await?;
     Ok(())

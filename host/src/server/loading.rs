@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::StartError;
 use crate::registry::{Named, Registry};
-use crate::store::{self, Store};
+use crate::store::Store;
 use crate::upload::Modules;
 
 /// Loads every stored unit that is not built in. A unit that no longer
@@ -22,19 +22,19 @@ pub async fn load_uploaded(
     let engine_hash = modules.engine_hash();
     let units = {
         let mut conn = store.read().await?;
-        store::units::list(&mut conn).await?
+        conn.units().await?
     };
     for unit in units.into_iter().filter(|u| !u.internal) {
         let stored = {
             let mut conn = store.read().await?;
-            store::modules::artifact(&mut conn, &unit.module_sha256, &engine_hash).await?
+            conn.artifact(&unit.module_sha256, &engine_hash).await?
         };
         let artifact = match stored {
             Some(artifact) => artifact,
             None => {
                 let wasm = {
                     let mut conn = store.read().await?;
-                    store::modules::wasm(&mut conn, &unit.module_sha256).await?
+                    conn.module_wasm(&unit.module_sha256).await?
                 };
                 let Some(wasm) = wasm else {
                     tracing::error!(unit = %unit.name, sha256 = %unit.module_sha256, "module bytes missing from the store; unit not loaded");
@@ -44,13 +44,8 @@ pub async fn load_uploaded(
                 match modules.compile(&wasm).await {
                     Ok(artifact) => {
                         let mut tx = store.write().await?;
-                        store::modules::insert_artifact(
-                            &mut tx,
-                            &unit.module_sha256,
-                            &engine_hash,
-                            &artifact,
-                        )
-                        .await?;
+                        tx.insert_artifact(&unit.module_sha256, &engine_hash, &artifact)
+                            .await?;
                         tx.commit().await?;
                         artifact
                     }
@@ -72,7 +67,7 @@ pub async fn load_uploaded(
         }
     }
     let mut tx = store.write().await?;
-    store::modules::collect_garbage(&mut tx, &engine_hash).await?;
+    tx.collect_module_garbage(&engine_hash).await?;
     tx.commit().await?;
     Ok(())
 }

@@ -1,9 +1,11 @@
 //! Starting and stopping the server: open and migrate the store, make sure
 //! an admin can get in, register the built-in units and policy, load every
 //! stored unit, bind, serve until SIGINT or SIGTERM, let requests in flight
-//! finish, and close the store cleanly.
+//! finish, and close the store cleanly. The connection layer (timeouts,
+//! connection caps) is in `listen`.
 
 mod builtins;
+mod listen;
 mod loading;
 
 use std::net::SocketAddr;
@@ -23,6 +25,7 @@ use crate::store::{Store, StoreError};
 use crate::upload::Modules;
 
 pub use builtins::{BUILTIN_POLICY_NAME, builtin_unit_id};
+pub use listen::{CONNECTION_RETRY_AFTER_SECS, ConnectionLimits};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +64,7 @@ pub struct Server {
     addr: SocketAddr,
     state: AppState,
     grace: Duration,
+    connections: ConnectionLimits,
     signals: StopSignals,
 }
 
@@ -69,50 +73,11 @@ impl Server {
     /// are answered once [`Server::run`] is called.
     pub async fn start(args: ServeArgs) -> Result<Server, StartError> {
         let signals = StopSignals::install().map_err(StartError::Signals)?;
-        if let Some(dir) = args.db.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| StartError::DataDir {
-                path: dir.to_owned(),
-                source,
-            })?;
-        }
-        let store = Store::open(&args.db)
-            .await
-            .map_err(|source| StartError::Store {
-                path: args.db.clone(),
-                source,
-            })?;
-        tracing::info!(db = %args.db.display(), "store open, migrations applied");
-
         let supplied = std::env::var(ADMIN_TOKEN_ENV)
             .ok()
             .filter(|t| !t.is_empty());
-        match auth::bootstrap_admin(&store, &args.db, supplied.as_deref()).await? {
-            Bootstrap::Generated(path) => tracing::warn!(
-                path = %std::path::absolute(&path).unwrap_or(path).display(),
-                "first start: generated an admin token and wrote it to this file (mode 0600); \
-                 read it, keep it safe and delete the file"
-            ),
-            Bootstrap::Supplied => tracing::info!("admin token from {ADMIN_TOKEN_ENV} registered"),
-            Bootstrap::Existing => {}
-        }
-
-        let limits = args.unit_limits();
-        limits.validate()?;
-        let runtime =
-            Arc::new(Runtime::new(limits).map_err(|e| StartError::Runtime(e.to_string()))?);
         let exe = std::env::current_exe().map_err(StartError::Exe)?;
-        let modules = Modules::new(runtime, args.compile_limits(), exe);
-        let registry = Registry::new();
-
-        builtins::register(&store, &modules, &registry).await?;
-        loading::load_uploaded(&store, &modules, &registry).await?;
-        tracing::info!(units = registry.len(), "units loaded");
-
-        let placement = crate::placement::PlacementService::start(
-            store.clone(),
-            args.placement.config(args.decisions_retained),
-        );
-        let state = AppState::new(store, registry, modules, args.api_limits(), placement);
+        let state = Server::build_state(&args, supplied.as_deref(), exe).await?;
         let listener = TcpListener::bind(args.listen)
             .await
             .map_err(|source| StartError::Bind {
@@ -129,8 +94,72 @@ impl Server {
             addr,
             state,
             grace: args.shutdown_grace(),
+            connections: args.connection_limits(),
             signals,
         })
+    }
+
+    /// Everything a request needs, built as `sandpiper serve` builds it
+    /// but with no socket and no signals: creates the database's
+    /// directory, opens and migrates the store, makes sure an admin can
+    /// get in, registers the built-in units and policy, loads every stored
+    /// unit and starts placement.
+    ///
+    /// What a start otherwise takes from its process is passed in, so that
+    /// tests build this very state in process (`tests/api`): `admin_token`
+    /// is the token `SANDPIPER_ADMIN_TOKEN` supplies (none: one is
+    /// generated on a first start), and `exe` is the `sandpiper` binary
+    /// uploads are compiled by.
+    pub async fn build_state(
+        args: &ServeArgs,
+        admin_token: Option<&str>,
+        exe: PathBuf,
+    ) -> Result<AppState, StartError> {
+        if let Some(dir) = args.db.parent().filter(|d| !d.as_os_str().is_empty()) {
+            use std::os::unix::fs::DirBuilderExt as _;
+            // 0700: the directory holds the database and the admin token.
+            let mut builder = std::fs::DirBuilder::new();
+            builder.recursive(true).mode(0o700);
+            builder.create(dir).map_err(|source| StartError::DataDir {
+                path: dir.to_owned(),
+                source,
+            })?;
+        }
+        let store = Store::open(&args.db)
+            .await
+            .map_err(|source| StartError::Store {
+                path: args.db.clone(),
+                source,
+            })?;
+        tracing::info!(db = %args.db.display(), "store open, migrations applied");
+
+        match auth::bootstrap_admin(&store, &args.db, admin_token).await? {
+            Bootstrap::Generated(path) => tracing::warn!(
+                path = %std::path::absolute(&path).unwrap_or(path).display(),
+                "first start: generated an admin token and wrote it to this file (mode 0600); \
+                 read it, keep it safe and delete the file"
+            ),
+            Bootstrap::Supplied => tracing::info!("admin token from {ADMIN_TOKEN_ENV} registered"),
+            Bootstrap::Existing => {}
+        }
+
+        let limits = args.unit_limits();
+        limits.validate()?;
+        let runtime =
+            Arc::new(Runtime::new(limits).map_err(|e| StartError::Runtime(e.to_string()))?);
+        let modules = Modules::new(runtime, args.compile_limits(), exe);
+        let registry = Registry::new();
+
+        builtins::register(&store, &modules, &registry).await?;
+        loading::load_uploaded(&store, &modules, &registry).await?;
+        tracing::info!(units = registry.len(), "units loaded");
+
+        let placement = crate::placement::PlacementService::start(
+            store.clone(),
+            args.placement.config(args.decisions_retained),
+        );
+        let state = AppState::new(store, registry, modules, args.api_limits(), placement);
+        Ok(state)
     }
 
     /// The address actually bound (the OS picks the port for port 0).
@@ -145,13 +174,14 @@ impl Server {
             listener,
             state,
             grace,
+            connections,
             signals,
             ..
         } = self;
         let store = state.store().clone();
         let app = api::app(state);
         let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let serve = listen::serve(listener, app, connections, async move {
             signals.received().await;
             tracing::info!("shutting down: no new connections, finishing requests in flight");
             let _ = stopping_tx.send(true);
@@ -167,16 +197,15 @@ impl Server {
             }
             tokio::time::sleep(grace).await;
         };
-        let result = tokio::select! {
-            result = serve => result,
+        tokio::select! {
+            () = serve => {},
             () = grace_expired => {
                 tracing::warn!(grace_secs = grace.as_secs(), "requests still running after the grace period; stopping anyway");
-                Ok(())
             }
         };
         store.close().await;
         tracing::info!("store closed; bye");
-        result
+        Ok(())
     }
 }
 

@@ -2,7 +2,7 @@
 
 use uuid::Uuid;
 
-use super::{SqliteConnection, StoreError, parse_id};
+use super::{Db, SqliteConnection, StoreError, parse_id};
 use crate::pipeline::ParamValues;
 
 /// A stored cluster.
@@ -51,96 +51,98 @@ async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<ClusterRecord
     })
 }
 
-/// Every cluster, by name.
-pub async fn list(conn: &mut SqliteConnection) -> Result<Vec<ClusterRecord>, StoreError> {
-    let rows = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY name")))
+impl Db {
+    /// Every cluster, by name.
+    pub async fn clusters(&mut self) -> Result<Vec<ClusterRecord>, StoreError> {
+        let conn = self.sqlite();
+        let rows = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY name")))
+            .fetch_all(&mut *conn)
+            .await?;
+        let mut clusters = Vec::with_capacity(rows.len());
+        for row in rows {
+            clusters.push(complete(conn, row).await?);
+        }
+        Ok(clusters)
+    }
+
+    pub async fn cluster(&mut self, id: Uuid) -> Result<Option<ClusterRecord>, StoreError> {
+        let conn = self.sqlite();
+        let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = ?")))
+            .bind(id.to_string())
+            .fetch_optional(&mut *conn)
+            .await?;
+        match row {
+            Some(row) => Ok(Some(complete(conn, row).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The clusters that run policy `policy_id`.
+    pub async fn clusters_with_policy(
+        &mut self,
+        policy_id: Uuid,
+    ) -> Result<Vec<ClusterRecord>, StoreError> {
+        let conn = self.sqlite();
+        let rows = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!(
+            "{SELECT} WHERE policy_id = ? ORDER BY name"
+        )))
+        .bind(policy_id.to_string())
         .fetch_all(&mut *conn)
         .await?;
-    let mut clusters = Vec::with_capacity(rows.len());
-    for row in rows {
-        clusters.push(complete(conn, row).await?);
+        let mut clusters = Vec::with_capacity(rows.len());
+        for row in rows {
+            clusters.push(complete(conn, row).await?);
+        }
+        Ok(clusters)
     }
-    Ok(clusters)
-}
 
-pub async fn get(
-    conn: &mut SqliteConnection,
-    id: Uuid,
-) -> Result<Option<ClusterRecord>, StoreError> {
-    let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = ?")))
-        .bind(id.to_string())
-        .fetch_optional(&mut *conn)
-        .await?;
-    match row {
-        Some(row) => Ok(Some(complete(conn, row).await?)),
-        None => Ok(None),
-    }
-}
-
-/// The clusters that run policy `policy_id`.
-pub async fn using_policy(
-    conn: &mut SqliteConnection,
-    policy_id: Uuid,
-) -> Result<Vec<ClusterRecord>, StoreError> {
-    let rows = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!(
-        "{SELECT} WHERE policy_id = ? ORDER BY name"
-    )))
-    .bind(policy_id.to_string())
-    .fetch_all(&mut *conn)
-    .await?;
-    let mut clusters = Vec::with_capacity(rows.len());
-    for row in rows {
-        clusters.push(complete(conn, row).await?);
-    }
-    Ok(clusters)
-}
-
-/// Writes `cluster` as a whole (row and overrides), inserting or replacing.
-pub async fn save(conn: &mut SqliteConnection, cluster: &ClusterRecord) -> Result<(), StoreError> {
-    let id = cluster.id.to_string();
-    sqlx::query(
-        "INSERT INTO clusters (id, name, description, policy_id) VALUES (?1, ?2, ?3, ?4) \
-         ON CONFLICT (id) DO UPDATE SET name = ?2, description = ?3, policy_id = ?4, \
-         updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-    )
-    .bind(&id)
-    .bind(&cluster.name)
-    .bind(&cluster.description)
-    .bind(cluster.policy_id.to_string())
-    .execute(&mut *conn)
-    .await?;
-    sqlx::query("DELETE FROM cluster_params WHERE cluster_id = ?")
+    /// Writes `cluster` as a whole (row and overrides), inserting or replacing.
+    pub async fn save_cluster(&mut self, cluster: &ClusterRecord) -> Result<(), StoreError> {
+        let conn = self.sqlite();
+        let id = cluster.id.to_string();
+        sqlx::query(
+            "INSERT INTO clusters (id, name, description, policy_id) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT (id) DO UPDATE SET name = ?2, description = ?3, policy_id = ?4, \
+             updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+        )
         .bind(&id)
+        .bind(&cluster.name)
+        .bind(&cluster.description)
+        .bind(cluster.policy_id.to_string())
         .execute(&mut *conn)
         .await?;
-    for (name, value) in &cluster.params {
-        sqlx::query("INSERT INTO cluster_params (cluster_id, name, value) VALUES (?, ?, ?)")
+        sqlx::query("DELETE FROM cluster_params WHERE cluster_id = ?")
             .bind(&id)
-            .bind(name)
-            .bind(value)
             .execute(&mut *conn)
             .await?;
+        for (name, value) in &cluster.params {
+            sqlx::query("INSERT INTO cluster_params (cluster_id, name, value) VALUES (?, ?, ?)")
+                .bind(&id)
+                .bind(name)
+                .bind(value)
+                .execute(&mut *conn)
+                .await?;
+        }
+        Ok(())
     }
-    Ok(())
-}
 
-pub async fn delete(conn: &mut SqliteConnection, id: Uuid) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM clusters WHERE id = ?")
-        .bind(id.to_string())
-        .execute(conn)
-        .await?;
-    Ok(())
-}
+    pub async fn delete_cluster(&mut self, id: Uuid) -> Result<(), StoreError> {
+        let conn = self.sqlite();
+        sqlx::query("DELETE FROM clusters WHERE id = ?")
+            .bind(id.to_string())
+            .execute(conn)
+            .await?;
+        Ok(())
+    }
 
-/// The id of the cluster called `name`, if any.
-pub async fn id_by_name(
-    conn: &mut SqliteConnection,
-    name: &str,
-) -> Result<Option<Uuid>, StoreError> {
-    sqlx::query_scalar::<_, String>("SELECT id FROM clusters WHERE name = ?")
-        .bind(name)
-        .fetch_optional(conn)
-        .await?
-        .map(|id| parse_id(&id))
-        .transpose()
+    /// The id of the cluster called `name`, if any.
+    pub async fn cluster_id_by_name(&mut self, name: &str) -> Result<Option<Uuid>, StoreError> {
+        let conn = self.sqlite();
+        sqlx::query_scalar::<_, String>("SELECT id FROM clusters WHERE name = ? COLLATE NOCASE")
+            .bind(name)
+            .fetch_optional(conn)
+            .await?
+            .map(|id| parse_id(&id))
+            .transpose()
+    }
 }

@@ -1,97 +1,17 @@
 //! The decisions log: what was decided for a cluster and why (the explain
-//! record), kept for a bounded number of decisions per cluster.
+//! record), with the claims each decision made, kept for a bounded number
+//! of decisions per cluster and a bounded time ([`Retention`]).
 //!
-//! Every row is bounded whatever went into the decision (issue #11): its
-//! answer holds at most [`MAX_ANSWER_BYTES`] (callers store a summary of a
-//! larger answer, and the full one in `decision_details` under a byte
-//! budget of its own), its id columns at most [`MAX_ID_COLUMN_BYTES`], and
-//! it records its size so that the log is trimmed by bytes too.
+//! Every decision reaches the log the same way: queued to the store's one
+//! writer ([`super::writer`]), which inserts it with [`Db::insert_decisions`]
+//! and applies the one retention rule, [`Db::trim_decisions`].
 
-use std::borrow::Cow;
+use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::{SqliteConnection, StoreError, parse_id};
-
-/// Largest answer a decision row holds, bytes. An explain summary of a
-/// decision over any number of hosts is a few kilobytes (its lists are
-/// capped), so 64 KiB keeps every honest summary whole, while 500 rows of a
-/// listing stay far below what a client can take. A larger answer is
-/// stored as a summary by its caller, or replaced here by a stub that says
-/// how large it was.
-pub const MAX_ANSWER_BYTES: usize = 64 << 10;
-
-/// Longest VM or host id kept in a row's id columns, bytes. Ids are
-/// validated at the API (tens of bytes in practice); this only bounds the
-/// row whatever gets through, so a longer id is cut at a character
-/// boundary (it then no longer matches a `vm_id` search).
-pub const MAX_ID_COLUMN_BYTES: usize = 1024;
-
-/// Largest full answer kept in `decision_details`, bytes: the request body
-/// limit's default, so a full answer the server could produce is kept
-/// (100,000 hosts inline explain themselves in ~47 MB).
-pub const MAX_DETAIL_BYTES: usize = 64 << 20;
-
-/// Bytes of full answers kept server-wide, oldest dropped first: two of the
-/// largest answers, or hundreds of merely large ones. Their summaries stay
-/// in the log after the full answer is dropped.
-pub const DEFAULT_DETAILS_BUDGET_BYTES: u64 = 128 << 20;
-
-/// A row's columns within their bounds (see the module doc).
-#[derive(Clone, Debug, PartialEq)]
-pub struct BoundedRow<'a> {
-    pub vm_id: Option<&'a str>,
-    pub host_id: Option<&'a str>,
-    pub answer: Cow<'a, str>,
-    /// What the row counts against the log's byte budget.
-    pub size_bytes: i64,
-}
-
-/// `decision`'s columns cut to their bounds: ids to
-/// [`MAX_ID_COLUMN_BYTES`], an answer over [`MAX_ANSWER_BYTES`] replaced by
-/// a stub naming its size (valid JSON, so listings still parse).
-pub fn bounded_row<'a>(
-    id: Uuid,
-    vm_id: Option<&'a str>,
-    host_id: Option<&'a str>,
-    answer: &'a str,
-) -> BoundedRow<'a> {
-    let vm_id = vm_id.map(|v| cut(v, MAX_ID_COLUMN_BYTES));
-    let host_id = host_id.map(|h| cut(h, MAX_ID_COLUMN_BYTES));
-    let answer: Cow<'a, str> = if answer.len() <= MAX_ANSWER_BYTES {
-        Cow::Borrowed(answer)
-    } else {
-        Cow::Owned(
-            serde_json::json!({
-                "decision_id": id,
-                "truncated": {
-                    "answer_bytes": answer.len(),
-                    "max_answer_bytes": MAX_ANSWER_BYTES,
-                },
-            })
-            .to_string(),
-        )
-    };
-    let size = answer.len() + vm_id.map_or(0, str::len) + host_id.map_or(0, str::len);
-    BoundedRow {
-        vm_id,
-        host_id,
-        answer,
-        size_bytes: i64::try_from(size).unwrap_or(i64::MAX),
-    }
-}
-
-/// `text` cut to at most `max` bytes, at a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
+use super::{Db, ROWS_PER_STATEMENT, StoreError, parse_id, placeholders};
+use crate::time::Timestamp;
 
 /// Which question a decision answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,6 +53,54 @@ pub struct DecisionRecord {
     pub created_at: String,
 }
 
+/// A decision for the log, with the claims it made.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoggedDecision {
+    pub id: Uuid,
+    pub cluster_id: Uuid,
+    pub kind: DecisionKind,
+    pub vm_id: Option<String>,
+    pub host_id: Option<String>,
+    /// The answer as returned, with a bounded explain record.
+    pub answer: String,
+    /// (VM, host) of every claim the decision made; none for a decision
+    /// over inline hosts.
+    pub claims: Vec<(String, String)>,
+}
+
+/// How long decisions are kept: the one retention rule of the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retention {
+    /// Decisions kept per cluster, newest first.
+    pub count: u32,
+    /// Decisions older than this are forgotten.
+    pub max_age: Duration,
+}
+
+/// Which decisions [`Db::decision_page`] lists.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DecisionQuery {
+    /// Only this cluster's decisions.
+    pub cluster_id: Option<Uuid>,
+    /// Only decisions that placed, moved or claimed for this VM.
+    pub vm_id: Option<String>,
+    /// Only decisions made at or after this time.
+    pub since: Option<Timestamp>,
+    /// Only decisions made before this time.
+    pub until: Option<Timestamp>,
+    /// At most this many, newest first.
+    pub limit: u32,
+}
+
+/// A logged decision with the claims it made, as [`Db::decision_page`]
+/// lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecisionWithClaims {
+    pub record: DecisionRecord,
+    /// (VM, host) of every claim the decision made, in the order made.
+    pub claims: Vec<(String, String)>,
+}
+
 #[derive(sqlx::FromRow)]
 struct Row {
     id: String,
@@ -162,161 +130,310 @@ impl Row {
 const SELECT: &str =
     "SELECT id, cluster_id, kind, vm_id, host_id, answer, created_at FROM decisions";
 
-/// Records a decision and forgets the cluster's oldest ones beyond `retain`.
-pub async fn insert(
-    conn: &mut SqliteConnection,
-    decision: &DecisionRecord,
-    retain: u32,
-) -> Result<(), StoreError> {
-    let cluster_id = decision.cluster_id.to_string();
-    let row = bounded_row(
-        decision.id,
-        decision.vm_id.as_deref(),
-        decision.host_id.as_deref(),
-        &decision.answer,
-    );
-    sqlx::query(
-        "INSERT INTO decisions (id, cluster_id, kind, vm_id, host_id, answer, size_bytes) \
-         VALUES (?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(decision.id.to_string())
-    .bind(&cluster_id)
-    .bind(decision.kind.name())
-    .bind(row.vm_id)
-    .bind(row.host_id)
-    .bind(row.answer.as_ref())
-    .bind(row.size_bytes)
-    .execute(&mut *conn)
-    .await?;
-    sqlx::query(
-        "DELETE FROM decisions WHERE cluster_id = ?1 AND rowid NOT IN ( \
-             SELECT rowid FROM decisions WHERE cluster_id = ?1 ORDER BY rowid DESC LIMIT ?2)",
-    )
-    .bind(&cluster_id)
-    .bind(i64::from(retain))
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
-
-/// The cluster's most recent decisions, newest first.
-pub async fn list(
-    conn: &mut SqliteConnection,
-    cluster_id: Uuid,
-    limit: u32,
-) -> Result<Vec<DecisionRecord>, StoreError> {
-    sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!(
-        "{SELECT} WHERE cluster_id = ? ORDER BY rowid DESC LIMIT ?"
-    )))
-    .bind(cluster_id.to_string())
-    .bind(i64::from(limit))
-    .fetch_all(conn)
-    .await?
-    .into_iter()
-    .map(Row::into_record)
-    .collect()
-}
-
-pub async fn get(
-    conn: &mut SqliteConnection,
-    id: Uuid,
-) -> Result<Option<DecisionRecord>, StoreError> {
-    sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = ?")))
-        .bind(id.to_string())
-        .fetch_optional(conn)
+impl Db {
+    /// The cluster's most recent decisions, newest first.
+    pub async fn cluster_decisions(
+        &mut self,
+        cluster_id: Uuid,
+        limit: u32,
+    ) -> Result<Vec<DecisionRecord>, StoreError> {
+        let conn = self.sqlite();
+        sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!(
+            "{SELECT} WHERE cluster_id = ? ORDER BY rowid DESC LIMIT ?"
+        )))
+        .bind(cluster_id.to_string())
+        .bind(i64::from(limit))
+        .fetch_all(conn)
         .await?
+        .into_iter()
         .map(Row::into_record)
-        .transpose()
-}
-
-/// Keeps the full answer of a decision whose row holds a summary; `false`
-/// (and nothing kept) when it is larger than [`MAX_DETAIL_BYTES`].
-pub async fn insert_detail(
-    conn: &mut SqliteConnection,
-    id: Uuid,
-    answer: &str,
-) -> Result<bool, StoreError> {
-    if answer.len() > MAX_DETAIL_BYTES {
-        return Ok(false);
+        .collect()
     }
-    sqlx::query("INSERT INTO decision_details (decision_id, answer, size_bytes) VALUES (?, ?, ?)")
-        .bind(id.to_string())
-        .bind(answer)
-        .bind(i64::try_from(answer.len()).unwrap_or(i64::MAX))
-        .execute(&mut *conn)
-        .await?;
-    Ok(true)
-}
 
-/// A decision's full answer, while it is kept.
-pub async fn get_detail(
-    conn: &mut SqliteConnection,
-    id: Uuid,
-) -> Result<Option<String>, StoreError> {
-    Ok(
-        sqlx::query_scalar("SELECT answer FROM decision_details WHERE decision_id = ?")
+    pub async fn decision(&mut self, id: Uuid) -> Result<Option<DecisionRecord>, StoreError> {
+        let conn = self.sqlite();
+        sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = ?")))
             .bind(id.to_string())
             .fetch_optional(conn)
-            .await?,
-    )
+            .await?
+            .map(Row::into_record)
+            .transpose()
+    }
+
+    /// Records `decisions` and the claims each made: the only statement
+    /// that adds to the log.
+    pub async fn insert_decisions(
+        &mut self,
+        decisions: &[LoggedDecision],
+    ) -> Result<(), StoreError> {
+        let conn = self.sqlite();
+        for chunk in decisions.chunks(ROWS_PER_STATEMENT) {
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO decisions (id, cluster_id, kind, vm_id, host_id, answer) VALUES {}",
+                placeholders(chunk.len(), 6)
+            )));
+            for decision in chunk {
+                query = query
+                    .bind(decision.id.to_string())
+                    .bind(decision.cluster_id.to_string())
+                    .bind(decision.kind.name())
+                    .bind(&decision.vm_id)
+                    .bind(&decision.host_id)
+                    .bind(&decision.answer);
+            }
+            query.execute(&mut *conn).await?;
+        }
+        let claims: Vec<(Uuid, &str, &str)> = decisions
+            .iter()
+            .flat_map(|d| {
+                d.claims
+                    .iter()
+                    .map(move |(vm, host)| (d.id, vm.as_str(), host.as_str()))
+            })
+            .collect();
+        for chunk in claims.chunks(ROWS_PER_STATEMENT) {
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO decision_claims (decision_id, vm_id, host_id) VALUES {}",
+                placeholders(chunk.len(), 3)
+            )));
+            for (id, vm, host) in chunk {
+                query = query.bind(id.to_string()).bind(*vm).bind(*host);
+            }
+            query.execute(&mut *conn).await?;
+        }
+        Ok(())
+    }
+
+    /// Forgets a cluster's decisions beyond the newest `retention.count` and
+    /// those older than `retention.max_age` (their claims go with them):
+    /// the log's one retention rule.
+    pub async fn trim_decisions(
+        &mut self,
+        cluster_id: Uuid,
+        retention: Retention,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        let conn = self.sqlite();
+        let cluster = cluster_id.to_string();
+        let cutoff = Timestamp(
+            now.0
+                .saturating_sub(u64::try_from(retention.max_age.as_millis()).unwrap_or(u64::MAX)),
+        )
+        .to_rfc3339();
+        sqlx::query("DELETE FROM decisions WHERE cluster_id = ? AND created_at < ?")
+            .bind(&cluster)
+            .bind(cutoff)
+            .execute(&mut *conn)
+            .await?;
+        sqlx::query(
+            "DELETE FROM decisions WHERE cluster_id = ?1 AND rowid <= ( \
+                 SELECT rowid FROM decisions WHERE cluster_id = ?1 \
+                 ORDER BY rowid DESC LIMIT 1 OFFSET ?2)",
+        )
+        .bind(&cluster)
+        .bind(i64::from(retention.count))
+        .execute(&mut *conn)
+        .await?;
+        Ok(())
+    }
+
+    /// Decisions across clusters matching `query`, newest first, each with
+    /// its claims: one statement for the whole page.
+    pub async fn decision_page(
+        &mut self,
+        query: &DecisionQuery,
+    ) -> Result<Vec<DecisionWithClaims>, StoreError> {
+        let conn = self.sqlite();
+        let rows: Vec<PageRow> = sqlx::query_as(
+            "SELECT d.id, d.cluster_id, d.kind, d.vm_id, d.host_id, d.answer, d.created_at, \
+                    (SELECT json_group_array(json_array(c.vm_id, c.host_id) ORDER BY c.rowid) \
+                     FROM decision_claims c WHERE c.decision_id = d.id) AS claims \
+             FROM decisions d \
+             WHERE (?1 IS NULL OR d.cluster_id = ?1) \
+               AND (?2 IS NULL OR d.vm_id = ?2 \
+                    OR d.id IN (SELECT decision_id FROM decision_claims WHERE vm_id = ?2)) \
+               AND (?3 IS NULL OR d.created_at >= ?3) \
+               AND (?4 IS NULL OR d.created_at < ?4) \
+             ORDER BY d.created_at DESC, d.rowid DESC LIMIT ?5",
+        )
+        .bind(query.cluster_id.map(|id| id.to_string()))
+        .bind(&query.vm_id)
+        .bind(query.since.map(Timestamp::to_rfc3339))
+        .bind(query.until.map(Timestamp::to_rfc3339))
+        .bind(i64::from(query.limit))
+        .fetch_all(conn)
+        .await?;
+        rows.into_iter().map(PageRow::into_entry).collect()
+    }
 }
 
-/// Forgets the oldest full answers beyond `budget` bytes, server-wide.
-pub async fn trim_details(conn: &mut SqliteConnection, budget: u64) -> Result<(), StoreError> {
-    sqlx::query(
-        "DELETE FROM decision_details WHERE rowid IN ( \
-             SELECT rowid FROM ( \
-                 SELECT rowid, SUM(size_bytes) OVER (ORDER BY rowid DESC) AS kept \
-                 FROM decision_details) \
-             WHERE kept > ?)",
-    )
-    .bind(i64::try_from(budget).unwrap_or(i64::MAX))
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
+#[derive(sqlx::FromRow)]
+struct PageRow {
+    #[sqlx(flatten)]
+    row: Row,
+    /// A JSON array of `[vm_id, host_id]` pairs.
+    claims: String,
 }
 
-/// Forgets a cluster's oldest decisions beyond `max_bytes` of rows (their
-/// full answers go with them).
-pub async fn trim_bytes(
-    conn: &mut SqliteConnection,
-    cluster_id: Uuid,
-    max_bytes: u64,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "DELETE FROM decisions WHERE cluster_id = ?1 AND rowid IN ( \
-             SELECT rowid FROM ( \
-                 SELECT rowid, SUM(size_bytes) OVER (ORDER BY rowid DESC) AS kept \
-                 FROM decisions WHERE cluster_id = ?1) \
-             WHERE kept > ?2)",
-    )
-    .bind(cluster_id.to_string())
-    .bind(i64::try_from(max_bytes).unwrap_or(i64::MAX))
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
+impl PageRow {
+    fn into_entry(self) -> Result<DecisionWithClaims, StoreError> {
+        let claims: Vec<(String, String)> = serde_json::from_str(&self.claims)
+            .map_err(|e| StoreError::Corrupt(format!("claims of decision {}: {e}", self.row.id)))?;
+        Ok(DecisionWithClaims {
+            record: self.row.into_record()?,
+            claims,
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::test_support::store_with_cluster;
 
-    #[test]
-    fn a_row_is_bounded_whatever_goes_in() {
-        let id = Uuid::new_v4();
-        let huge_id = "v".repeat(10 << 20);
-        let huge_answer = format!("{{\"vm_id\":\"{huge_id}\"}}");
-        let row = bounded_row(id, Some(&huge_id), Some("h\u{e9}"), &huge_answer);
-        assert_eq!(row.vm_id.map(str::len), Some(MAX_ID_COLUMN_BYTES));
-        assert!(row.answer.len() < 1024, "{}", row.answer);
-        let stub: serde_json::Value = serde_json::from_str(&row.answer).expect("JSON");
-        assert_eq!(stub["truncated"]["answer_bytes"], huge_answer.len());
-        assert!(row.size_bytes <= (MAX_ANSWER_BYTES + 2 * MAX_ID_COLUMN_BYTES) as i64);
-        // A small row is kept as it is.
-        let small = bounded_row(id, Some("vm"), None, "{}");
-        assert_eq!((small.vm_id, small.answer.as_ref()), (Some("vm"), "{}"));
-        assert_eq!(small.size_bytes, 4);
-        // Cut at a character boundary.
-        assert_eq!(cut("a\u{e9}", 2), "a");
+    fn decision(cluster_id: Uuid, i: usize) -> LoggedDecision {
+        LoggedDecision {
+            id: Uuid::new_v4(),
+            cluster_id,
+            kind: DecisionKind::Schedule,
+            vm_id: Some(format!("vm{i}")),
+            host_id: Some("h".to_owned()),
+            answer: "{}".to_owned(),
+            claims: vec![
+                (format!("vm{i}-1"), "h".to_owned()),
+                (format!("vm{i}-0"), "g".to_owned()),
+            ],
+        }
+    }
+
+    async fn count(db: &mut Db, table: &str) -> i64 {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+            .fetch_one(db.sqlite())
+            .await
+            .expect("count")
+    }
+
+    #[tokio::test]
+    async fn decisions_are_logged_with_their_claims_and_trimmed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, cluster) = store_with_cluster(dir.path()).await;
+        let roomy = Retention {
+            count: 10,
+            max_age: Duration::from_secs(3600),
+        };
+        let acks: Vec<_> = (0..5)
+            .map(|i| store.submit((decision(cluster, i), roomy)))
+            .collect();
+        for ack in acks {
+            ack.wait().await.expect("stored");
+        }
+        let mut conn = store.read().await.expect("read");
+        assert_eq!(count(&mut conn, "decision_claims").await, 10);
+
+        let three = Retention { count: 3, ..roomy };
+        conn.trim_decisions(cluster, three, Timestamp::now())
+            .await
+            .expect("trims");
+        let page = conn
+            .decision_page(&DecisionQuery {
+                limit: 10,
+                ..DecisionQuery::default()
+            })
+            .await
+            .expect("page");
+        let kept: Vec<&str> = page
+            .iter()
+            .filter_map(|d| d.record.vm_id.as_deref())
+            .collect();
+        assert_eq!(kept, ["vm4", "vm3", "vm2"], "newest first");
+        assert_eq!(
+            page[0].claims,
+            [
+                ("vm4-1".to_owned(), "h".to_owned()),
+                ("vm4-0".to_owned(), "g".to_owned())
+            ],
+            "claims in the order made"
+        );
+        assert_eq!(
+            count(&mut conn, "decision_claims").await,
+            6,
+            "claims go with their decisions"
+        );
+
+        // Age: everything is younger than an hour, nothing older than 0 s
+        // survives.
+        let none = Retention {
+            count: 10,
+            max_age: Duration::ZERO,
+        };
+        conn.trim_decisions(
+            cluster,
+            none,
+            Timestamp::now().after(Duration::from_secs(1)),
+        )
+        .await
+        .expect("trims");
+        assert_eq!(count(&mut conn, "decisions").await, 0);
+    }
+
+    #[tokio::test]
+    async fn a_small_log_never_shows_more_than_its_count() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, cluster) = store_with_cluster(dir.path()).await;
+        let two = Retention {
+            count: 2,
+            max_age: Duration::from_secs(3600),
+        };
+        for i in 0..4 {
+            store
+                .log_decision(decision(cluster, i), two)
+                .await
+                .expect("logged");
+        }
+        let mut conn = store.read().await.expect("read");
+        let kept: Vec<String> = conn
+            .cluster_decisions(cluster, 10)
+            .await
+            .expect("list")
+            .into_iter()
+            .filter_map(|d| d.vm_id)
+            .collect();
+        assert_eq!(kept, ["vm3", "vm2"]);
+    }
+
+    #[tokio::test]
+    async fn the_page_filters_by_a_vm_claimed_for() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, cluster) = store_with_cluster(dir.path()).await;
+        let roomy = Retention {
+            count: 10,
+            max_age: Duration::from_secs(3600),
+        };
+        for i in 0..3 {
+            store
+                .log_decision(decision(cluster, i), roomy)
+                .await
+                .expect("logged");
+        }
+        let mut conn = store.read().await.expect("read");
+        let page = conn
+            .decision_page(&DecisionQuery {
+                vm_id: Some("vm1-0".to_owned()),
+                limit: 10,
+                ..DecisionQuery::default()
+            })
+            .await
+            .expect("page");
+        assert_eq!(page.len(), 1);
+        assert_eq!(page[0].record.vm_id.as_deref(), Some("vm1"));
+        let other = conn
+            .decision_page(&DecisionQuery {
+                cluster_id: Some(Uuid::new_v4()),
+                limit: 10,
+                ..DecisionQuery::default()
+            })
+            .await
+            .expect("page");
+        assert!(other.is_empty());
     }
 }

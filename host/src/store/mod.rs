@@ -1,5 +1,15 @@
 //! The SQLite store: policy units and their module blobs, scheduling
-//! policies, clusters, bearer tokens and the decisions log, through sqlx.
+//! policies, clusters, bearer tokens, the placement state (held
+//! inventories and claims) and the decisions log, through sqlx.
+//!
+//! Every SQL statement of the host lives under this module, and the rest of
+//! the host reaches the database only through the [`Store`] handle: a
+//! cheap, cloneable value that [`Store::read`]s (a [`Conn`]), [`Store::write`]s
+//! (a [`Tx`]) and queues writes to the placement state and the decisions log
+//! ([`Store::submit`], [`Store::log_decision`]) for its one background writer
+//! ([`writer`]). The operations themselves are methods of [`Db`], the session
+//! both a `Conn` and a `Tx` dereference to, spread over one `impl Db` block
+//! per group of tables (`units.rs`, `policies.rs`, `inventory.rs`, ...).
 //!
 //! The store is deliberately dumb: each submodule reads and writes one group
 //! of tables and checks nothing beyond what the schema enforces. The rules
@@ -7,13 +17,30 @@
 //! read-only, ...) live with the code that composes a change, which runs the
 //! whole read-check-write inside one [`Store::write`] transaction so that a
 //! change is applied entirely or not at all.
+//!
+//! **A second backend** (PostgreSQL: `sandpiper serve --db postgres://...`)
+//! implements this same interface: the method signatures name only the
+//! store's own types ([`StoreError`], the `*Record` and `*Row` structs, ids),
+//! never a sqlx or SQLite type, so no caller changes. It adds a variant to
+//! the pool inside [`Store`] and to the session inside [`Db`], a
+//! `migrations/postgres/` folder beside the SQLite one, and for each method
+//! the PostgreSQL statement beside the SQLite one (`$1` placeholders,
+//! `ON CONFLICT` is shared, `rowid` becomes an identity column). The
+//! background writer, the batching of placement writes and the retention
+//! rule are backend-neutral and stay as they are.
 
+pub mod claims;
 pub mod clusters;
 pub mod decisions;
+pub mod files;
+pub mod inventory;
 pub mod modules;
 pub mod policies;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod tokens;
 pub mod units;
+pub mod writer;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -21,10 +48,10 @@ use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
 use uuid::Uuid;
 
-pub use sqlx::SqliteConnection;
+pub use writer::{Ack, PersistError, Rows};
 
 /// How long a statement waits for another connection's write lock before it
 /// fails. Writes are short (a handful of rows, or one module blob of at most
@@ -36,25 +63,15 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// number stays small because each connection holds its own page cache.
 pub const MAX_CONNECTIONS: u32 = 8;
 
-/// How long a request waits for a pooled connection before it gives up
-/// with 503 `unavailable`. sqlx's default of 30 s let a storm of decisions
-/// hang every other request for half a minute (issue #11); a statement
-/// takes milliseconds, so five seconds without a connection means the
-/// server is overloaded and the caller should retry.
-pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Connections reserved for the decisions writer (the group-commit writer
-/// of claims, inventories and the decisions log), outside the shared
-/// pool: it writes one transaction at a time, and requests holding every
-/// shared connection must not keep it from committing the decisions they
-/// wait for.
-pub const WRITER_CONNECTIONS: u32 = 1;
-
 /// The store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// The database file could not be created or made private
+    /// (`files::make_private`).
+    #[error("database file: {0}")]
+    File(#[from] std::io::Error),
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     /// A stored value does not parse (an id that is not a UUID, a role the
@@ -82,48 +99,87 @@ impl StoreError {
 }
 
 /// The database: a pool of connections to one SQLite file in WAL mode with
-/// foreign keys enforced.
+/// foreign keys enforced, and the queue to its one background writer.
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: SqlitePool,
-    /// The decisions writer's own connection ([`WRITER_CONNECTIONS`]).
-    writer: SqlitePool,
+    writer: writer::Queue,
+}
+
+/// A session with the database, read-only ([`Conn`]) or inside a write
+/// transaction ([`Tx`]): every operation of the store is a method of it.
+pub struct Db {
+    session: Session,
+}
+
+enum Session {
+    Read(PoolConnection<Sqlite>),
+    Write(Transaction<'static, Sqlite>),
+}
+
+impl Db {
+    /// The SQLite connection underneath, for the store's own statements.
+    fn sqlite(&mut self) -> &mut SqliteConnection {
+        match &mut self.session {
+            Session::Read(conn) => conn,
+            Session::Write(tx) => tx,
+        }
+    }
 }
 
 /// A write transaction. It takes SQLite's write lock when it begins
 /// (`BEGIN IMMEDIATE`), so a read-check-write sequence inside it cannot be
 /// overtaken by another writer. Dropped without [`Tx::commit`], it rolls back.
 pub struct Tx {
-    inner: Transaction<'static, Sqlite>,
+    db: Db,
 }
 
 impl Tx {
     pub async fn commit(self) -> Result<(), StoreError> {
-        self.inner.commit().await?;
+        // Always a write session: only `write_session` makes a `Tx`.
+        if let Session::Write(tx) = self.db.session {
+            tx.commit().await?;
+        }
         Ok(())
     }
 }
 
 impl std::ops::Deref for Tx {
-    type Target = SqliteConnection;
-    fn deref(&self) -> &SqliteConnection {
-        &self.inner
+    type Target = Db;
+    fn deref(&self) -> &Db {
+        &self.db
     }
 }
 
 impl std::ops::DerefMut for Tx {
-    fn deref_mut(&mut self) -> &mut SqliteConnection {
-        &mut self.inner
+    fn deref_mut(&mut self) -> &mut Db {
+        &mut self.db
     }
 }
 
 /// A pooled connection for reads.
-pub type Conn = PoolConnection<Sqlite>;
+pub struct Conn {
+    db: Db,
+}
+
+impl std::ops::Deref for Conn {
+    type Target = Db;
+    fn deref(&self) -> &Db {
+        &self.db
+    }
+}
+
+impl std::ops::DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut Db {
+        &mut self.db
+    }
+}
 
 impl Store {
     /// Opens (creating if needed) the database at `path` and applies every
     /// pending migration.
     pub async fn open(path: &Path) -> Result<Store, StoreError> {
+        files::make_private(path)?;
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
@@ -136,35 +192,41 @@ impl Store {
             .busy_timeout(BUSY_TIMEOUT);
         let pool = SqlitePoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_with(options.clone())
-            .await?;
-        sqlx::migrate!("./migrations").run(&pool).await?;
-        let writer = SqlitePoolOptions::new()
-            .max_connections(WRITER_CONNECTIONS)
             .connect_with(options)
             .await?;
+        sqlx::migrate!("./migrations").run(&pool).await?;
+        let writer = writer::Queue::start(pool.clone());
         Ok(Store { pool, writer })
     }
 
     /// A connection for reads.
     pub async fn read(&self) -> Result<Conn, StoreError> {
-        Ok(self.pool.acquire().await?)
+        Ok(Conn {
+            db: Db {
+                session: Session::Read(self.pool.acquire().await?),
+            },
+        })
     }
 
     /// Begins a write transaction.
     pub async fn write(&self) -> Result<Tx, StoreError> {
-        Ok(Tx {
-            inner: self.pool.begin_with("BEGIN IMMEDIATE").await?,
-        })
+        begin(&self.pool).await
     }
 
-    /// Begins a write transaction on the decisions writer's own connection
-    /// (see [`WRITER_CONNECTIONS`]); only that writer calls it.
-    pub async fn write_reserved(&self) -> Result<Tx, StoreError> {
-        Ok(Tx {
-            inner: self.writer.begin_with("BEGIN IMMEDIATE").await?,
-        })
+    /// Queues `rows` for the background writer, which stores them (with
+    /// whatever else is queued) in one transaction, in the order queued.
+    pub fn submit(&self, rows: impl Rows) -> Ack {
+        self.writer.submit(Box::new(rows))
+    }
+
+    /// Logs one decision through the background writer, its cluster's log
+    /// kept to `retention`, and waits until it is stored.
+    pub async fn log_decision(
+        &self,
+        decision: decisions::LoggedDecision,
+        retention: decisions::Retention,
+    ) -> Result<(), PersistError> {
+        self.submit((decision, retention)).wait().await
     }
 
     /// Checks that the database answers.
@@ -184,9 +246,39 @@ impl Store {
         {
             tracing::warn!(error = %e, "could not checkpoint the write-ahead log");
         }
-        self.writer.close().await;
         self.pool.close().await;
     }
+}
+
+/// Begins a write transaction (`BEGIN IMMEDIATE`: see [`Tx`]).
+async fn begin(pool: &SqlitePool) -> Result<Tx, StoreError> {
+    Ok(Tx {
+        db: Db {
+            session: Session::Write(pool.begin_with("BEGIN IMMEDIATE").await?),
+        },
+    })
+}
+
+/// Rows per multi-row statement: one statement per kind of row per batch
+/// instead of one per row (each is a round trip to SQLite's thread), while
+/// staying far under SQLite's 32,766-variable limit.
+pub(crate) const ROWS_PER_STATEMENT: usize = 200;
+
+/// `(?, ?, ...)` with `columns` placeholders, `rows` times, comma-separated.
+pub(crate) fn placeholders(rows: usize, columns: usize) -> String {
+    let row = format!("({})", vec!["?"; columns].join(", "));
+    vec![row; rows].join(", ")
+}
+
+/// A stored generation, which SQLite keeps as a signed integer.
+pub(crate) fn generation(value: u64) -> Result<i64, StoreError> {
+    i64::try_from(value).map_err(|_| StoreError::Corrupt(format!("generation {value} too large")))
+}
+
+/// A stored unsigned number (generation, milliseconds) read back; a
+/// negative one (never written) reads as 0.
+pub(crate) fn unsigned(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
 }
 
 /// Parses a stored UUID.

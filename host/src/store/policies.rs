@@ -3,7 +3,7 @@
 
 use uuid::Uuid;
 
-use super::{SqliteConnection, StoreError, flag, parse_id};
+use super::{Db, SqliteConnection, StoreError, flag, parse_id};
 use crate::pipeline::{Combination, OnFailure, ParamValues, Position};
 
 /// A stored policy with everything it links to.
@@ -43,8 +43,6 @@ pub struct FilterLink {
 pub struct WeightLink {
     pub unit_id: Uuid,
     pub factor: u32,
-    /// What a failure of the unit does to a decision (migration 0004).
-    pub on_failure: OnFailure,
 }
 
 /// The columns of a policy's own row.
@@ -142,19 +140,18 @@ async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<PolicyRecord,
         })
     })
     .collect::<Result<Vec<_>, StoreError>>()?;
-    let weights = sqlx::query_as::<_, (String, i64, String)>(
-        "SELECT unit_id, factor, on_failure FROM policy_weights WHERE policy_id = ? ORDER BY rowid",
+    let weights = sqlx::query_as::<_, (String, i64)>(
+        "SELECT unit_id, factor FROM policy_weights WHERE policy_id = ? ORDER BY rowid",
     )
     .bind(&row.id)
     .fetch_all(&mut *conn)
     .await?
     .into_iter()
-    .map(|(unit_id, factor, on_failure)| {
+    .map(|(unit_id, factor)| {
         Ok(WeightLink {
             unit_id: parse_id(&unit_id)?,
             factor: u32::try_from(factor)
                 .map_err(|_| StoreError::Corrupt(format!("factor {factor}")))?,
-            on_failure: on_failure_from_name(&on_failure)?,
         })
     })
     .collect::<Result<Vec<_>, StoreError>>()?;
@@ -193,160 +190,161 @@ async fn read_params(conn: &mut SqliteConnection, id: &str) -> Result<ParamValue
     .collect())
 }
 
-/// Every policy, by name.
-pub async fn list(conn: &mut SqliteConnection) -> Result<Vec<PolicyRecord>, StoreError> {
-    let rows = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY name")))
-        .fetch_all(&mut *conn)
-        .await?;
-    let mut policies = Vec::with_capacity(rows.len());
-    for row in rows {
-        policies.push(complete(conn, row).await?);
+impl Db {
+    /// Every policy, by name.
+    pub async fn policies(&mut self) -> Result<Vec<PolicyRecord>, StoreError> {
+        let conn = self.sqlite();
+        let rows = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY name")))
+            .fetch_all(&mut *conn)
+            .await?;
+        let mut policies = Vec::with_capacity(rows.len());
+        for row in rows {
+            policies.push(complete(conn, row).await?);
+        }
+        Ok(policies)
     }
-    Ok(policies)
-}
 
-pub async fn get(
-    conn: &mut SqliteConnection,
-    id: Uuid,
-) -> Result<Option<PolicyRecord>, StoreError> {
-    let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = ?")))
-        .bind(id.to_string())
-        .fetch_optional(&mut *conn)
-        .await?;
-    match row {
-        Some(row) => Ok(Some(complete(conn, row).await?)),
-        None => Ok(None),
+    pub async fn policy(&mut self, id: Uuid) -> Result<Option<PolicyRecord>, StoreError> {
+        let conn = self.sqlite();
+        let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = ?")))
+            .bind(id.to_string())
+            .fetch_optional(&mut *conn)
+            .await?;
+        match row {
+            Some(row) => Ok(Some(complete(conn, row).await?)),
+            None => Ok(None),
+        }
     }
-}
 
-/// The default policy's id, if there is one.
-pub async fn default_id(conn: &mut SqliteConnection) -> Result<Option<Uuid>, StoreError> {
-    sqlx::query_scalar::<_, String>("SELECT id FROM scheduling_policies WHERE is_default = 1")
-        .fetch_optional(conn)
-        .await?
-        .map(|id| parse_id(&id))
-        .transpose()
-}
+    /// The default policy's id, if there is one.
+    pub async fn default_policy_id(&mut self) -> Result<Option<Uuid>, StoreError> {
+        let conn = self.sqlite();
+        sqlx::query_scalar::<_, String>("SELECT id FROM scheduling_policies WHERE is_default = 1")
+            .fetch_optional(conn)
+            .await?
+            .map(|id| parse_id(&id))
+            .transpose()
+    }
 
-/// The id of the policy called `name`, if any.
-pub async fn id_by_name(
-    conn: &mut SqliteConnection,
-    name: &str,
-) -> Result<Option<Uuid>, StoreError> {
-    sqlx::query_scalar::<_, String>("SELECT id FROM scheduling_policies WHERE name = ?")
+    /// The id of the policy called `name`, if any.
+    pub async fn policy_id_by_name(&mut self, name: &str) -> Result<Option<Uuid>, StoreError> {
+        let conn = self.sqlite();
+        sqlx::query_scalar::<_, String>(
+            "SELECT id FROM scheduling_policies WHERE name = ? COLLATE NOCASE",
+        )
         .bind(name)
         .fetch_optional(conn)
         .await?
         .map(|id| parse_id(&id))
         .transpose()
-}
+    }
 
-/// Writes `policy` as a whole: its row (inserted or updated), its
-/// parameters and all three slots, replacing what was stored. The default
-/// flag is left alone (see [`make_default`]).
-pub async fn save(conn: &mut SqliteConnection, policy: &PolicyRecord) -> Result<(), StoreError> {
-    let id = policy.id.to_string();
-    sqlx::query(
-        "INSERT INTO scheduling_policies (id, name, description, locked, combination) \
-         VALUES (?1, ?2, ?3, ?4, ?5) \
-         ON CONFLICT (id) DO UPDATE SET name = ?2, description = ?3, locked = ?4, \
-         combination = ?5, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-    )
-    .bind(&id)
-    .bind(&policy.name)
-    .bind(&policy.description)
-    .bind(policy.locked)
-    .bind(combination_name(policy.combination))
-    .execute(&mut *conn)
-    .await?;
-    for table in [
-        "policy_params",
-        "policy_filters",
-        "policy_weights",
-        "policy_balances",
-    ] {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DELETE FROM {table} WHERE policy_id = ?"
-        )))
-        .bind(&id)
-        .execute(&mut *conn)
-        .await?;
-    }
-    for (name, value) in &policy.params {
-        sqlx::query("INSERT INTO policy_params (policy_id, name, value) VALUES (?, ?, ?)")
-            .bind(&id)
-            .bind(name)
-            .bind(value)
-            .execute(&mut *conn)
-            .await?;
-    }
-    for filter in &policy.filters {
+    /// Writes `policy` as a whole: its row (inserted or updated), its
+    /// parameters and all three slots, replacing what was stored. The default
+    /// flag is left alone (see [`make_default`]).
+    pub async fn save_policy(&mut self, policy: &PolicyRecord) -> Result<(), StoreError> {
+        let conn = self.sqlite();
+        let id = policy.id.to_string();
         sqlx::query(
-            "INSERT INTO policy_filters (policy_id, unit_id, position, on_failure, run_once) \
-             VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO scheduling_policies (id, name, description, locked, combination) \
+             VALUES (?1, ?2, ?3, ?4, ?5) \
+             ON CONFLICT (id) DO UPDATE SET name = ?2, description = ?3, locked = ?4, \
+             combination = ?5, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
         )
         .bind(&id)
-        .bind(filter.unit_id.to_string())
-        .bind(position_number(filter.position))
-        .bind(on_failure_name(filter.on_failure))
-        .bind(filter.run_once)
+        .bind(&policy.name)
+        .bind(&policy.description)
+        .bind(policy.locked)
+        .bind(combination_name(policy.combination))
         .execute(&mut *conn)
         .await?;
-    }
-    for weight in &policy.weights {
-        sqlx::query(
-            "INSERT INTO policy_weights (policy_id, unit_id, factor, on_failure) \
-             VALUES (?, ?, ?, ?)",
-        )
-        .bind(&id)
-        .bind(weight.unit_id.to_string())
-        .bind(i64::from(weight.factor))
-        .bind(on_failure_name(weight.on_failure))
-        .execute(&mut *conn)
-        .await?;
-    }
-    if let Some(unit_id) = policy.balance {
-        sqlx::query("INSERT INTO policy_balances (policy_id, unit_id) VALUES (?, ?)")
+        for table in [
+            "policy_params",
+            "policy_filters",
+            "policy_weights",
+            "policy_balances",
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DELETE FROM {table} WHERE policy_id = ?"
+            )))
             .bind(&id)
-            .bind(unit_id.to_string())
             .execute(&mut *conn)
             .await?;
+        }
+        for (name, value) in &policy.params {
+            sqlx::query("INSERT INTO policy_params (policy_id, name, value) VALUES (?, ?, ?)")
+                .bind(&id)
+                .bind(name)
+                .bind(value)
+                .execute(&mut *conn)
+                .await?;
+        }
+        for filter in &policy.filters {
+            sqlx::query(
+                "INSERT INTO policy_filters (policy_id, unit_id, position, on_failure, run_once) \
+                 VALUES (?, ?, ?, ?, ?)",
+            )
+            .bind(&id)
+            .bind(filter.unit_id.to_string())
+            .bind(position_number(filter.position))
+            .bind(on_failure_name(filter.on_failure))
+            .bind(filter.run_once)
+            .execute(&mut *conn)
+            .await?;
+        }
+        for weight in &policy.weights {
+            sqlx::query("INSERT INTO policy_weights (policy_id, unit_id, factor) VALUES (?, ?, ?)")
+                .bind(&id)
+                .bind(weight.unit_id.to_string())
+                .bind(i64::from(weight.factor))
+                .execute(&mut *conn)
+                .await?;
+        }
+        if let Some(unit_id) = policy.balance {
+            sqlx::query("INSERT INTO policy_balances (policy_id, unit_id) VALUES (?, ?)")
+                .bind(&id)
+                .bind(unit_id.to_string())
+                .execute(&mut *conn)
+                .await?;
+        }
+        Ok(())
     }
-    Ok(())
-}
 
-/// Makes policy `id` the default and every other policy not.
-pub async fn make_default(conn: &mut SqliteConnection, id: Uuid) -> Result<(), StoreError> {
-    sqlx::query("UPDATE scheduling_policies SET is_default = 0 WHERE is_default = 1 AND id <> ?")
+    /// Makes policy `id` the default and every other policy not.
+    pub async fn make_default_policy(&mut self, id: Uuid) -> Result<(), StoreError> {
+        let conn = self.sqlite();
+        sqlx::query(
+            "UPDATE scheduling_policies SET is_default = 0 WHERE is_default = 1 AND id <> ?",
+        )
         .bind(id.to_string())
         .execute(&mut *conn)
         .await?;
-    sqlx::query("UPDATE scheduling_policies SET is_default = 1 WHERE id = ?")
-        .bind(id.to_string())
-        .execute(&mut *conn)
-        .await?;
-    Ok(())
-}
+        sqlx::query("UPDATE scheduling_policies SET is_default = 1 WHERE id = ?")
+            .bind(id.to_string())
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
 
-pub async fn delete(conn: &mut SqliteConnection, id: Uuid) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM scheduling_policies WHERE id = ?")
-        .bind(id.to_string())
-        .execute(conn)
-        .await?;
-    Ok(())
-}
+    pub async fn delete_policy(&mut self, id: Uuid) -> Result<(), StoreError> {
+        let conn = self.sqlite();
+        sqlx::query("DELETE FROM scheduling_policies WHERE id = ?")
+            .bind(id.to_string())
+            .execute(conn)
+            .await?;
+        Ok(())
+    }
 
-/// The names of the clusters that run policy `id`, by name.
-pub async fn clusters_using(
-    conn: &mut SqliteConnection,
-    id: Uuid,
-) -> Result<Vec<String>, StoreError> {
-    Ok(sqlx::query_scalar::<_, String>(
-        "SELECT name FROM clusters WHERE policy_id = ? ORDER BY name",
-    )
-    .bind(id.to_string())
-    .fetch_all(conn)
-    .await?)
+    /// The names of the clusters that run policy `id`, by name.
+    pub async fn clusters_using_policy(&mut self, id: Uuid) -> Result<Vec<String>, StoreError> {
+        let conn = self.sqlite();
+        Ok(sqlx::query_scalar::<_, String>(
+            "SELECT name FROM clusters WHERE policy_id = ? ORDER BY name",
+        )
+        .bind(id.to_string())
+        .fetch_all(conn)
+        .await?)
+    }
 }
 
 #[cfg(test)]
@@ -362,7 +360,7 @@ mod tests {
         let sha = "0".repeat(64);
         sqlx::query("INSERT INTO modules (sha256, size_bytes, wasm) VALUES (?, 0, x'')")
             .bind(&sha)
-            .execute(&mut *tx)
+            .execute(tx.sqlite())
             .await
             .expect("module");
         let units: Vec<Uuid> = (0..2).map(|_| Uuid::new_v4()).collect();
@@ -375,7 +373,7 @@ mod tests {
             .bind(id.to_string())
             .bind(format!("u{i}"))
             .bind(&sha)
-            .execute(&mut *tx)
+            .execute(tx.sqlite())
             .await
             .expect("unit");
         }
@@ -406,8 +404,8 @@ mod tests {
             created_at: String::new(),
             updated_at: String::new(),
         };
-        save(&mut tx, &policy).await.expect("saved");
-        let read = get(&mut tx, policy.id).await.expect("read").expect("found");
+        tx.save_policy(&policy).await.expect("saved");
+        let read = tx.policy(policy.id).await.expect("read").expect("found");
         let flags: Vec<bool> = read.filters.iter().map(|f| f.run_once).collect();
         assert_eq!(flags, [true, false]);
     }

@@ -3,8 +3,8 @@
 
 use uuid::Uuid;
 
-use super::{SqliteConnection, StoreError, parse_id};
-use crate::auth::Role;
+use super::{Db, StoreError, parse_id};
+use crate::role::Role;
 
 /// A stored token, without its secret.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,97 +40,104 @@ impl Row {
 
 const SELECT: &str = "SELECT id, name, role, created_at, revoked_at FROM tokens";
 
-pub async fn insert(
-    conn: &mut SqliteConnection,
-    id: Uuid,
-    name: &str,
-    role: Role,
-    token_sha256: &str,
-) -> Result<(), StoreError> {
-    sqlx::query("INSERT INTO tokens (id, name, role, token_sha256) VALUES (?, ?, ?, ?)")
-        .bind(id.to_string())
-        .bind(name)
-        .bind(role.name())
+impl Db {
+    pub async fn insert_token(
+        &mut self,
+        id: Uuid,
+        name: &str,
+        role: Role,
+        token_sha256: &str,
+    ) -> Result<(), StoreError> {
+        let conn = self.sqlite();
+        sqlx::query("INSERT INTO tokens (id, name, role, token_sha256) VALUES (?, ?, ?, ?)")
+            .bind(id.to_string())
+            .bind(name)
+            .bind(role.name())
+            .bind(token_sha256)
+            .execute(conn)
+            .await?;
+        Ok(())
+    }
+
+    /// The unrevoked token whose secret hashes to `token_sha256`.
+    pub async fn active_token(
+        &mut self,
+        token_sha256: &str,
+    ) -> Result<Option<TokenRecord>, StoreError> {
+        let conn = self.sqlite();
+        sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!(
+            "{SELECT} WHERE token_sha256 = ? AND revoked_at IS NULL"
+        )))
         .bind(token_sha256)
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
-/// The unrevoked token whose secret hashes to `token_sha256`.
-pub async fn find_active(
-    conn: &mut SqliteConnection,
-    token_sha256: &str,
-) -> Result<Option<TokenRecord>, StoreError> {
-    sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!(
-        "{SELECT} WHERE token_sha256 = ? AND revoked_at IS NULL"
-    )))
-    .bind(token_sha256)
-    .fetch_optional(conn)
-    .await?
-    .map(Row::into_record)
-    .transpose()
-}
-
-/// Every token, revoked ones included, oldest first.
-pub async fn list(conn: &mut SqliteConnection) -> Result<Vec<TokenRecord>, StoreError> {
-    sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!(
-        "{SELECT} ORDER BY created_at, id"
-    )))
-    .fetch_all(conn)
-    .await?
-    .into_iter()
-    .map(Row::into_record)
-    .collect()
-}
-
-pub async fn get(conn: &mut SqliteConnection, id: Uuid) -> Result<Option<TokenRecord>, StoreError> {
-    sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = ?")))
-        .bind(id.to_string())
         .fetch_optional(conn)
         .await?
         .map(Row::into_record)
         .transpose()
-}
+    }
 
-/// Marks token `id` revoked (idempotently).
-pub async fn revoke(conn: &mut SqliteConnection, id: Uuid) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE tokens SET revoked_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
-         WHERE id = ? AND revoked_at IS NULL",
-    )
-    .bind(id.to_string())
-    .execute(conn)
-    .await?;
-    Ok(())
-}
+    /// Every token, revoked ones included, oldest first.
+    pub async fn tokens(&mut self) -> Result<Vec<TokenRecord>, StoreError> {
+        let conn = self.sqlite();
+        sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!(
+            "{SELECT} ORDER BY created_at, id"
+        )))
+        .fetch_all(conn)
+        .await?
+        .into_iter()
+        .map(Row::into_record)
+        .collect()
+    }
 
-/// How many tokens exist at all, revoked ones included.
-pub async fn count(conn: &mut SqliteConnection) -> Result<i64, StoreError> {
-    Ok(sqlx::query_scalar::<_, i64>("SELECT count(*) FROM tokens")
+    pub async fn token(&mut self, id: Uuid) -> Result<Option<TokenRecord>, StoreError> {
+        let conn = self.sqlite();
+        sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = ?")))
+            .bind(id.to_string())
+            .fetch_optional(conn)
+            .await?
+            .map(Row::into_record)
+            .transpose()
+    }
+
+    /// Marks token `id` revoked (idempotently).
+    pub async fn revoke_token(&mut self, id: Uuid) -> Result<(), StoreError> {
+        let conn = self.sqlite();
+        sqlx::query(
+            "UPDATE tokens SET revoked_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
+             WHERE id = ? AND revoked_at IS NULL",
+        )
+        .bind(id.to_string())
+        .execute(conn)
+        .await?;
+        Ok(())
+    }
+
+    /// How many tokens exist at all, revoked ones included.
+    pub async fn count_tokens(&mut self) -> Result<i64, StoreError> {
+        let conn = self.sqlite();
+        Ok(sqlx::query_scalar::<_, i64>("SELECT count(*) FROM tokens")
+            .fetch_one(conn)
+            .await?)
+    }
+
+    /// How many unrevoked admin tokens exist.
+    pub async fn count_active_admins(&mut self) -> Result<i64, StoreError> {
+        let conn = self.sqlite();
+        Ok(sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM tokens WHERE role = 'admin' AND revoked_at IS NULL",
+        )
         .fetch_one(conn)
         .await?)
-}
+    }
 
-/// How many unrevoked admin tokens exist.
-pub async fn count_active_admins(conn: &mut SqliteConnection) -> Result<i64, StoreError> {
-    Ok(sqlx::query_scalar::<_, i64>(
-        "SELECT count(*) FROM tokens WHERE role = 'admin' AND revoked_at IS NULL",
-    )
-    .fetch_one(conn)
-    .await?)
-}
-
-/// Whether a token with this hash was ever stored, revoked or not.
-pub async fn hash_known(
-    conn: &mut SqliteConnection,
-    token_sha256: &str,
-) -> Result<bool, StoreError> {
-    Ok(
-        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM tokens WHERE token_sha256 = ?")
-            .bind(token_sha256)
-            .fetch_one(conn)
-            .await?
-            > 0,
-    )
+    /// Whether a token with this hash was ever stored, revoked or not.
+    pub async fn token_hash_known(&mut self, token_sha256: &str) -> Result<bool, StoreError> {
+        let conn = self.sqlite();
+        Ok(
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM tokens WHERE token_sha256 = ?")
+                .bind(token_sha256)
+                .fetch_one(conn)
+                .await?
+                > 0,
+        )
+    }
 }

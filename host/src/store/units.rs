@@ -4,7 +4,7 @@
 use sandpiper_guest::model::{ParamSpec, ScoreOrder};
 use uuid::Uuid;
 
-use super::{SqliteConnection, StoreError, flag, parse_id};
+use super::{Db, SqliteConnection, StoreError, flag, parse_id};
 use crate::unit::Exports;
 
 /// A stored unit.
@@ -107,97 +107,162 @@ async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<UnitRecord, S
     })
 }
 
-/// Every unit, by name.
-pub async fn list(conn: &mut SqliteConnection) -> Result<Vec<UnitRecord>, StoreError> {
-    let rows = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY u.name")))
-        .fetch_all(&mut *conn)
-        .await?;
-    let mut units = Vec::with_capacity(rows.len());
-    for row in rows {
-        units.push(complete(conn, row).await?);
+impl Db {
+    /// Every unit, by name.
+    pub async fn units(&mut self) -> Result<Vec<UnitRecord>, StoreError> {
+        let conn = self.sqlite();
+        let rows =
+            sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY u.name")))
+                .fetch_all(&mut *conn)
+                .await?;
+        let mut units = Vec::with_capacity(rows.len());
+        for row in rows {
+            units.push(complete(conn, row).await?);
+        }
+        Ok(units)
     }
-    Ok(units)
-}
 
-pub async fn get(conn: &mut SqliteConnection, id: Uuid) -> Result<Option<UnitRecord>, StoreError> {
-    let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE u.id = ?")))
-        .bind(id.to_string())
-        .fetch_optional(&mut *conn)
-        .await?;
-    match row {
-        Some(row) => Ok(Some(complete(conn, row).await?)),
-        None => Ok(None),
+    pub async fn unit(&mut self, id: Uuid) -> Result<Option<UnitRecord>, StoreError> {
+        let conn = self.sqlite();
+        let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE u.id = ?")))
+            .bind(id.to_string())
+            .fetch_optional(&mut *conn)
+            .await?;
+        match row {
+            Some(row) => Ok(Some(complete(conn, row).await?)),
+            None => Ok(None),
+        }
     }
-}
 
-pub async fn get_by_name(
-    conn: &mut SqliteConnection,
-    name: &str,
-) -> Result<Option<UnitRecord>, StoreError> {
-    let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE u.name = ?")))
+    pub async fn unit_by_name(&mut self, name: &str) -> Result<Option<UnitRecord>, StoreError> {
+        let conn = self.sqlite();
+        let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!(
+            "{SELECT} WHERE u.name = ? COLLATE NOCASE"
+        )))
         .bind(name)
         .fetch_optional(&mut *conn)
         .await?;
-    match row {
-        Some(row) => Ok(Some(complete(conn, row).await?)),
-        None => Ok(None),
+        match row {
+            Some(row) => Ok(Some(complete(conn, row).await?)),
+            None => Ok(None),
+        }
     }
-}
 
-/// Adds a unit whose module is already stored.
-pub async fn insert(
-    conn: &mut SqliteConnection,
-    id: Uuid,
-    internal: bool,
-    module: &UnitModule,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO policy_units (id, name, description, internal, enabled, has_filter, \
-         has_score, has_balance, score_order, module_sha256, uploaded_by) \
-         VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(id.to_string())
-    .bind(&module.name)
-    .bind(&module.description)
-    .bind(internal)
-    .bind(module.exports.filter)
-    .bind(module.exports.score)
-    .bind(module.exports.balance)
-    .bind(module.score_order.wit_name())
-    .bind(&module.module_sha256)
-    .bind(&module.uploaded_by)
-    .execute(&mut *conn)
-    .await?;
-    write_params(conn, id, &module.params).await
-}
+    /// Adds a unit whose module is already stored.
+    pub async fn insert_unit(
+        &mut self,
+        id: Uuid,
+        internal: bool,
+        module: &UnitModule,
+    ) -> Result<(), StoreError> {
+        let conn = self.sqlite();
+        sqlx::query(
+            "INSERT INTO policy_units (id, name, description, internal, enabled, has_filter, \
+             has_score, has_balance, score_order, module_sha256, uploaded_by) \
+             VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(id.to_string())
+        .bind(&module.name)
+        .bind(&module.description)
+        .bind(internal)
+        .bind(module.exports.filter)
+        .bind(module.exports.score)
+        .bind(module.exports.balance)
+        .bind(module.score_order.wit_name())
+        .bind(&module.module_sha256)
+        .bind(&module.uploaded_by)
+        .execute(&mut *conn)
+        .await?;
+        write_params(conn, id, &module.params).await
+    }
 
-/// Points a unit at another module and replaces everything read from it.
-pub async fn replace_module(
-    conn: &mut SqliteConnection,
-    id: Uuid,
-    module: &UnitModule,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE policy_units SET name = ?, description = ?, has_filter = ?, has_score = ?, \
-         has_balance = ?, score_order = ?, module_sha256 = ?, uploaded_by = ?, \
-         uploaded_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?",
-    )
-    .bind(&module.name)
-    .bind(&module.description)
-    .bind(module.exports.filter)
-    .bind(module.exports.score)
-    .bind(module.exports.balance)
-    .bind(module.score_order.wit_name())
-    .bind(&module.module_sha256)
-    .bind(&module.uploaded_by)
-    .bind(id.to_string())
-    .execute(&mut *conn)
-    .await?;
-    sqlx::query("DELETE FROM unit_params WHERE unit_id = ?")
+    /// Points a unit at another module and replaces everything read from it.
+    pub async fn replace_unit_module(
+        &mut self,
+        id: Uuid,
+        module: &UnitModule,
+    ) -> Result<(), StoreError> {
+        let conn = self.sqlite();
+        sqlx::query(
+            "UPDATE policy_units SET name = ?, description = ?, has_filter = ?, has_score = ?, \
+             has_balance = ?, score_order = ?, module_sha256 = ?, uploaded_by = ?, \
+             uploaded_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?",
+        )
+        .bind(&module.name)
+        .bind(&module.description)
+        .bind(module.exports.filter)
+        .bind(module.exports.score)
+        .bind(module.exports.balance)
+        .bind(module.score_order.wit_name())
+        .bind(&module.module_sha256)
+        .bind(&module.uploaded_by)
         .bind(id.to_string())
         .execute(&mut *conn)
         .await?;
-    write_params(conn, id, &module.params).await
+        sqlx::query("DELETE FROM unit_params WHERE unit_id = ?")
+            .bind(id.to_string())
+            .execute(&mut *conn)
+            .await?;
+        write_params(conn, id, &module.params).await
+    }
+
+    pub async fn set_unit_enabled(&mut self, id: Uuid, enabled: bool) -> Result<(), StoreError> {
+        let conn = self.sqlite();
+        sqlx::query("UPDATE policy_units SET enabled = ? WHERE id = ?")
+            .bind(enabled)
+            .bind(id.to_string())
+            .execute(conn)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn delete_unit(&mut self, id: Uuid) -> Result<(), StoreError> {
+        let conn = self.sqlite();
+        sqlx::query("DELETE FROM policy_units WHERE id = ?")
+            .bind(id.to_string())
+            .execute(conn)
+            .await?;
+        Ok(())
+    }
+
+    /// The names of the policies that use unit `id` in any slot, by name.
+    pub async fn policies_using_unit(&mut self, id: Uuid) -> Result<Vec<String>, StoreError> {
+        let conn = self.sqlite();
+        Ok(sqlx::query_scalar::<_, String>(
+            "SELECT p.name FROM scheduling_policies p WHERE p.id IN ( \
+                 SELECT policy_id FROM policy_filters WHERE unit_id = ?1 \
+                 UNION SELECT policy_id FROM policy_weights WHERE unit_id = ?1 \
+                 UNION SELECT policy_id FROM policy_balances WHERE unit_id = ?1) \
+             ORDER BY p.name",
+        )
+        .bind(id.to_string())
+        .fetch_all(conn)
+        .await?)
+    }
+
+    /// Every unit's name by id, to name units in responses about policies.
+    pub async fn unit_names(
+        &mut self,
+    ) -> Result<std::collections::HashMap<Uuid, String>, StoreError> {
+        let conn = self.sqlite();
+        sqlx::query_as::<_, (String, String)>("SELECT id, name FROM policy_units")
+            .fetch_all(conn)
+            .await?
+            .into_iter()
+            .map(|(id, name)| Ok((parse_id(&id)?, name)))
+            .collect()
+    }
+
+    /// The ids of the disabled units.
+    pub async fn disabled_units(&mut self) -> Result<std::collections::HashSet<Uuid>, StoreError> {
+        let conn = self.sqlite();
+        sqlx::query_scalar::<_, String>("SELECT id FROM policy_units WHERE enabled = 0")
+            .fetch_all(conn)
+            .await?
+            .into_iter()
+            .map(|id| parse_id(&id))
+            .collect()
+    }
 }
 
 async fn write_params(
@@ -220,66 +285,4 @@ async fn write_params(
         .await?;
     }
     Ok(())
-}
-
-pub async fn set_enabled(
-    conn: &mut SqliteConnection,
-    id: Uuid,
-    enabled: bool,
-) -> Result<(), StoreError> {
-    sqlx::query("UPDATE policy_units SET enabled = ? WHERE id = ?")
-        .bind(enabled)
-        .bind(id.to_string())
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
-pub async fn delete(conn: &mut SqliteConnection, id: Uuid) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM policy_units WHERE id = ?")
-        .bind(id.to_string())
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
-/// The names of the policies that use unit `id` in any slot, by name.
-pub async fn policies_using(
-    conn: &mut SqliteConnection,
-    id: Uuid,
-) -> Result<Vec<String>, StoreError> {
-    Ok(sqlx::query_scalar::<_, String>(
-        "SELECT p.name FROM scheduling_policies p WHERE p.id IN ( \
-             SELECT policy_id FROM policy_filters WHERE unit_id = ?1 \
-             UNION SELECT policy_id FROM policy_weights WHERE unit_id = ?1 \
-             UNION SELECT policy_id FROM policy_balances WHERE unit_id = ?1) \
-         ORDER BY p.name",
-    )
-    .bind(id.to_string())
-    .fetch_all(conn)
-    .await?)
-}
-
-/// Every unit's name by id, to name units in responses about policies.
-pub async fn names(
-    conn: &mut SqliteConnection,
-) -> Result<std::collections::HashMap<Uuid, String>, StoreError> {
-    sqlx::query_as::<_, (String, String)>("SELECT id, name FROM policy_units")
-        .fetch_all(conn)
-        .await?
-        .into_iter()
-        .map(|(id, name)| Ok((parse_id(&id)?, name)))
-        .collect()
-}
-
-/// The ids of the disabled units.
-pub async fn disabled(
-    conn: &mut SqliteConnection,
-) -> Result<std::collections::HashSet<Uuid>, StoreError> {
-    sqlx::query_scalar::<_, String>("SELECT id FROM policy_units WHERE enabled = 0")
-        .fetch_all(conn)
-        .await?
-        .into_iter()
-        .map(|id| parse_id(&id))
-        .collect()
 }

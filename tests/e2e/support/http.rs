@@ -7,50 +7,12 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use serde_json::Value;
+use super::Reply;
 
 /// How long one request may take before the test fails: decisions and
 /// uploads of test units take milliseconds; a compile of a real unit well
 /// under a second.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// An HTTP answer.
-#[derive(Debug, Clone)]
-pub struct Reply {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl Reply {
-    /// The body as JSON (`Null` when empty).
-    pub fn json(&self) -> Value {
-        if self.body.is_empty() {
-            return Value::Null;
-        }
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!(
-                "body is not JSON ({e}): {}",
-                String::from_utf8_lossy(&self.body)
-            )
-        })
-    }
-
-    /// `error.code` of an error body.
-    pub fn code(&self) -> String {
-        self.json()["error"]["code"]
-            .as_str()
-            .unwrap_or_else(|| panic!("not an error body: {}", String::from_utf8_lossy(&self.body)))
-            .to_owned()
-    }
-
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
 
 /// Sends one request on a fresh connection.
 pub fn send(

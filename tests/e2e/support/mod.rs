@@ -4,6 +4,9 @@
 
 pub mod http;
 
+#[path = "../../common/mod.rs"]
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -13,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-pub use http::Reply;
+pub use common::{Reply, builtin_wasm, distinct_copy, expect_status, tour_hosts};
 
 /// The admin token every test server starts with (via
 /// `SANDPIPER_ADMIN_TOKEN`).
@@ -286,39 +289,6 @@ impl Client {
             &[],
         )
     }
-
-    /// PUTs raw bytes as `application/wasm`.
-    pub fn put_wasm(&self, path: &str, wasm: &[u8]) -> Reply {
-        self.send(
-            "PUT",
-            path,
-            Some(wasm.to_vec()),
-            Some("application/wasm"),
-            &[],
-        )
-    }
-}
-
-/// The component of the built-in unit in `policies/<dir>`, as embedded in
-/// the binary: a real unit built from source, to upload under another name.
-pub fn builtin_wasm(dir: &str) -> &'static [u8] {
-    sandpiper::builtin::UNITS
-        .iter()
-        .find(|u| u.name == dir)
-        .unwrap_or_else(|| panic!("no built-in unit in policies/{dir}"))
-        .wasm
-}
-
-/// `wasm` with a custom section named `tag` appended: the same unit, but
-/// other bytes (another sha256), so the server has not compiled it yet.
-pub fn distinct_copy(wasm: &[u8], tag: &str) -> Vec<u8> {
-    assert!(tag.len() < 100, "one-byte LEB128 lengths only");
-    let mut out = wasm.to_vec();
-    out.push(0); // custom section id
-    out.push(u8::try_from(tag.len() + 1).expect("short")); // section size
-    out.push(u8::try_from(tag.len()).expect("short")); // name length
-    out.extend_from_slice(tag.as_bytes());
-    out
 }
 
 /// The id (as text) of the unit called `name`, looked up through the API.
@@ -335,77 +305,14 @@ pub fn unit_id(client: &Client, name: &str) -> String {
         .to_owned()
 }
 
-/// Asserts a status, showing the body when it differs.
-#[track_caller]
-pub fn expect_status(reply: &Reply, status: u16) -> Value {
-    assert_eq!(
-        reply.status,
-        status,
-        "unexpected status; body: {}",
-        String::from_utf8_lossy(&reply.body)
-    );
-    reply.json()
-}
-
-/// Every row of every table of the database at `db`, as text, in a fixed
-/// order: two dumps are equal exactly when the stored data is. Blobs are
-/// written as their length (their identity is the row's sha256 key).
+/// Every row of every table of the database at `db`, as text (see
+/// [`common::dump`]), read while the server runs.
 pub fn dump(db: &Path) -> String {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        use sqlx::{Connection, Row};
-        let options = sqlx::sqlite::SqliteConnectOptions::new()
-            .filename(db)
-            .read_only(true);
-        let mut conn = sqlx::SqliteConnection::connect_with(&options)
-            .await
-            .expect("open the database");
-        let tables: Vec<String> = sqlx::query_scalar(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
-        )
-        .fetch_all(&mut conn)
-        .await
-        .expect("tables");
-        let mut out = String::new();
-        for table in tables {
-            let columns: Vec<(String, String)> =
-                sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                    "SELECT name, type FROM pragma_table_info('{table}') ORDER BY cid"
-                )))
-                .fetch_all(&mut conn)
-                .await
-                .expect("columns");
-            let select: Vec<String> = columns
-                .iter()
-                .map(|(name, ty)| {
-                    if ty.eq_ignore_ascii_case("BLOB") {
-                        format!("'<' || length(\"{name}\") || ' bytes>'")
-                    } else {
-                        format!("quote(\"{name}\")")
-                    }
-                })
-                .collect();
-            let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT {} FROM \"{table}\" ORDER BY rowid",
-                select.join(", ")
-            )))
-            .fetch_all(&mut conn)
-            .await
-            .expect("rows");
-            out.push_str(&format!("== {table}\n"));
-            for row in rows {
-                let values: Vec<String> = (0..columns.len())
-                    .map(|i| row.try_get::<String, _>(i).unwrap_or_default())
-                    .collect();
-                out.push_str(&values.join(" | "));
-                out.push('\n');
-            }
-        }
-        out
-    })
+        .expect("runtime")
+        .block_on(common::dump(db))
 }
 
 /// `value` without the `usage` records (time and fuel spent), which differ

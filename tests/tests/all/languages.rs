@@ -268,7 +268,9 @@ fn an_infinite_loop_stops_in_every_language_under_its_limits() {
             assert!(
                 matches!(
                     failed.error,
-                    UnitError::OutOfFuel { .. } | UnitError::DeadlineExceeded { .. }
+                    UnitError::OutOfFuel { .. }
+                        | UnitError::DeadlineExceeded { .. }
+                        | UnitError::Overloaded { .. }
                 ),
                 "{}: stopped by fuel or deadline, not {:?}",
                 language.name(),

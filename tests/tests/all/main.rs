@@ -3,7 +3,6 @@
 
 mod default_policies;
 mod languages;
-mod natives;
 mod pipeline;
 mod placement_model;
 mod sandbox;

@@ -1000,3 +1000,95 @@ fn golden_balance() {
     assert_eq!(d.destination, Some(3));
     assert_golden("balance", &d.explain);
 }
+
+// ---- overload ----
+
+/// A unit whose every call was starved of CPU by a busy machine.
+struct Starved(UnitInfo);
+
+impl Starved {
+    fn unit() -> Arc<dyn Unit> {
+        Arc::new(Starved(UnitInfo {
+            name: "Starved".to_owned(),
+            description: String::new(),
+            params: Vec::new(),
+            score_order: ScoreOrder::LowerIsBetter,
+        }))
+    }
+
+    fn failed<T>() -> sandpiper::unit::CallResult<T> {
+        Err(sandpiper::unit::Failed {
+            error: UnitError::Overloaded {
+                deadline: std::time::Duration::from_millis(250),
+                cpu: std::time::Duration::from_millis(3),
+                elapsed: std::time::Duration::from_millis(400),
+            },
+            usage: sandpiper::unit::Usage::default(),
+        })
+    }
+}
+
+impl Unit for Starved {
+    fn info(&self) -> &UnitInfo {
+        &self.0
+    }
+
+    fn exports(&self) -> sandpiper::unit::Exports {
+        sandpiper::unit::Exports {
+            filter: true,
+            score: true,
+            balance: false,
+        }
+    }
+
+    fn filter(
+        &self,
+        _: &Arc<Inventory>,
+        _: &Request,
+        _: &[u32],
+    ) -> sandpiper::unit::CallResult<Vec<Rejection>> {
+        Starved::failed()
+    }
+
+    fn score(
+        &self,
+        _: &Arc<Inventory>,
+        _: &Request,
+        _: &[u32],
+    ) -> sandpiper::unit::CallResult<Scores> {
+        Starved::failed()
+    }
+
+    fn balance(
+        &self,
+        _: &Arc<Inventory>,
+        _: &BalanceRequest,
+    ) -> sandpiper::unit::CallResult<Option<Migration>> {
+        Starved::failed()
+    }
+}
+
+#[test]
+fn a_starved_unit_stops_the_decision_even_where_a_failure_would_be_skipped() {
+    let inventory = Arc::new(Inventory::new(3, 0));
+    // A fail-open filter and a score unit are skipped when they fail; when
+    // the machine starved them, deciding without them would make the load
+    // a verdict, so the decision stops for the engine to retry.
+    let fail_open = Policy::builder()
+        .filter_with(Starved::unit(), Position::Middle, OnFailure::FailOpen)
+        .build()
+        .expect("valid policy");
+    let scored = Policy::builder()
+        .score(Starved::unit(), 1)
+        .build()
+        .expect("valid policy");
+    for policy in [fail_open, scored] {
+        match schedule(&policy, &inventory, &ScheduleRequest::default()) {
+            Err(ScheduleError::Overloaded { unit, failed }) => {
+                assert_eq!(unit, "Starved");
+                assert_eq!(failed.error.code(), "overloaded");
+            }
+            other => panic!("expected Overloaded, got {other:?}"),
+        }
+    }
+}

@@ -1,8 +1,8 @@
-//! Every built-in unit's cases (`policies/<unit>/cases/*.json`), run twice:
-//! natively from the unit's source and sandboxed from its embedded
-//! component. Each case must match its expectation in both, and the two
-//! builds must answer identically. A failure names the file, the case and
-//! every difference.
+//! Every built-in unit's cases (`policies/<family>/<unit>/cases/*.json`),
+//! run twice: natively from the unit's source and sandboxed from its
+//! embedded component. Each case must match its expectation in both, and the
+//! two builds must answer identically. A failure names the file, the case
+//! and every difference.
 
 use std::path::{Path, PathBuf};
 
@@ -10,11 +10,9 @@ use sandpiper::builtin;
 use sandpiper::unit::Unit;
 use sandpiper::unit_cases::Fixture;
 
-use crate::natives::native_build;
-
-/// The directory holding each built-in unit's crate.
-fn policies_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../policies")
+/// The workspace root, which each built-in unit's `dir` is relative to.
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 /// The fixture files of the unit in `dir`, sorted.
@@ -36,13 +34,7 @@ fn every_builtin_unit_case_passes_natively_and_sandboxed_alike() {
     let mut failures: Vec<String> = Vec::new();
     let mut cases = 0;
     for builtin in builtin::UNITS {
-        let native = match native_build(builtin) {
-            Ok(native) => native,
-            Err(missing) => {
-                failures.push(missing);
-                continue;
-            }
-        };
+        let native = builtin.native();
         let wasm = match runtime.load(builtin.wasm) {
             Ok(unit) => unit,
             Err(error) => {
@@ -50,7 +42,7 @@ fn every_builtin_unit_case_passes_natively_and_sandboxed_alike() {
                 continue;
             }
         };
-        for file in fixtures(&policies_dir().join(builtin.name)) {
+        for file in fixtures(&workspace_root().join(builtin.dir)) {
             let shown = file.display();
             let fixture = std::fs::read_to_string(&file)
                 .map_err(|e| e.to_string())
@@ -99,9 +91,5 @@ fn every_builtin_unit_case_passes_natively_and_sandboxed_alike() {
         failures.len(),
         failures.join("\n")
     );
-    assert!(
-        cases > 0,
-        "no unit case found under {}",
-        policies_dir().display()
-    );
+    assert!(cases > 0, "no unit case found under policies/");
 }

@@ -11,8 +11,6 @@ use sandpiper::builtin;
 use sandpiper_guest::model::ScoreOrder;
 use sandpiper_guest::native::NativeUnit;
 
-use crate::natives::native_build;
-
 /// Opens an entry: `#### `Name``.
 const ENTRY_PREFIX: &str = "#### `";
 /// The entry line naming the unit's roles, then `; <score order>`.
@@ -50,20 +48,15 @@ fn entries(doc: &str) -> Vec<(String, Vec<&str>)> {
 }
 
 /// Every built-in unit's native build (its `info()` and roles), keyed by
-/// the unit's registered name, with its directory under `policies/`.
-fn builtin_units(failures: &mut Vec<String>) -> BTreeMap<String, (&'static str, NativeUnit)> {
-    let mut units = BTreeMap::new();
-    for builtin in builtin::UNITS {
-        let native = match native_build(builtin) {
-            Ok(native) => native,
-            Err(missing) => {
-                failures.push(missing);
-                continue;
-            }
-        };
-        units.insert(native.info.name.clone(), (builtin.name, native));
-    }
-    units
+/// the unit's registered name, with its crate's folder (`policies/...`).
+fn builtin_units() -> BTreeMap<String, (&'static str, NativeUnit)> {
+    builtin::UNITS
+        .iter()
+        .map(|builtin| {
+            let native = builtin.native();
+            (native.info.name.clone(), (builtin.dir, native))
+        })
+        .collect()
 }
 
 /// What the unit's `- **Kind**:` line must say.
@@ -97,7 +90,7 @@ fn check_entry(name: &str, dir: &str, native: &NativeUnit, lines: &[&str]) -> Ve
         )),
         None => failures.push(format!("{name}: no `{KIND_PREFIX}{kind}` line")),
     }
-    let crate_line = format!("{CRATE_PREFIX}`policies/{dir}`");
+    let crate_line = format!("{CRATE_PREFIX}`{dir}`");
     if !lines.contains(&crate_line.as_str()) {
         failures.push(format!("{name}: no `{crate_line}` line"));
     }
@@ -146,7 +139,7 @@ fn units_doc_has_an_entry_for_every_builtin_unit_with_its_kind_and_parameters() 
     let doc = units_doc();
     let entries = entries(&doc);
     let mut failures = Vec::new();
-    let units = builtin_units(&mut failures);
+    let units = builtin_units();
     assert!(!units.is_empty(), "no built-in units found");
 
     let mut seen = BTreeSet::new();
@@ -163,9 +156,7 @@ fn units_doc_has_an_entry_for_every_builtin_unit_with_its_kind_and_parameters() 
     for (name, (dir, native)) in &units {
         match entries.iter().find(|(entry, _)| entry == name) {
             Some((_, lines)) => failures.extend(check_entry(name, dir, native, lines)),
-            None => failures.push(format!(
-                "{name} (policies/{dir}): no `{ENTRY_PREFIX}{name}`` entry"
-            )),
+            None => failures.push(format!("{name} ({dir}): no `{ENTRY_PREFIX}{name}`` entry")),
         }
     }
     assert!(

@@ -1,0 +1,302 @@
+//! Checks of the figures and ids in what engines send: snapshots (inline or
+//! pushed as the held inventory), host updates, the VM to place and the
+//! instance count. Serde checks the shape; this module checks that the
+//! values mean something, so a negative memory size or a zero vCPU count is
+//! refused with the field named instead of silently read as 0.
+//!
+//! The rules:
+//!
+//! * host and VM ids follow `crate::names` (not empty, no control or format
+//!   characters, NFC, at most `names::MAX_ID_BYTES`); display names
+//!   follow the name rules;
+//! * every host metric (totals, counts, percentages, versions, free swap)
+//!   is finite and not negative, except free memory and free disk, which
+//!   an overcommitting engine reports below zero ([`MAY_BE_NEGATIVE`]);
+//!   engine-defined named metrics are finite;
+//! * memory, disk and CPU usage of a VM are finite and not negative; vCPUs,
+//!   sockets, cores per socket and threads per core are at least 1; a
+//!   group's priority is finite;
+//! * `count` is 1 to `MAX_INSTANCES_PER_REQUEST`.
+//!
+//! JSON itself cannot carry NaN or infinity (serde_json refuses `NaN` and
+//! numbers out of `f64` range), but fixtures and library callers build
+//! these types directly, so finiteness is checked all the same.
+//!
+//! Errors are [`SnapshotErrorKind::InvalidValue`] at the field's path; the
+//! API answers them 400 `invalid_value` naming the field.
+
+use crate::names::{self, NameError};
+use crate::placement::MAX_INSTANCES_PER_REQUEST;
+use crate::snapshot::{Host, RunningVm, Snapshot, SnapshotError, SnapshotErrorKind, VmSpec};
+
+/// Host metrics that may be negative: free memory and free disk after an
+/// engine's overcommit. Nova computes `free_ram_mb` and `free_disk_gb` as
+/// total minus used, which goes below zero on an oversubscribed host (its
+/// RAM and disk weighers and filters are tested with such hosts; see
+/// `policies/nova-ram/cases/nova_tests.json`), and oVirt's free memory
+/// does the same past its overcommit (`policies/memory/cases/memory.json`).
+/// Refusing them would refuse the whole report of an overcommitted cluster.
+/// Every other metric (totals, counts, percentages, versions) is refused
+/// when negative.
+pub const MAY_BE_NEGATIVE: &[&str] = &["memory_free_mib", "disk_free_gib"];
+
+fn invalid(path: impl std::fmt::Display, message: impl Into<String>) -> SnapshotError {
+    SnapshotError {
+        path: path.to_string(),
+        kind: SnapshotErrorKind::InvalidValue(message.into()),
+    }
+}
+
+fn name_error(path: impl std::fmt::Display) -> impl FnOnce(NameError) -> SnapshotError {
+    move |e| invalid(path, e.to_string())
+}
+
+/// Checks a host, VM or instance id at `path`.
+pub fn check_id(id: &str, path: impl std::fmt::Display) -> Result<(), SnapshotError> {
+    names::check_id(id).map_err(name_error(path))
+}
+
+/// Checks an optional display name at `path`.
+fn check_display_name(
+    name: Option<&str>,
+    path: impl std::fmt::Display,
+) -> Result<(), SnapshotError> {
+    match name {
+        Some(name) => names::check_name(name).map_err(name_error(path)),
+        None => Ok(()),
+    }
+}
+
+/// A figure that must be finite and not negative.
+fn non_negative(value: f64, path: impl std::fmt::Display) -> Result<(), SnapshotError> {
+    if !value.is_finite() {
+        Err(invalid(
+            path,
+            format!("must be a finite number, not {value}"),
+        ))
+    } else if value < 0.0 {
+        Err(invalid(path, format!("must not be negative, not {value}")))
+    } else {
+        Ok(())
+    }
+}
+
+/// A count that must be at least 1.
+fn at_least_one(value: u32, path: impl std::fmt::Display) -> Result<(), SnapshotError> {
+    if value == 0 {
+        Err(invalid(path, "must be at least 1"))
+    } else {
+        Ok(())
+    }
+}
+
+/// Checks every host and VM of `snapshot`; paths are `hosts[i]...` and
+/// `vms[i]...`.
+pub fn check_snapshot(snapshot: &Snapshot) -> Result<(), SnapshotError> {
+    for (i, host) in snapshot.hosts.iter().enumerate() {
+        check_host(host, &format!("hosts[{i}]"))?;
+    }
+    for (i, vm) in snapshot.vms.iter().enumerate() {
+        check_running_vm(vm, &format!("vms[{i}]"))?;
+    }
+    Ok(())
+}
+
+/// Checks one host at `path` (`hosts[3]`).
+pub fn check_host(host: &Host, path: &str) -> Result<(), SnapshotError> {
+    check_id(&host.id, format_args!("{path}.id"))?;
+    check_display_name(host.name.as_deref(), format_args!("{path}.name"))?;
+    for (name, &value) in &host.metrics {
+        let path = format_args!("{path}.metrics.{name}");
+        if MAY_BE_NEGATIVE.contains(&name.as_str()) {
+            if !value.is_finite() {
+                return Err(invalid(
+                    path,
+                    format!("must be a finite number, not {value}"),
+                ));
+            }
+        } else {
+            non_negative(value, path)?;
+        }
+    }
+    for (name, &value) in &host.named_metrics {
+        if !value.is_finite() {
+            return Err(invalid(
+                format_args!("{path}.named_metrics.{name}"),
+                format!("must be a finite number, not {value}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks one VM running on a host, at `path` (`vms[2]`).
+pub fn check_running_vm(vm: &RunningVm, path: &str) -> Result<(), SnapshotError> {
+    check_id(&vm.id, format_args!("{path}.id"))?;
+    check_display_name(vm.name.as_deref(), format_args!("{path}.name"))?;
+    non_negative(vm.memory_mib, format_args!("{path}.memory_mib"))?;
+    if let Some(g) = vm.memory_guaranteed_mib {
+        non_negative(g, format_args!("{path}.memory_guaranteed_mib"))?;
+    }
+    at_least_one(vm.vcpus, format_args!("{path}.vcpus"))?;
+    non_negative(
+        vm.cpu_usage_percent,
+        format_args!("{path}.cpu_usage_percent"),
+    )
+}
+
+/// Checks the VM to place, at `path` (`vm`). Its id may be empty for an
+/// inline decision (nothing is keyed by it); a decision over the held
+/// inventory refuses an empty id where it makes the claim.
+pub fn check_vm(vm: &VmSpec, path: &str) -> Result<(), SnapshotError> {
+    if !vm.id.is_empty() {
+        check_id(&vm.id, format_args!("{path}.id"))?;
+    }
+    check_display_name(vm.name.as_deref(), format_args!("{path}.name"))?;
+    non_negative(vm.memory_mib, format_args!("{path}.memory_mib"))?;
+    if let Some(g) = vm.memory_guaranteed_mib {
+        non_negative(g, format_args!("{path}.memory_guaranteed_mib"))?;
+    }
+    at_least_one(vm.vcpus, format_args!("{path}.vcpus"))?;
+    if let Some(sockets) = vm.cpu_sockets {
+        at_least_one(sockets, format_args!("{path}.cpu_sockets"))?;
+    }
+    at_least_one(
+        vm.cpu_cores_per_socket,
+        format_args!("{path}.cpu_cores_per_socket"),
+    )?;
+    at_least_one(
+        vm.cpu_threads_per_core,
+        format_args!("{path}.cpu_threads_per_core"),
+    )?;
+    if let Some(usage) = vm.cpu_usage_percent {
+        non_negative(usage, format_args!("{path}.cpu_usage_percent"))?;
+    }
+    non_negative(vm.disk_gib, format_args!("{path}.disk_gib"))?;
+    for (i, group) in vm.groups.iter().enumerate() {
+        if !group.priority.is_finite() {
+            return Err(invalid(
+                format_args!("{path}.groups[{i}].priority"),
+                format!("must be a finite number, not {}", group.priority),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks the number of instances to place (field `count`).
+pub fn check_count(count: u32) -> Result<(), SnapshotError> {
+    if (1..=MAX_INSTANCES_PER_REQUEST).contains(&count) {
+        Ok(())
+    } else {
+        Err(invalid(
+            "count",
+            format!("must be 1 to {MAX_INSTANCES_PER_REQUEST}, not {count}"),
+        ))
+    }
+}
+
+/// Checks the instance ids of a request (field `instance_ids`).
+pub fn check_instance_ids(ids: &[String]) -> Result<(), SnapshotError> {
+    for (i, id) in ids.iter().enumerate() {
+        check_id(id, format_args!("instance_ids[{i}]"))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::from_json;
+
+    fn snapshot_error(text: &str) -> (String, SnapshotErrorKind) {
+        let snapshot: Snapshot = from_json(text).expect("valid JSON");
+        let e = snapshot.build_checked().map(|_| ()).unwrap_err();
+        (e.path, e.kind)
+    }
+
+    fn vm_error(text: &str) -> String {
+        let vm: VmSpec = from_json(text).expect("valid JSON");
+        check_vm(&vm, "vm").unwrap_err().path
+    }
+
+    #[test]
+    fn negative_and_zero_figures_are_refused_with_the_field() {
+        for (text, path) in [
+            (
+                r#"{"hosts": [{"id": "h", "metrics": {"memory_total_mib": -1}}]}"#,
+                "hosts[0].metrics.memory_total_mib",
+            ),
+            (
+                r#"{"hosts": [{"id": "h", "metrics": {"disk_total_gib": -0.5}}]}"#,
+                "hosts[0].metrics.disk_total_gib",
+            ),
+            (
+                r#"{"hosts": [{"id": "h", "metrics": {"swap_free_mib": -1}}]}"#,
+                "hosts[0].metrics.swap_free_mib",
+            ),
+            (
+                r#"{"hosts": [{"id": "h", "metrics": {"cpu_cores": -8}}]}"#,
+                "hosts[0].metrics.cpu_cores",
+            ),
+            (
+                r#"{"hosts": [{"id": "h"}], "vms": [{"id": "v", "host": "h", "memory_mib": -5}]}"#,
+                "vms[0].memory_mib",
+            ),
+            (
+                r#"{"hosts": [{"id": "h"}], "vms": [{"id": "v", "host": "h", "vcpus": 0}]}"#,
+                "vms[0].vcpus",
+            ),
+            (r#"{"hosts": [{"id": "h\u0000"}]}"#, "hosts[0].id"),
+            (r#"{"hosts": [{"id": "h\u202e1"}]}"#, "hosts[0].id"),
+            (r#"{"hosts": [{"id": "h", "name": " h"}]}"#, "hosts[0].name"),
+            (
+                r#"{"hosts": [{"id": "h"}], "vms": [{"id": "v\u200b", "host": "h"}]}"#,
+                "vms[0].id",
+            ),
+        ] {
+            let (got, kind) = snapshot_error(text);
+            assert_eq!(got, path, "{text}");
+            assert!(matches!(kind, SnapshotErrorKind::InvalidValue(_)), "{text}");
+        }
+        let long = format!(r#"{{"hosts": [{{"id": "{}"}}]}}"#, "x".repeat(10_000));
+        assert_eq!(snapshot_error(&long).0, "hosts[0].id");
+    }
+
+    #[test]
+    fn the_vm_to_place_is_checked() {
+        assert_eq!(vm_error(r#"{"memory_mib": -1}"#), "vm.memory_mib");
+        assert_eq!(vm_error(r#"{"vcpus": 0}"#), "vm.vcpus");
+        assert_eq!(vm_error(r#"{"cpu_sockets": 0}"#), "vm.cpu_sockets");
+        assert_eq!(vm_error(r#"{"disk_gib": -2}"#), "vm.disk_gib");
+        assert_eq!(vm_error(r#"{"id": "a\u2066b"}"#), "vm.id");
+        assert_eq!(
+            vm_error(r#"{"memory_guaranteed_mib": -1}"#),
+            "vm.memory_guaranteed_mib"
+        );
+        let ok: VmSpec = from_json(r#"{"memory_mib": 0, "vcpus": 1}"#).expect("valid");
+        assert_eq!(check_vm(&ok, "vm"), Ok(()));
+        let mut nan = ok.clone();
+        nan.memory_mib = f64::NAN;
+        assert_eq!(check_vm(&nan, "vm").unwrap_err().path, "vm.memory_mib");
+    }
+
+    #[test]
+    fn counts_are_one_to_the_limit() {
+        assert_eq!(check_count(0).unwrap_err().path, "count");
+        assert_eq!(check_count(1), Ok(()));
+        assert_eq!(check_count(MAX_INSTANCES_PER_REQUEST), Ok(()));
+        assert!(check_count(MAX_INSTANCES_PER_REQUEST + 1).is_err());
+    }
+
+    #[test]
+    fn a_valid_snapshot_passes() {
+        let snapshot: Snapshot = from_json(
+            r#"{"hosts": [{"id": "h", "metrics": {"memory_free_mib": -512, "cpu_cores": 8},
+                "named_metrics": {"temp": -3.5}}],
+               "vms": [{"id": "v", "host": "h", "memory_mib": 512}]}"#,
+        )
+        .expect("valid JSON");
+        assert!(snapshot.build_checked().is_ok());
+    }
+}

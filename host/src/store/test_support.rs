@@ -1,0 +1,45 @@
+//! For tests of the store and of placement: a real SQLite store holding one
+//! cluster (and the policy it must name), as placement rows refer to it.
+
+use uuid::Uuid;
+
+use super::Store;
+use super::clusters::ClusterRecord;
+use super::policies::PolicyRecord;
+use crate::pipeline::{Combination, ParamValues};
+
+/// Opens a store in `dir` with one cluster; returns the store and the
+/// cluster's id.
+pub async fn store_with_cluster(dir: &std::path::Path) -> (Store, Uuid) {
+    let store = Store::open(&dir.join("test.db"))
+        .await
+        .expect("store opens");
+    let policy = PolicyRecord {
+        id: Uuid::new_v4(),
+        name: "p".to_owned(),
+        description: String::new(),
+        locked: false,
+        is_default: false,
+        combination: Combination::Rank,
+        params: ParamValues::new(),
+        filters: Vec::new(),
+        weights: Vec::new(),
+        balance: None,
+        created_at: String::new(),
+        updated_at: String::new(),
+    };
+    let cluster = ClusterRecord {
+        id: Uuid::new_v4(),
+        name: "c".to_owned(),
+        description: String::new(),
+        policy_id: policy.id,
+        params: ParamValues::new(),
+        created_at: String::new(),
+        updated_at: String::new(),
+    };
+    let mut tx = store.write().await.expect("write");
+    tx.save_policy(&policy).await.expect("policy row");
+    tx.save_cluster(&cluster).await.expect("cluster row");
+    tx.commit().await.expect("commit");
+    (store, cluster.id)
+}

@@ -1,0 +1,343 @@
+//! The one writer of the placement state (held inventories, claims) and of
+//! the decisions log: callers queue jobs, and a background task applies
+//! whatever is queued (up to [`MAX_BATCH_JOBS`] jobs) in one transaction,
+//! then acknowledges each job.
+//!
+//! A request answers only once its job is acknowledged, so what the engine
+//! was told is on disk (group commit: at thousands of decisions a second,
+//! one transaction per decision would make the single SQLite writer the
+//! bottleneck). Jobs are applied in the order queued; a caller that queues
+//! under a lock (placement queues under its cluster's lock) so has its
+//! changes stored in the order they happened.
+//!
+//! A job is anything that can say which rows it writes ([`Rows`]); the
+//! writer asks it when it builds the batch, so encoding (JSON of host
+//! records and claims) happens on the writer's task, not under the
+//! caller's lock. Rows written several times in one batch are written once,
+//! as they end ([`Batch`]).
+//!
+//! If a transaction fails, each of its jobs is applied again on its own,
+//! so one bad job (a claim for a cluster deleted meanwhile) fails alone.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use sqlx::SqlitePool;
+use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
+
+use super::claims::{ClaimRow, ClaimWrites};
+use super::decisions::{LoggedDecision, Retention};
+use super::inventory::{HostWrite, InventoryWrites};
+use super::{StoreError, begin};
+use crate::time::Timestamp;
+
+/// Most queued jobs applied in one transaction. Large enough to absorb a
+/// burst of decisions in one commit, small enough that one transaction
+/// holds SQLite's write lock for milliseconds, not seconds.
+pub const MAX_BATCH_JOBS: usize = 256;
+
+/// How often a cluster's decisions log is trimmed to its retention, at
+/// most, unless [`TRIM_SLACK_DIVISOR`] asks sooner: trimming walks the
+/// newest `count` rows, so doing it for every batch at thousands of
+/// decisions a second would cost more than the inserts.
+pub const TRIM_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A cluster's log is also trimmed once the decisions logged since its
+/// last trim reach `count / TRIM_SLACK_DIVISOR` (at least one): the log
+/// exceeds its count by at most an eighth, and a small log (a count of a
+/// few) is trimmed at every batch, so it never shows more than its count.
+/// Each trim walks about `count` rows, so this costs about eight row
+/// visits per logged decision.
+pub const TRIM_SLACK_DIVISOR: u32 = 8;
+
+/// What a queued job writes. Called on the writer's task, once per attempt
+/// (twice if the job's first transaction failed), so it must not consume
+/// the job.
+pub trait Rows: Send + Sync + 'static {
+    /// Adds this job's writes to `batch`, in the order they happened.
+    fn add_to(&self, batch: &mut Batch) -> Result<(), StoreError>;
+}
+
+/// A failed write, as the requests waiting on it see it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("storing placement state failed: {0}")]
+pub struct PersistError(pub String);
+
+/// A job's acknowledgement, to await outside any lock.
+pub struct Ack(oneshot::Receiver<Result<(), PersistError>>);
+
+impl Ack {
+    /// An acknowledgement of a job with nothing to write.
+    pub fn done() -> Ack {
+        let (done, ack) = oneshot::channel();
+        let _ = done.send(Ok(()));
+        Ack(ack)
+    }
+
+    pub async fn wait(self) -> Result<(), PersistError> {
+        self.0
+            .await
+            .unwrap_or_else(|_| Err(PersistError("the writer stopped".to_owned())))
+    }
+}
+
+struct Job {
+    rows: Box<dyn Rows>,
+    done: oneshot::Sender<Result<(), PersistError>>,
+}
+
+/// The queue to the writer. Cloning shares the queue; the writer stops
+/// when every clone is dropped and the queue is drained.
+#[derive(Clone, Debug)]
+pub(super) struct Queue {
+    jobs: mpsc::UnboundedSender<Job>,
+}
+
+impl Queue {
+    /// Starts the writer on the current tokio runtime.
+    pub(super) fn start(pool: SqlitePool) -> Queue {
+        let (jobs, queued) = mpsc::unbounded_channel();
+        tokio::spawn(write_loop(pool, queued));
+        Queue { jobs }
+    }
+
+    /// Queues `rows`; jobs are stored in the order queued.
+    pub(super) fn submit(&self, rows: Box<dyn Rows>) -> Ack {
+        let (done, ack) = oneshot::channel();
+        if let Err(mpsc::error::SendError(job)) = self.jobs.send(Job { rows, done }) {
+            let _ = job
+                .done
+                .send(Err(PersistError("the writer stopped".to_owned())));
+        }
+        Ack(ack)
+    }
+}
+
+/// A decision alone, as a job.
+impl Rows for (LoggedDecision, Retention) {
+    fn add_to(&self, batch: &mut Batch) -> Result<(), StoreError> {
+        batch.log_decision(self.0.clone(), self.1);
+        Ok(())
+    }
+}
+
+/// When each cluster's log was last trimmed, and what was logged since.
+#[derive(Default)]
+struct Trims {
+    last: HashMap<Uuid, (Instant, u32)>,
+}
+
+impl Trims {
+    /// Counts `logged` new decisions of `cluster_id` and says whether its
+    /// log is due for a trim under `retention`.
+    fn due(&mut self, cluster_id: Uuid, logged: u32, retention: Retention, now: Instant) -> bool {
+        let slack = (retention.count / TRIM_SLACK_DIVISOR).max(1);
+        match self.last.get_mut(&cluster_id) {
+            None => true,
+            Some((at, since)) => {
+                *since = since.saturating_add(logged);
+                now.duration_since(*at) >= TRIM_INTERVAL || *since >= slack
+            }
+        }
+    }
+
+    fn trimmed(&mut self, cluster_id: Uuid, now: Instant) {
+        self.last.insert(cluster_id, (now, 0));
+    }
+}
+
+async fn write_loop(pool: SqlitePool, mut queued: mpsc::UnboundedReceiver<Job>) {
+    let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH_JOBS);
+    let mut trims = Trims::default();
+    while queued.recv_many(&mut batch, MAX_BATCH_JOBS).await > 0 {
+        let result = write_jobs(&pool, &batch, &mut trims).await;
+        match result {
+            Ok(()) => {
+                for job in batch.drain(..) {
+                    let _ = job.done.send(Ok(()));
+                }
+            }
+            // One job's failure (say, a claim for a cluster deleted while
+            // its decision ran) must not fail the requests of other
+            // clusters that shared its transaction: the batch rolled back
+            // as a whole, so each job is applied again on its own.
+            Err(e) if batch.len() > 1 => {
+                tracing::warn!(error = %e, jobs = batch.len(), "batch not stored; storing its jobs one by one");
+                for job in batch.drain(..) {
+                    let alone = std::slice::from_ref(&job);
+                    let result = write_jobs(&pool, alone, &mut trims)
+                        .await
+                        .map_err(|e| PersistError(e.to_string()));
+                    if let Err(e) = &result {
+                        tracing::error!(error = %e, "placement state not stored");
+                    }
+                    let _ = job.done.send(result);
+                }
+            }
+            Err(e) => {
+                let e = PersistError(e.to_string());
+                tracing::error!(error = %e, "placement state not stored");
+                for job in batch.drain(..) {
+                    let _ = job.done.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// Applies `jobs` in one transaction.
+async fn write_jobs(pool: &SqlitePool, jobs: &[Job], trims: &mut Trims) -> Result<(), StoreError> {
+    let mut batch = Batch::default();
+    for job in jobs {
+        job.rows.add_to(&mut batch)?;
+    }
+    let mut db = begin(pool).await?;
+    for (cluster_id, writes) in &batch.clusters {
+        db.write_inventory(*cluster_id, &writes.inventory).await?;
+        db.write_claims(*cluster_id, &writes.claims).await?;
+    }
+    db.insert_decisions(&batch.decisions).await?;
+    let now = Instant::now();
+    let mut trimmed = BTreeSet::new();
+    for (&cluster_id, &(count, retention)) in &batch.logged {
+        if trims.due(cluster_id, count, retention, now) {
+            db.trim_decisions(cluster_id, retention, Timestamp::now())
+                .await?;
+            trimmed.insert(cluster_id);
+        }
+    }
+    db.commit().await?;
+    for cluster_id in trimmed {
+        trims.trimmed(cluster_id, now);
+    }
+    Ok(())
+}
+
+#[derive(Default)]
+struct ClusterWrites {
+    inventory: InventoryWrites,
+    claims: ClaimWrites,
+}
+
+/// The writes of the jobs in one transaction, reduced to their final
+/// effect: a row changed several times in one batch is written once, as it
+/// ends.
+#[derive(Default)]
+pub struct Batch {
+    clusters: BTreeMap<Uuid, ClusterWrites>,
+    decisions: Vec<LoggedDecision>,
+    /// Per cluster that logged: how many decisions, and the retention it
+    /// asked for (the last one queued wins).
+    logged: BTreeMap<Uuid, (u32, Retention)>,
+}
+
+impl Batch {
+    fn cluster(&mut self, cluster_id: Uuid) -> &mut ClusterWrites {
+        self.clusters.entry(cluster_id).or_default()
+    }
+
+    fn host(&mut self, cluster_id: Uuid, host_id: &str, write: HostWrite) {
+        self.cluster(cluster_id).inventory.host(host_id, write);
+    }
+
+    /// A snapshot replaces every stored host (and removal) of the cluster;
+    /// the hosts it holds follow as [`Batch::put_host`]s.
+    pub fn replace_hosts(&mut self, cluster_id: Uuid) {
+        self.cluster(cluster_id).inventory.replace();
+    }
+
+    /// Stores a host's record (JSON) at `generation`.
+    pub fn put_host(&mut self, cluster_id: Uuid, host_id: &str, generation: u64, record: String) {
+        self.host(cluster_id, host_id, HostWrite::Put { generation, record });
+    }
+
+    /// Forgets a host, remembering the generation that removed it.
+    pub fn remove_host(&mut self, cluster_id: Uuid, host_id: &str, generation: u64) {
+        self.host(cluster_id, host_id, HostWrite::Removed(generation));
+    }
+
+    /// Sets the cluster's held and snapshot generations.
+    pub fn set_generations(&mut self, cluster_id: Uuid, generation: u64, snapshot_generation: u64) {
+        self.cluster(cluster_id).inventory.generations = Some((generation, snapshot_generation));
+    }
+
+    /// Stores a claim, replacing the VM's previous one.
+    pub fn put_claim(&mut self, cluster_id: Uuid, claim: ClaimRow) {
+        self.cluster(cluster_id)
+            .claims
+            .insert(claim.vm_id.clone(), Some(claim));
+    }
+
+    /// Deletes the VM's claim.
+    pub fn delete_claim(&mut self, cluster_id: Uuid, vm_id: &str) {
+        self.cluster(cluster_id)
+            .claims
+            .insert(vm_id.to_owned(), None);
+    }
+
+    /// Logs a decision, its cluster's log kept to `retention`.
+    pub fn log_decision(&mut self, decision: LoggedDecision, retention: Retention) {
+        let logged = self
+            .logged
+            .entry(decision.cluster_id)
+            .or_insert((0, retention));
+        *logged = (logged.0.saturating_add(1), retention);
+        self.decisions.push(decision);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn retention(count: u32) -> Retention {
+        Retention {
+            count,
+            max_age: Duration::from_secs(3600),
+        }
+    }
+
+    #[test]
+    fn a_small_log_is_trimmed_at_every_batch_a_large_one_every_eighth() {
+        let cluster = Uuid::new_v4();
+        let now = Instant::now();
+        let mut trims = Trims::default();
+        assert!(trims.due(cluster, 1, retention(2), now), "first batch");
+        trims.trimmed(cluster, now);
+        assert!(
+            trims.due(cluster, 1, retention(2), now),
+            "count 2: every batch"
+        );
+        trims.trimmed(cluster, now);
+
+        assert!(!trims.due(cluster, 100, retention(1000), now));
+        assert!(
+            trims.due(cluster, 25, retention(1000), now),
+            "125 = 1000 / 8"
+        );
+        trims.trimmed(cluster, now);
+        assert!(!trims.due(cluster, 1, retention(1000), now));
+        assert!(trims.due(cluster, 0, retention(1000), now + TRIM_INTERVAL));
+    }
+
+    #[test]
+    fn a_row_written_twice_in_a_batch_is_written_once_as_it_ends() {
+        let cluster = Uuid::new_v4();
+        let mut batch = Batch::default();
+        batch.put_host(cluster, "a", 1, "{}".to_owned());
+        batch.put_host(cluster, "b", 1, "{}".to_owned());
+        batch.remove_host(cluster, "a", 2);
+        let hosts = &batch.clusters[&cluster].inventory.hosts;
+        assert_eq!(
+            hosts.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        assert_eq!(hosts[0].1, HostWrite::Removed(2));
+        batch.replace_hosts(cluster);
+        batch.put_host(cluster, "c", 3, "{}".to_owned());
+        let inventory = &batch.clusters[&cluster].inventory;
+        assert!(inventory.replaced);
+        assert_eq!(inventory.hosts.len(), 1);
+    }
+}

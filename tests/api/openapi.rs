@@ -1,0 +1,90 @@
+//! The OpenAPI document is the engines' contract: it is served without a
+//! token, covers every route with its role, body and error shape, lists
+//! every stable error code, and is kept as a golden file so that any change
+//! to the contract shows up in review (`SANDPIPER_UPDATE_GOLDEN=1` rewrites
+//! it).
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use sandpiper::api::access::{Access, ROUTES};
+use sandpiper::api::error::ERROR_CODES;
+
+use crate::support::{Api, expect_status};
+
+const GOLDEN: &str = "golden/openapi.json";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_openapi_document_covers_every_route_and_error() {
+    let api = Api::start().await;
+    let doc = expect_status(&api.client(None).get("/api/v1/openapi.json").await, 200);
+
+    assert_eq!(doc["openapi"], "3.1.0");
+    for route in ROUTES {
+        let method = route.method.as_str().to_ascii_lowercase();
+        let op = &doc["paths"][route.path][&method];
+        assert!(op.is_object(), "{method} {} is documented", route.path);
+        let description = op["description"].as_str().unwrap_or_default();
+        match route.access {
+            Access::Public => {
+                assert!(
+                    op.get("security").is_none(),
+                    "{method} {} is public",
+                    route.path
+                );
+                assert!(description.contains("Public"), "{method} {}", route.path);
+            }
+            Access::Role(role) => {
+                assert_eq!(
+                    op["security"],
+                    serde_json::json!([{ "bearer": [] }]),
+                    "{method} {} needs a token",
+                    route.path
+                );
+                assert!(
+                    description.contains(&format!("`{role}` role")),
+                    "{method} {} names its role",
+                    route.path
+                );
+                for status in ["401", "403"] {
+                    assert_eq!(
+                        op["responses"][status]["content"]["application/json"]["schema"]["$ref"],
+                        "#/components/schemas/ErrorBody",
+                        "{method} {} documents {status} in the error shape",
+                        route.path
+                    );
+                }
+            }
+        }
+    }
+    let codes = &doc["components"]["schemas"]["ErrorDetail"]["properties"]["code"]["enum"];
+    let listed: Vec<&str> = codes
+        .as_array()
+        .expect("the error codes")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(listed, ERROR_CODES);
+
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/api")
+        .join(GOLDEN);
+    let pretty = serde_json::to_string_pretty(&doc).expect("json") + "\n";
+    if std::env::var_os("SANDPIPER_UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(golden.parent().expect("dir")).expect("golden dir");
+        std::fs::write(&golden, &pretty).expect("write golden");
+    }
+    let expected = std::fs::read_to_string(&golden).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with SANDPIPER_UPDATE_GOLDEN=1)",
+            golden.display()
+        )
+    });
+    assert!(
+        expected == pretty,
+        "the OpenAPI document changed; review it and run with SANDPIPER_UPDATE_GOLDEN=1 \
+         to accept (golden: {})",
+        golden.display()
+    );
+}

@@ -1,0 +1,272 @@
+//! The API in process: the server's own state
+//! ([`sandpiper::server::Server::build_state`]) over a fresh copy of a
+//! template database in a temporary directory, driven through
+//! [`sandpiper::api::app`] with tower's `oneshot`. No socket and no server
+//! process; uploads are still compiled by the real `sandpiper` binary in a
+//! child process, as in production.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::Request;
+use clap::Parser;
+use serde_json::Value;
+use tower::ServiceExt;
+
+use sandpiper::config::ServeArgs;
+use sandpiper::server::Server;
+
+#[path = "../../common/mod.rs"]
+mod common;
+
+pub use common::{Reply, builtin_wasm, distinct_copy, dump, expect_status, tour_hosts};
+
+/// The admin token every test state starts with (what
+/// `SANDPIPER_ADMIN_TOKEN` supplies to a real server).
+pub const ADMIN_TOKEN: &str = "api-admin-0123456789abcdef0123456789abcdef";
+
+/// `sandpiper serve`'s flags, parsed as the binary parses them, so a test
+/// says `--decisions-retained 2` exactly as an operator would.
+#[derive(Parser)]
+struct Serve {
+    #[command(flatten)]
+    args: ServeArgs,
+}
+
+/// The serve arguments for a database at `db` plus `flags`.
+fn serve_args(db: &Path, flags: &[&str]) -> ServeArgs {
+    let db = db.to_str().expect("a UTF-8 temporary path");
+    let argv = ["serve", "--db", db]
+        .into_iter()
+        .chain(flags.iter().copied());
+    Serve::try_parse_from(argv)
+        .unwrap_or_else(|e| panic!("serve flags {flags:?}: {e}"))
+        .args
+}
+
+/// The state the server would build over `db` with `flags`.
+async fn build_state(db: &Path, flags: &[&str]) -> sandpiper::api::AppState {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_sandpiper"));
+    Server::build_state(&serve_args(db, flags), Some(ADMIN_TOKEN), exe)
+        .await
+        .unwrap_or_else(|e| panic!("building the server's state: {e}"))
+}
+
+/// A database the server's state has been built over once, and closed:
+/// migrated, with every built-in unit compiled and stored, and the
+/// [`ADMIN_TOKEN`]. Made once per build of this test binary (its name
+/// carries the binary's size and modification time) under cargo's
+/// temporary directory for tests, so each test copies it instead of
+/// compiling every built-in unit again.
+fn template_db() -> &'static Path {
+    static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
+    TEMPLATE.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the test binary");
+        let meta = std::fs::metadata(&exe).expect("the test binary's metadata");
+        let built = meta
+            .modified()
+            .expect("mtime")
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_nanos();
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sandpiper-api");
+        std::fs::create_dir_all(&dir).expect("template dir");
+        let name = format!("template-{}-{built}.db", meta.len());
+        let path = dir.join(&name);
+        if path.exists() {
+            return path;
+        }
+        let work = tempfile::tempdir_in(&dir).expect("template work dir");
+        let db = work.path().join("sandpiper.db");
+        // A runtime of its own: the test that asks first is itself inside
+        // one, which cannot block on another's future.
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let runtime = tokio::runtime::Builder::new_multi_thread()
+                        .enable_all()
+                        .build()
+                        .expect("runtime");
+                    runtime.block_on(async {
+                        let state = build_state(&db, &[]).await;
+                        // As a stopping server does: checkpoint the WAL
+                        // into the file, which is then all there is.
+                        state.store().close().await;
+                    });
+                })
+                .join()
+                .expect("the template is built");
+        });
+        // Atomic: a test process running at the same time sees either no
+        // template or a whole one.
+        std::fs::rename(&db, &path).expect("publish the template");
+        for entry in std::fs::read_dir(&dir).expect("template dir").flatten() {
+            let other = entry.file_name();
+            let other = other.to_string_lossy();
+            if other.starts_with("template-") && other != name.as_str() {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        path
+    })
+}
+
+/// The application over its own database.
+pub struct Api {
+    app: Router,
+    /// The database file, for [`dump`].
+    pub db: PathBuf,
+    // Dropped last: the store's files live here.
+    _dir: tempfile::TempDir,
+}
+
+impl Api {
+    /// The application with the server's default flags.
+    pub async fn start() -> Api {
+        Api::start_with(&[]).await
+    }
+
+    /// The application with `sandpiper serve` flags (`--db` is set here).
+    pub async fn start_with(flags: &[&str]) -> Api {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("sandpiper.db");
+        let template = tokio::task::spawn_blocking(template_db)
+            .await
+            .expect("the template database");
+        std::fs::copy(template, &db).expect("copy the template database");
+        let state = build_state(&db, flags).await;
+        Api {
+            app: sandpiper::api::app(state),
+            db,
+            _dir: dir,
+        }
+    }
+
+    /// A client with `token` (none: anonymous).
+    pub fn client(&self, token: Option<&str>) -> Client {
+        Client {
+            app: self.app.clone(),
+            token: token.map(str::to_owned),
+        }
+    }
+
+    /// A client with the admin token.
+    pub fn admin(&self) -> Client {
+        self.client(Some(ADMIN_TOKEN))
+    }
+}
+
+/// Calls the API with one token.
+#[derive(Clone)]
+pub struct Client {
+    app: Router,
+    pub token: Option<String>,
+}
+
+impl Client {
+    /// Sends a request with an optional body and content type, as the
+    /// end-to-end tests' HTTP client writes it (a `Content-Length` on every
+    /// request that may carry a body).
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        content_type: Option<&str>,
+        extra: &[(&str, &str)],
+    ) -> Reply {
+        let body = body.unwrap_or_default();
+        let mut request = Request::builder().method(method).uri(path);
+        for (k, v) in extra {
+            request = request.header(*k, *v);
+        }
+        if let Some(token) = &self.token {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        if let Some(ct) = content_type {
+            request = request.header("Content-Type", ct);
+        }
+        if !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH") {
+            request = request.header("Content-Length", body.len());
+        }
+        let request = request.body(Body::from(body)).expect("a request");
+        let response = self
+            .app
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("the router is infallible");
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("the answer's body")
+            .to_vec();
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send("GET", path, None, None, &[]).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Reply {
+        self.send("DELETE", path, None, None, &[]).await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+        self.send_json("POST", path, body).await
+    }
+
+    pub async fn put(&self, path: &str, body: &Value) -> Reply {
+        self.send_json("PUT", path, body).await
+    }
+
+    async fn send_json(&self, method: &str, path: &str, body: &Value) -> Reply {
+        let body = body.to_string().into_bytes();
+        self.send(method, path, Some(body), Some("application/json"), &[])
+            .await
+    }
+
+    /// POSTs raw bytes as `application/wasm`.
+    pub async fn post_wasm(&self, path: &str, wasm: &[u8]) -> Reply {
+        let body = Some(wasm.to_vec());
+        self.send("POST", path, body, Some("application/wasm"), &[])
+            .await
+    }
+
+    /// PUTs raw bytes as `application/wasm`.
+    pub async fn put_wasm(&self, path: &str, wasm: &[u8]) -> Reply {
+        let body = Some(wasm.to_vec());
+        self.send("PUT", path, body, Some("application/wasm"), &[])
+            .await
+    }
+}
+
+/// The id (as text) of the unit called `name`, looked up through the API.
+pub async fn unit_id(client: &Client, name: &str) -> String {
+    let units = expect_status(&client.get("/api/v1/schedulingpolicyunits").await, 200);
+    units
+        .as_array()
+        .expect("a list")
+        .iter()
+        .find(|u| u["name"] == name)
+        .unwrap_or_else(|| panic!("no unit named {name}"))["id"]
+        .as_str()
+        .expect("an id")
+        .to_owned()
+}

@@ -1,0 +1,141 @@
+//! What the two HTTP suites share: the answer they check, the dump of the
+//! store they compare, real units' bytes to upload and the README tour's
+//! hosts. `tests/api` (in process, through `app()`) and `tests/e2e` (the
+//! real binary) both include this file, so an assertion reads the same in
+//! either.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+/// An HTTP answer.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    /// The body as JSON (`Null` when empty).
+    pub fn json(&self) -> Value {
+        if self.body.is_empty() {
+            return Value::Null;
+        }
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    /// `error.code` of an error body.
+    pub fn code(&self) -> String {
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or_else(|| panic!("not an error body: {}", String::from_utf8_lossy(&self.body)))
+            .to_owned()
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Asserts a status, showing the body when it differs.
+#[track_caller]
+pub fn expect_status(reply: &Reply, status: u16) -> Value {
+    assert_eq!(
+        reply.status,
+        status,
+        "unexpected status; body: {}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    reply.json()
+}
+
+/// The README tour's three hosts: `small` has too little free memory for
+/// the tour's VM (4 GiB), and too few cores for a 24-vCPU one, as has `mid`.
+pub fn tour_hosts() -> Value {
+    serde_json::from_str(include_str!("tour_hosts.json")).expect("tour_hosts.json is JSON")
+}
+
+/// The component of the built-in unit in `policies/<dir>`, as embedded in
+/// the binary: a real unit built from source, to upload under another name.
+pub fn builtin_wasm(dir: &str) -> &'static [u8] {
+    sandpiper::builtin::UNITS
+        .iter()
+        .find(|u| u.name == dir)
+        .unwrap_or_else(|| panic!("no built-in unit in policies/{dir}"))
+        .wasm
+}
+
+/// `wasm` with a custom section named `tag` appended: the same unit, but
+/// other bytes (another sha256), so the server has not compiled it yet.
+pub fn distinct_copy(wasm: &[u8], tag: &str) -> Vec<u8> {
+    assert!(tag.len() < 100, "one-byte LEB128 lengths only");
+    let mut out = wasm.to_vec();
+    out.push(0); // custom section id
+    out.push(u8::try_from(tag.len() + 1).expect("short")); // section size
+    out.push(u8::try_from(tag.len()).expect("short")); // name length
+    out.extend_from_slice(tag.as_bytes());
+    out
+}
+
+/// Every row of every table of the database at `db`, as text, in a fixed
+/// order: two dumps are equal exactly when the stored data is. Blobs are
+/// written as their length (their identity is the row's sha256 key).
+pub async fn dump(db: &Path) -> String {
+    use sqlx::{Connection, Row};
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(db)
+        .read_only(true);
+    let mut conn = sqlx::SqliteConnection::connect_with(&options)
+        .await
+        .expect("open the database");
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .expect("tables");
+    let mut out = String::new();
+    for table in tables {
+        let columns: Vec<(String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT name, type FROM pragma_table_info('{table}') ORDER BY cid"
+        )))
+        .fetch_all(&mut conn)
+        .await
+        .expect("columns");
+        let select: Vec<String> = columns
+            .iter()
+            .map(|(name, ty)| {
+                if ty.eq_ignore_ascii_case("BLOB") {
+                    format!("'<' || length(\"{name}\") || ' bytes>'")
+                } else {
+                    format!("quote(\"{name}\")")
+                }
+            })
+            .collect();
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {} FROM \"{table}\" ORDER BY rowid",
+            select.join(", ")
+        )))
+        .fetch_all(&mut conn)
+        .await
+        .expect("rows");
+        out.push_str(&format!("== {table}\n"));
+        for row in rows {
+            let values: Vec<String> = (0..columns.len())
+                .map(|i| row.try_get::<String, _>(i).unwrap_or_default())
+                .collect();
+            out.push_str(&values.join(" | "));
+            out.push('\n');
+        }
+    }
+    out
+}
