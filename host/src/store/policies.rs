@@ -241,7 +241,7 @@ impl Db {
 
     /// Writes `policy` as a whole: its row (inserted or updated), its
     /// parameters and all three slots, replacing what was stored. The default
-    /// flag is left alone (see [`make_default`]).
+    /// flag is left alone (see [`Db::make_default_policy`]).
     pub async fn save_policy(&mut self, policy: &PolicyRecord) -> Result<(), StoreError> {
         let conn = self.sqlite();
         let id = policy.id.to_string();
