@@ -1,14 +1,18 @@
 //! Issue #11 over real HTTP: one cluster's storm cannot take the others
-//! down.
+//! down, and failing units are visible at the top of an answer.
 //!
 //! * A cluster with as many decisions in progress as it may answers the
 //!   next one 503 `cluster_busy` with `Retry-After` at once, while another
 //!   cluster still answers. Decisions are held in progress by clients that
 //!   send their headers but not yet their bodies (a decision is admitted
 //!   before its body is read), so nothing here depends on timing.
+//! * A fail-open weight that answers NaN leaves the decision `degraded`,
+//!   in the answer and in the decisions log.
 
 use std::io::Write;
 use std::net::TcpStream;
+use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -134,4 +138,89 @@ fn a_cluster_with_too_many_decisions_in_progress_is_busy_and_others_are_not() {
         let reply = admin.post(&path, &schedule_body("vm-later", 3));
         (reply.status == 200).then_some(())
     });
+}
+
+/// The hostile test unit (`tests/guests/hostile`), built from source once
+/// per test run, as the server's build script builds the built-in units.
+fn hostile_wasm() -> &'static [u8] {
+    static BUILT: OnceLock<Vec<u8>> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("the host crate sits in the repository")
+            .to_owned();
+        let exe = std::env::current_exe().expect("the test's own path");
+        let target = exe
+            .ancestors()
+            .nth(3)
+            .expect("tests run from <target>/<profile>/deps")
+            .to_owned();
+        let builder = sandpiper_guest_build::Builder {
+            manifest_dir: repo,
+            out_dir: target.join("test-guests").join("hostile"),
+            target_dir: None,
+            cargo: std::env::var_os("CARGO").map_or_else(|| "cargo".into(), PathBuf::from),
+            emit_rerun_if_changed: false,
+        };
+        let built = builder
+            .build(&["sandpiper-test-hostile"])
+            .unwrap_or_else(|error| panic!("building the hostile unit: {error}"));
+        std::fs::read(&built[0].path).expect("the built hostile unit")
+    })
+}
+
+/// A policy whose only unit is the hostile unit, as a (fail-open) weight
+/// answering NaN for the first host.
+fn nan_policy(admin: &Client, unit_id: &str, name: &str) -> String {
+    let policy = expect_status(
+        &admin.post("/api/v1/schedulingpolicies", &json!({ "name": name })),
+        201,
+    );
+    let id = policy["id"].as_str().expect("id").to_owned();
+    let policy_path = format!("/api/v1/schedulingpolicies/{id}");
+    let body = json!({ "scheduling_policy_unit": { "id": unit_id } });
+    expect_status(&admin.post(&format!("{policy_path}/weights"), &body), 201);
+    expect_status(
+        &admin.put(
+            &policy_path,
+            &json!({ "properties": [{ "name": "mode", "value": "nan" }] }),
+        ),
+        200,
+    );
+    id
+}
+
+#[test]
+fn a_failing_weight_degrades_the_decision_visibly() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(dir.path());
+    let admin = server.admin();
+    let unit = expect_status(
+        &admin.post_wasm("/api/v1/schedulingpolicyunits?name=Hostile", hostile_wasm()),
+        201,
+    );
+    let unit_id = unit["id"].as_str().expect("id");
+
+    let open = nan_policy(&admin, unit_id, "nan-open");
+    let cluster_path = cluster(&admin, "degraded", Some(&open));
+    let answer = expect_status(
+        &admin.post(
+            &format!("{cluster_path}/schedule"),
+            &schedule_body("vm-1", 3),
+        ),
+        200,
+    );
+    let degraded = json!([{ "unit": "Hostile", "role": "score", "kind": "invalid_output" }]);
+    assert_eq!(answer["degraded"], degraded, "{answer}");
+    assert!(answer["chosen_host"].is_string());
+    let logged = expect_status(&admin.get(&format!("{cluster_path}/decisions")), 200);
+    assert_eq!(logged[0]["answer"]["degraded"], degraded, "{logged}");
+
+    // A decision where nothing failed says so with an empty list.
+    let honest = cluster(&admin, "honest", None);
+    let answer = expect_status(
+        &admin.post(&format!("{honest}/schedule"), &schedule_body("vm-3", 3)),
+        200,
+    );
+    assert_eq!(answer["degraded"], json!([]));
 }

@@ -14,6 +14,7 @@
 
 mod balance;
 mod combine;
+mod degraded;
 mod explain;
 mod native;
 mod params;
@@ -21,6 +22,9 @@ mod policy;
 mod schedule;
 
 pub use balance::{BalanceDecision, BalanceError, BalanceInput, balance};
+pub use degraded::{
+    Degraded, count_of as degraded_count_of, counts as degraded_counts, merge as merge_degraded,
+};
 pub use explain::{
     BalanceExplain, Explain, FailureRecord, FilterRecord, Outcome, ScoreRecord, Standing,
     TIE_BREAK_RULE,

@@ -27,6 +27,7 @@ use sandpiper_guest::Inventory;
 use sandpiper_guest::model::{KeyValue, Rejection, Request, Vm};
 
 use super::combine;
+use super::degraded;
 use super::explain::{
     Explain, FailureRecord, FilterRecord, Outcome, ScoreRecord, SnapshotRef, Standing,
 };
@@ -199,16 +200,20 @@ pub fn schedule(
                         failed,
                     });
                 }
-                OnFailure::FailOpen => explain.filters.push(FilterRecord {
-                    unit: unit.info().name.clone(),
-                    position: step.position,
-                    on_failure: step.on_failure,
-                    input,
-                    rejected: Vec::new(),
-                    survivors: input,
-                    usage: failed.usage,
-                    failure: Some(FailureRecord::from(&failed)),
-                }),
+                OnFailure::FailOpen => {
+                    let failure = FailureRecord::from(&failed);
+                    degraded::count("filter", &failure);
+                    explain.filters.push(FilterRecord {
+                        unit: unit.info().name.clone(),
+                        position: step.position,
+                        on_failure: step.on_failure,
+                        input,
+                        rejected: Vec::new(),
+                        survivors: input,
+                        usage: failed.usage,
+                        failure: Some(failure),
+                    });
+                }
             },
         }
     }
@@ -273,8 +278,10 @@ pub fn schedule(
                 return Err(ScheduleError::Overloaded { unit, failed });
             }
             Err(failed) => {
+                let failure = FailureRecord::from(&failed);
+                degraded::count("score", &failure);
                 record.usage = Some(failed.usage);
-                record.failure = Some(FailureRecord::from(&failed));
+                record.failure = Some(failure);
             }
             Ok(called) => {
                 let scores = called.value;

@@ -56,6 +56,11 @@ pub struct ScheduleAnswer {
     pub ranked: Vec<RankedHost>,
     /// Disabled units of the policy that were left out.
     pub skipped_units: Vec<String>,
+    /// Units that failed and were left out of the decision (fail-open
+    /// filters, and weights, which always fail open), each once; empty
+    /// when none failed. The decision still answered, so this is where a
+    /// failing unit shows.
+    pub degraded: Vec<pipeline::Degraded>,
     /// Every filter's rejections with reasons, every score unit's scores,
     /// the totals and the tie-break.
     #[schema(value_type = Object)]
@@ -82,6 +87,7 @@ impl ScheduleAnswer {
                 })
                 .collect(),
             skipped_units: facts.skipped_units,
+            degraded: decision.explain.degraded(),
             explain: decision.explain,
         }
     }
@@ -119,6 +125,11 @@ pub struct HeldScheduleAnswer {
     pub waited_ms: Option<u64>,
     /// Disabled units of the policy that were left out.
     pub skipped_units: Vec<String>,
+    /// Units that failed and were left out of the decision (fail-open
+    /// filters, and weights, which always fail open), each once; empty
+    /// when none failed. The decision still answered, so this is where a
+    /// failing unit shows.
+    pub degraded: Vec<pipeline::Degraded>,
 }
 
 /// One instance's pick.
@@ -185,6 +196,9 @@ impl HeldScheduleAnswer {
             sample: outcome.sample.clone(),
             waited_ms: waited.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
             skipped_units: facts.skipped_units.clone(),
+            degraded: pipeline::merge_degraded(
+                outcome.picks.iter().map(|p| p.decision.explain.degraded()),
+            ),
         })
     }
 }
@@ -203,6 +217,11 @@ pub struct BalanceAnswer {
     /// Where it should go; `null` unless `outcome` is `migrate`.
     pub destination: Option<String>,
     pub skipped_units: Vec<String>,
+    /// Units that failed and were left out of the decision (fail-open
+    /// filters, and weights, which always fail open), each once; empty
+    /// when none failed. The decision still answered, so this is where a
+    /// failing unit shows.
+    pub degraded: Vec<pipeline::Degraded>,
     /// What the balance unit proposed and how the policy decided.
     #[schema(value_type = Object)]
     pub explain: pipeline::BalanceExplain,
@@ -224,6 +243,7 @@ impl BalanceAnswer {
             vm_id,
             destination,
             skipped_units: facts.skipped_units,
+            degraded: explain.degraded(),
             explain,
         }
     }
