@@ -727,10 +727,21 @@ mod tests {
                 .expect("decided"),
         );
         assert_eq!(service.summary(cluster).await.expect("free").claims, 2);
-        let stored = persist::load(&service.inner.store, cluster)
-            .await
-            .expect("loads");
-        assert_eq!(stored.claims().len(), 2, "both claims are on disk");
+        // The dropped decision's changes were queued to the store's writer
+        // without anyone waiting for them: wait until the writer has
+        // applied them (bounded, so a lost write fails the test).
+        let mut on_disk = 0;
+        for _ in 0..100 {
+            let stored = persist::load(&service.inner.store, cluster)
+                .await
+                .expect("loads");
+            on_disk = stored.claims().len();
+            if on_disk == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(on_disk, 2, "both claims are on disk");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
