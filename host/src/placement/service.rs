@@ -360,7 +360,7 @@ impl PlacementService {
         &self,
         cluster_id: Uuid,
         candidates: Option<Vec<String>>,
-    ) -> Result<(sandpiper_guest::Inventory, Option<Vec<u32>>), PlacementError> {
+    ) -> Result<(sandpiper_model::Inventory, Option<Vec<u32>>), PlacementError> {
         self.locked(cluster_id, move |state, now| {
             if !state.has_inventory() {
                 return Err(PlacementError::NoInventory { cluster_id });
@@ -647,19 +647,19 @@ mod tests {
     /// A filter that rejects nothing, slowly.
     fn slow() -> Arc<dyn Unit> {
         fn filter(
-            _: &sandpiper_guest::Inventory,
-            _: &sandpiper_guest::model::Request,
+            _: &sandpiper_model::Inventory,
+            _: &sandpiper_model::Request,
             _: &[u32],
-        ) -> Vec<sandpiper_guest::model::Rejection> {
+        ) -> Vec<sandpiper_model::Rejection> {
             std::thread::sleep(Duration::from_millis(400));
             Vec::new()
         }
         Arc::new(sandpiper_guest::native::NativeUnit {
-            info: sandpiper_guest::model::UnitInfo {
+            info: sandpiper_model::UnitInfo {
                 name: "Slow".to_owned(),
                 description: String::new(),
                 params: Vec::new(),
-                score_order: sandpiper_guest::model::ScoreOrder::LowerIsBetter,
+                score_order: sandpiper_model::ScoreOrder::LowerIsBetter,
             },
             filter: Some(filter),
             score: None,

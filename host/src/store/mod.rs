@@ -32,8 +32,8 @@
 pub mod claims;
 pub mod clusters;
 pub mod decisions;
-pub mod inventory;
 pub mod files;
+pub mod inventory;
 pub mod modules;
 pub mod policies;
 #[cfg(test)]

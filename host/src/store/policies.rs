@@ -229,12 +229,14 @@ impl Db {
     /// The id of the policy called `name`, if any.
     pub async fn policy_id_by_name(&mut self, name: &str) -> Result<Option<Uuid>, StoreError> {
         let conn = self.sqlite();
-        sqlx::query_scalar::<_, String>("SELECT id FROM scheduling_policies WHERE name = ? COLLATE NOCASE")
-            .bind(name)
-            .fetch_optional(conn)
-            .await?
-            .map(|id| parse_id(&id))
-            .transpose()
+        sqlx::query_scalar::<_, String>(
+            "SELECT id FROM scheduling_policies WHERE name = ? COLLATE NOCASE",
+        )
+        .bind(name)
+        .fetch_optional(conn)
+        .await?
+        .map(|id| parse_id(&id))
+        .transpose()
     }
 
     /// Writes `policy` as a whole: its row (inserted or updated), its

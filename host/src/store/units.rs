@@ -1,7 +1,7 @@
 //! Policy units: what each one is called, which roles its module exports,
 //! the parameters it declares, and which module it runs.
 
-use sandpiper_guest::model::{ParamSpec, ScoreOrder};
+use sandpiper_model::{ParamSpec, ScoreOrder};
 use uuid::Uuid;
 
 use super::{Db, SqliteConnection, StoreError, flag, parse_id};
@@ -136,11 +136,12 @@ impl Db {
 
     pub async fn unit_by_name(&mut self, name: &str) -> Result<Option<UnitRecord>, StoreError> {
         let conn = self.sqlite();
-        let row =
-            sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE u.name = ? COLLATE NOCASE")))
-                .bind(name)
-                .fetch_optional(&mut *conn)
-                .await?;
+        let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!(
+            "{SELECT} WHERE u.name = ? COLLATE NOCASE"
+        )))
+        .bind(name)
+        .fetch_optional(&mut *conn)
+        .await?;
         match row {
             Some(row) => Ok(Some(complete(conn, row).await?)),
             None => Ok(None),
