@@ -22,8 +22,8 @@ use sandpiper::builtin::{BuiltinPolicy, UNITS};
 use sandpiper::pipeline::{Decision, OnFailure, Policy, ScheduleRequest, schedule};
 use sandpiper::sandbox::{Limits, Runtime};
 use sandpiper::unit::Unit;
-use sandpiper_guest::Inventory;
-use sandpiper_guest::model::{HostFlag, HostMetric, HostText, Interned, Request, Vm};
+use sandpiper_model::Inventory;
+use sandpiper_model::{HostFlag, HostMetric, HostText, Interned, Request, Vm};
 
 /// Cluster sizes measured.
 const SIZES: [usize; 3] = [1_000, 10_000, 50_000];

@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use sandpiper_guest::Inventory;
-use sandpiper_guest::model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
+use sandpiper_model::Inventory;
+use sandpiper_model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
 use uuid::Uuid;
 
 use crate::unit::{CallResult, Exports, Unit};

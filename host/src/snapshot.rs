@@ -16,9 +16,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
-use sandpiper_guest::Inventory;
-use sandpiper_guest::inventory::ColumnLengthError;
-use sandpiper_guest::model::{
+use sandpiper_model::Inventory;
+use sandpiper_model::inventory::ColumnLengthError;
+use sandpiper_model::{
     GroupScope, HostFlag, HostLabels, HostMetric, HostStatus, HostText, Interned, KeyValue, Labels,
     Vm, VmFlag, VmGroup, VmMetric, VmText,
 };

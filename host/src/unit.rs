@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sandpiper_guest::Inventory;
-use sandpiper_guest::model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
+use sandpiper_model::Inventory;
+use sandpiper_model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
 
 /// Which of the three roles a unit implements, read from its exports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

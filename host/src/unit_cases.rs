@@ -21,8 +21,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use sandpiper_guest::Inventory;
-use sandpiper_guest::model::{BalanceRequest, Migration, Rejection, Request, Scores, VmText};
+use sandpiper_model::Inventory;
+use sandpiper_model::{BalanceRequest, Migration, Rejection, Request, Scores, VmText};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::pipeline::{ParamValues, UnitParamsError, unit_params};

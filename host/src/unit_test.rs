@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use sandpiper_guest::model::{Migration, Rejection, Scores};
+use sandpiper_model::{Migration, Rejection, Scores};
 
 use crate::config::UnitLimitsArgs;
 use crate::sandbox::{Limits, LimitsError, LoadError, Runtime, RuntimeError, WasmUnit};

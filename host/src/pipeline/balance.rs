@@ -11,8 +11,8 @@
 
 use std::sync::Arc;
 
-use sandpiper_guest::Inventory;
-use sandpiper_guest::model::{BalanceRequest, Migration, Vm, VmFlag, VmMetric, VmText};
+use sandpiper_model::Inventory;
+use sandpiper_model::{BalanceRequest, Migration, Vm, VmFlag, VmMetric, VmText};
 
 use super::explain::{BalanceExplain, SnapshotRef};
 use super::params::{ParamError, ParamValues};

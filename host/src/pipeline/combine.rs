@@ -22,7 +22,7 @@
 use std::cell::Cell;
 use std::cmp::Ordering;
 
-use sandpiper_guest::model::{ScoreOrder, Scores};
+use sandpiper_model::{ScoreOrder, Scores};
 
 /// Most candidates whose sort buffers a thread keeps from one decision to
 /// the next: 65,536 candidates are 2 MiB of buffers (two of 16 bytes per

@@ -10,8 +10,8 @@
 
 use std::sync::Arc;
 
-use sandpiper_guest::Inventory;
-use sandpiper_guest::model::{HostText, Migration, Rejection, ScoreOrder, VmText};
+use sandpiper_model::Inventory;
+use sandpiper_model::{HostText, Migration, Rejection, ScoreOrder, VmText};
 use serde::{Serialize, Serializer};
 
 use super::policy::{Combination, OnFailure, Position};
@@ -200,7 +200,7 @@ pub struct BalanceExplain {
 
 /// A host written as its id.
 struct HostId<'a> {
-    ids: &'a sandpiper_guest::model::Interned,
+    ids: &'a sandpiper_model::Interned,
     index: u32,
 }
 

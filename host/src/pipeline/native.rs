@@ -10,9 +10,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Instant;
 
-use sandpiper_guest::Inventory;
-use sandpiper_guest::model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
 use sandpiper_guest::native::NativeUnit;
+use sandpiper_model::Inventory;
+use sandpiper_model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
 
 use crate::unit::{CallResult, Called, Exports, Failed, Role, Unit, UnitError, Usage};
 

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 
 use regex::{Regex, RegexBuilder};
-use sandpiper_guest::model::{KeyValue, ParamSpec};
+use sandpiper_model::{KeyValue, ParamSpec};
 
 /// Largest compiled size of one parameter pattern, in bytes. Patterns come
 /// from units, which are untrusted; one MiB holds any sensible validation

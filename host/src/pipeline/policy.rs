@@ -420,15 +420,11 @@ fn order_filters(filters: Vec<FilterStep>) -> Result<Vec<FilterStep>, PolicyErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sandpiper_guest::Inventory;
-    use sandpiper_guest::model::{Request, Scores, UnitInfo};
     use sandpiper_guest::native::NativeUnit;
+    use sandpiper_model::Inventory;
+    use sandpiper_model::{Request, Scores, UnitInfo};
 
-    fn no_rejections(
-        _: &Inventory,
-        _: &Request,
-        _: &[u32],
-    ) -> Vec<sandpiper_guest::model::Rejection> {
+    fn no_rejections(_: &Inventory, _: &Request, _: &[u32]) -> Vec<sandpiper_model::Rejection> {
         Vec::new()
     }
 

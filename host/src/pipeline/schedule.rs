@@ -23,8 +23,8 @@
 
 use std::sync::Arc;
 
-use sandpiper_guest::Inventory;
-use sandpiper_guest::model::{KeyValue, Rejection, Request, Vm};
+use sandpiper_model::Inventory;
+use sandpiper_model::{KeyValue, Rejection, Request, Vm};
 
 use super::combine;
 use super::degraded;

@@ -21,7 +21,7 @@ use super::hosts::{
 use super::resources::Resources;
 use super::time::Timestamp;
 use crate::snapshot::{Snapshot, SnapshotError, SnapshotErrorKind};
-use sandpiper_guest::Inventory;
+use sandpiper_model::Inventory;
 
 /// A change to persist, in the order the state made it.
 #[derive(Clone, Debug, PartialEq)]

@@ -35,8 +35,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sandpiper_guest::Inventory;
-use sandpiper_guest::model::{
+use sandpiper_model::Inventory;
+use sandpiper_model::{
     HostFlag, HostLabels, HostMetric, HostStatus, HostText, VmFlag, VmMetric, VmText,
 };
 
@@ -392,10 +392,7 @@ mod tests {
         assert_eq!(inv.host_metric(HostMetric::CpuUsagePercent), [10.0, 15.0]);
         assert_eq!(inv.host_metric(HostMetric::VmPendingCount), [0.0, 1.0]);
         assert_eq!(inv.host_metric(HostMetric::CpuCores), [4.0, 8.0]);
-        assert_eq!(
-            inv.host_text(sandpiper_guest::model::HostText::Id).get(1),
-            "b"
-        );
+        assert_eq!(inv.host_text(sandpiper_model::HostText::Id).get(1), "b");
         // The held columns are untouched.
         let plain = columns.with_pending(&[], &[]);
         assert_eq!(
@@ -470,10 +467,7 @@ mod tests {
         assert_eq!(inv.host_count(), 2);
         assert_eq!(inv.host_metric(HostMetric::MemoryFreeMib), [1.0, 30.0]);
         assert_eq!(inv.host_statuses(), [HostStatus::Up, HostStatus::Down]);
-        assert_eq!(
-            inv.host_text(sandpiper_guest::model::HostText::Id).get(0),
-            "b"
-        );
+        assert_eq!(inv.host_text(sandpiper_model::HostText::Id).get(0), "b");
         // Built once, then reused.
         let again = columns.window(&records, 3, 2).expect("valid");
         assert!(Arc::ptr_eq(&window, &again));

@@ -477,7 +477,7 @@ mod tests {
         let ok = check_upsert(&host("a", 4.0), Some(&[vm("v", "a")])).expect("valid");
         assert_eq!(
             ok.inventory
-                .host_metric(sandpiper_guest::model::HostMetric::MemoryFreeMib),
+                .host_metric(sandpiper_model::HostMetric::MemoryFreeMib),
             [4.0]
         );
     }

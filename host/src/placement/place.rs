@@ -26,7 +26,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sandpiper_guest::model::{GroupScope, HostMetric, HostStatus};
+use sandpiper_model::{GroupScope, HostMetric, HostStatus};
 use uuid::Uuid;
 
 use super::claims::{Claim, ClaimState};
@@ -907,27 +907,27 @@ mod tests {
     /// sees claimed VMs only if they are in the VM columns.
     fn one_vm_per_host() -> Arc<dyn Unit> {
         fn filter(
-            inventory: &sandpiper_guest::Inventory,
-            _: &sandpiper_guest::model::Request,
+            inventory: &sandpiper_model::Inventory,
+            _: &sandpiper_model::Request,
             candidates: &[u32],
-        ) -> Vec<sandpiper_guest::model::Rejection> {
+        ) -> Vec<sandpiper_model::Rejection> {
             let busy: HashSet<u32> = inventory.vm_hosts().iter().copied().collect();
             let hosts: Vec<u32> = candidates
                 .iter()
                 .copied()
                 .filter(|h| busy.contains(h))
                 .collect();
-            vec![sandpiper_guest::model::Rejection {
+            vec![sandpiper_model::Rejection {
                 reason: "runs a VM".to_owned(),
                 hosts,
             }]
         }
         Arc::new(sandpiper_guest::native::NativeUnit {
-            info: sandpiper_guest::model::UnitInfo {
+            info: sandpiper_model::UnitInfo {
                 name: "OneVmPerHost".to_owned(),
                 description: String::new(),
                 params: Vec::new(),
-                score_order: sandpiper_guest::model::ScoreOrder::LowerIsBetter,
+                score_order: sandpiper_model::ScoreOrder::LowerIsBetter,
             },
             filter: Some(filter),
             score: None,
@@ -991,13 +991,13 @@ mod tests {
     /// other candidate.
     fn move_big() -> Arc<dyn Unit> {
         fn balance(
-            inventory: &sandpiper_guest::Inventory,
-            request: &sandpiper_guest::model::BalanceRequest,
-        ) -> Option<sandpiper_guest::model::Migration> {
-            let ids = inventory.vm_text(sandpiper_guest::model::VmText::Id);
+            inventory: &sandpiper_model::Inventory,
+            request: &sandpiper_model::BalanceRequest,
+        ) -> Option<sandpiper_model::Migration> {
+            let ids = inventory.vm_text(sandpiper_model::VmText::Id);
             let vm = (0..inventory.vm_count()).find(|&i| ids.get(i) == "big")?;
             let source = inventory.vm_hosts()[vm];
-            Some(sandpiper_guest::model::Migration {
+            Some(sandpiper_model::Migration {
                 vm: vm as u32,
                 destinations: request
                     .candidates
@@ -1008,11 +1008,11 @@ mod tests {
             })
         }
         Arc::new(sandpiper_guest::native::NativeUnit {
-            info: sandpiper_guest::model::UnitInfo {
+            info: sandpiper_model::UnitInfo {
                 name: "MoveBig".to_owned(),
                 description: String::new(),
                 params: Vec::new(),
-                score_order: sandpiper_guest::model::ScoreOrder::LowerIsBetter,
+                score_order: sandpiper_model::ScoreOrder::LowerIsBetter,
             },
             filter: None,
             score: None,
@@ -1061,7 +1061,7 @@ mod tests {
             let decision = pipeline::balance(&policy, &inventory, &input).expect("decided");
             let destination = decision.destination.map(|h| {
                 inventory
-                    .host_text(sandpiper_guest::model::HostText::Id)
+                    .host_text(sandpiper_model::HostText::Id)
                     .get(h as usize)
                     .to_owned()
             });
@@ -1089,12 +1089,9 @@ mod tests {
         assert_eq!(hosts_of(&placed), [Some("b")]);
         let (inventory, destination, explain) = balance(&mut state);
         assert_eq!(inventory.vm_count(), 2);
+        assert_eq!(inventory.vm_text(sandpiper_model::VmText::Id).get(1), "x");
         assert_eq!(
-            inventory.vm_text(sandpiper_guest::model::VmText::Id).get(1),
-            "x"
-        );
-        assert_eq!(
-            inventory.vm_flag(sandpiper_guest::model::VmFlag::Pending),
+            inventory.vm_flag(sandpiper_model::VmFlag::Pending),
             [false, true]
         );
         assert_ne!(destination.as_deref(), Some("b"));

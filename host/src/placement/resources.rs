@@ -7,7 +7,7 @@
 //! moves and by how much, so the claim ledger, multi-instance virtual
 //! consumption and the overcommit checks of the tests all agree.
 
-use sandpiper_guest::model::{HostMetric, Vm};
+use sandpiper_model::{HostMetric, Vm};
 use serde::{Deserialize, Serialize};
 
 /// CPU load a VM that is not running yet is assumed to cause, in percent of

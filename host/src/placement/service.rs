@@ -379,7 +379,7 @@ impl PlacementService {
         &self,
         cluster_id: Uuid,
         candidates: Option<Vec<String>>,
-    ) -> Result<(sandpiper_guest::Inventory, Option<Vec<u32>>), PlacementError> {
+    ) -> Result<(sandpiper_model::Inventory, Option<Vec<u32>>), PlacementError> {
         self.locked(cluster_id, move |state, now| {
             if !state.has_inventory() {
                 return Err(PlacementError::NoInventory { cluster_id });
@@ -685,19 +685,19 @@ mod tests {
     /// A filter that rejects nothing, slowly.
     fn slow() -> Arc<dyn Unit> {
         fn filter(
-            _: &sandpiper_guest::Inventory,
-            _: &sandpiper_guest::model::Request,
+            _: &sandpiper_model::Inventory,
+            _: &sandpiper_model::Request,
             _: &[u32],
-        ) -> Vec<sandpiper_guest::model::Rejection> {
+        ) -> Vec<sandpiper_model::Rejection> {
             std::thread::sleep(Duration::from_millis(400));
             Vec::new()
         }
         Arc::new(sandpiper_guest::native::NativeUnit {
-            info: sandpiper_guest::model::UnitInfo {
+            info: sandpiper_model::UnitInfo {
                 name: "Slow".to_owned(),
                 description: String::new(),
                 params: Vec::new(),
-                score_order: sandpiper_guest::model::ScoreOrder::LowerIsBetter,
+                score_order: sandpiper_model::ScoreOrder::LowerIsBetter,
             },
             filter: Some(filter),
             score: None,
@@ -765,10 +765,21 @@ mod tests {
                 .expect("decided"),
         );
         assert_eq!(service.summary(cluster).await.expect("free").claims, 2);
-        let stored = persist::load(&service.inner.store, cluster)
-            .await
-            .expect("loads");
-        assert_eq!(stored.claims().len(), 2, "both claims are on disk");
+        // The dropped decision's changes were queued to the store's writer
+        // without anyone waiting for them: wait until the writer has
+        // applied them (bounded, so a lost write fails the test).
+        let mut on_disk = 0;
+        for _ in 0..100 {
+            let stored = persist::load(&service.inner.store, cluster)
+                .await
+                .expect("loads");
+            on_disk = stored.claims().len();
+            if on_disk == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(on_disk, 2, "both claims are on disk");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,11 +1,11 @@
 //! The host side of the WIT contract: `bindgen!` over `wit/`, the
 //! `sandpiper:policy/inventory` import served from the call's snapshot, and
-//! conversions between the generated types and `sandpiper_guest::model`.
+//! conversions between the generated types and `sandpiper_model`.
 
 use std::sync::Arc;
 
-use sandpiper_guest::Inventory;
-use sandpiper_guest::model;
+use sandpiper_model as model;
+use sandpiper_model::Inventory;
 
 wasmtime::component::bindgen!({
     path: "../wit",

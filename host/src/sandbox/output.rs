@@ -2,7 +2,7 @@
 //! means (indices are candidates, scores are finite); here we only make
 //! sure an answer is small enough to keep, log and explain.
 
-use sandpiper_guest::model::{Migration, Rejection, Scores};
+use sandpiper_model::{Migration, Rejection, Scores};
 
 /// Longest rejection reason, in bytes. Reasons are short sentences ("needs
 /// 4096 MiB, 1024 MiB free") shown to operators and kept in explain

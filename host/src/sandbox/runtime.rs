@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use sandpiper_guest::Inventory;
-use sandpiper_guest::model::UnitInfo;
+use sandpiper_model::Inventory;
+use sandpiper_model::UnitInfo;
 use wasmtime::component::{Component, HasSelf, Linker};
 
 use super::bindings::{FullUnit, InventoryImport, balance, filter, metadata, score};

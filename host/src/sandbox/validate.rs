@@ -3,7 +3,7 @@
 //! sandbox provides, it exports `metadata` and at least one role, and what
 //! its `info()` says is usable.
 
-use sandpiper_guest::model::UnitInfo;
+use sandpiper_model::UnitInfo;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 use wasmtime::component::types::ComponentItem;
@@ -150,7 +150,7 @@ pub(crate) fn check_info(info: &UnitInfo) -> Result<(), LoadError> {
 mod tests {
     use super::*;
     use crate::pipeline::SpecError;
-    use sandpiper_guest::model::ParamSpec;
+    use sandpiper_model::ParamSpec;
 
     #[test]
     fn allowlist_takes_compatible_versions_only() {

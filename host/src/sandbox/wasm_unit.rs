@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use sandpiper_guest::Inventory;
-use sandpiper_guest::model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
+use sandpiper_model::Inventory;
+use sandpiper_model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
 use wasmtime::component::{Instance, InstancePre, ResourceTable};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};

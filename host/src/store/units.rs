@@ -1,7 +1,7 @@
 //! Policy units: what each one is called, which roles its module exports,
 //! the parameters it declares, and which module it runs.
 
-use sandpiper_guest::model::{ParamSpec, ScoreOrder};
+use sandpiper_model::{ParamSpec, ScoreOrder};
 use uuid::Uuid;
 
 use super::{Db, SqliteConnection, StoreError, flag, parse_id};

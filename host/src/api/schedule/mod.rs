@@ -441,7 +441,7 @@ pub async fn balance_cluster(
             pipeline::balance(&prepared.policy, &inventory, &input).map_err(balance_error)?;
         let vm_id = decision.proposal.as_ref().map(|m| {
             inventory
-                .vm_text(sandpiper_guest::model::VmText::Id)
+                .vm_text(sandpiper_model::VmText::Id)
                 .get(m.vm as usize)
                 .to_owned()
         });
