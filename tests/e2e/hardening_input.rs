@@ -35,8 +35,8 @@ fn cluster(admin: &Client, name: &str) -> String {
 
 fn hosts() -> Value {
     json!([
-        { "id": "a", "metrics": { "memory_total_mib": 8192, "memory_free_mib": 8192, "cpu_cores": 4, "cpu_threads": 8 } },
-        { "id": "b", "metrics": { "memory_total_mib": 8192, "memory_free_mib": 4096, "cpu_cores": 4, "cpu_threads": 8 } },
+        { "id": "a", "metrics": { "memory_total_mib": 8192, "memory_free_mib": 8192, "cpu_sockets": 1, "cpu_cores": 4, "cpu_threads": 8 } },
+        { "id": "b", "metrics": { "memory_total_mib": 8192, "memory_free_mib": 4096, "cpu_sockets": 1, "cpu_cores": 4, "cpu_threads": 8 } },
     ])
 }
 

@@ -239,6 +239,12 @@ fn the_http_layers_own_errors_are_json() {
         let (raw, _) = read_until_closed(&mut stream);
         let reply = parse(&raw);
         assert_eq!(
+            reply.status,
+            status,
+            "{what}: {}",
+            String::from_utf8_lossy(&reply.body)
+        );
+        assert_eq!(
             (reply.status, reply.code().as_str()),
             (status, code),
             "{what}"

@@ -112,6 +112,13 @@ pub async fn serve(
     while connections.join_next().await.is_some() {}
 }
 
+/// Largest request head (request line and headers) read before answering
+/// 431: our routes need a token, a content type and a few short headers, so
+/// 64 KiB is generous, and it bounds what a client can make the server
+/// buffer before it has said who it is (hyper's own default is ~400 KiB and
+/// was not reliably enforced for one long header line).
+pub const MAX_REQUEST_HEAD_BYTES: usize = 64 * 1024;
+
 /// Serves one connection until it closes, starting a graceful close (the
 /// request in flight finishes, keep-alive ends) when the server stops.
 async fn serve_connection(
@@ -127,7 +134,8 @@ async fn serve_connection(
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(MAX_REQUEST_HEAD_BYTES);
     let connection = builder.serve_connection(io, TowerToHyperService::new(service));
     let mut connection = std::pin::pin!(connection);
     let mut shutting_down = *closing.borrow();
