@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::api::ApiLimits;
 use crate::sandbox::{self as limits, Limits};
-use crate::server::ConnectionLimits;
+use crate::server::listen::ConnectionLimits;
 use crate::upload::CompileLimits;
 
 /// Where the server listens unless told otherwise: loopback only, so a

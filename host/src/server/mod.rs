@@ -5,7 +5,7 @@
 //! connection caps) is in `listen`.
 
 mod builtins;
-mod listen;
+pub mod listen;
 mod loading;
 
 use std::net::SocketAddr;

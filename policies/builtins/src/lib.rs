@@ -4,7 +4,7 @@
 //! (`policies/defaults/*.json`) as JSON text.
 //!
 //! With the `native` feature every unit is also compiled natively from the
-//! very same source file ([`BuiltinUnit::native`]), for the tests that run
+//! very same source file (`BuiltinUnit::native`), for the tests that run
 //! each unit both ways and the benchmarks that compare them. So the host,
 //! the tests and the benchmarks share this one list, and adding a unit is
 //! adding its folder: no manifest names it.

@@ -16,6 +16,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+pub use super::summary::RankedHost;
 use super::summary::{ExplainSummary, refusal};
 use crate::api::claims::ClaimView;
 use crate::api::error::ApiError;
@@ -31,13 +32,6 @@ pub struct Facts {
     pub cluster_id: Uuid,
     pub policy_id: Uuid,
     pub skipped_units: Vec<String>,
-}
-
-/// A candidate and its total score.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct RankedHost {
-    pub host: String,
-    pub total: f64,
 }
 
 /// Where the VM should run, and why.

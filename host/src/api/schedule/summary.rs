@@ -8,9 +8,16 @@
 //! is not logged).
 
 use serde::Serialize;
+use utoipa::ToSchema;
 
-use super::answer::RankedHost;
 use crate::pipeline::{Combination, Explain, FailureRecord, Outcome};
+
+/// A candidate and its total score.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct RankedHost {
+    pub host: String,
+    pub total: f64,
+}
 
 /// Reasons listed per filter in an explain summary, most hosts first; the
 /// rest are counted. A memory filter's reasons carry each host's numbers,
