@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use crate::api::ApiLimits;
 use crate::sandbox::{self as limits, Limits};
-use crate::server::listen::ConnectionLimits;
 use crate::upload::CompileLimits;
 
 /// Where the server listens unless told otherwise: loopback only, so a
@@ -241,17 +240,6 @@ impl ServeArgs {
                 .max(1),
             queue: self.compile_queue,
             per_uploader: self.compiles_per_uploader.max(1),
-        }
-    }
-
-    /// The limits of the connection layer (`server::listen`).
-    pub fn connection_limits(&self) -> ConnectionLimits {
-        ConnectionLimits {
-            header_read_timeout: Duration::from_secs(self.header_read_timeout_secs.max(1)),
-            body_idle_timeout: Duration::from_secs(self.body_idle_timeout_secs.max(1)),
-            body_read_timeout: Duration::from_secs(self.body_read_timeout_secs.max(1)),
-            max_connections: self.max_connections.max(1),
-            max_connections_per_ip: self.max_connections_per_ip.max(1),
         }
     }
 

@@ -26,8 +26,11 @@
 //! API answers them 400 `invalid_value` naming the field.
 
 use crate::names::{self, NameError};
-use crate::placement::MAX_INSTANCES_PER_REQUEST;
-use crate::snapshot::{Host, RunningVm, Snapshot, SnapshotError, SnapshotErrorKind, VmSpec};
+use sandpiper_model::Vm;
+
+use crate::snapshot::{
+    Cluster, Host, HostIndex, RunningVm, Snapshot, SnapshotError, SnapshotErrorKind, VmSpec,
+};
 
 /// Host metrics that may be negative: free memory and free disk after an
 /// engine's overcommit. Nova computes `free_ram_mb` and `free_disk_gb` as
@@ -88,6 +91,28 @@ fn at_least_one(value: u32, path: impl std::fmt::Display) -> Result<(), Snapshot
     } else {
         Ok(())
     }
+}
+
+/// Most instances one request may place. Each instance is one run of the
+/// policy with the cluster's lock held (about a millisecond at 10,000
+/// hosts), so this bounds one request's hold to a fraction of a second;
+/// larger bursts are several requests, which interleave with others'.
+pub const MAX_INSTANCES_PER_REQUEST: u32 = 256;
+
+/// Checks a snapshot's values and ids, then builds its columns: for
+/// everything an engine sends. Held inventories are rebuilt with
+/// [`Snapshot::build`] alone, so data accepted by an older version never
+/// makes a rebuild fail.
+pub fn build_checked(snapshot: &Snapshot) -> Result<Cluster, SnapshotError> {
+    check_snapshot(snapshot)?;
+    snapshot.build()
+}
+
+/// Checks a VM to place (named `path` in errors), then turns it into the VM
+/// units see, its host ids resolved against `hosts`.
+pub fn to_vm_checked(vm: &VmSpec, hosts: &HostIndex, path: &str) -> Result<Vm, SnapshotError> {
+    check_vm(vm, path)?;
+    vm.to_vm(hosts, path)
 }
 
 /// Checks every host and VM of `snapshot`; paths are `hosts[i]...` and
@@ -211,7 +236,7 @@ mod tests {
 
     fn snapshot_error(text: &str) -> (String, SnapshotErrorKind) {
         let snapshot: Snapshot = from_json(text).expect("valid JSON");
-        let e = snapshot.build_checked().map(|_| ()).unwrap_err();
+        let e = build_checked(&snapshot).map(|_| ()).unwrap_err();
         (e.path, e.kind)
     }
 
@@ -297,6 +322,6 @@ mod tests {
                "vms": [{"id": "v", "host": "h", "memory_mib": 512}]}"#,
         )
         .expect("valid JSON");
-        assert!(snapshot.build_checked().is_ok());
+        assert!(build_checked(&snapshot).is_ok());
     }
 }

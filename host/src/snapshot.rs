@@ -412,15 +412,6 @@ impl Snapshot {
         from_json(text)
     }
 
-    /// Checks the snapshot's values and ids (`crate::inputs`), then builds
-    /// its columns: for everything an engine sends. Held inventories are
-    /// rebuilt with [`Snapshot::build`], so data accepted by an older
-    /// version never makes a rebuild fail.
-    pub fn build_checked(&self) -> Result<Cluster, SnapshotError> {
-        crate::inputs::check_snapshot(self)?;
-        self.build()
-    }
-
     /// Checks the snapshot's shape and builds its columns.
     pub fn build(&self) -> Result<Cluster, SnapshotError> {
         let hosts = self.host_index()?;
@@ -641,7 +632,6 @@ impl VmSpec {
     /// The VM as units see it, host ids turned into indices. `path` names
     /// this VM in errors (`vm`, `cases[2].vm`).
     pub fn to_vm(&self, hosts: &HostIndex, path: &str) -> Result<Vm, SnapshotError> {
-        crate::inputs::check_vm(self, path)?;
         let current_host = self
             .current_host
             .as_deref()

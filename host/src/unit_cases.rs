@@ -160,7 +160,7 @@ impl Prepared {
         let params = unit_params(&info.name, &info.params, &case.params)
             .map_err(|error| CaseError::Params { case: index, error })?;
         let request = Request {
-            vm: case.vm.to_vm(&self.hosts, &format!("cases[{index}].vm"))?,
+            vm: crate::inputs::to_vm_checked(&case.vm, &self.hosts, &format!("cases[{index}].vm"))?,
             params: params.clone(),
             hints: hint_pairs(&case.hints),
         };

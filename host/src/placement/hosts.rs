@@ -324,11 +324,10 @@ pub fn check_upsert(
 ) -> Result<crate::snapshot::Cluster, SnapshotError> {
     // A VM listed on another host is an unknown host of this one-host
     // snapshot, and is refused as such (`vms[0].host: unknown host ...`).
-    Snapshot {
+    crate::inputs::build_checked(&Snapshot {
         hosts: vec![host.clone()],
         vms: vms.map(<[RunningVm]>::to_vec).unwrap_or_default(),
-    }
-    .build_checked()
+    })
 }
 
 /// True when `a` and `b` differ at most in the fields that live in numeric,

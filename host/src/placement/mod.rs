@@ -46,13 +46,14 @@ mod test_store;
 /// Wall-clock instants, defined below placement (the store keeps them too).
 pub use crate::time;
 
+pub use crate::inputs::MAX_INSTANCES_PER_REQUEST;
 pub use args::PlacementArgs;
 pub use claims::{Claim, ClaimError, ClaimLedger, ClaimState};
 pub use cluster::{Change, ClusterState, InventorySummary, UpdateResult};
 pub use fairness::{Admission, Fairness, FairnessConfig, TooManyInProgress};
 pub use hosts::{Applied, HostInventory, HostRecord, HostUpdate, InventoryError};
 pub use persist::{LoggedDecision, Persister, Retention};
-pub use place::{MAX_INSTANCES_PER_REQUEST, Pick, PlaceContext, PlaceError, PlaceOutcome};
+pub use place::{Pick, PlaceContext, PlaceError, PlaceOutcome};
 pub use request::{ExplainDetail, HostsSource, Mode, PlaceRequest, SourceMismatch};
 pub use resources::Resources;
 pub use sample::{Sample, Sampling};

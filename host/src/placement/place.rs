@@ -36,16 +36,11 @@ use super::request::{Mode, PlaceRequest};
 use super::resources::Resources;
 use super::sample::{Sample, Sampling};
 use super::time::Timestamp;
+use crate::inputs::MAX_INSTANCES_PER_REQUEST;
 use crate::pipeline::{
     self, Decision, ParamValues, Policy, PolicyError, ScheduleError, ScheduleRequest, only_declared,
 };
 use crate::snapshot::{SnapshotError, hint_pairs};
-
-/// Most instances one request may place. Each instance is one run of the
-/// policy with the cluster's lock held (about a millisecond at 10,000
-/// hosts), so this bounds one request's hold to a fraction of a second;
-/// larger bursts are several requests, which interleave with others'.
-pub const MAX_INSTANCES_PER_REQUEST: u32 = 256;
 
 /// What the decision runs with besides the request.
 #[derive(Clone, Debug)]
@@ -360,7 +355,10 @@ fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
         Some(w) => (w.hosts(), w.lo),
         None => (columns.hosts(), 0),
     };
-    let mut vm = match (request.vm.to_vm(hosts, "vm"), window) {
+    let mut vm = match (
+        crate::inputs::to_vm_checked(&request.vm, hosts, "vm"),
+        window,
+    ) {
         (Ok(vm), _) => vm,
         (Err(_), Some(_)) => return Ok(None),
         (Err(e), None) => return Err(e.into()),

@@ -49,6 +49,19 @@ pub struct ConnectionLimits {
     pub max_connections_per_ip: usize,
 }
 
+impl ConnectionLimits {
+    /// The limits `sandpiper serve`'s settings ask for, each at least 1.
+    pub fn from_args(args: &crate::config::ServeArgs) -> ConnectionLimits {
+        ConnectionLimits {
+            header_read_timeout: Duration::from_secs(args.header_read_timeout_secs.max(1)),
+            body_idle_timeout: Duration::from_secs(args.body_idle_timeout_secs.max(1)),
+            body_read_timeout: Duration::from_secs(args.body_read_timeout_secs.max(1)),
+            max_connections: args.max_connections.max(1),
+            max_connections_per_ip: args.max_connections_per_ip.max(1),
+        }
+    }
+}
+
 /// What a refused connection is told to wait before trying again, seconds:
 /// connections end within the header and body timeouts, so a few seconds
 /// usually frees one without inviting a tight retry loop.

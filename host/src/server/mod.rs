@@ -5,7 +5,7 @@
 //! connection caps) is in `listen`.
 
 mod builtins;
-pub mod listen;
+mod listen;
 mod loading;
 
 use std::net::SocketAddr;
@@ -94,7 +94,7 @@ impl Server {
             addr,
             state,
             grace: args.shutdown_grace(),
-            connections: args.connection_limits(),
+            connections: ConnectionLimits::from_args(&args),
             signals,
         })
     }

@@ -41,6 +41,7 @@ use super::claims::{invalid_snapshot, placement_error};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Path, Query, body_bytes, is_json};
 use super::prepared::{Prepared, prepared};
+use crate::inputs;
 use crate::pipeline::{self, BalanceError, BalanceInput, ScheduleError, ScheduleRequest};
 use crate::placement::{
     Admission, ExplainDetail, HostsSource, LoggedDecision, PlaceJob, PlaceRequest, PlacementError,
@@ -243,11 +244,9 @@ async fn over_inline_hosts(
     let log = facts.clone();
     let vm_id = request.vm.id.clone();
     let (text, host_id) = blocking(admission, move || {
-        let cluster = snapshot.build_checked().map_err(invalid_snapshot)?;
-        let vm = request
-            .vm
-            .to_vm(&cluster.hosts, "vm")
-            .map_err(invalid_snapshot)?;
+        let cluster = inputs::build_checked(&snapshot).map_err(invalid_snapshot)?;
+        let vm =
+            inputs::to_vm_checked(&request.vm, &cluster.hosts, "vm").map_err(invalid_snapshot)?;
         let candidates = request
             .candidates
             .map(|ids| cluster.hosts.resolve_all(&ids, "candidates"))
@@ -418,11 +417,10 @@ pub async fn balance_cluster(
         let (inventory, candidates) = match held {
             Some(held) => held,
             None => {
-                let cluster = Snapshot {
+                let cluster = inputs::build_checked(&Snapshot {
                     hosts: body.hosts.unwrap_or_default(),
                     vms: body.vms,
-                }
-                .build_checked()
+                })
                 .map_err(invalid_snapshot)?;
                 let candidates = body
                     .candidates
