@@ -139,3 +139,20 @@ pub async fn dump(db: &Path) -> String {
     }
     out
 }
+
+/// Where the template database made by one build of `binary` lives, under
+/// `dir` in cargo's temporary directory for tests: its name carries the
+/// binary's size and modification time, so a rebuild makes a new one and
+/// the test processes of one build share it.
+pub fn template_path(binary: &Path, dir: &str) -> std::path::PathBuf {
+    let meta = std::fs::metadata(binary).expect("the binary's metadata");
+    let built = meta
+        .modified()
+        .expect("mtime")
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_nanos();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir);
+    std::fs::create_dir_all(&dir).expect("template dir");
+    dir.join(format!("template-{}-{built}.db", meta.len()))
+}

@@ -64,21 +64,17 @@ fn template_db() -> &'static Path {
     static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
     TEMPLATE.get_or_init(|| {
         let exe = std::env::current_exe().expect("the test binary");
-        let meta = std::fs::metadata(&exe).expect("the test binary's metadata");
-        let built = meta
-            .modified()
-            .expect("mtime")
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("after 1970")
-            .as_nanos();
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sandpiper-api");
-        std::fs::create_dir_all(&dir).expect("template dir");
-        let name = format!("template-{}-{built}.db", meta.len());
-        let path = dir.join(&name);
+        let path = common::template_path(&exe, "sandpiper-api");
         if path.exists() {
             return path;
         }
-        let work = tempfile::tempdir_in(&dir).expect("template work dir");
+        let dir = path.parent().expect("in the template dir");
+        let name = path
+            .file_name()
+            .expect("a file name")
+            .to_string_lossy()
+            .into_owned();
+        let work = tempfile::tempdir_in(dir).expect("template work dir");
         let db = work.path().join("sandpiper.db");
         // A runtime of its own: the test that asks first is itself inside
         // one, which cannot block on another's future.

@@ -174,21 +174,17 @@ pub fn template_db() -> &'static Path {
     static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
     TEMPLATE.get_or_init(|| {
         let exe = Path::new(env!("CARGO_BIN_EXE_sandpiper"));
-        let meta = std::fs::metadata(exe).expect("the sandpiper binary");
-        let built = meta
-            .modified()
-            .expect("mtime")
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("after 1970")
-            .as_nanos();
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sandpiper-e2e");
-        std::fs::create_dir_all(&dir).expect("template dir");
-        let name = format!("template-{}-{built}.db", meta.len());
-        let path = dir.join(&name);
+        let path = common::template_path(exe, "sandpiper-e2e");
         if path.exists() {
             return path;
         }
-        let work = tempfile::tempdir_in(&dir).expect("template work dir");
+        let dir = path.parent().expect("in the template dir");
+        let name = path
+            .file_name()
+            .expect("a file name")
+            .to_string_lossy()
+            .into_owned();
+        let work = tempfile::tempdir_in(dir).expect("template work dir");
         let server = Server::start_fresh(work.path(), &[], &[]);
         assert!(server.stop().success(), "the template server stops cleanly");
         // Atomic: a test process running at the same time sees either no
