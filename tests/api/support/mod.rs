@@ -98,7 +98,7 @@ fn template_db() -> &'static Path {
         // Atomic: a test process running at the same time sees either no
         // template or a whole one.
         std::fs::rename(&db, &path).expect("publish the template");
-        for entry in std::fs::read_dir(&dir).expect("template dir").flatten() {
+        for entry in std::fs::read_dir(dir).expect("template dir").flatten() {
             let other = entry.file_name();
             let other = other.to_string_lossy();
             if other.starts_with("template-") && other != name.as_str() {
