@@ -41,6 +41,17 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# --- Rust: the wasm32-wasip2 target ------------------------------------------
+# rustup adds rust-toolchain.toml's targets only when it installs the
+# toolchain itself; a machine that already had the pinned compiler lacks
+# the target, and every guest build then fails with "can't find crate for
+# `std`".
+if command -v rustup >/dev/null 2>&1 &&
+  ! (cd "$repo" && rustup target list --installed) | grep -qx wasm32-wasip2; then
+  say "rustup target add wasm32-wasip2"
+  (cd "$repo" && rustup target add wasm32-wasip2)
+fi
+
 # --- C: the bindings generator and component encoder -------------------------
 say "cargo build -p sandpiper-c-component"
 (cd "$repo" && "${CARGO:-cargo}" build --quiet -p sandpiper-c-component)
