@@ -20,3 +20,6 @@ pub mod unit;
 pub mod unit_cases;
 pub mod unit_test;
 pub mod upload;
+
+#[cfg(test)]
+mod test_units;

@@ -9,22 +9,20 @@
 //!   did not start).
 //!
 //! Claims are made by `POST /api/v1/clusters/{id}/schedule` without inline
-//! hosts (`super::schedule`). The API error of every placement failure,
-//! shared by the routes over held inventories, is [`placement_error`].
+//! hosts (`super::schedule`). The API error of every placement failure is
+//! made in `super::decision_error`.
 
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::AppState;
 use super::clusters::load as load_cluster;
+use super::decision_error::placement_error;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Json, Path};
-use crate::placement::{
-    Claim, ClaimError, ClaimState, InventoryError, PlaceError, PlacementError, Resources,
-};
+use crate::placement::{Claim, ClaimState, Resources};
 
 /// A claim as the API shows it.
 #[derive(Clone, Debug, Serialize, ToSchema)]
@@ -60,105 +58,6 @@ impl From<&Claim> for ClaimView {
             created_at: claim.created_at.to_rfc3339(),
             expires_at,
         }
-    }
-}
-
-/// The API error for a placement failure.
-pub fn placement_error(e: PlacementError) -> ApiError {
-    let message = e.to_string();
-    match e {
-        PlacementError::Busy { waited, .. } => ApiError::Busy {
-            code: "cluster_busy",
-            message,
-            details: json!({ "waited_ms": waited.as_millis() as u64 }),
-            retry_after_secs: 1,
-        },
-        PlacementError::TooManyInProgress(e) => ApiError::Busy {
-            code: "cluster_busy",
-            message,
-            details: json!({ "in_progress": e.limit }),
-            retry_after_secs: 1,
-        },
-        PlacementError::Place(PlaceError::HoldExceeded {
-            placed,
-            count,
-            held,
-        }) => ApiError::Busy {
-            code: "decision_too_long",
-            message,
-            details: json!({ "placed": placed, "count": count, "held_ms": held.as_millis() as u64 }),
-            retry_after_secs: 1,
-        },
-        PlacementError::Inventory(InventoryError::StaleSnapshot { given, held }) => {
-            ApiError::Conflict {
-                code: "stale_generation",
-                message,
-                details: json!({ "field": "generation", "given": given, "held": held }),
-            }
-        }
-        PlacementError::Inventory(InventoryError::GenerationTooLarge { .. }) => {
-            ApiError::Unprocessable {
-                code: "invalid_snapshot",
-                message,
-                details: json!({ "field": "generation" }),
-            }
-        }
-        PlacementError::Inventory(InventoryError::Invalid(e)) | PlacementError::Invalid(e) => {
-            invalid_snapshot(e)
-        }
-        PlacementError::Place(PlaceError::Invalid(e)) => {
-            if e.path.starts_with("candidates") {
-                ApiError::Unprocessable {
-                    code: "invalid_candidates",
-                    message,
-                    details: json!({ "field": e.path }),
-                }
-            } else {
-                invalid_snapshot(e)
-            }
-        }
-        PlacementError::Place(PlaceError::BadRequest(reason)) => ApiError::InvalidValue {
-            field: "body".to_owned(),
-            message: reason,
-        },
-        PlacementError::Place(PlaceError::Schedule { instance, error }) => match &*error {
-            crate::pipeline::ScheduleError::Overloaded { unit, failed } => {
-                ApiError::overloaded(unit, failed)
-            }
-            _ => ApiError::Unprocessable {
-                code: "filter_failed",
-                message,
-                details: json!({ "instance": instance, "error": error.to_string() }),
-            },
-        },
-        PlacementError::Place(PlaceError::Policy(e)) => ApiError::from(e),
-        PlacementError::Place(PlaceError::Inventory(e)) => {
-            ApiError::Internal(format!("held inventory: {e}"))
-        }
-        PlacementError::NoInventory { cluster_id } => ApiError::Conflict {
-            code: "no_inventory",
-            message,
-            details: json!({ "cluster_id": cluster_id }),
-        },
-        PlacementError::Claim(ClaimError::NoClaim { vm_id }) => ApiError::NotFound {
-            resource: "claim",
-            id: vm_id,
-        },
-        PlacementError::Store(e) => ApiError::from(e),
-        PlacementError::Persist(e) => ApiError::Internal(e.to_string()),
-        PlacementError::Task(e) => ApiError::Internal(e),
-    }
-}
-
-/// A snapshot or request field that cannot be used, named.
-pub fn invalid_snapshot(e: crate::snapshot::SnapshotError) -> ApiError {
-    if let Some(refused) = ApiError::refused_value(&e) {
-        return refused;
-    }
-    ApiError::Unprocessable {
-        code: "invalid_snapshot",
-        message: e.to_string(),
-        details: json!({ "field": e.path }),
     }
 }
 

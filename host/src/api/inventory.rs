@@ -19,7 +19,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::AppState;
-use super::claims::{exists, placement_error};
+use super::claims::exists;
+use super::decision_error::placement_error;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Path, body_bytes, is_json, parse_json};
 use crate::placement::{HostUpdate, InventorySummary, UpdateResult};

@@ -11,6 +11,7 @@ pub mod access;
 pub mod assemble;
 pub mod claims;
 pub mod clusters;
+pub mod decision_error;
 pub mod decisions;
 pub mod error;
 pub mod extract;

@@ -18,7 +18,8 @@
 //!   come from.
 //! * [`cluster`] and [`place`]: one cluster's state and every operation on
 //!   it, synchronous and clock-free, so the model-based test runs the very
-//!   code the server runs.
+//!   code the server runs; [`place`] also decides over hosts sent inline.
+//! * [`balance`]: a balancing round over either source of hosts.
 //! * [`service`]: the clusters' locks, the delayed retry, and the
 //!   [`Decided`] handle through which a caller records a decision before
 //!   its cluster is unlocked.
@@ -30,6 +31,7 @@
 //! docs/architecture.md ("Concurrency: one decision per cluster at a time").
 
 pub mod args;
+pub mod balance;
 pub mod claims;
 pub mod cluster;
 pub mod columns;
@@ -48,12 +50,13 @@ pub use crate::time;
 
 pub use crate::inputs::MAX_INSTANCES_PER_REQUEST;
 pub use args::PlacementArgs;
+pub use balance::{BalanceJob, Balanced};
 pub use claims::{Claim, ClaimError, ClaimLedger, ClaimState};
 pub use cluster::{Change, ClusterState, InventorySummary, UpdateResult};
 pub use fairness::{Admission, Fairness, FairnessConfig, TooManyInProgress};
 pub use hosts::{Applied, HostInventory, HostRecord, HostUpdate, InventoryError};
 pub use persist::{LoggedDecision, Persister, Retention};
-pub use place::{Pick, PlaceContext, PlaceError, PlaceOutcome};
+pub use place::{Pick, PlaceContext, PlaceError, PlaceOutcome, over_snapshot};
 pub use request::{ExplainDetail, HostsSource, Mode, PlaceRequest, SourceMismatch};
 pub use resources::Resources;
 pub use sample::{Sample, Sampling};

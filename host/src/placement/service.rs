@@ -37,16 +37,17 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, OwnedMutexGuard};
 use uuid::Uuid;
 
+use super::balance::{self, BalanceFailure, BalanceJob, Balanced};
 use super::claims::{Claim, ClaimError};
 use super::cluster::{Change, ClusterState, InventorySummary, UpdateResult};
 use super::fairness::{Admission, Fairness, FairnessConfig, TooManyInProgress};
 use super::hosts::{HostUpdate, InventoryError};
 use super::persist::{self, Ack, LoggedDecision, Op, PersistError, Persister, Retention};
-use super::place::{PlaceContext, PlaceError, PlaceOutcome};
-use super::request::PlaceRequest;
+use super::place::{self, PlaceContext, PlaceError, PlaceOutcome};
+use super::request::{HostsSource, PlaceRequest};
 use super::sample::Sampling;
 use super::time::Timestamp;
-use crate::pipeline::{ParamValues, Policy};
+use crate::pipeline::{BalanceError, ParamValues, Policy};
 use crate::snapshot::{Snapshot, SnapshotError};
 use crate::store::{Store, StoreError};
 
@@ -135,6 +136,8 @@ pub enum PlacementError {
     #[error(transparent)]
     Place(#[from] PlaceError),
     #[error(transparent)]
+    Balance(#[from] BalanceError),
+    #[error(transparent)]
     Claim(#[from] ClaimError),
     #[error(
         "cluster {cluster_id} has no inventory: push a snapshot first, or send the hosts inline"
@@ -148,17 +151,22 @@ pub enum PlacementError {
     Task(String),
 }
 
-/// A placement to make over the held inventory.
+/// A placement to make: the request, where its hosts come from, and the
+/// policy to decide with.
 pub struct PlaceJob {
     pub policy: Policy,
     /// The cluster's parameter overrides.
     pub params: ParamValues,
+    /// The request, its hosts source already taken out
+    /// ([`PlaceRequest::take_source`]).
     pub request: PlaceRequest,
+    pub source: HostsSource,
     pub dry_run: bool,
     pub decision_id: Uuid,
 }
 
-/// A placement decided, with its cluster still locked.
+/// A placement decided; over the held inventory, with its cluster still
+/// locked.
 ///
 /// The caller renders its answer from [`Decided::outcome`] and hands the
 /// decision's log entry to [`Decided::record`], which queues it to the
@@ -167,7 +175,9 @@ pub struct PlaceJob {
 /// the order decisions were made, and the placement layer never learns
 /// what a log entry looks like. Dropped without being recorded (the caller
 /// failed, or its request was cancelled), it still queues the placement's
-/// changes and unlocks, so the store never lags the claims in memory.
+/// changes and unlocks, so the store never lags the claims in memory. A
+/// decision over inline hosts holds no lock and made no change: recording
+/// it only queues its log entry.
 pub struct Decided {
     pub outcome: PlaceOutcome,
     /// How long the request waited for pending claims before its retry.
@@ -180,7 +190,7 @@ impl Decided {
     /// placement's claims, unlocks the cluster, and waits until the store
     /// has both.
     pub async fn record(&mut self, logged: Option<LoggedDecision>) -> Result<(), PlacementError> {
-        if !self.unlock.is_locked() {
+        if self.unlock.recorded {
             return Err(PlacementError::Task(
                 "a decision was recorded twice".to_owned(),
             ));
@@ -191,25 +201,38 @@ impl Decided {
 
 /// A locked cluster's changes, waiting to be queued to the store. Queuing
 /// them releases the lock; dropping an `Unlock` queues them, so that work
-/// done under the lock is stored even when its caller went away.
+/// done under the lock is stored even when its caller went away. (For a
+/// decision over inline hosts: no lock, no changes, only the log entry.)
 struct Unlock {
     cluster_id: Uuid,
     changes: Vec<Change>,
     /// Some claim resolved (expired, released, covered): requests waiting
     /// to retry are woken.
     resolved: bool,
-    slot: Arc<Slot>,
+    /// `None` for a decision over inline hosts.
+    slot: Option<Arc<Slot>>,
     guard: Option<OwnedMutexGuard<Option<ClusterState>>>,
     persister: Persister,
+    recorded: bool,
 }
 
 impl Unlock {
-    fn is_locked(&self) -> bool {
-        self.guard.is_some()
+    /// Nothing held, nothing to store but a log entry.
+    fn stateless(cluster_id: Uuid, persister: Persister) -> Unlock {
+        Unlock {
+            cluster_id,
+            changes: Vec::new(),
+            resolved: false,
+            slot: None,
+            guard: None,
+            persister,
+            recorded: false,
+        }
     }
 
     /// Queues the changes (and the log entry), unlocks, wakes waiters.
     fn submit(&mut self, logged: Option<LoggedDecision>) -> Ack {
+        self.recorded = true;
         let mut ops = Vec::with_capacity(2);
         if !self.changes.is_empty() {
             ops.push(Op::Changes {
@@ -222,8 +245,8 @@ impl Unlock {
         // order they were made.
         let ack = self.persister.submit(ops);
         self.guard = None;
-        if self.resolved {
-            self.slot.resolved.notify_waiters();
+        if let Some(slot) = self.slot.as_ref().filter(|_| self.resolved) {
+            slot.resolved.notify_waiters();
         }
         ack
     }
@@ -231,7 +254,7 @@ impl Unlock {
 
 impl Drop for Unlock {
     fn drop(&mut self) {
-        if self.is_locked() {
+        if self.guard.is_some() {
             // Nobody waits for this acknowledgement; a failed write is
             // logged by the writer.
             drop(self.submit(None));
@@ -375,7 +398,7 @@ impl PlacementService {
     /// The held inventory with every live claim applied (see
     /// [`ClusterState::held_snapshot`]), for a balance decision over it,
     /// and `candidates` resolved against it.
-    pub async fn held_snapshot(
+    async fn held_snapshot(
         &self,
         cluster_id: Uuid,
         candidates: Option<Vec<String>>,
@@ -390,6 +413,40 @@ impl PlacementService {
             Ok(((inventory, candidates), changes, resolved))
         })
         .await
+    }
+
+    /// Runs a balancing round for a decision already admitted: the one
+    /// entry point of a balance decision, whichever source its hosts come
+    /// from. Over the held inventory the cluster is locked only while its
+    /// snapshot (claims applied) is taken; the balance unit and the
+    /// schedule of its proposal run unlocked, with one of the cluster's
+    /// sandbox slots, and claim nothing.
+    pub async fn balance_admitted(
+        &self,
+        cluster_id: Uuid,
+        job: BalanceJob,
+        admission: &Admission,
+    ) -> Result<Balanced, PlacementError> {
+        let held = match job.source {
+            HostsSource::Inline(_) => None,
+            HostsSource::Held => Some(
+                self.held_snapshot(cluster_id, job.candidates.clone())
+                    .await
+                    .map_err(|e| match e {
+                        // The candidates name hosts the inventory lacks.
+                        PlacementError::Invalid(e) => PlacementError::Place(PlaceError::Invalid(e)),
+                        e => e,
+                    })?,
+            ),
+        };
+        admission
+            .run(move || balance::run(job, held))
+            .await
+            .map_err(|e| PlacementError::Task(e.to_string()))?
+            .map_err(|e| match e {
+                BalanceFailure::Place(e) => PlacementError::Place(e),
+                BalanceFailure::Balance(e) => PlacementError::Balance(e),
+            })
     }
 
     /// Whether the cluster has an inventory to decide on.
@@ -409,9 +466,14 @@ impl PlacementService {
             .remove(&cluster_id);
     }
 
-    /// Places the job's instances over the held inventory, with one
-    /// delayed retry when waiting for pending claims could help. The
-    /// cluster stays locked until the answer is [recorded](Decided::record).
+    /// Places the job's instances: the one entry point of a schedule
+    /// decision, whichever source its hosts come from.
+    ///
+    /// Over the held inventory, with one delayed retry when waiting for
+    /// pending claims could help; the cluster stays locked until the answer
+    /// is [recorded](Decided::record). Over inline hosts, one pick over
+    /// exactly those hosts, without the cluster's lock (it reads and claims
+    /// nothing held).
     pub async fn place(&self, cluster_id: Uuid, job: PlaceJob) -> Result<Decided, PlacementError> {
         let admission = self.admit(cluster_id)?;
         self.place_admitted(cluster_id, job, &admission).await
@@ -422,9 +484,23 @@ impl PlacementService {
     pub async fn place_admitted(
         &self,
         cluster_id: Uuid,
-        job: PlaceJob,
+        mut job: PlaceJob,
         admission: &Admission,
     ) -> Result<Decided, PlacementError> {
+        if let HostsSource::Inline(snapshot) = std::mem::replace(&mut job.source, HostsSource::Held)
+        {
+            let outcome = admission
+                .run(move || {
+                    place::over_snapshot(&snapshot, &job.request, &job.policy, &job.params)
+                })
+                .await
+                .map_err(|e| PlacementError::Task(e.to_string()))??;
+            return Ok(Decided {
+                outcome,
+                waited: None,
+                unlock: Unlock::stateless(cluster_id, self.inner.persister.clone()),
+            });
+        }
         let job = Arc::new(job);
         let slot = self.slot(cluster_id);
         // Registered before the first attempt, so that a claim resolved
@@ -501,9 +577,10 @@ impl PlacementService {
                 cluster_id,
                 changes,
                 resolved,
-                slot,
+                slot: Some(slot),
                 guard: Some(guard),
                 persister,
+                recorded: false,
             };
             Ok((outcome, unlock))
         })
@@ -579,9 +656,10 @@ impl PlacementService {
                 cluster_id,
                 changes,
                 resolved,
-                slot,
+                slot: Some(slot),
                 guard: Some(guard),
                 persister,
+                recorded: false,
             };
             Ok((value, unlock))
         })
@@ -646,6 +724,7 @@ mod tests {
     use crate::placement::request::{Mode, PlaceRequest};
     use crate::placement::test_store::store_with_cluster;
     use crate::snapshot::{Host, VmSpec};
+    use crate::test_units::native;
     use crate::unit::Unit;
 
     async fn service(dir: &std::path::Path, lock_timeout: Duration) -> (PlacementService, Uuid) {
@@ -719,6 +798,7 @@ mod tests {
                 mode: Mode::AllOrNothing,
                 ..PlaceRequest::default()
             },
+            source: HostsSource::Held,
             dry_run: false,
             decision_id: Uuid::new_v4(),
         }
@@ -740,7 +820,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let (service, cluster) = service(dir.path(), Duration::from_millis(100)).await;
         let policy = Policy::builder()
-            .filter(Arc::new(sandpiper_policy_memory::native_unit()))
+            .filter(native("sandpiper-policy-memory"))
             .build()
             .expect("valid");
         let mut decided = service
@@ -811,7 +891,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let (service, cluster) = service(dir.path(), Duration::from_secs(10)).await;
         let policy = Policy::builder()
-            .filter(Arc::new(sandpiper_policy_memory::native_unit()))
+            .filter(native("sandpiper-policy-memory"))
             .build()
             .expect("valid");
         // Two hosts of 4 GiB: eight 1 GiB VMs fit, the other 12 do not.

@@ -1,16 +1,7 @@
 //! What a decision answers, as JSON. Every answer starts with the same
 //! facts about the decision ([`Facts`]: its id, the cluster, the policy,
-//! the VM); what follows depends on where the hosts came from, because the
-//! published contract has two shapes for the two sources:
-//!
-//! * inline hosts: [`ScheduleAnswer`], one pick with the full explain
-//!   record;
-//! * the held inventory: [`HeldScheduleAnswer`], every instance tried,
-//!   the claims recorded, and a bounded explain summary per instance.
-//!
-//! A balancing round answers [`BalanceAnswer`] from either source.
-
-use std::time::Duration;
+//! the VM). A schedule decision answers [`ScheduleAnswer`], rendered from
+//! the placement's outcome; a balancing round answers [`BalanceAnswer`].
 
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -20,8 +11,8 @@ pub use super::summary::RankedHost;
 use super::summary::{ExplainSummary, refusal};
 use crate::api::claims::ClaimView;
 use crate::api::error::ApiError;
-use crate::pipeline::{self, Decision};
-use crate::placement::{ExplainDetail, Mode, PlaceOutcome, Sample};
+use crate::pipeline;
+use crate::placement::{Decided, ExplainDetail, Mode, PlaceOutcome, Sample};
 
 /// What every answer says about the decision besides its outcome.
 #[derive(Clone, Debug)]
@@ -34,89 +25,70 @@ pub struct Facts {
     pub skipped_units: Vec<String>,
 }
 
-/// Where the VM should run, and why.
+/// Where the VM should run (and, over the held inventory, where every
+/// instance went and what was claimed), and why: the one answer of a
+/// schedule decision, rendered from the placement's outcome whichever
+/// source its hosts came from.
+///
+/// The source shows in which fields are present: a decision over inline
+/// hosts carries `ranked` and the full `explain` record of its one pick; a
+/// placement over the held inventory carries the placement fields
+/// (`complete` ... `waited_ms`, where `null` means "none") with an explain
+/// record per instance. Both forms are the published contract; which is
+/// sent follows from the request (with or without `hosts`), never from
+/// server state.
+// The placement fields the held form may send as `null` are
+// `Option<Option<_>>`: absent inline, `null` or a value when held.
 #[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct ScheduleAnswer {
+pub struct ScheduleAnswer<'a> {
     /// The recorded decision; `null` for a dry run.
     pub decision_id: Option<Uuid>,
     pub dry_run: bool,
     pub cluster_id: Uuid,
     pub policy_id: Uuid,
     pub vm_id: String,
-    /// The winning host; `null` when every candidate was rejected (the
-    /// explain record's filters say why).
+    /// The winning host (over the held inventory, the first instance's);
+    /// `null` when every candidate was rejected (the explain record's
+    /// filters say why).
     pub chosen_host: Option<String>,
-    /// The surviving candidates, best first.
-    pub ranked: Vec<RankedHost>,
-    /// Disabled units of the policy that were left out.
-    pub skipped_units: Vec<String>,
-    /// Units that failed and were left out of the decision (fail-open
-    /// filters, and weights, which always fail open), each once; empty
-    /// when none failed. The decision still answered, so this is where a
-    /// failing unit shows.
-    pub degraded: Vec<pipeline::Degraded>,
-    /// Every filter's rejections with reasons, every score unit's scores,
-    /// the totals and the tie-break.
-    #[schema(value_type = Object)]
-    pub explain: pipeline::Explain,
-}
-
-impl ScheduleAnswer {
-    /// The answer to a decision over inline hosts.
-    pub fn new(facts: Facts, vm_id: String, decision: Decision) -> Self {
-        let host_id = |index: u32| decision.explain.host_id(index);
-        ScheduleAnswer {
-            decision_id: facts.decision_id,
-            dry_run: facts.dry_run,
-            cluster_id: facts.cluster_id,
-            policy_id: facts.policy_id,
-            vm_id,
-            chosen_host: decision.chosen.map(host_id),
-            ranked: decision
-                .ranked
-                .iter()
-                .map(|r| RankedHost {
-                    host: host_id(r.host),
-                    total: r.total,
-                })
-                .collect(),
-            skipped_units: facts.skipped_units,
-            degraded: decision.explain.degraded(),
-            explain: decision.explain,
-        }
-    }
-}
-
-/// Where the instances go, and why.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct HeldScheduleAnswer {
-    /// The recorded decision; `null` for a dry run.
-    pub decision_id: Option<Uuid>,
-    pub dry_run: bool,
-    pub cluster_id: Uuid,
-    pub policy_id: Uuid,
-    pub vm_id: String,
-    /// The first instance's host; `null` when it could not be placed.
-    pub chosen_host: Option<String>,
-    /// Every instance was placed.
-    pub complete: bool,
-    #[schema(value_type = String)]
-    pub mode: Mode,
-    /// Each instance tried, in order.
-    pub instances: Vec<InstanceAnswer>,
-    /// Instances not tried after one could not be placed.
-    pub not_tried: Vec<String>,
-    /// The claims recorded, one per instance placed (none for a dry run,
-    /// or for an all-or-nothing request that did not place every one).
-    pub claims: Vec<ClaimView>,
-    /// Why not every instance was placed, in one sentence.
-    pub reason: Option<String>,
-    /// The rotating window the first pick considered, when sampled.
+    /// Inline hosts only: the surviving candidates, best first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ranked: Option<Vec<RankedHost>>,
+    /// Held inventory only: every instance was placed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub complete: Option<bool>,
+    /// Held inventory only: `all_or_nothing` or `best_effort`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub mode: Option<Mode>,
+    /// Held inventory only: each instance tried, in order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instances: Option<Vec<InstanceAnswer>>,
+    /// Held inventory only: instances not tried after one could not be
+    /// placed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_tried: Option<Vec<String>>,
+    /// Held inventory only: the claims recorded, one per instance placed
+    /// (none for a dry run, or for an all-or-nothing request that did not
+    /// place every one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claims: Option<Vec<ClaimView>>,
+    /// Held inventory only: why not every instance was placed, in one
+    /// sentence; `null` when every one was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub reason: Option<Option<String>>,
+    /// Held inventory only: the rotating window the first pick
+    /// considered; `null` when it considered every host.
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
-    pub sample: Option<Sample>,
-    /// How long the request waited for pending claims to resolve before
-    /// its one retry (oVirt's delay and retry), milliseconds.
-    pub waited_ms: Option<u64>,
+    pub sample: Option<Option<Sample>>,
+    /// Held inventory only: how long the request waited for pending
+    /// claims to resolve before its one retry (oVirt's delay and retry),
+    /// milliseconds; `null` when it did not wait.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<u64>)]
+    pub waited_ms: Option<Option<u64>>,
     /// Disabled units of the policy that were left out.
     pub skipped_units: Vec<String>,
     /// Units that failed and were left out of the decision (fail-open
@@ -124,6 +96,11 @@ pub struct HeldScheduleAnswer {
     /// when none failed. The decision still answered, so this is where a
     /// failing unit shows.
     pub degraded: Vec<pipeline::Degraded>,
+    /// Inline hosts only: every filter's rejections with reasons, every
+    /// score unit's scores, the totals and the tie-break.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub explain: Option<&'a pipeline::Explain>,
 }
 
 /// One instance's pick.
@@ -137,64 +114,121 @@ pub struct InstanceAnswer {
     pub explain: Box<serde_json::value::RawValue>,
 }
 
-impl HeldScheduleAnswer {
-    /// The answer to a placement over the held inventory, with each
-    /// instance's explain record as `detail` asks.
+/// Which form of [`ScheduleAnswer`] to render.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnswerForm {
+    /// A decision over inline hosts: its one pick, with the full explain
+    /// record.
+    Pick,
+    /// A placement over the held inventory, each instance's explain record
+    /// as `detail` asks.
+    Placement { mode: Mode, detail: ExplainDetail },
+}
+
+impl<'a> ScheduleAnswer<'a> {
+    /// The answer to a placement, in `form`.
     pub fn new(
         facts: &Facts,
         vm_id: &str,
-        mode: Mode,
-        outcome: &PlaceOutcome,
-        waited: Option<Duration>,
-        detail: ExplainDetail,
+        decided: &'a Decided,
+        form: AnswerForm,
     ) -> Result<Self, ApiError> {
-        let mut instances = Vec::with_capacity(outcome.picks.len());
-        for pick in &outcome.picks {
-            let explain = match detail {
-                ExplainDetail::Summary => to_raw(&ExplainSummary::of(
-                    &pick.decision.explain,
-                    &pick.decision.ranked,
-                ))?,
-                ExplainDetail::Full => to_raw(&pick.decision.explain)?,
-            };
-            instances.push(InstanceAnswer {
-                vm_id: pick.vm_id.clone(),
-                host: pick.host_id.clone(),
-                explain,
-            });
-        }
-        let reason = outcome
-            .picks
-            .iter()
-            .find(|p| p.host_id.is_none())
-            .map(|p| refusal(&p.vm_id, &p.decision.explain))
-            .map(|sentence| match mode {
-                Mode::AllOrNothing if outcome.picks.len() > 1 => {
-                    format!("{sentence}; all or nothing, so no instance was placed")
-                }
-                _ => sentence,
-            });
-        Ok(HeldScheduleAnswer {
+        let outcome = &decided.outcome;
+        let mut answer = ScheduleAnswer {
             decision_id: facts.decision_id,
             dry_run: facts.dry_run,
             cluster_id: facts.cluster_id,
             policy_id: facts.policy_id,
             vm_id: vm_id.to_owned(),
             chosen_host: outcome.picks.first().and_then(|p| p.host_id.clone()),
-            complete: outcome.complete,
-            mode,
-            instances,
-            not_tried: outcome.not_tried.clone(),
-            claims: outcome.claims.iter().map(ClaimView::from).collect(),
-            reason,
-            sample: outcome.sample.clone(),
-            waited_ms: waited.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
+            ranked: None,
+            complete: None,
+            mode: None,
+            instances: None,
+            not_tried: None,
+            claims: None,
+            reason: None,
+            sample: None,
+            waited_ms: None,
             skipped_units: facts.skipped_units.clone(),
-            degraded: pipeline::merge_degraded(
-                outcome.picks.iter().map(|p| p.decision.explain.degraded()),
-            ),
-        })
+            degraded: Vec::new(),
+            explain: None,
+        };
+        match form {
+            AnswerForm::Pick => {
+                let decision = outcome.picks.first().map(|p| &p.decision).ok_or_else(|| {
+                    ApiError::Internal("a decision over inline hosts made no pick".to_owned())
+                })?;
+                let ranked = decision
+                    .ranked
+                    .iter()
+                    .map(|r| RankedHost {
+                        host: decision.explain.host_id(r.host),
+                        total: r.total,
+                    })
+                    .collect();
+                answer.ranked = Some(ranked);
+                answer.degraded = decision.explain.degraded();
+                answer.explain = Some(&decision.explain);
+            }
+            AnswerForm::Placement { mode, detail } => {
+                answer.complete = Some(outcome.complete);
+                answer.mode = Some(mode);
+                answer.instances = Some(instances(outcome, detail)?);
+                answer.not_tried = Some(outcome.not_tried.clone());
+                answer.claims = Some(outcome.claims.iter().map(ClaimView::from).collect());
+                answer.reason = Some(reason(outcome, mode));
+                answer.sample = Some(outcome.sample.clone());
+                answer.waited_ms = Some(
+                    decided
+                        .waited
+                        .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
+                );
+                answer.degraded = pipeline::merge_degraded(
+                    outcome.picks.iter().map(|p| p.decision.explain.degraded()),
+                );
+            }
+        }
+        Ok(answer)
     }
+}
+
+/// Each instance's pick, with its explain record as `detail` asks.
+fn instances(
+    outcome: &PlaceOutcome,
+    detail: ExplainDetail,
+) -> Result<Vec<InstanceAnswer>, ApiError> {
+    let mut instances = Vec::with_capacity(outcome.picks.len());
+    for pick in &outcome.picks {
+        let explain = match detail {
+            ExplainDetail::Summary => to_raw(&ExplainSummary::of(
+                &pick.decision.explain,
+                &pick.decision.ranked,
+            ))?,
+            ExplainDetail::Full => to_raw(&pick.decision.explain)?,
+        };
+        instances.push(InstanceAnswer {
+            vm_id: pick.vm_id.clone(),
+            host: pick.host_id.clone(),
+            explain,
+        });
+    }
+    Ok(instances)
+}
+
+/// Why not every instance was placed, in one sentence.
+fn reason(outcome: &PlaceOutcome, mode: Mode) -> Option<String> {
+    outcome
+        .picks
+        .iter()
+        .find(|p| p.host_id.is_none())
+        .map(|p| refusal(&p.vm_id, &p.decision.explain))
+        .map(|sentence| match mode {
+            Mode::AllOrNothing if outcome.picks.len() > 1 => {
+                format!("{sentence}; all or nothing, so no instance was placed")
+            }
+            _ => sentence,
+        })
 }
 
 /// Which VM should move where, and why.

@@ -9,14 +9,13 @@
 //!    one request type (`placement::PlaceRequest`, or [`BalanceBody`]);
 //! 2. the cluster's policy comes from the [`prepared`](super::prepared)
 //!    cache;
-//! 3. the request's hosts source decides the lower layer called: inline
-//!    hosts are built into an inventory and decided by
-//!    `pipeline::schedule`; without them, `PlacementService::place`
-//!    decides over the held inventory, with claims, under the cluster's
-//!    lock;
-//! 4. the answer is rendered ([`answer`], [`summary`]) and encoded once,
-//!    and the same text is recorded in the decisions log (unless
-//!    `dry_run=true`) and returned.
+//! 3. `PlacementService::place_admitted` decides, whichever source the
+//!    hosts come from (the request's [`HostsSource`]): over inline hosts,
+//!    one pick over exactly those hosts; over the held inventory, with
+//!    claims, under the cluster's lock;
+//! 4. the one answer type is rendered ([`answer`], [`summary`]) and
+//!    encoded once, and recorded in the decisions log (unless
+//!    `dry_run=true`) before it is returned.
 //!
 //! Parsing inline hosts and running the units are CPU work, so both run on
 //! the blocking pool, never on the threads that accept requests, and only
@@ -26,98 +25,25 @@ pub mod answer;
 pub mod request;
 pub mod summary;
 
-use std::sync::Arc;
-
 use axum::extract::{Request, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 use uuid::Uuid;
 
-use self::answer::{BalanceAnswer, Facts, HeldScheduleAnswer, ScheduleAnswer, to_json};
+use self::answer::{AnswerForm, BalanceAnswer, Facts, ScheduleAnswer, to_json};
 use self::request::{BalanceBody, DecisionQuery, parse_body, source_mismatch};
 use super::AppState;
-use super::claims::{invalid_snapshot, placement_error};
+use super::decision_error::{invalid_snapshot, placement_error};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Path, Query, body_bytes, is_json};
 use super::prepared::{Prepared, prepared};
 use crate::inputs;
-use crate::pipeline::{self, BalanceError, BalanceInput, ScheduleError, ScheduleRequest};
 use crate::placement::{
-    Admission, ExplainDetail, HostsSource, LoggedDecision, PlaceJob, PlaceRequest, PlacementError,
+    Admission, BalanceJob, Decided, ExplainDetail, HostsSource, LoggedDecision, PlaceJob,
+    PlaceRequest,
 };
-use crate::snapshot::{self, Snapshot};
+use crate::snapshot::Snapshot;
 use crate::store::decisions::DecisionKind;
-
-fn invalid_candidates(message: String) -> ApiError {
-    ApiError::Unprocessable {
-        code: "invalid_candidates",
-        message,
-        details: json!({ "field": "candidates" }),
-    }
-}
-
-fn schedule_error(e: ScheduleError) -> ApiError {
-    match e {
-        ScheduleError::Params(p) => {
-            ApiError::Internal(format!("stored parameters rejected at decision time: {p}"))
-        }
-        ScheduleError::CandidateOutOfRange { .. } | ScheduleError::DuplicateCandidate { .. } => {
-            invalid_candidates(e.to_string())
-        }
-        ScheduleError::TooManyHosts { .. } => ApiError::Unprocessable {
-            code: "invalid_snapshot",
-            message: e.to_string(),
-            details: json!({ "field": "hosts" }),
-        },
-        ScheduleError::Overloaded {
-            ref unit,
-            ref failed,
-        } => ApiError::overloaded(unit, failed),
-        ScheduleError::FilterFailed {
-            ref unit,
-            ref failed,
-        } => ApiError::Unprocessable {
-            code: "filter_failed",
-            details: json!({ "unit": unit, "unit_error": failed.error.code() }),
-            message: e.to_string(),
-        },
-    }
-}
-
-fn balance_error(e: BalanceError) -> ApiError {
-    match e {
-        BalanceError::NoBalanceUnit => ApiError::Unprocessable {
-            code: "no_balance_unit",
-            message: e.to_string(),
-            details: json!({}),
-        },
-        BalanceError::Params(p) => {
-            ApiError::Internal(format!("stored parameters rejected at decision time: {p}"))
-        }
-        BalanceError::CandidateOutOfRange { .. } | BalanceError::DuplicateCandidate { .. } => {
-            invalid_candidates(e.to_string())
-        }
-        BalanceError::BalanceFailed {
-            ref unit,
-            ref failed,
-        } if failed.error.is_overload() => ApiError::overloaded(unit, failed),
-        BalanceError::BalanceFailed {
-            ref unit,
-            ref failed,
-        } => ApiError::Unprocessable {
-            code: "balance_failed",
-            details: json!({ "unit": unit, "unit_error": failed.error.code() }),
-            message: e.to_string(),
-        },
-        BalanceError::VmOnUnknownHost { .. } => ApiError::Unprocessable {
-            code: "invalid_snapshot",
-            message: e.to_string(),
-            details: json!({ "field": "vms" }),
-        },
-        BalanceError::Schedule(e) => schedule_error(e),
-    }
-}
 
 /// Runs `work` on the blocking pool, with one of the cluster's sandbox
 /// slots (`placement::fairness`).
@@ -172,10 +98,10 @@ fn log_entry(
     })
 }
 
-/// Records a decision that made no claim (over inline hosts, or a
-/// balancing round). A placement over the held inventory records its
-/// entry through `Decided::record` instead, in the same batch as its
-/// claims and before its cluster is unlocked.
+/// Records a balancing round, which claims nothing. A schedule decision
+/// records its entry through `Decided::record` instead (over the held
+/// inventory in the same batch as its claims, before its cluster is
+/// unlocked).
 async fn record(state: &AppState, entry: LoggedDecision) -> Result<(), ApiError> {
     state
         .store()
@@ -193,9 +119,11 @@ fn json_response(body: String) -> Response {
 ///
 /// With `hosts` in the body, the decision is made over those hosts
 /// (stateless). Without, it is made over the inventory Sandpiper holds for
-/// the cluster and records a claim per instance placed: the body is then a
-/// `HeldScheduleBody` (`count`, `mode`, `exclude`, ...) and the answer a
-/// `HeldScheduleAnswer` (see `/api/v1/clusters/{id}/inventory`).
+/// the cluster and records a claim per instance placed: the body may then
+/// also carry `count`, `mode`, `exclude`, `instance_ids`,
+/// `once_per_request`, `exhaustive` and `explain` (see
+/// `/api/v1/clusters/{id}/inventory`), and the answer carries the
+/// placement fields instead of `ranked` and `explain`.
 #[utoipa::path(post, path = "/api/v1/clusters/{id}/schedule", tag = "decisions",
     security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Cluster id"), DecisionQuery),
@@ -219,137 +147,110 @@ pub async fn schedule_vm(
     let admission = admission(&state, cluster_id)?;
     let mut request: PlaceRequest = parse_body(&admission, json_body(request).await?).await?;
     let source = request.take_source().map_err(source_mismatch)?;
+    inputs::check_count(request.count).map_err(invalid_snapshot)?;
+    inputs::check_vm(&request.vm, "vm").map_err(invalid_snapshot)?;
+    inputs::check_instance_ids(&request.instance_ids).map_err(invalid_snapshot)?;
     let prepared = prepared(&state, cluster_id).await?;
     let facts = facts(cluster_id, query, &prepared);
-    let text = match source {
-        HostsSource::Inline(snapshot) => {
-            over_inline_hosts(&state, &admission, facts, prepared, snapshot, request).await?
-        }
-        HostsSource::Held => {
-            over_held_inventory(&state, &admission, facts, &prepared, request).await?
-        }
+    let form = match source {
+        HostsSource::Inline(_) => AnswerForm::Pick,
+        HostsSource::Held => AnswerForm::Placement {
+            mode: request.mode,
+            detail: request.explain,
+        },
     };
-    Ok(json_response(text))
-}
-
-/// A decision over the hosts the request sent: one pick, nothing claimed.
-async fn over_inline_hosts(
-    state: &AppState,
-    admission: &Admission,
-    facts: Facts,
-    prepared: Arc<Prepared>,
-    snapshot: Snapshot,
-    request: PlaceRequest,
-) -> Result<String, ApiError> {
-    let log = facts.clone();
     let vm_id = request.vm.id.clone();
-    let (text, host_id) = blocking(admission, move || {
-        let cluster = inputs::build_checked(&snapshot).map_err(invalid_snapshot)?;
-        let vm =
-            inputs::to_vm_checked(&request.vm, &cluster.hosts, "vm").map_err(invalid_snapshot)?;
-        let candidates = request
-            .candidates
-            .map(|ids| cluster.hosts.resolve_all(&ids, "candidates"))
-            .transpose()
-            .map_err(invalid_snapshot)?;
-        let inventory = Arc::new(cluster.inventory);
-        let pick = ScheduleRequest {
-            vm,
-            hints: snapshot::hint_pairs(&request.hints),
-            candidates,
-            params: prepared.overrides.clone(),
-        };
-        let decision =
-            pipeline::schedule(&prepared.policy, &inventory, &pick).map_err(schedule_error)?;
-        let answer = ScheduleAnswer::new(facts, request.vm.id, decision);
-        Ok((to_json(&answer)?, answer.chosen_host))
-    })
-    .await?;
-    if let Some(entry) = log_entry(
-        &log,
-        DecisionKind::Schedule,
-        Some(vm_id),
-        host_id,
-        text.clone(),
-        Vec::new(),
-    ) {
-        record(state, entry).await?;
-    }
-    Ok(text)
-}
-
-/// A placement over the inventory held for the cluster: `count` instances,
-/// a claim for each placed, the answer's summary form logged with them.
-async fn over_held_inventory(
-    state: &AppState,
-    admission: &Admission,
-    facts: Facts,
-    prepared: &Prepared,
-    request: PlaceRequest,
-) -> Result<String, ApiError> {
-    crate::inputs::check_count(request.count).map_err(invalid_snapshot)?;
-    crate::inputs::check_vm(&request.vm, "vm").map_err(invalid_snapshot)?;
-    crate::inputs::check_instance_ids(&request.instance_ids).map_err(invalid_snapshot)?;
-    let (vm_id, mode, detail) = (request.vm.id.clone(), request.mode, request.explain);
     let job = PlaceJob {
         policy: prepared.policy.clone(),
         params: prepared.overrides.clone(),
         request,
+        source,
         dry_run: facts.dry_run,
         decision_id: facts.decision_id.unwrap_or_else(Uuid::new_v4),
     };
-    let mut decided = state
+    let decided = state
         .placement()
-        .place_admitted(facts.cluster_id, job, admission)
+        .place_admitted(cluster_id, job, &admission)
         .await
         .map_err(placement_error)?;
-    // The cluster is still locked: the log entry is rendered now, so that
-    // it is stored with the claims, in decision order.
-    let summary = match facts.decision_id {
-        Some(_) => Some(to_json(&HeldScheduleAnswer::new(
-            &facts,
-            &vm_id,
-            mode,
-            &decided.outcome,
-            decided.waited,
-            ExplainDetail::Summary,
-        )?)?),
-        None => None,
-    };
-    let entry = summary.as_ref().and_then(|text| {
+    let text = answer_and_record(&admission, facts, vm_id, decided, form).await?;
+    Ok(json_response(text))
+}
+
+/// Renders a placement's answer and records it in the decisions log with
+/// the claims it made, returning the answer's text.
+///
+/// Over the held inventory the cluster is still locked here: the log entry
+/// (the answer's summary form, small) is rendered on this thread and
+/// recorded with the claims, in decision order, which unlocks the cluster;
+/// a full explain asked for is rendered afterwards on the blocking pool.
+/// Over inline hosts nothing is locked, and the answer, which carries the
+/// full explain record of up to every host sent, is rendered on the
+/// blocking pool and logged as returned.
+async fn answer_and_record(
+    admission: &Admission,
+    facts: Facts,
+    vm_id: String,
+    mut decided: Decided,
+    form: AnswerForm,
+) -> Result<String, ApiError> {
+    let entry = |text: &str, decided: &Decided| {
+        let outcome = &decided.outcome;
         log_entry(
             &facts,
             DecisionKind::Schedule,
             Some(vm_id.clone()),
-            decided
-                .outcome
-                .picks
-                .first()
-                .and_then(|p| p.host_id.clone()),
-            text.clone(),
-            decided
-                .outcome
+            outcome.picks.first().and_then(|p| p.host_id.clone()),
+            text.to_owned(),
+            outcome
                 .claims
                 .iter()
                 .map(|c| (c.vm_id.clone(), c.host_id.clone()))
                 .collect(),
         )
-    });
-    decided.record(entry).await.map_err(placement_error)?;
-    match (summary, detail) {
-        (Some(text), ExplainDetail::Summary) => Ok(text),
-        _ => {
-            blocking(admission, move || {
-                to_json(&HeldScheduleAnswer::new(
+    };
+    match form {
+        AnswerForm::Pick => {
+            let (answer_facts, answer_vm) = (facts.clone(), vm_id.clone());
+            let (mut decided, text) = blocking(admission, move || {
+                let text = to_json(&ScheduleAnswer::new(
+                    &answer_facts,
+                    &answer_vm,
+                    &decided,
+                    form,
+                )?)?;
+                Ok((decided, text))
+            })
+            .await?;
+            let logged = entry(&text, &decided);
+            decided.record(logged).await.map_err(placement_error)?;
+            Ok(text)
+        }
+        AnswerForm::Placement { mode, detail } => {
+            let logged_form = AnswerForm::Placement {
+                mode,
+                detail: ExplainDetail::Summary,
+            };
+            let summary = match facts.decision_id {
+                Some(_) => Some(to_json(&ScheduleAnswer::new(
                     &facts,
                     &vm_id,
-                    mode,
-                    &decided.outcome,
-                    decided.waited,
-                    detail,
-                )?)
-            })
-            .await
+                    &decided,
+                    logged_form,
+                )?)?),
+                None => None,
+            };
+            let logged = summary.as_deref().and_then(|text| entry(text, &decided));
+            decided.record(logged).await.map_err(placement_error)?;
+            match (summary, detail) {
+                (Some(text), ExplainDetail::Summary) => Ok(text),
+                _ => {
+                    blocking(admission, move || {
+                        to_json(&ScheduleAnswer::new(&facts, &vm_id, &decided, form)?)
+                    })
+                    .await
+                }
+            }
         }
     }
 }
@@ -384,14 +285,11 @@ pub async fn balance_cluster(
 ) -> Result<Response, ApiError> {
     let admission = admission(&state, cluster_id)?;
     let body: BalanceBody = parse_body(&admission, json_body(request).await?).await?;
-    let prepared = prepared(&state, cluster_id).await?;
-    let facts = facts(cluster_id, query, &prepared);
-    let log = facts.clone();
-    // The two sources of hosts: inline, built on the blocking pool below;
-    // or the held inventory with its claims, taken under the cluster's
-    // lock (the decision itself claims nothing).
-    let held = match &body.hosts {
-        Some(_) => None,
+    let source = match body.hosts {
+        Some(hosts) => HostsSource::Inline(Snapshot {
+            hosts,
+            vms: body.vms,
+        }),
         None if !body.vms.is_empty() => {
             return Err(ApiError::InvalidValue {
                 field: "vms".to_owned(),
@@ -400,55 +298,30 @@ pub async fn balance_cluster(
                     .to_owned(),
             });
         }
-        None => Some(
-            state
-                .placement()
-                .held_snapshot(cluster_id, body.candidates.clone())
-                .await
-                .map_err(|e| match e {
-                    PlacementError::Invalid(e) if e.path.starts_with("candidates") => {
-                        invalid_candidates(e.to_string())
-                    }
-                    e => placement_error(e),
-                })?,
-        ),
+        None => HostsSource::Held,
     };
-    let (text, vm_id, destination) = blocking(&admission, move || {
-        let (inventory, candidates) = match held {
-            Some(held) => held,
-            None => {
-                let cluster = inputs::build_checked(&Snapshot {
-                    hosts: body.hosts.unwrap_or_default(),
-                    vms: body.vms,
-                })
-                .map_err(invalid_snapshot)?;
-                let candidates = body
-                    .candidates
-                    .map(|ids| cluster.hosts.resolve_all(&ids, "candidates"))
-                    .transpose()
-                    .map_err(invalid_snapshot)?;
-                (cluster.inventory, candidates)
-            }
-        };
-        let inventory = Arc::new(inventory);
-        let input = BalanceInput {
-            candidates,
-            params: prepared.overrides.clone(),
-        };
-        let decision =
-            pipeline::balance(&prepared.policy, &inventory, &input).map_err(balance_error)?;
-        let vm_id = decision.proposal.as_ref().map(|m| {
-            inventory
-                .vm_text(sandpiper_model::VmText::Id)
-                .get(m.vm as usize)
-                .to_owned()
-        });
-        let destination = decision
-            .destination
-            .and_then(|h| decision.explain.schedule.as_ref().map(|s| s.host_id(h)));
-        let answer =
-            BalanceAnswer::new(facts, vm_id.clone(), destination.clone(), decision.explain);
-        Ok((to_json(&answer)?, vm_id, destination))
+    let prepared = prepared(&state, cluster_id).await?;
+    let facts = facts(cluster_id, query, &prepared);
+    let job = BalanceJob {
+        policy: prepared.policy.clone(),
+        params: prepared.overrides.clone(),
+        candidates: body.candidates,
+        source,
+    };
+    let balanced = state
+        .placement()
+        .balance_admitted(cluster_id, job, &admission)
+        .await
+        .map_err(placement_error)?;
+    let log = facts.clone();
+    let (vm_id, destination) = (balanced.vm_id.clone(), balanced.destination.clone());
+    let text = blocking(&admission, move || {
+        to_json(&BalanceAnswer::new(
+            facts,
+            balanced.vm_id,
+            balanced.destination,
+            balanced.decision.explain,
+        ))
     })
     .await?;
     if let Some(entry) = log_entry(

@@ -1,0 +1,58 @@
+//! A decision over the hosts a request sends inline (`hosts` and `vms` in
+//! the body, as oVirt's external scheduler is asked): the same pick as over
+//! the held inventory, made over exactly that snapshot, with nothing held
+//! and nothing claimed.
+
+use std::sync::Arc;
+
+use super::{Pick, PlaceError, PlaceOutcome};
+use crate::inputs;
+use crate::pipeline::{self, ParamValues, Policy, ScheduleRequest};
+use crate::placement::request::PlaceRequest;
+use crate::snapshot::{Snapshot, hint_pairs};
+
+/// Decides where `request`'s VM goes among `snapshot`'s hosts. One
+/// instance, one pick: the options that need held state (`count`, `mode`,
+/// `exclude`, ...) were refused with inline hosts when the request's source
+/// was taken ([`PlaceRequest::take_source`]).
+pub fn over_snapshot(
+    snapshot: &Snapshot,
+    request: &PlaceRequest,
+    policy: &Policy,
+    params: &ParamValues,
+) -> Result<PlaceOutcome, PlaceError> {
+    let cluster = inputs::build_checked(snapshot).map_err(PlaceError::InvalidSnapshot)?;
+    let vm = inputs::to_vm_checked(&request.vm, &cluster.hosts, "vm")
+        .map_err(PlaceError::InvalidSnapshot)?;
+    let candidates = request
+        .candidates
+        .as_ref()
+        .map(|ids| cluster.hosts.resolve_all(ids, "candidates"))
+        .transpose()
+        .map_err(PlaceError::InvalidSnapshot)?;
+    let inventory = Arc::new(cluster.inventory);
+    let pick = ScheduleRequest {
+        vm,
+        hints: hint_pairs(&request.hints),
+        candidates,
+        params: params.clone(),
+    };
+    let decision =
+        pipeline::schedule(policy, &inventory, &pick).map_err(|error| PlaceError::Schedule {
+            instance: request.vm.id.clone(),
+            error: Box::new(error),
+        })?;
+    let host_id = decision.chosen.map(|h| decision.explain.host_id(h));
+    Ok(PlaceOutcome {
+        complete: host_id.is_some(),
+        picks: vec![Pick {
+            vm_id: request.vm.id.clone(),
+            host_id,
+            decision,
+        }],
+        not_tried: Vec::new(),
+        claims: Vec::new(),
+        pending_could_fit: false,
+        sample: None,
+    })
+}
