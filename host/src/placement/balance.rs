@@ -6,9 +6,8 @@
 
 use std::sync::Arc;
 
-use super::place::PlaceError;
+use super::place::{PlaceError, build_with_candidates};
 use super::request::HostsSource;
-use crate::inputs;
 use crate::pipeline::{self, BalanceDecision, BalanceInput, ParamValues, Policy};
 use sandpiper_model::{Inventory, VmText};
 
@@ -52,13 +51,8 @@ pub fn run(
     let (inventory, candidates) = match (held, job.source) {
         (Some(held), _) => held,
         (None, HostsSource::Inline(snapshot)) => {
-            let cluster = inputs::build_checked(&snapshot).map_err(PlaceError::InvalidSnapshot)?;
-            let candidates = job
-                .candidates
-                .as_ref()
-                .map(|ids| cluster.hosts.resolve_all(ids, "candidates"))
-                .transpose()
-                .map_err(PlaceError::InvalidSnapshot)?;
+            let (cluster, candidates) =
+                build_with_candidates(&snapshot, job.candidates.as_deref())?;
             (cluster.inventory, candidates)
         }
         (None, HostsSource::Held) => {

@@ -9,7 +9,7 @@ use super::{Pick, PlaceError, PlaceOutcome};
 use crate::inputs;
 use crate::pipeline::{self, ParamValues, Policy, ScheduleRequest};
 use crate::placement::request::PlaceRequest;
-use crate::snapshot::{Snapshot, hint_pairs};
+use crate::snapshot::{Cluster, Snapshot, hint_pairs};
 
 /// Decides where `request`'s VM goes among `snapshot`'s hosts. One
 /// instance, one pick: the options that need held state (`count`, `mode`,
@@ -21,14 +21,8 @@ pub fn over_snapshot(
     policy: &Policy,
     params: &ParamValues,
 ) -> Result<PlaceOutcome, PlaceError> {
-    let cluster = inputs::build_checked(snapshot).map_err(PlaceError::InvalidSnapshot)?;
+    let (cluster, candidates) = build_with_candidates(snapshot, request.candidates.as_deref())?;
     let vm = inputs::to_vm_checked(&request.vm, &cluster.hosts, "vm")
-        .map_err(PlaceError::InvalidSnapshot)?;
-    let candidates = request
-        .candidates
-        .as_ref()
-        .map(|ids| cluster.hosts.resolve_all(ids, "candidates"))
-        .transpose()
         .map_err(PlaceError::InvalidSnapshot)?;
     let inventory = Arc::new(cluster.inventory);
     let pick = ScheduleRequest {
@@ -55,4 +49,19 @@ pub fn over_snapshot(
         pending_could_fit: false,
         sample: None,
     })
+}
+
+/// The hosts sent inline, checked and built into columns, and the
+/// candidate ids resolved against them; for a schedule decision and a
+/// balancing round alike.
+pub fn build_with_candidates(
+    snapshot: &Snapshot,
+    candidates: Option<&[String]>,
+) -> Result<(Cluster, Option<Vec<u32>>), PlaceError> {
+    let cluster = inputs::build_checked(snapshot).map_err(PlaceError::InvalidSnapshot)?;
+    let candidates = candidates
+        .map(|ids| cluster.hosts.resolve_all(ids, "candidates"))
+        .transpose()
+        .map_err(PlaceError::InvalidSnapshot)?;
+    Ok((cluster, candidates))
 }
