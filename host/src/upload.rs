@@ -600,6 +600,7 @@ fn rejection_code(e: &LoadError) -> &'static str {
         LoadError::CoreModule => "module_is_core_module",
         LoadError::NotWasm => "module_not_wasm",
         LoadError::Invalid(_) | LoadError::Link(_) => "module_invalid",
+        LoadError::CompilerLimit { .. } => "module_compiler_limit",
         LoadError::ForbiddenImport { .. } => "module_forbidden_import",
         LoadError::MissingMetadata { .. }
         | LoadError::NoRole { .. }
@@ -763,6 +764,11 @@ mod tests {
             LoadError::CoreModule,
             LoadError::NotWasm,
             LoadError::Invalid(String::new()),
+            LoadError::CompilerLimit {
+                limit: crate::sandbox::ModuleLimit::Functions,
+                found: 0,
+                function: None,
+            },
             LoadError::ForbiddenImport {
                 import: String::new(),
             },
