@@ -518,12 +518,13 @@ fn an_honest_upload_is_not_stuck_behind_a_compile_bomb_and_a_gone_client_kills_i
 /// peaked the server at ~553 MiB in issue #11, just under the 64 MiB limit.
 const LARGE_UPLOAD_BYTES: usize = 63 << 20;
 
-/// How much a server's peak memory may grow over a large upload, as a
-/// fraction of the upload: far below one whole copy of the module, so a
+/// How much a server's peak memory may grow per large upload, as a
+/// percentage of the upload: far below one whole copy of the module, so a
 /// copy held anywhere on the upload path (body, read-back, a blob bound to
-/// SQLite in one piece) fails the test, while buffers of a megabyte or two
-/// per upload and the loaded unit pass.
-const LARGE_UPLOAD_GROWTH_PERCENT: usize = 50;
+/// SQLite in one piece) fails the test, while the few megabytes of buffers
+/// per upload and the loaded unit pass (measured: 0.12 of an upload for
+/// one, 0.52 in all for six at once).
+const LARGE_UPLOAD_GROWTH_PERCENT: usize = 25;
 
 /// `wasm` padded with a custom section named `tag` to `total` bytes: an
 /// honest unit as large as an interpreter's, which compiles as fast as the
@@ -557,10 +558,11 @@ fn peak_rss_kb(pid: u32) -> usize {
 }
 
 /// Prints the server's peak memory over one and over six parallel 63 MiB
-/// uploads (run with `--nocapture` to see it; docs/performance.md has the
+/// uploads (run with `--nocapture` to see it; docs/security.md has the
 /// figures), and checks it grows by much less than the uploads' size.
 #[test]
 fn a_large_upload_is_not_held_in_the_servers_memory() {
+    let mut too_much = Vec::new();
     for parallel in [1usize, 6] {
         let dir = tempfile::tempdir().expect("temp dir");
         let server = Server::start_with(
@@ -583,8 +585,8 @@ fn a_large_upload_is_not_held_in_the_servers_memory() {
         // server peaked at while starting does not hide the uploads' peak.
         std::fs::write(format!("/proc/{pid}/clear_refs"), "5").expect("reset VmHWM");
         let before = peak_rss_kb(pid);
+        let admin = server.admin();
         std::thread::scope(|scope| {
-            let admin = server.admin();
             let sent: Vec<_> = uploads
                 .iter()
                 .enumerate()
@@ -606,11 +608,14 @@ fn a_large_upload_is_not_held_in_the_servers_memory() {
             LARGE_UPLOAD_BYTES >> 20,
             grown as f64 / upload_kb as f64
         );
-        assert!(
-            grown < upload_kb * LARGE_UPLOAD_GROWTH_PERCENT / 100,
-            "{parallel} upload(s) of {upload_kb} kB grew the server's peak memory by {grown} kB"
-        );
+        // Both figures are printed before either is judged.
+        if grown >= parallel * upload_kb * LARGE_UPLOAD_GROWTH_PERCENT / 100 {
+            too_much.push(format!(
+                "{parallel} upload(s) of {upload_kb} kB grew the server's peak memory by {grown} kB"
+            ));
+        }
     }
+    assert!(too_much.is_empty(), "{too_much:#?}");
 }
 
 /// Deletes the stored compiled code of module `sha256`, as a wasmtime

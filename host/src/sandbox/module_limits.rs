@@ -461,11 +461,16 @@ mod tests {
         for limit in ModuleLimit::ALL {
             let at = module_with(limit, limit.max());
             let over = module_with(limit, limit.max() + 1);
-            let mut validator = wasmparser::Validator::new();
+            // Every import and export also adds at least one to the
+            // module's "effective type size", which wasmparser caps at
+            // 1,000,000 too: a module at the import or export limit is
+            // over that one (not checked here), so only the module past
+            // the limit is compared for those two.
+            let shadowed = matches!(limit, ModuleLimit::Imports | ModuleLimit::Exports);
+            let valid = wasmparser::Validator::new().validate_all(&at).err();
             assert!(
-                validator.validate_all(&at).is_ok(),
-                "{limit:?}: wasmparser refuses a module at the limit: {:?}",
-                validator.validate_all(&at).err()
+                shadowed || valid.is_none(),
+                "{limit:?}: wasmparser refuses a module at the limit: {valid:?}"
             );
             assert!(
                 wasmparser::Validator::new().validate_all(&over).is_err(),
