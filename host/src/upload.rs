@@ -13,7 +13,8 @@
 //!
 //! An upload's body is never held in memory: it is streamed into an
 //! unlinked temporary file ([`Spooled`]), hashed and size-checked as it
-//! arrives, and that file is the child's stdin. Compiles run a few at a
+//! arrives, and that file is the child's stdin and then, a chunk at a
+//! time, the store's source (`Db::insert_module`). Compiles run a few at a
 //! time in a [`CompileQueue`] that is fair between uploaders (one compile
 //! per uploader at a time, a bounded number waiting), and a compile whose
 //! request is dropped (its client went away) kills its child.
@@ -259,7 +260,9 @@ impl Spooled {
     /// A reader of the module from its start, to store it a chunk at a
     /// time (never read back whole).
     pub fn reader(&self) -> Result<tokio::fs::File, UploadError> {
-        Ok(tokio::fs::File::from_std(self.stdin().map_err(spool_error)?))
+        Ok(tokio::fs::File::from_std(
+            self.stdin().map_err(spool_error)?,
+        ))
     }
 
     /// A handle on the file positioned at its start, for the child's stdin.

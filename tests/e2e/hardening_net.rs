@@ -579,7 +579,13 @@ fn a_large_upload_is_not_held_in_the_servers_memory() {
         );
         let pid = server_pid(&server);
         let uploads: Vec<Vec<u8>> = (0..parallel)
-            .map(|i| padded_unit(builtin_wasm("memory"), &format!("large-{i}"), LARGE_UPLOAD_BYTES))
+            .map(|i| {
+                padded_unit(
+                    builtin_wasm("memory"),
+                    &format!("large-{i}"),
+                    LARGE_UPLOAD_BYTES,
+                )
+            })
             .collect();
         // Resets the peak to the current resident size, so that what the
         // server peaked at while starting does not hide the uploads' peak.
@@ -651,7 +657,10 @@ fn a_stored_module_is_recompiled_from_its_chunks_after_a_restart() {
     let admin = server.admin();
     // Three chunks and a bit.
     let wasm = padded_unit(builtin_wasm("memory"), "restart", (3 << 20) + 4321);
-    let unit = expect_status(&admin.post_wasm(&format!("{UNITS}?name=Padded"), &wasm), 201);
+    let unit = expect_status(
+        &admin.post_wasm(&format!("{UNITS}?name=Padded"), &wasm),
+        201,
+    );
     let policy = expect_status(
         &admin.post("/api/v1/schedulingpolicies", &json!({ "name": "padded" })),
         201,

@@ -116,8 +116,10 @@ impl ModuleLimit {
             ModuleLimit::DataSegments | ModuleLimit::ElementSegments => {
                 "merge the segments (a linker or `wasm-opt` does this)"
             }
-            _ => "split the unit or leave out code it does not use (build with LTO, \
-                  strip unused dependencies)",
+            _ => {
+                "split the unit or leave out code it does not use (build with LTO, \
+                  strip unused dependencies)"
+            }
         }
     }
 
@@ -186,7 +188,10 @@ fn check(limit: ModuleLimit, found: u64, function: Option<u32>) -> Result<(), St
 pub(crate) fn check_module_limits(bytes: &[u8]) -> Result<(), LoadError> {
     let mut module = Module::default();
     for payload in Parser::new(0).parse_all(bytes) {
-        match payload.map_err(Stop::from).and_then(|p| visit(&mut module, p)) {
+        match payload
+            .map_err(Stop::from)
+            .and_then(|p| visit(&mut module, p))
+        {
             Ok(()) => {}
             Err(Stop::Refused(e)) => return Err(e),
             Err(Stop::Unparsable) => return Ok(()),
@@ -265,7 +270,11 @@ fn visit(module: &mut Module, payload: Payload<'_>) -> Result<(), Stop> {
             check(ModuleLimit::DataSegments, u64::from(reader.count()), None)?;
         }
         Payload::ElementSection(reader) => {
-            check(ModuleLimit::ElementSegments, u64::from(reader.count()), None)?;
+            check(
+                ModuleLimit::ElementSegments,
+                u64::from(reader.count()),
+                None,
+            )?;
         }
         Payload::CodeSectionEntry(body) => {
             let defined = module.bodies;
@@ -348,7 +357,10 @@ mod tests {
             ModuleLimit::FunctionBodyBytes => bodies(1, &|| {
                 // The body is the locals' count (one byte), nops, `end`.
                 let mut f = Function::new([]);
-                f.raw(std::iter::repeat_n(0x01, usize::try_from(n - 2).expect("fits")));
+                f.raw(std::iter::repeat_n(
+                    0x01,
+                    usize::try_from(n - 2).expect("fits"),
+                ));
                 f.raw([0x0b]);
                 f
             }),
@@ -507,7 +519,10 @@ mod tests {
 
     #[test]
     fn the_check_runs_before_validation_and_leaves_unparsable_bytes_to_it() {
-        let over = component(&module_with(ModuleLimit::FunctionLocals, MAX_FUNCTION_LOCALS + 1));
+        let over = component(&module_with(
+            ModuleLimit::FunctionLocals,
+            MAX_FUNCTION_LOCALS + 1,
+        ));
         assert!(matches!(
             super::super::validate::check_bytes(&over),
             Err(LoadError::CompilerLimit {

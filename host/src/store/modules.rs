@@ -18,8 +18,13 @@ pub const CHUNK_BYTES: usize = 1 << 20;
 
 /// Where a blob's chunks live: the chunk table and the key of its owner.
 enum Blob<'a> {
-    Module { sha256: &'a str },
-    Artifact { sha256: &'a str, engine_hash: &'a str },
+    Module {
+        sha256: &'a str,
+    },
+    Artifact {
+        sha256: &'a str,
+        engine_hash: &'a str,
+    },
 }
 
 impl Blob<'_> {
@@ -280,12 +285,14 @@ impl Db {
             .execute(&mut *conn)
             .await?;
         let size = artifact.len() as u64;
-        sqlx::query("INSERT INTO artifacts (module_sha256, engine_hash, size_bytes) VALUES (?, ?, ?)")
-            .bind(sha256)
-            .bind(engine_hash)
-            .bind(sql_size(size))
-            .execute(&mut *conn)
-            .await?;
+        sqlx::query(
+            "INSERT INTO artifacts (module_sha256, engine_hash, size_bytes) VALUES (?, ?, ?)",
+        )
+        .bind(sha256)
+        .bind(engine_hash)
+        .bind(sql_size(size))
+        .execute(&mut *conn)
+        .await?;
         Blob::Artifact {
             sha256,
             engine_hash,
@@ -331,13 +338,23 @@ mod tests {
             let wasm = blob(len);
             let sha256 = crate::upload::module_sha256(&wasm);
             let mut tx = store.write().await.expect("write");
-            assert!(tx.insert_module(&sha256, len as u64, &wasm[..]).await.expect("insert"));
             assert!(
-                !tx.insert_module(&sha256, len as u64, &b""[..]).await.expect("again"),
+                tx.insert_module(&sha256, len as u64, &wasm[..])
+                    .await
+                    .expect("insert")
+            );
+            assert!(
+                !tx.insert_module(&sha256, len as u64, &b""[..])
+                    .await
+                    .expect("again"),
                 "the same bytes are stored once, and not read again"
             );
-            tx.insert_artifact(&sha256, "e", &wasm[..len / 2]).await.expect("artifact");
-            tx.insert_artifact(&sha256, "e", &wasm).await.expect("replaced");
+            tx.insert_artifact(&sha256, "e", &wasm[..len / 2])
+                .await
+                .expect("artifact");
+            tx.insert_artifact(&sha256, "e", &wasm)
+                .await
+                .expect("replaced");
             tx.commit().await.expect("commit");
 
             let mut conn = store.read().await.expect("read");
@@ -352,7 +369,9 @@ mod tests {
         let mut conn = store.read().await.expect("read");
         assert!(!conn.has_module(&"0".repeat(64)).await.expect("has"));
         assert_eq!(
-            conn.copy_module_to(&"0".repeat(64), &mut Vec::new()).await.expect("copy"),
+            conn.copy_module_to(&"0".repeat(64), &mut Vec::new())
+                .await
+                .expect("copy"),
             None
         );
     }
