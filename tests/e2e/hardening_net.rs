@@ -523,7 +523,7 @@ const LARGE_UPLOAD_BYTES: usize = 63 << 20;
 /// copy held anywhere on the upload path (body, read-back, a blob bound to
 /// SQLite in one piece) fails the test, while the few megabytes of buffers
 /// per upload and the loaded unit pass (measured: 0.12 of an upload for
-/// one, 0.52 in all for six at once).
+/// one, 0.31-0.57 in all for six at once).
 const LARGE_UPLOAD_GROWTH_PERCENT: usize = 25;
 
 /// `wasm` padded with a custom section named `tag` to `total` bytes: an
