@@ -13,7 +13,8 @@
 //!
 //! An upload's body is never held in memory: it is streamed into an
 //! unlinked temporary file ([`Spooled`]), hashed and size-checked as it
-//! arrives, and that file is the child's stdin. Compiles run a few at a
+//! arrives, and that file is the child's stdin and then, a chunk at a
+//! time, the store's source (`Db::insert_module`). Compiles run a few at a
 //! time in a [`CompileQueue`] that is fair between uploaders (one compile
 //! per uploader at a time, a bounded number waiting), and a compile whose
 //! request is dropped (its client went away) kills its child.
@@ -171,7 +172,7 @@ impl Spooled {
         B::Error: Into<axum::BoxError>,
     {
         use http_body_util::BodyExt;
-        let internal = |e: std::io::Error| UploadError::Internal(format!("upload spool: {e}"));
+        let internal = spool_error;
         let file = tempfile::tempfile().map_err(internal)?;
         let mut writer = tokio::io::BufWriter::with_capacity(
             SPOOL_BUFFER_BYTES,
@@ -200,20 +201,45 @@ impl Spooled {
         })
     }
 
-    /// `wasm` written to a temporary file (recompiling stored modules).
-    async fn from_bytes(wasm: Vec<u8>) -> Result<Spooled, UploadError> {
+    /// An unlinked temporary file to copy a stored module into, and a
+    /// handle to write it with; [`Spooled::verified`] then makes it a
+    /// `Spooled` (recompiling stored modules after an engine change).
+    pub fn scratch() -> Result<(std::fs::File, tokio::fs::File), UploadError> {
+        let file = tempfile::tempfile().map_err(spool_error)?;
+        let writer = tokio::fs::File::from_std(file.try_clone().map_err(spool_error)?);
+        Ok((file, writer))
+    }
+
+    /// The module written to `file` (from [`Spooled::scratch`]), checked
+    /// against the sha256 it was stored under: bytes that changed in the
+    /// store are never compiled under another module's name.
+    pub async fn verified(file: std::fs::File, sha256: &str) -> Result<Spooled, UploadError> {
+        let expected = sha256.to_owned();
         tokio::task::spawn_blocking(move || {
-            let mut file = tempfile::tempfile()?;
-            file.write_all(&wasm)?;
-            Ok(Spooled {
-                file,
-                len: wasm.len() as u64,
-                sha256: module_sha256(&wasm),
-            })
+            use std::os::unix::fs::FileExt;
+            let mut hasher = sha2::Sha256::new();
+            let mut buffer = vec![0; SPOOL_BUFFER_BYTES];
+            let mut len: u64 = 0;
+            loop {
+                let n = file.read_at(&mut buffer, len)?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buffer[..n]);
+                len += n as u64;
+            }
+            let sha256 = crate::sandbox::hex(&hasher.finalize());
+            if sha256 != expected {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("the stored module {expected} has the sha256 {sha256}"),
+                ));
+            }
+            Ok(Spooled { file, len, sha256 })
         })
         .await
         .map_err(|e| UploadError::Internal(format!("spool task failed: {e}")))?
-        .map_err(|e: std::io::Error| UploadError::Internal(format!("upload spool: {e}")))
+        .map_err(spool_error)
     }
 
     /// The module's hex sha256.
@@ -231,23 +257,12 @@ impl Spooled {
         self.len == 0
     }
 
-    /// The module's bytes, read back once, to store them.
-    pub async fn bytes(&self) -> Result<Vec<u8>, UploadError> {
-        let file = self
-            .file
-            .try_clone()
-            .map_err(|e| UploadError::Internal(format!("upload spool: {e}")))?;
-        let len = usize::try_from(self.len)
-            .map_err(|_| UploadError::Internal("upload larger than memory".to_owned()))?;
-        tokio::task::spawn_blocking(move || {
-            use std::os::unix::fs::FileExt;
-            let mut wasm = vec![0; len];
-            file.read_exact_at(&mut wasm, 0)?;
-            Ok(wasm)
-        })
-        .await
-        .map_err(|e| UploadError::Internal(format!("spool task failed: {e}")))?
-        .map_err(|e: std::io::Error| UploadError::Internal(format!("upload spool: {e}")))
+    /// A reader of the module from its start, to store it a chunk at a
+    /// time (never read back whole).
+    pub fn reader(&self) -> Result<tokio::fs::File, UploadError> {
+        Ok(tokio::fs::File::from_std(
+            self.stdin().map_err(spool_error)?,
+        ))
     }
 
     /// A handle on the file positioned at its start, for the child's stdin.
@@ -256,6 +271,10 @@ impl Spooled {
         file.rewind()?;
         Ok(file)
     }
+}
+
+fn spool_error(e: std::io::Error) -> UploadError {
+    UploadError::Internal(format!("upload spool: {e}"))
 }
 
 /// Compiles running and waiting, fair between uploaders.
@@ -390,12 +409,12 @@ impl Modules {
         self.queue.reserve(uploader)
     }
 
-    /// Validates and compiles stored bytes in the child process (startup
-    /// recompiles after an engine change); waits for a slot like uploads.
-    pub async fn compile(&self, wasm: &[u8]) -> Result<Vec<u8>, UploadError> {
-        let spooled = Spooled::from_bytes(wasm.to_vec()).await?;
+    /// Validates and compiles a stored module in the child process
+    /// (startup recompiles after an engine change); waits for a slot like
+    /// uploads.
+    pub async fn compile(&self, wasm: &Spooled) -> Result<Vec<u8>, UploadError> {
         let _slot = self.queue.slot().await?;
-        self.run_child(&spooled).await
+        self.run_child(wasm).await
     }
 
     /// Validates and compiles an upload in the child process, once its
@@ -584,6 +603,7 @@ fn rejection_code(e: &LoadError) -> &'static str {
         LoadError::CoreModule => "module_is_core_module",
         LoadError::NotWasm => "module_not_wasm",
         LoadError::Invalid(_) | LoadError::Link(_) => "module_invalid",
+        LoadError::CompilerLimit { .. } => "module_compiler_limit",
         LoadError::ForbiddenImport { .. } => "module_forbidden_import",
         LoadError::MissingMetadata { .. }
         | LoadError::NoRole { .. }
@@ -747,6 +767,11 @@ mod tests {
             LoadError::CoreModule,
             LoadError::NotWasm,
             LoadError::Invalid(String::new()),
+            LoadError::CompilerLimit {
+                limit: crate::sandbox::ModuleLimit::Functions,
+                found: 0,
+                function: None,
+            },
             LoadError::ForbiddenImport {
                 import: String::new(),
             },

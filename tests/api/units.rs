@@ -247,3 +247,49 @@ async fn an_upload_whose_compile_runs_out_of_time_or_memory_changes_nothing() {
         assert_eq!(health["status"], "ok", "the server itself is unharmed");
     }
 }
+
+/// A component whose one core function declares `locals` locals.
+fn component_with_locals(locals: u32) -> Vec<u8> {
+    use wasm_encoder::{CodeSection, Function, FunctionSection, Module, TypeSection, ValType};
+    let mut types = TypeSection::new();
+    types.ty().function([], []);
+    let mut functions = FunctionSection::new();
+    functions.function(0);
+    let mut body = Function::new([(locals, ValType::I32)]);
+    body.raw([0x0b]); // end
+    let mut code = CodeSection::new();
+    code.function(&body);
+    let mut module = Module::new();
+    module.section(&types).section(&functions).section(&code);
+    let mut component = wasm_encoder::Component::new();
+    component.section(&wasm_encoder::ModuleSection(&module));
+    component.finish()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_module_over_a_validation_limit_gets_its_own_code_and_changes_nothing() {
+    let api = Api::start().await;
+    let before = dump(&api.db).await;
+    let reply = api
+        .admin()
+        .post_wasm(
+            "/api/v1/schedulingpolicyunits?name=Locals",
+            &component_with_locals(50_001),
+        )
+        .await;
+    assert_eq!(
+        (reply.status, reply.code().as_str()),
+        (422, "module_compiler_limit"),
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    let message = reply.json()["error"]["message"]
+        .as_str()
+        .expect("message")
+        .to_owned();
+    assert!(
+        message.contains("function 0") && message.contains("50001") && message.contains("50000"),
+        "{message}"
+    );
+    assert_eq!(dump(&api.db).await, before);
+}

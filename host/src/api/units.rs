@@ -315,15 +315,17 @@ async fn prepare(state: &AppState, ticket: &Ticket, upload: Spooled) -> Result<P
     })
 }
 
-/// Stores the module and its compiled code (if new) inside `tx`.
+/// Stores the module and its compiled code (if new) inside `tx`. The
+/// module goes from its temporary file to the store a chunk at a time, so
+/// the server never holds it whole (issue #11).
 async fn store_module(
     state: &AppState,
     conn: &mut Db,
     prepared: &Prepared,
 ) -> Result<(), ApiError> {
-    let wasm = prepared.upload.bytes().await?;
-    conn.insert_module(prepared.sha256(), &wasm).await?;
-    drop(wasm);
+    let upload = &prepared.upload;
+    conn.insert_module(upload.sha256(), upload.len(), upload.reader()?)
+        .await?;
     if let Some(artifact) = &prepared.artifact {
         conn.insert_artifact(prepared.sha256(), &state.modules().engine_hash(), artifact)
             .await?;
@@ -511,7 +513,7 @@ pub async fn delete_unit(
     tx.delete_unit(id).await?;
     tx.collect_module_garbage(&state.modules().engine_hash())
         .await?;
-    let module_gone = tx.module_wasm(&unit.module_sha256).await?.is_none();
+    let module_gone = !tx.has_module(&unit.module_sha256).await?;
     tx.commit().await?;
     state.registry().remove(id);
     if module_gone {
@@ -610,7 +612,7 @@ pub async fn replace_module(
     tx.collect_module_garbage(&state.modules().engine_hash())
         .await?;
     let old_module_gone = current.module_sha256 != prepared.sha256()
-        && tx.module_wasm(&current.module_sha256).await?.is_none();
+        && !tx.has_module(&current.module_sha256).await?;
     let record = load(&mut tx, id).await?;
     // Swapped while the write transaction still holds the store's write
     // lock: two replacements reach the registry in the order they reach the

@@ -11,6 +11,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use super::bindings::{FullUnit, InventoryImport, balance, filter, metadata, score};
 use super::engine::{self, EpochTicker};
 use super::limits::{Limits, LimitsError};
+use super::module_limits::ModuleLimit;
 use super::validate::{self, BALANCE_EXPORT, FILTER_EXPORT, METADATA_EXPORT, SCORE_EXPORT};
 use super::wasi;
 use super::wasm_unit::{CallState, Compiled, Guests, Session, Shared, WasmUnit, blocking};
@@ -39,6 +40,15 @@ pub enum LoadError {
     NotWasm,
     #[error("the component is not valid: {0}")]
     Invalid(String),
+    /// A core module inside passes one of the validator's size or count
+    /// limits (checked before validating, see `module_limits`).
+    #[error("{}", limit.explain(*found, *function))]
+    CompilerLimit {
+        limit: ModuleLimit,
+        found: u64,
+        /// The function's index, for the per-function limits.
+        function: Option<u32>,
+    },
     #[error(
         "the component imports `{import}`, which units may not use: units may import only \
          `sandpiper:policy/inventory@0.1.x` and the WASI 0.2 interfaces io, clocks, random, \

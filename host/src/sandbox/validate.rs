@@ -54,7 +54,8 @@ pub const FILTER_EXPORT: &str = "sandpiper:policy/filter@0.1.0";
 pub const SCORE_EXPORT: &str = "sandpiper:policy/score@0.1.0";
 pub const BALANCE_EXPORT: &str = "sandpiper:policy/balance@0.1.0";
 
-/// Refuses bytes that are not a component before anything compiles them.
+/// Refuses bytes that are not a component, or whose core modules pass one
+/// of the validator's limits, before anything compiles them.
 pub(crate) fn check_bytes(bytes: &[u8]) -> Result<(), LoadError> {
     if bytes.len() > MAX_COMPONENT_BYTES {
         return Err(LoadError::TooLarge { bytes: bytes.len() });
@@ -63,7 +64,7 @@ pub(crate) fn check_bytes(bytes: &[u8]) -> Result<(), LoadError> {
         return Err(LoadError::Precompiled);
     }
     if wasmparser::Parser::is_component(bytes) {
-        Ok(())
+        super::module_limits::check_module_limits(bytes)
     } else if wasmparser::Parser::is_core_wasm(bytes) {
         Err(LoadError::CoreModule)
     } else {

@@ -95,7 +95,8 @@ pub async fn register(
                 other.id, module.name
             )));
         }
-        tx.insert_module(&sha256, builtin.wasm).await?;
+        tx.insert_module(&sha256, builtin.wasm.len() as u64, builtin.wasm)
+            .await?;
         if fresh {
             tx.insert_artifact(&sha256, &engine_hash, &artifact).await?;
         }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::StartError;
 use crate::registry::{Named, Registry};
 use crate::store::Store;
-use crate::upload::Modules;
+use crate::upload::{Modules, Spooled, UploadError};
 
 /// Loads every stored unit that is not built in. A unit that no longer
 /// loads is logged and left out: the server still starts, and decisions of
@@ -32,13 +32,16 @@ pub async fn load_uploaded(
         let artifact = match stored {
             Some(artifact) => artifact,
             None => {
-                let wasm = {
-                    let mut conn = store.read().await?;
-                    conn.module_wasm(&unit.module_sha256).await?
-                };
-                let Some(wasm) = wasm else {
-                    tracing::error!(unit = %unit.name, sha256 = %unit.module_sha256, "module bytes missing from the store; unit not loaded");
-                    continue;
+                let wasm = match stored_module(store, &unit.module_sha256).await? {
+                    Ok(Some(wasm)) => wasm,
+                    Ok(None) => {
+                        tracing::error!(unit = %unit.name, sha256 = %unit.module_sha256, "module bytes missing from the store; unit not loaded");
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::error!(unit = %unit.name, error = %e, "stored module unreadable; unit not loaded");
+                        continue;
+                    }
                 };
                 tracing::info!(unit = %unit.name, "recompiling for this engine");
                 match modules.compile(&wasm).await {
@@ -70,4 +73,28 @@ pub async fn load_uploaded(
     tx.collect_module_garbage(&engine_hash).await?;
     tx.commit().await?;
     Ok(())
+}
+
+/// The stored module `sha256` copied chunk by chunk into a temporary file
+/// for the compile child, and checked against its sha256; `Ok(None)` when
+/// the store has no such module. The outer error (no connection) stops
+/// the start; the inner one (chunks missing, bytes changed, no temporary
+/// file) only leaves the unit out.
+async fn stored_module(
+    store: &Store,
+    sha256: &str,
+) -> Result<Result<Option<Spooled>, UploadError>, StartError> {
+    let (file, mut writer) = match Spooled::scratch() {
+        Ok(scratch) => scratch,
+        Err(e) => return Ok(Err(e)),
+    };
+    let copied = {
+        let mut conn = store.read().await?;
+        conn.copy_module_to(sha256, &mut writer).await
+    };
+    match copied {
+        Ok(Some(_)) => Ok(Spooled::verified(file, sha256).await.map(Some)),
+        Ok(None) => Ok(Ok(None)),
+        Err(e) => Ok(Err(UploadError::Internal(e.to_string()))),
+    }
 }

@@ -72,6 +72,10 @@ pub enum StoreError {
     /// (`files::make_private`).
     #[error("database file: {0}")]
     File(#[from] std::io::Error),
+    /// The bytes to store (a module read from its upload's temporary
+    /// file) could not be read, or were not as long as announced.
+    #[error("reading the bytes to store: {0}")]
+    Source(std::io::Error),
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     /// A stored value does not parse (an id that is not a UUID, a role the

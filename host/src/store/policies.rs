@@ -358,7 +358,7 @@ mod tests {
         let store = Store::open(&dir.path().join("t.db")).await.expect("opens");
         let mut tx = store.write().await.expect("write");
         let sha = "0".repeat(64);
-        sqlx::query("INSERT INTO modules (sha256, size_bytes, wasm) VALUES (?, 0, x'')")
+        sqlx::query("INSERT INTO modules (sha256, size_bytes) VALUES (?, 0)")
             .bind(&sha)
             .execute(tx.sqlite())
             .await
