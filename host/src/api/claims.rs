@@ -125,6 +125,13 @@ pub fn placement_error(e: PlacementError) -> ApiError {
             crate::pipeline::ScheduleError::Overloaded { unit, failed } => {
                 ApiError::overloaded(unit, failed)
             }
+            crate::pipeline::ScheduleError::ScoreFailed { unit, failed } => {
+                ApiError::Unprocessable {
+                    code: "score_failed",
+                    message,
+                    details: json!({ "instance": instance, "unit": unit, "unit_error": failed.error.code() }),
+                }
+            }
             _ => ApiError::Unprocessable {
                 code: "filter_failed",
                 message,

@@ -51,8 +51,8 @@ pub struct ScheduleAnswer {
     /// Disabled units of the policy that were left out.
     pub skipped_units: Vec<String>,
     /// Units that failed and were left out of the decision (fail-open
-    /// filters, and weights, which always fail open), each once; empty
-    /// when none failed. The decision still answered, so this is where a
+    /// filters and weights; weights fail open unless their policy says
+    /// otherwise), each once; empty when none failed. The decision still answered, so this is where a
     /// failing unit shows.
     pub degraded: Vec<pipeline::Degraded>,
     /// Every filter's rejections with reasons, every score unit's scores,
@@ -120,8 +120,8 @@ pub struct HeldScheduleAnswer {
     /// Disabled units of the policy that were left out.
     pub skipped_units: Vec<String>,
     /// Units that failed and were left out of the decision (fail-open
-    /// filters, and weights, which always fail open), each once; empty
-    /// when none failed. The decision still answered, so this is where a
+    /// filters and weights; weights fail open unless their policy says
+    /// otherwise), each once; empty when none failed. The decision still answered, so this is where a
     /// failing unit shows.
     pub degraded: Vec<pipeline::Degraded>,
 }
@@ -212,8 +212,8 @@ pub struct BalanceAnswer {
     pub destination: Option<String>,
     pub skipped_units: Vec<String>,
     /// Units that failed and were left out of the decision (fail-open
-    /// filters, and weights, which always fail open), each once; empty
-    /// when none failed. The decision still answered, so this is where a
+    /// filters and weights; weights fail open unless their policy says
+    /// otherwise), each once; empty when none failed. The decision still answered, so this is where a
     /// failing unit shows.
     pub degraded: Vec<pipeline::Degraded>,
     /// What the balance unit proposed and how the policy decided.

@@ -23,6 +23,7 @@
 //! with one of the cluster's sandbox slots.
 
 pub mod answer;
+pub mod logged;
 pub mod request;
 pub mod summary;
 
@@ -35,6 +36,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use self::answer::{BalanceAnswer, Facts, HeldScheduleAnswer, ScheduleAnswer, to_json};
+use self::logged::Logged;
 use self::request::{BalanceBody, DecisionQuery, parse_body, source_mismatch};
 use super::AppState;
 use super::claims::{invalid_snapshot, placement_error};
@@ -79,6 +81,14 @@ fn schedule_error(e: ScheduleError) -> ApiError {
             ref failed,
         } => ApiError::Unprocessable {
             code: "filter_failed",
+            details: json!({ "unit": unit, "unit_error": failed.error.code() }),
+            message: e.to_string(),
+        },
+        ScheduleError::ScoreFailed {
+            ref unit,
+            ref failed,
+        } => ApiError::Unprocessable {
+            code: "score_failed",
             details: json!({ "unit": unit, "unit_error": failed.error.code() }),
             message: e.to_string(),
         },
@@ -149,16 +159,17 @@ fn facts(cluster_id: Uuid, query: DecisionQuery, prepared: &Prepared) -> Facts {
     }
 }
 
-/// A decision's entry in the decisions log: the answer as returned (for a
-/// placement over the held inventory, its summary form), and the claims it
-/// made. `None` for a dry run, which records nothing. Every decision's
-/// entry is made here.
+/// A decision's entry in the decisions log: the answer as the log keeps
+/// it ([`Logged`]: as returned, or a bounded summary with the answer kept
+/// apart; for a placement over the held inventory, its summary form), and
+/// the claims it made. `None` for a dry run, which records nothing. Every
+/// decision's entry is made here.
 fn log_entry(
     facts: &Facts,
     kind: DecisionKind,
     vm_id: Option<String>,
     host_id: Option<String>,
-    answer: String,
+    answer: Logged,
     claims: Vec<(String, String)>,
 ) -> Option<LoggedDecision> {
     facts.decision_id.map(|id| LoggedDecision {
@@ -167,7 +178,8 @@ fn log_entry(
         kind,
         vm_id,
         host_id,
-        answer,
+        answer: answer.row,
+        full: answer.full,
         claims,
     })
 }
@@ -207,7 +219,7 @@ fn json_response(body: String) -> Response {
         (status = 404, description = "The cluster", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
         (status = 409, description = "`no_inventory`: no hosts inline and none held", body = ErrorBody),
-        (status = 422, description = "`invalid_snapshot`, `invalid_candidates` (naming the field), `filter_failed` (a fail-closed filter failed)", body = ErrorBody),
+        (status = 422, description = "`invalid_snapshot`, `invalid_candidates` (naming the field), `filter_failed` (a fail-closed filter failed), `score_failed` (a fail-closed weight failed)", body = ErrorBody),
         (status = 503, description = "`cluster_busy` (the cluster has too many decisions in progress, or its lock was not free in time), `decision_too_long` (the decision held it too long; nothing claimed), `overloaded` (a unit was starved of CPU by a busy machine); with `Retry-After`", body = ErrorBody),
     ))]
 pub async fn schedule_vm(
@@ -243,7 +255,7 @@ async fn over_inline_hosts(
 ) -> Result<String, ApiError> {
     let log = facts.clone();
     let vm_id = request.vm.id.clone();
-    let (text, host_id) = blocking(admission, move || {
+    let (text, logged, host_id) = blocking(admission, move || {
         let cluster = inputs::build_checked(&snapshot).map_err(invalid_snapshot)?;
         let vm =
             inputs::to_vm_checked(&request.vm, &cluster.hosts, "vm").map_err(invalid_snapshot)?;
@@ -262,17 +274,24 @@ async fn over_inline_hosts(
         let decision =
             pipeline::schedule(&prepared.policy, &inventory, &pick).map_err(schedule_error)?;
         let answer = ScheduleAnswer::new(facts, request.vm.id, decision);
-        Ok((to_json(&answer)?, answer.chosen_host))
+        let text = to_json(&answer)?;
+        let logged = match answer.decision_id {
+            Some(_) => Some(Logged::schedule(&answer, &text)?),
+            None => None,
+        };
+        Ok((text, logged, answer.chosen_host))
     })
     .await?;
-    if let Some(entry) = log_entry(
-        &log,
-        DecisionKind::Schedule,
-        Some(vm_id),
-        host_id,
-        text.clone(),
-        Vec::new(),
-    ) {
+    if let Some(entry) = logged.and_then(|logged| {
+        log_entry(
+            &log,
+            DecisionKind::Schedule,
+            Some(vm_id),
+            host_id,
+            logged,
+            Vec::new(),
+        )
+    }) {
         record(state, entry).await?;
     }
     Ok(text)
@@ -326,7 +345,7 @@ async fn over_held_inventory(
                 .picks
                 .first()
                 .and_then(|p| p.host_id.clone()),
-            text.clone(),
+            Logged::whole(text.clone()),
             decided
                 .outcome
                 .claims
@@ -373,7 +392,7 @@ async fn over_held_inventory(
         (status = 404, description = "The cluster", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
         (status = 409, description = "`no_inventory`: no hosts inline and none held", body = ErrorBody),
-        (status = 422, description = "`no_balance_unit`, `invalid_snapshot`, `invalid_candidates`, `balance_failed`, `filter_failed`", body = ErrorBody),
+        (status = 422, description = "`no_balance_unit`, `invalid_snapshot`, `invalid_candidates`, `balance_failed`, `filter_failed`, `score_failed`", body = ErrorBody),
         (status = 503, description = "`cluster_busy` (the cluster has too many decisions in progress, or, over the held inventory, its lock was not free in time), `overloaded` (a unit was starved of CPU by a busy machine); with `Retry-After`", body = ErrorBody),
     ))]
 pub async fn balance_cluster(
@@ -413,7 +432,7 @@ pub async fn balance_cluster(
                 })?,
         ),
     };
-    let (text, vm_id, destination) = blocking(&admission, move || {
+    let (text, logged, vm_id, destination) = blocking(&admission, move || {
         let (inventory, candidates) = match held {
             Some(held) => held,
             None => {
@@ -448,17 +467,24 @@ pub async fn balance_cluster(
             .and_then(|h| decision.explain.schedule.as_ref().map(|s| s.host_id(h)));
         let answer =
             BalanceAnswer::new(facts, vm_id.clone(), destination.clone(), decision.explain);
-        Ok((to_json(&answer)?, vm_id, destination))
+        let text = to_json(&answer)?;
+        let logged = match answer.decision_id {
+            Some(_) => Some(Logged::balance(&answer, &text)?),
+            None => None,
+        };
+        Ok((text, logged, vm_id, destination))
     })
     .await?;
-    if let Some(entry) = log_entry(
-        &log,
-        DecisionKind::Balance,
-        vm_id,
-        destination,
-        text.clone(),
-        Vec::new(),
-    ) {
+    if let Some(entry) = logged.and_then(|logged| {
+        log_entry(
+            &log,
+            DecisionKind::Balance,
+            vm_id,
+            destination,
+            logged,
+            Vec::new(),
+        )
+    }) {
         record(&state, entry).await?;
     }
     Ok(json_response(text))
