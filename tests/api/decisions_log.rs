@@ -72,6 +72,12 @@ async fn a_large_decision_is_logged_as_a_bounded_row_and_its_answer_kept_apart()
     ] {
         let reply = admin.get(&path).await;
         let page = expect_status(&reply, 200);
+        // The figures docs/security.md quotes.
+        eprintln!(
+            "{LARGE_HOSTS} inline hosts: answer {} bytes; {path}: {} bytes",
+            text.len(),
+            reply.body.len()
+        );
         assert!(
             reply.body.len() < SMALL_BODY_BYTES,
             "{path}: {} bytes",

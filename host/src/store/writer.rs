@@ -21,7 +21,7 @@
 //!
 //! The decisions log's one retention rule (per cluster: count and age; the
 //! whole log: a byte budget) is applied here, in the transaction that
-//! logged ([`retain`]).
+//! logged (`retain`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
