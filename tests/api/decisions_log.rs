@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::support::{Api, Client, expect_status};
 
 /// Hosts in the large decision: enough for a multi-megabyte answer
-/// (about 470 bytes per host), few enough to stay quick.
+/// (about 500 bytes per host), few enough to stay quick.
 const LARGE_HOSTS: usize = 20_000;
 
 /// Largest listing body accepted for one decision: the summary row is a
