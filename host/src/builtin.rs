@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use crate::pipeline::{Combination, Position};
+use crate::pipeline::{Combination, DEFAULT_WEIGHT_ON_FAILURE, OnFailure, Position};
 
 /// A unit shipped inside the binary; every one is in [`UNITS`], ordered by
 /// package name. Every built-in policy file is in [`POLICY_FILES`] as (file
@@ -57,6 +57,14 @@ pub struct BuiltinFilter {
 pub struct BuiltinWeight {
     pub unit: String,
     pub factor: u32,
+    /// What the weight's failure does to a decision; `fail_open` when
+    /// absent (`pipeline::DEFAULT_WEIGHT_ON_FAILURE`).
+    #[serde(default = "weight_on_failure")]
+    pub on_failure: OnFailure,
+}
+
+fn weight_on_failure() -> OnFailure {
+    DEFAULT_WEIGHT_ON_FAILURE
 }
 
 impl BuiltinPolicy {

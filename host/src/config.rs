@@ -42,6 +42,11 @@ pub const DEFAULT_COMPILE_MEMORY_MIB: u64 = 4096;
 /// placements for one cluster; explain records are a few kilobytes each.
 pub const DEFAULT_DECISIONS_RETAINED: u32 = 1000;
 
+/// Byte budget of the whole decisions log, MiB: see
+/// [`crate::store::decisions::DEFAULT_LOG_MAX_BYTES`] for the reason.
+pub const DEFAULT_DECISIONS_MAX_MIB: u64 =
+    crate::store::decisions::DEFAULT_LOG_MAX_BYTES / MIB as u64;
+
 /// How long shutdown waits for requests in flight, seconds, before it
 /// stops waiting and closes the store anyway. A decision takes
 /// milliseconds; an upload compile is bounded by the compile timeout.
@@ -125,6 +130,12 @@ pub struct ServeArgs {
     /// Decisions kept per cluster in the decisions log.
     #[arg(long, env = "SANDPIPER_DECISIONS_RETAINED", default_value_t = DEFAULT_DECISIONS_RETAINED)]
     pub decisions_retained: u32,
+
+    /// Bytes the whole decisions log may take, MiB: the full answers of
+    /// large decisions are dropped first, oldest first, then the oldest
+    /// decisions.
+    #[arg(long, env = "SANDPIPER_DECISIONS_MAX_MIB", default_value_t = DEFAULT_DECISIONS_MAX_MIB)]
+    pub decisions_max_mib: u64,
 
     /// Seconds shutdown waits for requests in flight.
     #[arg(long, env = "SANDPIPER_SHUTDOWN_GRACE_SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE_SECS)]
@@ -246,6 +257,11 @@ impl ServeArgs {
     /// The per-call limits of every unit.
     pub fn unit_limits(&self) -> Limits {
         self.limits.limits()
+    }
+
+    /// The decisions log's byte budget.
+    pub fn decision_log_bytes(&self) -> u64 {
+        self.decisions_max_mib.saturating_mul(MIB as u64)
     }
 
     pub fn shutdown_grace(&self) -> Duration {

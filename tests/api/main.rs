@@ -9,7 +9,9 @@
 //! start, the languages' uploads) stays in `tests/e2e`.
 
 mod bad_input;
+mod decisions_log;
 mod openapi;
 mod roles;
 mod support;
 mod units;
+mod weights;

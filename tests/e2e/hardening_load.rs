@@ -7,7 +7,8 @@
 //!   send their headers but not yet their bodies (a decision is admitted
 //!   before its body is read), so nothing here depends on timing.
 //! * A fail-open weight that answers NaN leaves the decision `degraded`,
-//!   in the answer and in the decisions log.
+//!   in the answer and in the decisions log; a fail-closed one fails the
+//!   request with 422 `score_failed` naming it.
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -169,16 +170,20 @@ fn hostile_wasm() -> &'static [u8] {
     })
 }
 
-/// A policy whose only unit is the hostile unit, as a (fail-open) weight
-/// answering NaN for the first host.
-fn nan_policy(admin: &Client, unit_id: &str, name: &str) -> String {
+/// A policy whose only unit is the hostile unit, as a weight answering
+/// NaN for the first host, failing as `on_failure` says (the default when
+/// `None`).
+fn nan_policy(admin: &Client, unit_id: &str, name: &str, on_failure: Option<&str>) -> String {
     let policy = expect_status(
         &admin.post("/api/v1/schedulingpolicies", &json!({ "name": name })),
         201,
     );
     let id = policy["id"].as_str().expect("id").to_owned();
     let policy_path = format!("/api/v1/schedulingpolicies/{id}");
-    let body = json!({ "scheduling_policy_unit": { "id": unit_id } });
+    let mut body = json!({ "scheduling_policy_unit": { "id": unit_id } });
+    if let Some(on_failure) = on_failure {
+        body["on_failure"] = json!(on_failure);
+    }
     expect_status(&admin.post(&format!("{policy_path}/weights"), &body), 201);
     expect_status(
         &admin.put(
@@ -201,7 +206,7 @@ fn a_failing_weight_degrades_the_decision_visibly() {
     );
     let unit_id = unit["id"].as_str().expect("id");
 
-    let open = nan_policy(&admin, unit_id, "nan-open");
+    let open = nan_policy(&admin, unit_id, "nan-open", None);
     let cluster_path = cluster(&admin, "degraded", Some(&open));
     let answer = expect_status(
         &admin.post(
@@ -223,4 +228,21 @@ fn a_failing_weight_degrades_the_decision_visibly() {
         200,
     );
     assert_eq!(answer["degraded"], json!([]));
+
+    // Fail-closed: the request fails, naming the weight, and nothing is
+    // logged.
+    let closed = nan_policy(&admin, unit_id, "nan-closed", Some("fail_closed"));
+    let strict = cluster(&admin, "strict", Some(&closed));
+    let refused = admin.post(&format!("{strict}/schedule"), &schedule_body("vm-4", 3));
+    assert_eq!(
+        (refused.status, refused.code().as_str()),
+        (422, "score_failed"),
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    let details = &refused.json()["error"]["details"];
+    assert_eq!(details["unit"], "Hostile");
+    assert_eq!(details["unit_error"], "invalid_output");
+    let logged = expect_status(&admin.get(&format!("{strict}/decisions")), 200);
+    assert_eq!(logged, json!([]));
 }

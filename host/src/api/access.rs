@@ -150,6 +150,11 @@ pub const ROUTES: &[RouteAccess] = &[
         "/api/v1/clusters/{id}/decisions/{decision_id}",
         READER,
     ),
+    route(
+        Method::GET,
+        "/api/v1/clusters/{id}/decisions/{decision_id}/answer",
+        READER,
+    ),
     // Held inventories, claims and the decisions log (crate::placement).
     route(Method::PUT, "/api/v1/clusters/{id}/inventory", ENGINE),
     route(Method::GET, "/api/v1/clusters/{id}/inventory", READER),

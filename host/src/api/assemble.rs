@@ -54,7 +54,7 @@ pub fn assemble(
     for w in record.weights.iter().filter(|w| !skip.contains(&w.unit_id)) {
         let unit = get(w.unit_id)?;
         units.push(Arc::clone(&unit));
-        builder = builder.score(unit, w.factor);
+        builder = builder.score_with(unit, w.factor, w.on_failure);
     }
     if let Some(id) = record.balance.filter(|id| !skip.contains(id)) {
         let unit = get(id)?;

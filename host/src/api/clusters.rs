@@ -82,10 +82,14 @@ pub struct DecisionEntry {
     /// The host chosen, if any.
     pub host_id: Option<String>,
     pub created_at: String,
-    /// The answer as it was returned, explain record included.
+    /// The answer as it was returned, explain record included; for a large
+    /// answer, its bounded summary (explain summary, best hosts only).
     #[schema(value_type = Object)]
     pub answer: Box<serde_json::value::RawValue>,
     pub href: String,
+    /// Set when `answer` is a summary: where the answer as returned is,
+    /// while the decisions log's byte budget keeps it.
+    pub full_answer: Option<String>,
 }
 
 /// How many decisions to list.
@@ -99,6 +103,15 @@ pub struct DecisionsQuery {
 
 pub(crate) fn cluster_href(id: Uuid) -> String {
     format!("/api/v1/clusters/{id}")
+}
+
+pub(crate) fn decision_href(d: &DecisionRecord) -> String {
+    format!("{}/decisions/{}", cluster_href(d.cluster_id), d.id)
+}
+
+/// Where a summarized decision's answer as returned is kept.
+pub(crate) fn full_answer_href(d: &DecisionRecord) -> Option<String> {
+    d.summarized.then(|| format!("{}/answer", decision_href(d)))
 }
 
 async fn view(conn: &mut Db, c: &ClusterRecord) -> Result<Cluster, ApiError> {
@@ -344,10 +357,12 @@ pub async fn delete_cluster(
 }
 
 fn decision_view(d: DecisionRecord) -> Result<DecisionEntry, ApiError> {
+    let (href, full_answer) = (decision_href(&d), full_answer_href(&d));
     let answer = serde_json::value::RawValue::from_string(d.answer)
         .map_err(|e| ApiError::Internal(format!("stored decision {} is not JSON: {e}", d.id)))?;
     Ok(DecisionEntry {
-        href: format!("{}/decisions/{}", cluster_href(d.cluster_id), d.id),
+        href,
+        full_answer,
         id: d.id,
         kind: d.kind.name().to_owned(),
         vm_id: d.vm_id,

@@ -131,6 +131,17 @@ pub fn schedule_error(e: ScheduleError, instance: Option<&str>) -> ApiError {
             ref unit,
             ref failed,
         } => ApiError::overloaded(unit, failed),
+        ScheduleError::ScoreFailed {
+            ref unit,
+            ref failed,
+        } => ApiError::Unprocessable {
+            code: "score_failed",
+            details: json!({ "unit": unit, "unit_error": failed.error.code(), "instance": instance }),
+            message: match instance {
+                Some(instance) => format!("instance `{instance}`: {e}"),
+                None => e.to_string(),
+            },
+        },
         ScheduleError::FilterFailed {
             ref unit,
             ref failed,

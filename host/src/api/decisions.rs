@@ -1,21 +1,29 @@
 //! `GET /api/v1/decisions`: the decisions log across clusters, filtered by
 //! cluster, VM and time, newest first, each decision with its answer
-//! (explain record included) and the claims it made.
+//! (explain record included; a bounded summary for a large answer) and the
+//! claims it made; and `GET /api/v1/clusters/{id}/decisions/{decision_id}/answer`,
+//! a decision's answer exactly as it was returned, kept apart from a
+//! summarized row so that listing never reads it.
 //!
 //! A VM matches a decision that placed it, proposed to move it, or claimed
 //! resources for it (each instance of a multi-instance request has its own
 //! claim). Retention is bounded by count per cluster and by age (see
-//! `crate::store::decisions::Retention`).
+//! `crate::store::decisions::Retention`), and the whole log by a byte
+//! budget (`sandpiper serve --decisions-max-mib`) that drops the full
+//! answers of summarized decisions first, oldest first, then the oldest
+//! decisions.
 
 use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::AppState;
-use super::clusters::cluster_href;
+use super::clusters::{decision_href, full_answer_href};
 use super::error::{ApiError, ErrorBody};
-use super::extract::Query;
+use super::extract::{Path, Query};
 use crate::store::decisions::{DecisionQuery, DecisionWithClaims};
 use crate::time::Timestamp;
 
@@ -62,10 +70,14 @@ pub struct LoggedDecisionEntry {
     pub created_at: String,
     /// The claims the decision made (none for a decision over inline hosts).
     pub claims: Vec<DecisionClaim>,
-    /// The answer as it was returned, with its explain record.
+    /// The answer as it was returned, with its explain record; for a large
+    /// answer, its bounded summary (explain summary, best hosts only).
     #[schema(value_type = Object)]
     pub answer: Box<serde_json::value::RawValue>,
     pub href: String,
+    /// Set when `answer` is a summary: where the answer as returned is,
+    /// while the decisions log's byte budget keeps it.
+    pub full_answer: Option<String>,
 }
 
 /// The decisions found.
@@ -117,11 +129,13 @@ pub async fn list(
         .into_iter()
         .map(|DecisionWithClaims { record, claims }| {
             let id = record.id;
+            let (href, full_answer) = (decision_href(&record), full_answer_href(&record));
             let answer = serde_json::value::RawValue::from_string(record.answer).map_err(|e| {
                 ApiError::Internal(format!("stored decision {id} is not JSON: {e}"))
             })?;
             Ok(LoggedDecisionEntry {
-                href: format!("{}/decisions/{id}", cluster_href(record.cluster_id)),
+                href,
+                full_answer,
                 id,
                 cluster_id: record.cluster_id,
                 kind: record.kind.name().to_owned(),
@@ -137,4 +151,39 @@ pub async fn list(
         })
         .collect::<Result<Vec<_>, ApiError>>()?;
     Ok(axum::Json(DecisionPage { decisions }))
+}
+
+/// A decision's answer exactly as it was returned to the engine, explain
+/// record included: for a large answer, whose log row holds a summary, the
+/// full answer kept apart while the decisions log's byte budget keeps it
+/// (the oldest such answers are dropped first).
+#[utoipa::path(get, path = "/api/v1/clusters/{id}/decisions/{decision_id}/answer", tag = "clusters",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Cluster id"), ("decision_id" = Uuid, Path, description = "Decision id")),
+    responses(
+        (status = 200, description = "The answer as it was returned: a `ScheduleAnswer`, `HeldScheduleAnswer` or `BalanceAnswer`", content_type = "application/json"),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 404, description = "`not_found`: no such decision of the cluster, or its full answer was dropped by the log's byte budget", body = ErrorBody),
+    ))]
+pub async fn full_answer(
+    State(state): State<AppState>,
+    Path((id, decision_id)): Path<(Uuid, Uuid)>,
+) -> Result<Response, ApiError> {
+    let found = state
+        .store()
+        .read()
+        .await?
+        .full_answer(decision_id)
+        .await?
+        .filter(|f| f.cluster_id == id)
+        .ok_or_else(|| ApiError::NotFound {
+            resource: "decision",
+            id: decision_id.to_string(),
+        })?;
+    let answer = found.answer.ok_or_else(|| ApiError::NotFound {
+        resource: "full answer of decision",
+        id: decision_id.to_string(),
+    })?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], answer).into_response())
 }

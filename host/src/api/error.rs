@@ -210,6 +210,7 @@ pub const ERROR_CODES: &[&str] = &[
     "invalid_snapshot",
     "invalid_candidates",
     "filter_failed",
+    "score_failed",
     "balance_failed",
     "no_balance_unit",
     "internal",

@@ -23,7 +23,7 @@ use super::types::{
     IdRef, NamedRef, Property, check_name, properties_to_values, values_to_properties,
 };
 use super::{AppState, location};
-use crate::pipeline::{Combination, DEFAULT_FACTOR, OnFailure};
+use crate::pipeline::{Combination, DEFAULT_FACTOR, DEFAULT_WEIGHT_ON_FAILURE, OnFailure};
 use crate::store::policies::{FilterLink, PolicyRecord, WeightLink, position_number};
 use crate::store::{self, Db};
 
@@ -57,13 +57,15 @@ impl From<Combination> for CombinationMode {
     }
 }
 
-/// What a failing filter does to a decision.
+/// What a failing filter or weight does to a decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureMode {
-    /// The decision fails (a constraint that cannot be checked is not met).
+    /// The decision fails (a constraint that cannot be checked is not met;
+    /// a weight the policy insists on is not dropped).
     FailClosed,
-    /// The filter is skipped and the failure recorded in the explain record.
+    /// The unit is skipped and the failure recorded in the explain record
+    /// and the answer's `degraded` list.
     FailOpen,
 }
 
@@ -131,6 +133,10 @@ pub struct Weight {
     pub scheduling_policy_unit: NamedRef,
     /// How much the unit counts; 0 disables it without removing it.
     pub factor: u32,
+    /// `fail_open`: a failing unit is left out of the totals and listed in
+    /// the answer's `degraded`; `fail_closed`: the request fails with 422
+    /// `score_failed`.
+    pub on_failure: FailureMode,
     pub href: String,
 }
 
@@ -211,6 +217,10 @@ pub struct WeightAdd {
     /// At least 0; defaults to 1 (oVirt's REST default).
     #[serde(default)]
     pub factor: Option<i64>,
+    /// Defaults to `fail_open` (a failing weight is left out and the
+    /// decision is `degraded`); `fail_closed` fails the request instead.
+    #[serde(default)]
+    pub on_failure: Option<FailureMode>,
 }
 
 /// A unit to add as the balance unit.
@@ -248,6 +258,7 @@ fn weight_view(policy: Uuid, w: &WeightLink, names: &HashMap<Uuid, String>) -> W
         id: w.unit_id,
         scheduling_policy_unit: unit_ref(w.unit_id, names),
         factor: w.factor,
+        on_failure: w.on_failure.into(),
         href: format!("{}/weights/{}", policy_href(policy), w.unit_id),
     }
 }
@@ -766,7 +777,13 @@ pub async fn add_weight(
     let mut policy = load(&mut tx, id).await?;
     ensure_unlocked(&policy)?;
     joinable_unit(&mut tx, unit_id).await?;
-    let link = WeightLink { unit_id, factor };
+    let link = WeightLink {
+        unit_id,
+        factor,
+        on_failure: body
+            .on_failure
+            .map_or(DEFAULT_WEIGHT_ON_FAILURE, Into::into),
+    };
     policy.weights.push(link);
     let names = tx.unit_names().await?;
     check_and_save(&state, tx, &policy, false).await?;

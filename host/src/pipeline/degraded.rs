@@ -1,5 +1,6 @@
 //! Degraded decisions: a decision that went ahead although a unit failed
-//! (a fail-open filter skipped, a weight left out of the totals).
+//! (a fail-open filter skipped, a fail-open weight, the default, left out
+//! of the totals; a fail-closed one fails the request instead).
 //! Such a decision answers 200, so the failure must be visible at the top
 //! of the answer and in the decisions log, not only deep in the explain
 //! record, and counted so that an operator sees a unit going bad.
@@ -137,7 +138,7 @@ mod tests {
     use sandpiper_guest::native::NativeUnit;
 
     use super::*;
-    use crate::pipeline::{OnFailure, Policy, Position, ScheduleRequest, schedule};
+    use crate::pipeline::{OnFailure, Policy, Position, ScheduleError, ScheduleRequest, schedule};
     use crate::snapshot::{Host, Snapshot};
     use crate::unit::Unit;
 
@@ -220,6 +221,30 @@ mod tests {
                 .iter()
                 .any(|(r, k, _)| (*r, *k) == ("score", "invalid_output"))
         );
+    }
+
+    #[test]
+    fn a_failing_fail_closed_weight_fails_the_decision_naming_it() {
+        let policy = Policy::builder()
+            .score_with(unit("Nan", nan), 1, OnFailure::FailClosed)
+            .score(unit("Fine", flat), 1)
+            .build()
+            .expect("valid");
+        let error = schedule(&policy, &inventory(), &ScheduleRequest::default())
+            .expect_err("a fail-closed weight failed");
+        let ScheduleError::ScoreFailed { unit: name, failed } = error else {
+            panic!("not a weight's failure: {error}");
+        };
+        assert_eq!(name, "Nan");
+        assert_eq!(failed.error.code(), "invalid_output");
+        // The default fails open: the same unit is left out and listed.
+        let open = Policy::builder()
+            .score(unit("Nan", nan), 1)
+            .score(unit("Fine", flat), 1)
+            .build()
+            .expect("valid");
+        let decision = schedule(&open, &inventory(), &ScheduleRequest::default()).expect("decides");
+        assert_eq!(decision.explain.degraded().len(), 1);
     }
 
     #[test]

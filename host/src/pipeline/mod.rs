@@ -34,7 +34,7 @@ pub use params::{
     unit_params,
 };
 pub use policy::{
-    Combination, DEFAULT_FACTOR, FilterStep, OnFailure, Policy, PolicyBuilder, PolicyError,
-    Position, ScoreStep, only_declared,
+    Combination, DEFAULT_FACTOR, DEFAULT_WEIGHT_ON_FAILURE, FilterStep, OnFailure, Policy,
+    PolicyBuilder, PolicyError, Position, ScoreStep, only_declared,
 };
 pub use schedule::{Decision, Ranked, ScheduleError, ScheduleRequest, schedule};

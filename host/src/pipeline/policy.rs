@@ -22,17 +22,27 @@ pub enum Position {
     Last,
 }
 
-/// What a failing filter (trap, limit, invalid output) does to the decision.
+/// What a failing unit (trap, limit, invalid output) does to the decision,
+/// chosen per filter and per weight. The default is a filter's
+/// ([`OnFailure::FailClosed`]); a weight's is [`DEFAULT_WEIGHT_ON_FAILURE`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OnFailure {
-    /// The decision fails: a constraint that cannot be checked is not met.
+    /// The decision fails: a constraint that cannot be checked is not met,
+    /// and a preference the policy insists on is not silently dropped.
     #[default]
     FailClosed,
-    /// The filter is skipped, as oVirt does with external filters, and the
-    /// failure is recorded in the explain record.
+    /// The unit is skipped, as oVirt does with external filters and
+    /// weights, and the failure is recorded in the explain record and the
+    /// answer's `degraded` list.
     FailOpen,
 }
+
+/// What a failing weight does unless the policy says otherwise: fail open,
+/// as oVirt treats weights and as every weight did before the choice
+/// existed. A weight only orders hosts every filter accepted, so deciding
+/// without it still places the VM somewhere it fits.
+pub const DEFAULT_WEIGHT_ON_FAILURE: OnFailure = OnFailure::FailOpen;
 
 /// How the score units' answers become one total per host.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -73,6 +83,8 @@ pub struct FilterStep {
 pub struct ScoreStep {
     pub unit: Arc<dyn Unit>,
     pub factor: u32,
+    /// What the unit's failure does to the decision.
+    pub on_failure: OnFailure,
 }
 
 /// The factor a score unit gets when none is given (oVirt's REST default).
@@ -285,9 +297,20 @@ impl PolicyBuilder {
         self
     }
 
-    /// Adds a score unit with weight `factor`.
-    pub fn score(mut self, unit: Arc<dyn Unit>, factor: u32) -> Self {
-        self.scores.push(ScoreStep { unit, factor });
+    /// Adds a score unit with weight `factor`, failing open
+    /// ([`DEFAULT_WEIGHT_ON_FAILURE`]).
+    pub fn score(self, unit: Arc<dyn Unit>, factor: u32) -> Self {
+        self.score_with(unit, factor, DEFAULT_WEIGHT_ON_FAILURE)
+    }
+
+    /// Adds a score unit with weight `factor` and the given failure
+    /// behaviour.
+    pub fn score_with(mut self, unit: Arc<dyn Unit>, factor: u32, on_failure: OnFailure) -> Self {
+        self.scores.push(ScoreStep {
+            unit,
+            factor,
+            on_failure,
+        });
         self
     }
 

@@ -14,8 +14,9 @@
 //!   exactly when the filters were strict).
 //! * Otherwise every score unit with a factor above 0 is called; one that
 //!   fails or answers something unusable (wrong length, a non-finite value)
-//!   is skipped and recorded. Scores combine by rank or normalised (see
-//!   `combine`), the highest total wins.
+//!   is skipped and recorded when fail-open (a weight's default), and ends
+//!   the decision with an error naming it when fail-closed. Scores combine
+//!   by rank or normalised (see `combine`), the highest total wins.
 //! * **Ties** go to the candidate that comes first in candidate order — the
 //!   order of the request's `candidates`, or host order when it gives none.
 //!   Filters keep that order, so a caller that wants a different preference
@@ -81,6 +82,10 @@ pub enum ScheduleError {
     TooManyHosts { host_count: usize },
     #[error("filter `{unit}` failed and the policy fails closed on it: {}", failed.error)]
     FilterFailed { unit: String, failed: Failed },
+    /// A weight the policy fails closed on failed (trap, limit, NaN or
+    /// infinite score, wrong length).
+    #[error("weight `{unit}` failed and the policy fails closed on it: {}", failed.error)]
+    ScoreFailed { unit: String, failed: Failed },
     /// A unit (any role, fail-open or not) hit its deadline because the
     /// machine starved it of CPU (`UnitError::Overloaded`). Deciding
     /// without it would make the machine's load a policy verdict, so the
@@ -276,6 +281,10 @@ pub fn schedule(
             Err(failed) if failed.error.is_overload() => {
                 let unit = info.name.clone();
                 return Err(ScheduleError::Overloaded { unit, failed });
+            }
+            Err(failed) if step.on_failure == OnFailure::FailClosed => {
+                let unit = info.name.clone();
+                return Err(ScheduleError::ScoreFailed { unit, failed });
             }
             Err(failed) => {
                 let failure = FailureRecord::from(&failed);

@@ -171,6 +171,7 @@ fn policy_record(
         weights.push(WeightLink {
             unit_id: find(&weight.unit)?,
             factor: weight.factor,
+            on_failure: weight.on_failure,
         });
     }
     Ok(PolicyRecord {

@@ -131,6 +131,7 @@ impl Server {
                 path: args.db.clone(),
                 source,
             })?;
+        store.set_decision_log_budget(args.decision_log_bytes());
         tracing::info!(db = %args.db.display(), "store open, migrations applied");
 
         match auth::bootstrap_admin(&store, &args.db, admin_token).await? {

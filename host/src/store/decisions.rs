@@ -1,10 +1,18 @@
 //! The decisions log: what was decided for a cluster and why (the explain
 //! record), with the claims each decision made, kept for a bounded number
-//! of decisions per cluster and a bounded time ([`Retention`]).
+//! of decisions per cluster and a bounded time ([`Retention`]), within a
+//! byte budget for the whole log.
+//!
+//! A row is bounded whatever was decided: a large answer (an explain record
+//! over thousands of inline hosts is megabytes) is logged as its summary,
+//! and the answer as returned is kept apart ([`Db::full_answer`]), so that
+//! listing the log never reads it. The byte budget drops those full answers
+//! first, oldest first, and then the oldest rows ([`Db::trim_decision_bytes`]).
 //!
 //! Every decision reaches the log the same way: queued to the store's one
 //! writer ([`super::writer`]), which inserts it with [`Db::insert_decisions`]
-//! and applies the one retention rule, [`Db::trim_decisions`].
+//! and applies the one retention rule (count, age, bytes:
+//! [`super::writer`]'s `retain`).
 
 use std::time::Duration;
 
@@ -12,6 +20,15 @@ use uuid::Uuid;
 
 use super::{Db, ROWS_PER_STATEMENT, StoreError, parse_id, placeholders};
 use crate::time::Timestamp;
+
+/// The byte budget of the whole decisions log unless configured
+/// (`sandpiper serve --decisions-max-mib`). A row holds at most a bounded
+/// summary (a few KiB), so the default count of 1,000 decisions per
+/// cluster is a few MiB per cluster; the rest of 256 MiB keeps the full
+/// answers of the latest large decisions (an inline decision over 10,000
+/// hosts answers about 5 MB, over 100,000 about 47 MB), and bounds the
+/// database file, which the log otherwise dominates.
+pub const DEFAULT_LOG_MAX_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Which question a decision answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,9 +64,12 @@ pub struct DecisionRecord {
     pub vm_id: Option<String>,
     /// The host chosen, if any.
     pub host_id: Option<String>,
-    /// The full answer as returned to the engine (JSON text), explain
-    /// record included.
+    /// The answer as returned to the engine (JSON text), explain record
+    /// included; its bounded summary when `summarized`.
     pub answer: String,
+    /// `answer` is a summary of a larger answer, which
+    /// [`Db::full_answer`] returns while the byte budget keeps it.
+    pub summarized: bool,
     pub created_at: String,
 }
 
@@ -61,11 +81,35 @@ pub struct LoggedDecision {
     pub kind: DecisionKind,
     pub vm_id: Option<String>,
     pub host_id: Option<String>,
-    /// The answer as returned, with a bounded explain record.
+    /// The answer for the log's row: as returned when it is small, else its
+    /// bounded summary (and `full` holds the answer as returned).
     pub answer: String,
+    /// The answer as returned, when `answer` is its summary: stored apart
+    /// from the row, and dropped first when the log is over its budget.
+    pub full: Option<String>,
     /// (VM, host) of every claim the decision made; none for a decision
     /// over inline hosts.
     pub claims: Vec<(String, String)>,
+}
+
+/// A decision's answer as it was returned: the row's own answer, or the
+/// full answer kept apart from a summarized row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FullAnswer {
+    pub cluster_id: Uuid,
+    /// `None` when the row is a summary and its full answer was dropped by
+    /// the byte budget.
+    pub answer: Option<String>,
+}
+
+/// The log's size in bytes (the UTF-8 text of its answers, the bulk of
+/// it), as the byte budget counts it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogBytes {
+    /// The rows' answers (summaries for large decisions).
+    pub rows: u64,
+    /// The full answers kept apart from summarized rows.
+    pub full: u64,
 }
 
 /// How long decisions are kept: the one retention rule of the log.
@@ -109,6 +153,7 @@ struct Row {
     vm_id: Option<String>,
     host_id: Option<String>,
     answer: String,
+    summarized: i64,
     created_at: String,
 }
 
@@ -122,13 +167,14 @@ impl Row {
             vm_id: self.vm_id,
             host_id: self.host_id,
             answer: self.answer,
+            summarized: super::flag(self.summarized),
             created_at: self.created_at,
         })
     }
 }
 
-const SELECT: &str =
-    "SELECT id, cluster_id, kind, vm_id, host_id, answer, created_at FROM decisions";
+const SELECT: &str = "SELECT id, cluster_id, kind, vm_id, host_id, answer, summarized, \
+     created_at FROM decisions";
 
 impl Db {
     /// The cluster's most recent decisions, newest first.
@@ -160,6 +206,40 @@ impl Db {
             .transpose()
     }
 
+    /// The answer decision `id` returned: its row's, or the full answer
+    /// kept apart from its summary. `None` when no such decision is logged.
+    pub async fn full_answer(&mut self, id: Uuid) -> Result<Option<FullAnswer>, StoreError> {
+        let conn = self.sqlite();
+        let row: Option<(String, Option<String>)> = sqlx::query_as(
+            "SELECT d.cluster_id, CASE WHEN d.summarized = 0 THEN d.answer ELSE a.answer END \
+             FROM decisions d LEFT JOIN decision_answers a ON a.decision_id = d.id \
+             WHERE d.id = ?",
+        )
+        .bind(id.to_string())
+        .fetch_optional(conn)
+        .await?;
+        row.map(|(cluster_id, answer)| {
+            Ok(FullAnswer {
+                cluster_id: parse_id(&cluster_id)?,
+                answer,
+            })
+        })
+        .transpose()
+    }
+
+    /// The log's size as the byte budget counts it.
+    pub async fn decision_log_bytes(&mut self) -> Result<LogBytes, StoreError> {
+        let conn = self.sqlite();
+        let (rows, full): (i64, i64) =
+            sqlx::query_as("SELECT row_bytes, full_bytes FROM decision_log_bytes WHERE id = 0")
+                .fetch_one(conn)
+                .await?;
+        Ok(LogBytes {
+            rows: super::unsigned(rows),
+            full: super::unsigned(full),
+        })
+    }
+
     /// Records `decisions` and the claims each made: the only statement
     /// that adds to the log.
     pub async fn insert_decisions(
@@ -169,8 +249,10 @@ impl Db {
         let conn = self.sqlite();
         for chunk in decisions.chunks(ROWS_PER_STATEMENT) {
             let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO decisions (id, cluster_id, kind, vm_id, host_id, answer) VALUES {}",
-                placeholders(chunk.len(), 6)
+                "INSERT INTO decisions \
+                 (id, cluster_id, kind, vm_id, host_id, answer, summarized, answer_bytes) \
+                 VALUES {}",
+                placeholders(chunk.len(), 8)
             )));
             for decision in chunk {
                 query = query
@@ -179,9 +261,25 @@ impl Db {
                     .bind(decision.kind.name())
                     .bind(&decision.vm_id)
                     .bind(&decision.host_id)
-                    .bind(&decision.answer);
+                    .bind(&decision.answer)
+                    .bind(i64::from(decision.full.is_some()))
+                    .bind(text_bytes(&decision.answer));
             }
             query.execute(&mut *conn).await?;
+        }
+        // One statement each: a full answer is megabytes, so batching them
+        // would only build one huge statement.
+        for decision in decisions {
+            if let Some(full) = &decision.full {
+                sqlx::query(
+                    "INSERT INTO decision_answers (decision_id, bytes, answer) VALUES (?, ?, ?)",
+                )
+                .bind(decision.id.to_string())
+                .bind(text_bytes(full))
+                .bind(full)
+                .execute(&mut *conn)
+                .await?;
+            }
         }
         let claims: Vec<(Uuid, &str, &str)> = decisions
             .iter()
@@ -205,8 +303,9 @@ impl Db {
     }
 
     /// Forgets a cluster's decisions beyond the newest `retention.count` and
-    /// those older than `retention.max_age` (their claims go with them):
-    /// the log's one retention rule.
+    /// those older than `retention.max_age` (their claims and full answers
+    /// go with them): the per-cluster part of the log's one retention rule,
+    /// which the writer applies with [`Db::trim_decision_bytes`].
     pub async fn trim_decisions(
         &mut self,
         cluster_id: Uuid,
@@ -237,6 +336,45 @@ impl Db {
         Ok(())
     }
 
+    /// Keeps the whole log (every cluster's) within `max_bytes`: drops the
+    /// full answers kept apart, oldest first, until the log fits, and then,
+    /// if the rows alone are over, the oldest rows (their claims and full
+    /// answers go with them). Costs one lookup when the log fits.
+    pub async fn trim_decision_bytes(&mut self, max_bytes: u64) -> Result<(), StoreError> {
+        let size = self.decision_log_bytes().await?;
+        if size.rows.saturating_add(size.full) <= max_bytes {
+            return Ok(());
+        }
+        let conn = self.sqlite();
+        if size.full > 0 {
+            // Keep the newest full answers that fit beside the rows.
+            let room = max_bytes.saturating_sub(size.rows);
+            sqlx::query(
+                "DELETE FROM decision_answers WHERE rowid IN ( \
+                     SELECT rowid FROM ( \
+                         SELECT rowid, sum(bytes) OVER (ORDER BY rowid DESC) AS newer \
+                         FROM decision_answers) \
+                     WHERE newer > ?)",
+            )
+            .bind(stored_bytes(room))
+            .execute(&mut *conn)
+            .await?;
+        }
+        if size.rows > max_bytes {
+            sqlx::query(
+                "DELETE FROM decisions WHERE rowid IN ( \
+                     SELECT rowid FROM ( \
+                         SELECT rowid, sum(answer_bytes) OVER (ORDER BY rowid DESC) AS newer \
+                         FROM decisions) \
+                     WHERE newer > ?)",
+            )
+            .bind(stored_bytes(max_bytes))
+            .execute(&mut *conn)
+            .await?;
+        }
+        Ok(())
+    }
+
     /// Decisions across clusters matching `query`, newest first, each with
     /// its claims: one statement for the whole page.
     pub async fn decision_page(
@@ -245,7 +383,8 @@ impl Db {
     ) -> Result<Vec<DecisionWithClaims>, StoreError> {
         let conn = self.sqlite();
         let rows: Vec<PageRow> = sqlx::query_as(
-            "SELECT d.id, d.cluster_id, d.kind, d.vm_id, d.host_id, d.answer, d.created_at, \
+            "SELECT d.id, d.cluster_id, d.kind, d.vm_id, d.host_id, d.answer, d.summarized, \
+                    d.created_at, \
                     (SELECT json_group_array(json_array(c.vm_id, c.host_id) ORDER BY c.rowid) \
                      FROM decision_claims c WHERE c.decision_id = d.id) AS claims \
              FROM decisions d \
@@ -265,6 +404,17 @@ impl Db {
         .await?;
         rows.into_iter().map(PageRow::into_entry).collect()
     }
+}
+
+/// The size of `text` as stored (UTF-8 bytes).
+fn text_bytes(text: &str) -> i64 {
+    stored_bytes(text.len() as u64)
+}
+
+/// A byte count as SQLite's signed integer (a count above 2^63 cannot be,
+/// and reads as the largest).
+fn stored_bytes(bytes: u64) -> i64 {
+    i64::try_from(bytes).unwrap_or(i64::MAX)
 }
 
 #[derive(sqlx::FromRow)]
@@ -299,6 +449,7 @@ mod tests {
             vm_id: Some(format!("vm{i}")),
             host_id: Some("h".to_owned()),
             answer: "{}".to_owned(),
+            full: None,
             claims: vec![
                 (format!("vm{i}-1"), "h".to_owned()),
                 (format!("vm{i}-0"), "g".to_owned()),
@@ -435,5 +586,148 @@ mod tests {
             .await
             .expect("page");
         assert!(other.is_empty());
+    }
+
+    /// A decision whose row is a summary and whose full answer, `bytes`
+    /// long, is kept apart.
+    fn large(cluster_id: Uuid, i: usize, bytes: usize) -> LoggedDecision {
+        LoggedDecision {
+            answer: format!("{{\"summary\":{i}}}"),
+            full: Some(format!("{{\"full\":\"{}\"}}", "x".repeat(bytes - 11))),
+            ..decision(cluster_id, i)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_large_answer_is_kept_apart_from_its_summary_row() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, cluster) = store_with_cluster(dir.path()).await;
+        let roomy = Retention {
+            count: 10,
+            max_age: Duration::from_secs(3600),
+        };
+        let big = large(cluster, 0, 100_000);
+        let small = decision(cluster, 1);
+        for d in [&big, &small] {
+            store.log_decision(d.clone(), roomy).await.expect("logged");
+        }
+        let mut conn = store.read().await.expect("read");
+        let listed = conn.cluster_decisions(cluster, 10).await.expect("list");
+        assert_eq!(
+            listed
+                .iter()
+                .map(|d| (d.answer.as_str(), d.summarized))
+                .collect::<Vec<_>>(),
+            [("{}", false), (big.answer.as_str(), true)],
+            "rows hold the summary"
+        );
+        let full = conn.full_answer(big.id).await.expect("read").expect("kept");
+        assert_eq!((full.cluster_id, full.answer), (cluster, big.full.clone()));
+        let whole = conn
+            .full_answer(small.id)
+            .await
+            .expect("read")
+            .expect("kept");
+        assert_eq!(whole.answer.as_deref(), Some("{}"), "a small row is whole");
+        assert_eq!(conn.full_answer(Uuid::new_v4()).await.expect("read"), None);
+        assert_eq!(
+            conn.decision_log_bytes().await.expect("size"),
+            LogBytes {
+                rows: (big.answer.len() + 2) as u64,
+                full: 100_000,
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn the_byte_budget_drops_the_oldest_full_answers_then_the_oldest_rows() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, cluster) = store_with_cluster(dir.path()).await;
+        let roomy = Retention {
+            count: 100,
+            max_age: Duration::from_secs(3600),
+        };
+        // Room for the rows and two full answers of 1,000 bytes, not three.
+        store.set_decision_log_budget(2_500);
+        let logged: Vec<LoggedDecision> = (0..4).map(|i| large(cluster, i, 1_000)).collect();
+        for d in &logged {
+            store.log_decision(d.clone(), roomy).await.expect("logged");
+        }
+        let mut conn = store.read().await.expect("read");
+        let mut kept = Vec::new();
+        for d in &logged {
+            let full = conn
+                .full_answer(d.id)
+                .await
+                .expect("read")
+                .expect("row kept");
+            kept.push(full.answer.is_some());
+        }
+        assert_eq!(
+            kept,
+            [false, false, true, true],
+            "oldest full answers first"
+        );
+        let size = conn.decision_log_bytes().await.expect("size");
+        assert_eq!(size.full, 2_000);
+        drop(conn);
+
+        // Rows alone over the budget: the oldest rows go, with their
+        // claims and full answers.
+        store.set_decision_log_budget(30);
+        store
+            .log_decision(decision(cluster, 9), roomy)
+            .await
+            .expect("logged");
+        let mut conn = store.read().await.expect("read");
+        let rows: Vec<String> = conn
+            .cluster_decisions(cluster, 100)
+            .await
+            .expect("list")
+            .into_iter()
+            .filter_map(|d| d.vm_id)
+            .collect();
+        // Each summary row is 13 bytes and the last one 2: 13 + 13 + 2 fit.
+        assert_eq!(rows, ["vm9", "vm3", "vm2"]);
+        let size = conn.decision_log_bytes().await.expect("size");
+        assert_eq!(size, LogBytes { rows: 28, full: 0 });
+        assert_eq!(count(&mut conn, "decision_answers").await, 0);
+        assert_eq!(count(&mut conn, "decision_claims").await, 6);
+    }
+
+    #[tokio::test]
+    async fn the_log_size_follows_deletions_by_count_age_and_cluster() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, cluster) = store_with_cluster(dir.path()).await;
+        let two = Retention {
+            count: 2,
+            max_age: Duration::from_secs(3600),
+        };
+        for i in 0..4 {
+            store
+                .log_decision(large(cluster, i, 500), two)
+                .await
+                .expect("logged");
+        }
+        let mut conn = store.read().await.expect("read");
+        let size = conn.decision_log_bytes().await.expect("size");
+        assert_eq!(
+            size,
+            LogBytes {
+                rows: 26,
+                full: 1_000
+            },
+            "count trims"
+        );
+        drop(conn);
+        let mut tx = store.write().await.expect("write");
+        tx.delete_cluster(cluster).await.expect("deleted");
+        tx.commit().await.expect("commit");
+        let mut conn = store.read().await.expect("read");
+        assert_eq!(
+            conn.decision_log_bytes().await.expect("size"),
+            LogBytes::default(),
+            "cascades count too"
+        );
     }
 }

@@ -233,6 +233,13 @@ impl Store {
         self.submit((decision, retention)).wait().await
     }
 
+    /// Sets the decisions log's byte budget (the whole log, every
+    /// cluster's; `decisions::DEFAULT_LOG_MAX_BYTES` until set): the
+    /// store's writer keeps the log within it from its next decision on.
+    pub fn set_decision_log_budget(&self, max_bytes: u64) {
+        self.writer.set_max_log_bytes(max_bytes);
+    }
+
     /// Checks that the database answers.
     pub async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;

@@ -43,6 +43,9 @@ pub struct FilterLink {
 pub struct WeightLink {
     pub unit_id: Uuid,
     pub factor: u32,
+    /// What the weight's failure does to a decision
+    /// (`pipeline::DEFAULT_WEIGHT_ON_FAILURE` unless chosen).
+    pub on_failure: OnFailure,
 }
 
 /// The columns of a policy's own row.
@@ -140,18 +143,19 @@ async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<PolicyRecord,
         })
     })
     .collect::<Result<Vec<_>, StoreError>>()?;
-    let weights = sqlx::query_as::<_, (String, i64)>(
-        "SELECT unit_id, factor FROM policy_weights WHERE policy_id = ? ORDER BY rowid",
+    let weights = sqlx::query_as::<_, (String, i64, String)>(
+        "SELECT unit_id, factor, on_failure FROM policy_weights WHERE policy_id = ? ORDER BY rowid",
     )
     .bind(&row.id)
     .fetch_all(&mut *conn)
     .await?
     .into_iter()
-    .map(|(unit_id, factor)| {
+    .map(|(unit_id, factor, on_failure)| {
         Ok(WeightLink {
             unit_id: parse_id(&unit_id)?,
             factor: u32::try_from(factor)
                 .map_err(|_| StoreError::Corrupt(format!("factor {factor}")))?,
+            on_failure: on_failure_from_name(&on_failure)?,
         })
     })
     .collect::<Result<Vec<_>, StoreError>>()?;
@@ -293,12 +297,16 @@ impl Db {
             .await?;
         }
         for weight in &policy.weights {
-            sqlx::query("INSERT INTO policy_weights (policy_id, unit_id, factor) VALUES (?, ?, ?)")
-                .bind(&id)
-                .bind(weight.unit_id.to_string())
-                .bind(i64::from(weight.factor))
-                .execute(&mut *conn)
-                .await?;
+            sqlx::query(
+                "INSERT INTO policy_weights (policy_id, unit_id, factor, on_failure) \
+                 VALUES (?, ?, ?, ?)",
+            )
+            .bind(&id)
+            .bind(weight.unit_id.to_string())
+            .bind(i64::from(weight.factor))
+            .bind(on_failure_name(weight.on_failure))
+            .execute(&mut *conn)
+            .await?;
         }
         if let Some(unit_id) = policy.balance {
             sqlx::query("INSERT INTO policy_balances (policy_id, unit_id) VALUES (?, ?)")

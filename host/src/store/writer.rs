@@ -18,8 +18,14 @@
 //!
 //! If a transaction fails, each of its jobs is applied again on its own,
 //! so one bad job (a claim for a cluster deleted meanwhile) fails alone.
+//!
+//! The decisions log's one retention rule (per cluster: count and age; the
+//! whole log: a byte budget) is applied here, in the transaction that
+//! logged (`retain`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use sqlx::SqlitePool;
@@ -27,9 +33,9 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::claims::{ClaimRow, ClaimWrites};
-use super::decisions::{LoggedDecision, Retention};
+use super::decisions::{DEFAULT_LOG_MAX_BYTES, LoggedDecision, Retention};
 use super::inventory::{HostWrite, InventoryWrites};
-use super::{StoreError, begin};
+use super::{Db, StoreError, begin};
 use crate::time::Timestamp;
 
 /// Most queued jobs applied in one transaction. Large enough to absorb a
@@ -92,14 +98,26 @@ struct Job {
 #[derive(Clone, Debug)]
 pub(super) struct Queue {
     jobs: mpsc::UnboundedSender<Job>,
+    /// The decisions log's byte budget, read at every batch that logs.
+    max_log_bytes: Arc<AtomicU64>,
 }
 
 impl Queue {
     /// Starts the writer on the current tokio runtime.
     pub(super) fn start(pool: SqlitePool) -> Queue {
         let (jobs, queued) = mpsc::unbounded_channel();
-        tokio::spawn(write_loop(pool, queued));
-        Queue { jobs }
+        let max_log_bytes = Arc::new(AtomicU64::new(DEFAULT_LOG_MAX_BYTES));
+        tokio::spawn(write_loop(pool, queued, Arc::clone(&max_log_bytes)));
+        Queue {
+            jobs,
+            max_log_bytes,
+        }
+    }
+
+    /// Sets the decisions log's byte budget, applied from the next batch
+    /// that logs a decision.
+    pub(super) fn set_max_log_bytes(&self, bytes: u64) {
+        self.max_log_bytes.store(bytes, Ordering::Relaxed);
     }
 
     /// Queues `rows`; jobs are stored in the order queued.
@@ -147,11 +165,25 @@ impl Trims {
     }
 }
 
-async fn write_loop(pool: SqlitePool, mut queued: mpsc::UnboundedReceiver<Job>) {
+/// What the writer keeps between batches: when each cluster's log was
+/// trimmed, and the log's byte budget.
+struct Retain {
+    trims: Trims,
+    max_log_bytes: Arc<AtomicU64>,
+}
+
+async fn write_loop(
+    pool: SqlitePool,
+    mut queued: mpsc::UnboundedReceiver<Job>,
+    max_log_bytes: Arc<AtomicU64>,
+) {
     let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH_JOBS);
-    let mut trims = Trims::default();
+    let mut keep = Retain {
+        trims: Trims::default(),
+        max_log_bytes,
+    };
     while queued.recv_many(&mut batch, MAX_BATCH_JOBS).await > 0 {
-        let result = write_jobs(&pool, &batch, &mut trims).await;
+        let result = write_jobs(&pool, &batch, &mut keep).await;
         match result {
             Ok(()) => {
                 for job in batch.drain(..) {
@@ -166,7 +198,7 @@ async fn write_loop(pool: SqlitePool, mut queued: mpsc::UnboundedReceiver<Job>) 
                 tracing::warn!(error = %e, jobs = batch.len(), "batch not stored; storing its jobs one by one");
                 for job in batch.drain(..) {
                     let alone = std::slice::from_ref(&job);
-                    let result = write_jobs(&pool, alone, &mut trims)
+                    let result = write_jobs(&pool, alone, &mut keep)
                         .await
                         .map_err(|e| PersistError(e.to_string()));
                     if let Err(e) = &result {
@@ -187,7 +219,7 @@ async fn write_loop(pool: SqlitePool, mut queued: mpsc::UnboundedReceiver<Job>) 
 }
 
 /// Applies `jobs` in one transaction.
-async fn write_jobs(pool: &SqlitePool, jobs: &[Job], trims: &mut Trims) -> Result<(), StoreError> {
+async fn write_jobs(pool: &SqlitePool, jobs: &[Job], keep: &mut Retain) -> Result<(), StoreError> {
     let mut batch = Batch::default();
     for job in jobs {
         job.rows.add_to(&mut batch)?;
@@ -199,19 +231,41 @@ async fn write_jobs(pool: &SqlitePool, jobs: &[Job], trims: &mut Trims) -> Resul
     }
     db.insert_decisions(&batch.decisions).await?;
     let now = Instant::now();
+    let trimmed = retain(&mut db, &batch, keep, now).await?;
+    db.commit().await?;
+    for cluster_id in trimmed {
+        keep.trims.trimmed(cluster_id, now);
+    }
+    Ok(())
+}
+
+/// The decisions log's one retention rule, applied after each batch that
+/// logged: each cluster that logged keeps its newest `count` decisions
+/// younger than `max_age` (when due: see [`Trims`]), and then the whole
+/// log is kept within its byte budget, full answers dropped before rows
+/// (`Db::trim_decision_bytes`, one lookup when it fits, so at every such
+/// batch: one large decision can be most of the budget). Returns the
+/// clusters trimmed.
+async fn retain(
+    db: &mut Db,
+    batch: &Batch,
+    keep: &mut Retain,
+    now: Instant,
+) -> Result<BTreeSet<Uuid>, StoreError> {
     let mut trimmed = BTreeSet::new();
+    if batch.logged.is_empty() {
+        return Ok(trimmed);
+    }
     for (&cluster_id, &(count, retention)) in &batch.logged {
-        if trims.due(cluster_id, count, retention, now) {
+        if keep.trims.due(cluster_id, count, retention, now) {
             db.trim_decisions(cluster_id, retention, Timestamp::now())
                 .await?;
             trimmed.insert(cluster_id);
         }
     }
-    db.commit().await?;
-    for cluster_id in trimmed {
-        trims.trimmed(cluster_id, now);
-    }
-    Ok(())
+    db.trim_decision_bytes(keep.max_log_bytes.load(Ordering::Relaxed))
+        .await?;
+    Ok(trimmed)
 }
 
 #[derive(Default)]

@@ -564,6 +564,32 @@ fn a_failing_score_unit_is_skipped_and_recorded() {
     }
 }
 
+#[test]
+fn a_failing_fail_closed_score_unit_fails_the_decision_naming_it() {
+    let inventory = abc([r#""score": 1"#, r#""score": 3"#, r#""score": 2"#]);
+    for (mode, code) in [
+        ("panic", "trap"),
+        ("loop", "out_of_fuel"),
+        ("nan", "invalid_output"),
+        ("infinite", "invalid_output"),
+        ("wrong-length", "invalid_output"),
+    ] {
+        let policy = Policy::builder()
+            .score_with(hostile(), 10, OnFailure::FailClosed)
+            .score(scripted_higher(), 1)
+            .param(MODE, mode)
+            .build()
+            .expect("valid policy");
+        let error = schedule(&policy, &inventory, &ScheduleRequest::default())
+            .expect_err("a fail-closed weight failed");
+        let ScheduleError::ScoreFailed { unit, failed } = error else {
+            panic!("{mode}: not a weight's failure: {error}");
+        };
+        assert_eq!(unit, hostile().info().name, "{mode}");
+        assert_eq!(failed.error.code(), code, "{mode}");
+    }
+}
+
 // ---- candidates ----
 
 #[test]

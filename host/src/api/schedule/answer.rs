@@ -92,8 +92,8 @@ pub struct ScheduleAnswer<'a> {
     /// Disabled units of the policy that were left out.
     pub skipped_units: Vec<String>,
     /// Units that failed and were left out of the decision (fail-open
-    /// filters, and weights, which always fail open), each once; empty
-    /// when none failed. The decision still answered, so this is where a
+    /// filters and weights; weights fail open unless their policy says
+    /// otherwise), each once; empty when none failed. The decision still answered, so this is where a
     /// failing unit shows.
     pub degraded: Vec<pipeline::Degraded>,
     /// Inline hosts only: every filter's rejections with reasons, every
@@ -246,8 +246,8 @@ pub struct BalanceAnswer {
     pub destination: Option<String>,
     pub skipped_units: Vec<String>,
     /// Units that failed and were left out of the decision (fail-open
-    /// filters, and weights, which always fail open), each once; empty
-    /// when none failed. The decision still answered, so this is where a
+    /// filters and weights; weights fail open unless their policy says
+    /// otherwise), each once; empty when none failed. The decision still answered, so this is where a
     /// failing unit shows.
     pub degraded: Vec<pipeline::Degraded>,
     /// What the balance unit proposed and how the policy decided.

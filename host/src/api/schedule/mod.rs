@@ -22,6 +22,7 @@
 //! with one of the cluster's sandbox slots.
 
 pub mod answer;
+pub mod logged;
 pub mod request;
 pub mod summary;
 
@@ -31,6 +32,7 @@ use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
 use self::answer::{AnswerForm, BalanceAnswer, Facts, ScheduleAnswer, to_json};
+use self::logged::Logged;
 use self::request::{BalanceBody, DecisionQuery, parse_body, source_mismatch};
 use super::AppState;
 use super::decision_error::{invalid_snapshot, placement_error};
@@ -75,16 +77,17 @@ fn facts(cluster_id: Uuid, query: DecisionQuery, prepared: &Prepared) -> Facts {
     }
 }
 
-/// A decision's entry in the decisions log: the answer as returned (for a
-/// placement over the held inventory, its summary form), and the claims it
-/// made. `None` for a dry run, which records nothing. Every decision's
-/// entry is made here.
+/// A decision's entry in the decisions log: the answer as the log keeps
+/// it ([`Logged`]: as returned, or a bounded summary with the answer kept
+/// apart; for a placement over the held inventory, its summary form), and
+/// the claims it made. `None` for a dry run, which records nothing. Every
+/// decision's entry is made here.
 fn log_entry(
     facts: &Facts,
     kind: DecisionKind,
     vm_id: Option<String>,
     host_id: Option<String>,
-    answer: String,
+    answer: Logged,
     claims: Vec<(String, String)>,
 ) -> Option<LoggedDecision> {
     facts.decision_id.map(|id| LoggedDecision {
@@ -93,7 +96,8 @@ fn log_entry(
         kind,
         vm_id,
         host_id,
-        answer,
+        answer: answer.row,
+        full: answer.full,
         claims,
     })
 }
@@ -135,7 +139,7 @@ fn json_response(body: String) -> Response {
         (status = 404, description = "The cluster", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
         (status = 409, description = "`no_inventory`: no hosts inline and none held", body = ErrorBody),
-        (status = 422, description = "`invalid_snapshot`, `invalid_candidates` (naming the field), `filter_failed` (a fail-closed filter failed)", body = ErrorBody),
+        (status = 422, description = "`invalid_snapshot`, `invalid_candidates` (naming the field), `filter_failed` (a fail-closed filter failed), `score_failed` (a fail-closed weight failed)", body = ErrorBody),
         (status = 503, description = "`cluster_busy` (the cluster has too many decisions in progress, or its lock was not free in time), `decision_too_long` (the decision held it too long; nothing claimed), `overloaded` (a unit was starved of CPU by a busy machine); with `Retry-After`", body = ErrorBody),
     ))]
 pub async fn schedule_vm(
@@ -194,14 +198,14 @@ async fn answer_and_record(
     mut decided: Decided,
     form: AnswerForm,
 ) -> Result<String, ApiError> {
-    let entry = |text: &str, decided: &Decided| {
+    let entry = |logged: Logged, decided: &Decided| {
         let outcome = &decided.outcome;
         log_entry(
             &facts,
             DecisionKind::Schedule,
             Some(vm_id.clone()),
             outcome.picks.first().and_then(|p| p.host_id.clone()),
-            text.to_owned(),
+            logged,
             outcome
                 .claims
                 .iter()
@@ -212,18 +216,18 @@ async fn answer_and_record(
     match form {
         AnswerForm::Pick => {
             let (answer_facts, answer_vm) = (facts.clone(), vm_id.clone());
-            let (mut decided, text) = blocking(admission, move || {
-                let text = to_json(&ScheduleAnswer::new(
-                    &answer_facts,
-                    &answer_vm,
-                    &decided,
-                    form,
-                )?)?;
-                Ok((decided, text))
+            let (mut decided, text, logged) = blocking(admission, move || {
+                let answer = ScheduleAnswer::new(&answer_facts, &answer_vm, &decided, form)?;
+                let text = to_json(&answer)?;
+                let logged = match answer.decision_id {
+                    Some(_) => Some(Logged::schedule(&answer, &text)?),
+                    None => None,
+                };
+                Ok((decided, text, logged))
             })
             .await?;
-            let logged = entry(&text, &decided);
-            decided.record(logged).await.map_err(placement_error)?;
+            let entry = logged.and_then(|logged| entry(logged, &decided));
+            decided.record(entry).await.map_err(placement_error)?;
             Ok(text)
         }
         AnswerForm::Placement { mode, detail } => {
@@ -240,7 +244,9 @@ async fn answer_and_record(
                 )?)?),
                 None => None,
             };
-            let logged = summary.as_deref().and_then(|text| entry(text, &decided));
+            let logged = summary
+                .clone()
+                .and_then(|text| entry(Logged::whole(text), &decided));
             decided.record(logged).await.map_err(placement_error)?;
             match (summary, detail) {
                 (Some(text), ExplainDetail::Summary) => Ok(text),
@@ -274,7 +280,7 @@ async fn answer_and_record(
         (status = 404, description = "The cluster", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
         (status = 409, description = "`no_inventory`: no hosts inline and none held", body = ErrorBody),
-        (status = 422, description = "`no_balance_unit`, `invalid_snapshot`, `invalid_candidates`, `balance_failed`, `filter_failed`", body = ErrorBody),
+        (status = 422, description = "`no_balance_unit`, `invalid_snapshot`, `invalid_candidates`, `balance_failed`, `filter_failed`, `score_failed`", body = ErrorBody),
         (status = 503, description = "`cluster_busy` (the cluster has too many decisions in progress, or, over the held inventory, its lock was not free in time), `overloaded` (a unit was starved of CPU by a busy machine); with `Retry-After`", body = ErrorBody),
     ))]
 pub async fn balance_cluster(
@@ -315,23 +321,31 @@ pub async fn balance_cluster(
         .map_err(placement_error)?;
     let log = facts.clone();
     let (vm_id, destination) = (balanced.vm_id.clone(), balanced.destination.clone());
-    let text = blocking(&admission, move || {
-        to_json(&BalanceAnswer::new(
+    let (text, logged) = blocking(&admission, move || {
+        let answer = BalanceAnswer::new(
             facts,
             balanced.vm_id,
             balanced.destination,
             balanced.decision.explain,
-        ))
+        );
+        let text = to_json(&answer)?;
+        let logged = match answer.decision_id {
+            Some(_) => Some(Logged::balance(&answer, &text)?),
+            None => None,
+        };
+        Ok((text, logged))
     })
     .await?;
-    if let Some(entry) = log_entry(
-        &log,
-        DecisionKind::Balance,
-        vm_id,
-        destination,
-        text.clone(),
-        Vec::new(),
-    ) {
+    if let Some(entry) = logged.and_then(|logged| {
+        log_entry(
+            &log,
+            DecisionKind::Balance,
+            vm_id,
+            destination,
+            logged,
+            Vec::new(),
+        )
+    }) {
         record(&state, entry).await?;
     }
     Ok(json_response(text))

@@ -53,7 +53,7 @@ pub(super) fn policy_without(
         );
     }
     for step in policy.scores() {
-        builder = builder.score(Arc::clone(&step.unit), step.factor);
+        builder = builder.score_with(Arc::clone(&step.unit), step.factor, step.on_failure);
     }
     if let Some(unit) = policy.balance_unit() {
         builder = builder.balance(Arc::clone(unit));
