@@ -40,16 +40,23 @@ pub use sandpiper_model as model;
 pub use sandpiper_model::inventory;
 
 pub use hosts::{HostRef, Hosts};
-pub use inventory::Inventory;
+/// The snapshot a unit reads. Inside a component its columns come from the
+/// host's `inventory` import, named in the type (not behind a `dyn`) so
+/// that a unit links only the import functions it calls; natively it is
+/// the host's own snapshot type.
+#[cfg(target_arch = "wasm32")]
+pub type Inventory = sandpiper_model::Inventory<imports::Imports>;
 pub use params::{ParamError, Params};
 pub use rejections::Rejections;
+#[cfg(not(target_arch = "wasm32"))]
+pub use sandpiper_model::Inventory;
 pub use unit::{Balance, BalanceContext, Context, Filter, Score, Unit};
 pub use vms::{VmRef, Vms};
 
 /// Everything a unit usually needs: `use sandpiper_guest::prelude::*;`.
 pub mod prelude {
+    pub use crate::Inventory;
     pub use crate::hosts::{HostRef, Hosts};
-    pub use crate::inventory::Inventory;
     pub use crate::model::{
         BalanceRequest, HostFlag, HostLabels, HostMetric, HostStatus, HostText, KeyValue,
         Migration, ParamSpec, Rejection, Request, ScoreOrder, Scores, UnitInfo, Vm, VmFlag,
