@@ -5,7 +5,7 @@
 //! the very same logic sandboxed and natively: benchmarks and tests that run
 //! it natively measure and check what the component does.
 
-use crate::inventory::Inventory;
+use crate::Inventory;
 use crate::model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
 use crate::unit::{Balance, BalanceContext, Context, Filter, Score, Unit};
 

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::inventory::Inventory;
+use crate::Inventory;
 use crate::model::{HostFlag, HostLabels, HostMetric, HostStatus, HostText, Interned, Labels};
 
 /// All hosts of the snapshot, addressed by index.

@@ -1,13 +1,16 @@
 //! The `inventory` import, as the [`Fetch`] an [`Inventory`] fetches its
-//! columns with (WebAssembly only).
+//! columns with (WebAssembly only). The snapshot's type names [`Imports`],
+//! so each column read calls its import function directly and a unit's
+//! component imports only the functions it calls.
 //!
 //! Each checks the host sent one row per host (or VM). A short or long
 //! column is a broken host, not bad data: answering from it would be wrong
 //! for every later row, so the call traps with a message naming the column,
 //! which the host reports as the unit's failure.
 
+use crate::Inventory;
 use crate::bindings::inventory as wit;
-use crate::inventory::{Fetch, Inventory};
+use crate::inventory::Fetch;
 use crate::model::{
     HostFlag, HostLabels, HostMetric, HostStatus, HostText, Interned, Labels, VmFlag, VmMetric,
     VmText,
@@ -32,12 +35,13 @@ pub fn inventory() -> Inventory {
     Inventory::fetched(
         wit::host_count() as usize,
         wit::vm_count() as usize,
-        &Imports,
+        Imports,
     )
 }
 
 /// The host's `inventory` import.
-struct Imports;
+#[derive(Clone, Copy, Debug)]
+pub struct Imports;
 
 impl Fetch for Imports {
     fn host_metric(&self, metric: HostMetric, rows: usize) -> Vec<f64> {

@@ -36,20 +36,31 @@ mod imports;
 /// The data a unit sees: the Rust twin of the WIT types, from the crate the
 /// host shares (`sandpiper-model`).
 pub use sandpiper_model as model;
-/// The cluster snapshot a unit reads, column by column (`sandpiper-model`'s).
+/// The cluster snapshot's module (`sandpiper-model`'s). A unit names its
+/// snapshot [`Inventory`] (this crate's), which inside a component is the
+/// one fetched from the host import; `inventory::Inventory` is the host's.
 pub use sandpiper_model::inventory;
 
 pub use hosts::{HostRef, Hosts};
-pub use inventory::Inventory;
 pub use params::{ParamError, Params};
 pub use rejections::Rejections;
 pub use unit::{Balance, BalanceContext, Context, Filter, Score, Unit};
 pub use vms::{VmRef, Vms};
 
+/// The snapshot a unit reads. Inside a component its columns come from the
+/// host's `inventory` import, named in the type (not behind a `dyn`) so
+/// that a unit links only the import functions it calls; natively it is
+/// the host's own snapshot type.
+#[cfg(target_arch = "wasm32")]
+pub type Inventory = sandpiper_model::Inventory<imports::Imports>;
+/// Natively, the host's snapshot itself.
+#[cfg(not(target_arch = "wasm32"))]
+pub use sandpiper_model::Inventory;
+
 /// Everything a unit usually needs: `use sandpiper_guest::prelude::*;`.
 pub mod prelude {
+    pub use crate::Inventory;
     pub use crate::hosts::{HostRef, Hosts};
-    pub use crate::inventory::Inventory;
     pub use crate::model::{
         BalanceRequest, HostFlag, HostLabels, HostMetric, HostStatus, HostText, KeyValue,
         Migration, ParamSpec, Rejection, Request, ScoreOrder, Scores, UnitInfo, Vm, VmFlag,

@@ -5,7 +5,7 @@
 //! native target; its functions are the same [`crate::entry`] functions the
 //! component's exports call, so there is no hand-written native twin.
 
-use crate::inventory::Inventory;
+use crate::Inventory;
 use crate::model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
 
 /// A filter entry point; see [`crate::entry::filter`].

@@ -4,8 +4,8 @@
 //! The methods are associated functions (no `self`): a unit keeps no state
 //! between calls, because the host gives every call a fresh instance.
 
+use crate::Inventory;
 use crate::hosts::Hosts;
-use crate::inventory::Inventory;
 use crate::model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo, Vm};
 use crate::params::{Defaults, Params};
 use crate::vms::Vms;

@@ -3,7 +3,7 @@
 //!
 //! Like [`crate::hosts`], each [`VmRef`] method reads a lazily fetched column.
 
-use crate::inventory::Inventory;
+use crate::Inventory;
 use crate::model::{Interned, VmFlag, VmMetric, VmText};
 
 /// All running VMs of the snapshot, addressed by index.

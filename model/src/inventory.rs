@@ -2,11 +2,11 @@
 //!
 //! Inside a component every column starts empty and is fetched from the
 //! host's `inventory` import the first time the unit reads it, so a unit pays
-//! only for the columns it uses: the guest SDK hands [`Inventory::fetched`]
-//! a [`Fetch`] that calls the import. Natively (the host, benchmarks, tests)
-//! the host fills the columns it has; a column nobody filled reads as its
-//! default (zeros, `up`, `false`, empty strings, no labels), with the right
-//! length.
+//! only for the columns it uses: the guest SDK's snapshot is an
+//! `Inventory<Imports>`, whose [`Fetch`] calls the import. Natively (the
+//! host, benchmarks, tests) the host fills the columns it has; a column
+//! nobody filled reads as its default (zeros, `up`, `false`, empty strings,
+//! no labels), with the right length ([`Defaults`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -21,14 +21,27 @@ use crate::{
 /// snapshot without copying it.
 type Slots<T, const N: usize> = [OnceLock<Arc<T>>; N];
 
-/// Fetches whole columns for a snapshot that does not hold them: inside a
-/// component, the host's `inventory` import (the guest SDK implements it).
-/// Each function is called at most once per column and snapshot, and
-/// returns one row per host (or VM) of a snapshot of `rows` rows.
+/// Fetches whole columns for a snapshot that does not hold them: natively
+/// the defaults ([`Defaults`]); inside a component, the host's `inventory`
+/// import (the guest SDK implements it). Each function is called at most
+/// once per column and snapshot, and returns one row per host (or VM) of a
+/// snapshot of `rows` rows.
 ///
 /// A trait rather than calls to the import here, so that this crate stays
-/// free of the guest bindings and compiles the same for the host.
+/// free of the guest bindings and compiles the same for the host. The
+/// snapshot takes it as a type parameter, not as a `dyn Fetch`: with static
+/// dispatch a component links only the import functions its unit calls,
+/// and the compiler inlines a column read's fast path (the column is
+/// already there) into the unit's per-host loop. Through a `dyn Fetch`
+/// every unit imported every column function (a vtable names them all) and
+/// each per-host read became an out-of-line call (issue #10's regression of
+/// the `Memory` filter, docs/performance.md).
 pub trait Fetch: Sync {
+    /// Whether an engine-defined metric fetched once is kept for the next
+    /// read. Natively an unknown name is not remembered, so the cache holds
+    /// only what the host set ([`Inventory::host_named_metric_names`]).
+    const REMEMBERS_NAMED_METRICS: bool = true;
+
     fn host_metric(&self, metric: HostMetric, rows: usize) -> Vec<f64>;
     fn host_statuses(&self, rows: usize) -> Vec<HostStatus>;
     fn host_flag(&self, flag: HostFlag, rows: usize) -> Vec<bool>;
@@ -41,19 +54,51 @@ pub trait Fetch: Sync {
     fn vm_text(&self, text: VmText, rows: usize) -> Interned;
 }
 
-/// Where unfilled columns come from.
-#[derive(Clone, Copy)]
-enum Source {
-    /// Natively: an unfilled column is its default.
-    Defaults,
-    /// In a component: an unfilled column is fetched from the host import.
-    Fetched(&'static dyn Fetch),
+/// Natively: a column nobody set reads as its default (zeros, `up`,
+/// `false`, empty strings, no labels; a named metric as NaN).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Defaults;
+
+impl Fetch for Defaults {
+    const REMEMBERS_NAMED_METRICS: bool = false;
+
+    fn host_metric(&self, _: HostMetric, rows: usize) -> Vec<f64> {
+        vec![0.0; rows]
+    }
+    fn host_statuses(&self, rows: usize) -> Vec<HostStatus> {
+        vec![HostStatus::Up; rows]
+    }
+    fn host_flag(&self, _: HostFlag, rows: usize) -> Vec<bool> {
+        vec![false; rows]
+    }
+    fn host_text(&self, _: HostText, rows: usize) -> Interned {
+        default_interned(rows)
+    }
+    fn host_labels(&self, _: HostLabels, rows: usize) -> Labels {
+        default_labels(rows)
+    }
+    fn host_named_metric(&self, _: &str, rows: usize) -> Vec<f64> {
+        vec![f64::NAN; rows]
+    }
+    fn vm_hosts(&self, rows: usize) -> Vec<u32> {
+        vec![0; rows]
+    }
+    fn vm_metric(&self, _: VmMetric, rows: usize) -> Vec<f64> {
+        vec![0.0; rows]
+    }
+    fn vm_flag(&self, _: VmFlag, rows: usize) -> Vec<bool> {
+        vec![false; rows]
+    }
+    fn vm_text(&self, _: VmText, rows: usize) -> Interned {
+        default_interned(rows)
+    }
 }
 
 /// The cluster snapshot: hosts `0..host_count()` and running VMs
-/// `0..vm_count()`, as columns.
-pub struct Inventory {
-    source: Source,
+/// `0..vm_count()`, as columns; a column not set is fetched from `F` when
+/// first read.
+pub struct Inventory<F: Fetch = Defaults> {
+    fetch: F,
     host_count: usize,
     vm_count: usize,
     host_metrics: Slots<Vec<f64>, { HostMetric::COUNT }>,
@@ -104,19 +149,17 @@ impl Inventory {
     /// An empty snapshot of `host_count` hosts and `vm_count` VMs whose
     /// columns read as defaults until set.
     pub fn new(host_count: usize, vm_count: usize) -> Self {
-        Self::with_source(Source::Defaults, host_count, vm_count)
+        Self::fetched(host_count, vm_count, Defaults)
     }
+}
 
+impl<F: Fetch> Inventory<F> {
     /// A snapshot of `host_count` hosts and `vm_count` VMs whose columns
     /// are fetched from `fetch` the first time they are read (inside a
     /// component, from the host import).
-    pub fn fetched(host_count: usize, vm_count: usize, fetch: &'static dyn Fetch) -> Self {
-        Self::with_source(Source::Fetched(fetch), host_count, vm_count)
-    }
-
-    fn with_source(source: Source, host_count: usize, vm_count: usize) -> Self {
+    pub fn fetched(host_count: usize, vm_count: usize, fetch: F) -> Self {
         Inventory {
-            source,
+            fetch,
             host_count,
             vm_count,
             host_metrics: std::array::from_fn(|_| OnceLock::new()),
@@ -144,52 +187,32 @@ impl Inventory {
 
     /// A numeric host column.
     pub fn host_metric(&self, metric: HostMetric) -> &[f64] {
-        self.host_metrics[metric as usize].get_or_init(|| {
-            Arc::new(match self.source {
-                Source::Defaults => vec![0.0; self.host_count],
-                Source::Fetched(fetch) => fetch.host_metric(metric, self.host_count),
-            })
-        })
+        self.host_metrics[metric as usize]
+            .get_or_init(|| Arc::new(self.fetch.host_metric(metric, self.host_count)))
     }
 
     /// Each host's status.
     pub fn host_statuses(&self) -> &[HostStatus] {
-        self.host_statuses.get_or_init(|| {
-            Arc::new(match self.source {
-                Source::Defaults => vec![HostStatus::Up; self.host_count],
-                Source::Fetched(fetch) => fetch.host_statuses(self.host_count),
-            })
-        })
+        self.host_statuses
+            .get_or_init(|| Arc::new(self.fetch.host_statuses(self.host_count)))
     }
 
     /// A boolean host column.
     pub fn host_flag(&self, flag: HostFlag) -> &[bool] {
-        self.host_flags[flag as usize].get_or_init(|| {
-            Arc::new(match self.source {
-                Source::Defaults => vec![false; self.host_count],
-                Source::Fetched(fetch) => fetch.host_flag(flag, self.host_count),
-            })
-        })
+        self.host_flags[flag as usize]
+            .get_or_init(|| Arc::new(self.fetch.host_flag(flag, self.host_count)))
     }
 
     /// A string host column, interned.
     pub fn host_text(&self, text: HostText) -> &Interned {
-        self.host_texts[text as usize].get_or_init(|| {
-            Arc::new(match self.source {
-                Source::Defaults => default_interned(self.host_count),
-                Source::Fetched(fetch) => fetch.host_text(text, self.host_count),
-            })
-        })
+        self.host_texts[text as usize]
+            .get_or_init(|| Arc::new(self.fetch.host_text(text, self.host_count)))
     }
 
     /// A key/value host column.
     pub fn host_labels(&self, kind: HostLabels) -> &Labels {
-        self.host_labels[kind as usize].get_or_init(|| {
-            Arc::new(match self.source {
-                Source::Defaults => default_labels(self.host_count),
-                Source::Fetched(fetch) => fetch.host_labels(kind, self.host_count),
-            })
-        })
+        self.host_labels[kind as usize]
+            .get_or_init(|| Arc::new(self.fetch.host_labels(kind, self.host_count)))
     }
 
     /// An engine-defined metric by name; NaN where a host lacks it.
@@ -201,13 +224,8 @@ impl Inventory {
         if let Some(column) = cache.get(name) {
             return column.clone();
         }
-        let column: Arc<[f64]> = match self.source {
-            Source::Defaults => vec![f64::NAN; self.host_count].into(),
-            Source::Fetched(fetch) => fetch.host_named_metric(name, self.host_count).into(),
-        };
-        // Natively an unknown name is not remembered, so the cache holds only
-        // what the host set.
-        if matches!(self.source, Source::Fetched(_)) {
+        let column: Arc<[f64]> = self.fetch.host_named_metric(name, self.host_count).into();
+        if F::REMEMBERS_NAMED_METRICS {
             cache.insert(name.to_owned(), column.clone());
         }
         column
@@ -227,42 +245,26 @@ impl Inventory {
 
     /// Host index of each VM.
     pub fn vm_hosts(&self) -> &[u32] {
-        self.vm_hosts.get_or_init(|| {
-            Arc::new(match self.source {
-                Source::Defaults => vec![0; self.vm_count],
-                Source::Fetched(fetch) => fetch.vm_hosts(self.vm_count),
-            })
-        })
+        self.vm_hosts
+            .get_or_init(|| Arc::new(self.fetch.vm_hosts(self.vm_count)))
     }
 
     /// A numeric VM column.
     pub fn vm_metric(&self, metric: VmMetric) -> &[f64] {
-        self.vm_metrics[metric as usize].get_or_init(|| {
-            Arc::new(match self.source {
-                Source::Defaults => vec![0.0; self.vm_count],
-                Source::Fetched(fetch) => fetch.vm_metric(metric, self.vm_count),
-            })
-        })
+        self.vm_metrics[metric as usize]
+            .get_or_init(|| Arc::new(self.fetch.vm_metric(metric, self.vm_count)))
     }
 
     /// A boolean VM column.
     pub fn vm_flag(&self, flag: VmFlag) -> &[bool] {
-        self.vm_flags[flag as usize].get_or_init(|| {
-            Arc::new(match self.source {
-                Source::Defaults => vec![false; self.vm_count],
-                Source::Fetched(fetch) => fetch.vm_flag(flag, self.vm_count),
-            })
-        })
+        self.vm_flags[flag as usize]
+            .get_or_init(|| Arc::new(self.fetch.vm_flag(flag, self.vm_count)))
     }
 
     /// A string VM column, interned.
     pub fn vm_text(&self, text: VmText) -> &Interned {
-        self.vm_texts[text as usize].get_or_init(|| {
-            Arc::new(match self.source {
-                Source::Defaults => default_interned(self.vm_count),
-                Source::Fetched(fetch) => fetch.vm_text(text, self.vm_count),
-            })
-        })
+        self.vm_texts[text as usize]
+            .get_or_init(|| Arc::new(self.fetch.vm_text(text, self.vm_count)))
     }
 
     // Setters, used natively by the host to build a snapshot. Each checks the
@@ -362,7 +364,7 @@ impl Inventory {
     }
 }
 
-impl Inventory {
+impl<F: Fetch + Clone> Inventory<F> {
     /// A snapshot with the same rows that shares every column already
     /// filled in this one, without copying any. Setting a column on either
     /// snapshot afterwards replaces it there only.
@@ -372,7 +374,7 @@ impl Inventory {
     /// pending placements change; sharing makes that a pointer per column
     /// instead of a copy of every column (tens of megabytes per second at
     /// 10,000 hosts and thousands of decisions a second).
-    pub fn share(&self) -> Inventory {
+    pub fn share(&self) -> Inventory<F> {
         fn slots<T, const N: usize>(from: &Slots<T, N>) -> Slots<T, N> {
             std::array::from_fn(|i| one(&from[i]))
         }
@@ -386,7 +388,7 @@ impl Inventory {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone();
         Inventory {
-            source: self.source,
+            fetch: self.fetch.clone(),
             host_count: self.host_count,
             vm_count: self.vm_count,
             host_metrics: slots(&self.host_metrics),
