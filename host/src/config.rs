@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::api::ApiLimits;
 use crate::sandbox::{self as limits, Limits};
+use crate::store::{self, StoreLimits};
 use crate::upload::CompileLimits;
 
 /// Where the server listens unless told otherwise: loopback only, so a
@@ -174,6 +175,16 @@ pub struct ServeArgs {
     #[arg(long, env = "SANDPIPER_COMPILES_PER_UPLOADER", default_value_t = DEFAULT_COMPILES_PER_UPLOADER)]
     pub compiles_per_uploader: usize,
 
+    /// Database connections for reads and admin changes (the writer of
+    /// decisions and claims has one of its own).
+    #[arg(long, env = "SANDPIPER_DB_READ_CONNECTIONS", default_value_t = store::DEFAULT_READ_CONNECTIONS)]
+    pub db_read_connections: u32,
+
+    /// Milliseconds a request waits for a free database connection before
+    /// it is answered 503 `database_busy` with `Retry-After`.
+    #[arg(long, env = "SANDPIPER_DB_ACQUIRE_TIMEOUT_MS", default_value_t = duration_ms(store::DEFAULT_ACQUIRE_TIMEOUT))]
+    pub db_acquire_timeout_ms: u64,
+
     /// The per-call limits of every unit.
     #[command(flatten)]
     pub limits: UnitLimitsArgs,
@@ -251,6 +262,14 @@ impl ServeArgs {
                 .max(1),
             queue: self.compile_queue,
             per_uploader: self.compiles_per_uploader.max(1),
+        }
+    }
+
+    /// The store's connection settings, each at least 1.
+    pub fn store_limits(&self) -> StoreLimits {
+        StoreLimits {
+            read_connections: self.db_read_connections.max(1),
+            acquire_timeout: Duration::from_millis(self.db_acquire_timeout_ms.max(1)),
         }
     }
 

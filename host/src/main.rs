@@ -26,7 +26,7 @@ struct Cli {
 )]
 enum Command {
     /// Runs the HTTP API server.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Validates and compiles one uploaded module read from stdin (run by
     /// the server in a child process; not for people).
     #[command(name = upload::COMPILE_SUBCOMMAND, hide = true)]
@@ -50,7 +50,7 @@ fn main() -> ExitCode {
         Command::Unit(UnitCommand::Test(args)) => sandpiper::unit_test::main(&args),
         Command::Serve(args) => {
             init_logging();
-            match serve(args) {
+            match serve(*args) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!("{e:#}");

@@ -215,6 +215,7 @@ pub const ERROR_CODES: &[&str] = &[
     "no_balance_unit",
     "internal",
     "unavailable",
+    "database_busy",
     "stale_generation",
     "no_inventory",
     "cluster_busy",
@@ -255,6 +256,11 @@ pub fn error_code_schema() -> utoipa::openapi::schema::Object {
 /// long enough for a burst of load to pass, short enough that a scheduling
 /// request does not stall.
 pub const OVERLOADED_RETRY_AFTER_SECS: u64 = 1;
+
+/// Seconds an engine is asked to wait before retrying a request that found
+/// no free database connection in time (`StoreError::Busy`): connections
+/// are held for milliseconds, so a second lets a burst drain.
+pub const DATABASE_BUSY_RETRY_AFTER_SECS: u64 = 1;
 
 impl ApiError {
     /// A snapshot or request value refused by `crate::inputs` (a negative
@@ -480,6 +486,13 @@ impl From<StoreError> for ApiError {
             // request conflicts with stored data rather than failing inside.
             tracing::warn!(error = %e, "store constraint violated");
             ApiError::StoreConflict
+        } else if let StoreError::Busy { waited } = e {
+            ApiError::Busy {
+                code: "database_busy",
+                message: e.to_string(),
+                details: json!({ "waited_ms": waited.as_millis() as u64 }),
+                retry_after_secs: DATABASE_BUSY_RETRY_AFTER_SECS,
+            }
         } else {
             ApiError::Internal(e.to_string())
         }
@@ -587,6 +600,22 @@ mod tests {
         assert_eq!(
             response.headers()[axum::http::header::RETRY_AFTER],
             OVERLOADED_RETRY_AFTER_SECS.to_string().as_str()
+        );
+    }
+
+    #[test]
+    fn a_saturated_database_is_a_retryable_503() {
+        let e = ApiError::from(StoreError::Busy {
+            waited: std::time::Duration::from_millis(2000),
+        });
+        assert_eq!(e.status_code(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(e.code(), "database_busy");
+        assert!(ERROR_CODES.contains(&e.code()));
+        assert_eq!(e.details()["waited_ms"], 2000);
+        let response = e.into_response();
+        assert_eq!(
+            response.headers()[axum::http::header::RETRY_AFTER],
+            DATABASE_BUSY_RETRY_AFTER_SECS.to_string().as_str()
         );
     }
 

@@ -270,4 +270,46 @@ mod tests {
         let next = tokio::time::timeout(Duration::from_millis(1000), a2.sandbox()).await;
         assert!(next.is_ok(), "A's slot came free");
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn clusters_take_turns_however_many_decisions_they_queue() {
+        // One server-wide slot. Cluster A queues four decisions, B one
+        // after A's first: B's runs second, not fifth, because A's surplus
+        // waits in A's own queue and only one of A's stands in the
+        // server-wide one at a time.
+        let fairness = Arc::new(fairness(8, 1, 1));
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+        let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+        let first = {
+            let admission = fairness.admit(a).expect("admitted");
+            let order = Arc::clone(&order);
+            tokio::spawn(async move {
+                let _slot = admission.sandbox().await;
+                order.lock().expect("order").push("a");
+                let _ = first_tx.send(());
+                let _ = go_rx.await;
+            })
+        };
+        first_rx.await.expect("A's first runs");
+        let mut waiting = Vec::new();
+        for cluster in [a, a, a, b] {
+            let admission = fairness.admit(cluster).expect("admitted");
+            let order = Arc::clone(&order);
+            let name = if cluster == a { "a" } else { "b" };
+            waiting.push(tokio::spawn(async move {
+                let _slot = admission.sandbox().await;
+                order.lock().expect("order").push(name);
+            }));
+            // Each in line before the next is admitted.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let _ = go_tx.send(());
+        first.await.expect("first");
+        for task in waiting {
+            task.await.expect("task");
+        }
+        assert_eq!(*order.lock().expect("order"), ["a", "b", "a", "a", "a"]);
+    }
 }

@@ -125,7 +125,7 @@ impl Server {
                 source,
             })?;
         }
-        let store = Store::open(&args.db)
+        let store = Store::open_with(&args.db, args.store_limits())
             .await
             .map_err(|source| StartError::Store {
                 path: args.db.clone(),

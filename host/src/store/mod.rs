@@ -58,16 +58,58 @@ pub use writer::{Ack, PersistError, Rows};
 /// the upload cap), so five seconds is only reached when something is wrong.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Connections in the pool. SQLite runs one writer at a time anyway; a few
-/// readers let GETs and decisions proceed while an upload commits, and the
-/// number stays small because each connection holds its own page cache.
-pub const MAX_CONNECTIONS: u32 = 8;
+/// Connections for reads and the API's write transactions, when not
+/// configured. SQLite runs one writer at a time anyway; a few readers let
+/// GETs proceed while an upload commits, and the number stays small
+/// because each connection holds its own page cache. With the background
+/// writer's own connection ([`WRITER_CONNECTIONS`]) that makes eight.
+pub const DEFAULT_READ_CONNECTIONS: u32 = 7;
+
+/// Connections of the background writer, which stores every decision and
+/// claim: its own pool, so that requests holding or queueing for the
+/// other connections (a flood of reads, a slow upload commit) can never
+/// make a decision wait for one (issue #11: waits of up to 33 s). One is
+/// enough: the writer applies one batch at a time.
+pub const WRITER_CONNECTIONS: u32 = 1;
+
+/// How long a request waits for a free connection before it gives up,
+/// when not configured. A read or a transaction holds its connection for
+/// milliseconds, so a wait of seconds means the pool is saturated; the
+/// request is then answered 503 `database_busy` with `Retry-After`
+/// ([`StoreError::Busy`]), which an engine retries, instead of hanging
+/// for sqlx's default of 30 s.
+pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The store's connection settings (see `config` for the flags).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreLimits {
+    /// Connections for reads and the API's write transactions.
+    pub read_connections: u32,
+    /// How long a request waits for one of them.
+    pub acquire_timeout: Duration,
+}
+
+impl Default for StoreLimits {
+    fn default() -> Self {
+        StoreLimits {
+            read_connections: DEFAULT_READ_CONNECTIONS,
+            acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
+        }
+    }
+}
 
 /// The store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// No connection came free within the acquire timeout: the database
+    /// is saturated for now, and the request may be retried.
+    #[error(
+        "the database is busy: no connection came free within {} ms; retry shortly",
+        waited.as_millis()
+    )]
+    Busy { waited: Duration },
     /// The database file could not be created or made private
     /// (`files::make_private`).
     #[error("database file: {0}")]
@@ -102,11 +144,17 @@ impl StoreError {
     }
 }
 
-/// The database: a pool of connections to one SQLite file in WAL mode with
-/// foreign keys enforced, and the queue to its one background writer.
+/// The database: one SQLite file in WAL mode with foreign keys enforced,
+/// a pool of connections for reads and the API's write transactions, and
+/// the queue to its one background writer, which has a connection of its
+/// own ([`WRITER_CONNECTIONS`]).
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: SqlitePool,
+    /// How long [`Store::read`] and [`Store::write`] wait for `pool`.
+    acquire_timeout: Duration,
+    /// The writer's own pool, kept here only to close it.
+    writer_pool: SqlitePool,
     writer: writer::Queue,
 }
 
@@ -180,9 +228,15 @@ impl std::ops::DerefMut for Conn {
 }
 
 impl Store {
+    /// Opens (creating if needed) the database at `path` with the default
+    /// [`StoreLimits`] and applies every pending migration.
+    pub async fn open(path: &Path) -> Result<Store, StoreError> {
+        Store::open_with(path, StoreLimits::default()).await
+    }
+
     /// Opens (creating if needed) the database at `path` and applies every
     /// pending migration.
-    pub async fn open(path: &Path) -> Result<Store, StoreError> {
+    pub async fn open_with(path: &Path, limits: StoreLimits) -> Result<Store, StoreError> {
         files::make_private(path)?;
         let options = SqliteConnectOptions::new()
             .filename(path)
@@ -195,26 +249,60 @@ impl Store {
             .foreign_keys(true)
             .busy_timeout(BUSY_TIMEOUT);
         let pool = SqlitePoolOptions::new()
-            .max_connections(MAX_CONNECTIONS)
-            .connect_with(options)
+            .max_connections(limits.read_connections.max(1))
+            .acquire_timeout(limits.acquire_timeout)
+            .connect_with(options.clone())
             .await?;
         sqlx::migrate!("./migrations").run(&pool).await?;
-        let writer = writer::Queue::start(pool.clone());
-        Ok(Store { pool, writer })
+        // Opened after the migrations, so it never sees an old schema; and
+        // kept open (`min_connections`), so the writer never waits to
+        // connect while decisions wait for it.
+        let writer_pool = SqlitePoolOptions::new()
+            .max_connections(WRITER_CONNECTIONS)
+            .min_connections(WRITER_CONNECTIONS)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(options)
+            .await?;
+        let writer = writer::Queue::start(writer_pool.clone());
+        Ok(Store {
+            pool,
+            acquire_timeout: limits.acquire_timeout,
+            writer_pool,
+            writer,
+        })
+    }
+
+    /// A pool error, with a timed-out acquire as [`StoreError::Busy`].
+    fn acquire_error(&self, e: sqlx::Error) -> StoreError {
+        match e {
+            sqlx::Error::PoolTimedOut => StoreError::Busy {
+                waited: self.acquire_timeout,
+            },
+            e => StoreError::Database(e),
+        }
     }
 
     /// A connection for reads.
     pub async fn read(&self) -> Result<Conn, StoreError> {
         Ok(Conn {
             db: Db {
-                session: Session::Read(self.pool.acquire().await?),
+                session: Session::Read(
+                    self.pool
+                        .acquire()
+                        .await
+                        .map_err(|e| self.acquire_error(e))?,
+                ),
             },
         })
     }
 
     /// Begins a write transaction.
     pub async fn write(&self) -> Result<Tx, StoreError> {
-        begin(&self.pool).await
+        begin(&self.pool).await.map_err(|e| match e {
+            StoreError::Database(e) => self.acquire_error(e),
+            e => e,
+        })
     }
 
     /// Queues `rows` for the background writer, which stores them (with
@@ -242,7 +330,10 @@ impl Store {
 
     /// Checks that the database answers.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.acquire_error(e))?;
         Ok(())
     }
 
@@ -258,6 +349,10 @@ impl Store {
             tracing::warn!(error = %e, "could not checkpoint the write-ahead log");
         }
         self.pool.close().await;
+        // The writer's connection last: by now the requests that queued to
+        // it have answered (or the shutdown grace period ran out, as for
+        // every other connection).
+        self.writer_pool.close().await;
     }
 }
 
@@ -300,4 +395,61 @@ pub(crate) fn parse_id(text: &str) -> Result<Uuid, StoreError> {
 /// Converts a stored 0/1 integer.
 pub(crate) fn flag(value: i64) -> bool {
     value != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::writer::Batch;
+    use super::*;
+
+    /// Two connections for reads, given up on after a short wait.
+    const LIMITS: StoreLimits = StoreLimits {
+        read_connections: 2,
+        acquire_timeout: Duration::from_millis(300),
+    };
+
+    /// A placement-state write, as a decision queues one.
+    struct Generations(Uuid);
+
+    impl Rows for Generations {
+        fn add_to(&self, batch: &mut Batch) -> Result<(), StoreError> {
+            batch.set_generations(self.0, 1, 1);
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn decisions_are_stored_while_every_read_connection_is_held() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, cluster) = test_support::store_with_cluster_limited(dir.path(), LIMITS).await;
+        let held = [
+            store.read().await.expect("first read"),
+            store.read().await.expect("second read"),
+        ];
+        // Bounded only so that a regression fails instead of hanging: with
+        // one shared pool the writer waits for a read connection and gives
+        // up after the acquire timeout.
+        let stored = tokio::time::timeout(
+            Duration::from_secs(30),
+            store.submit(Generations(cluster)).wait(),
+        )
+        .await;
+        assert!(matches!(stored, Ok(Ok(()))), "{stored:?}");
+        drop(held);
+    }
+
+    #[tokio::test]
+    async fn a_request_finding_no_free_connection_gives_up_busy() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, _) = test_support::store_with_cluster_limited(dir.path(), LIMITS).await;
+        let held = [
+            store.read().await.expect("first read"),
+            store.read().await.expect("second read"),
+        ];
+        let busy = |e: Option<StoreError>| matches!(e, Some(StoreError::Busy { waited }) if waited == LIMITS.acquire_timeout);
+        assert!(busy(store.read().await.err()), "a read");
+        assert!(busy(store.write().await.err()), "a write transaction");
+        drop(held);
+        store.read().await.expect("a connection came free");
+    }
 }

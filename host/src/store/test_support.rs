@@ -3,15 +3,23 @@
 
 use uuid::Uuid;
 
-use super::Store;
 use super::clusters::ClusterRecord;
 use super::policies::PolicyRecord;
+use super::{Store, StoreLimits};
 use crate::pipeline::{Combination, ParamValues};
 
 /// Opens a store in `dir` with one cluster; returns the store and the
 /// cluster's id.
 pub async fn store_with_cluster(dir: &std::path::Path) -> (Store, Uuid) {
-    let store = Store::open(&dir.join("test.db"))
+    store_with_cluster_limited(dir, StoreLimits::default()).await
+}
+
+/// [`store_with_cluster`] with connection settings of the test's choosing.
+pub async fn store_with_cluster_limited(
+    dir: &std::path::Path,
+    limits: StoreLimits,
+) -> (Store, Uuid) {
+    let store = Store::open_with(&dir.join("test.db"), limits)
         .await
         .expect("store opens");
     let policy = PolicyRecord {
