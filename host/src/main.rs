@@ -20,10 +20,6 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "parsed once at start; boxing the server's flags buys nothing"
-)]
 enum Command {
     /// Runs the HTTP API server.
     Serve(Box<ServeArgs>),
