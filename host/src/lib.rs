@@ -9,6 +9,7 @@ pub mod inputs;
 pub mod names;
 pub mod pipeline;
 pub mod placement;
+pub mod rebalance;
 pub mod registry;
 pub mod role;
 pub mod sandbox;

@@ -142,6 +142,26 @@ pub struct RunningVm {
     pub pending: bool,
 }
 
+impl RunningVm {
+    /// The running VM as a placement request: a migration from its host.
+    /// Only what the report carries is set; the rest takes the request's
+    /// defaults.
+    pub fn to_migration(&self) -> VmSpec {
+        VmSpec {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            memory_mib: self.memory_mib,
+            memory_guaranteed_mib: self.memory_guaranteed_mib,
+            vcpus: self.vcpus,
+            cpu_usage_percent: Some(self.cpu_usage_percent),
+            current_host: Some(self.host.clone()),
+            highly_available: self.highly_available,
+            hosted_engine: self.hosted_engine,
+            ..VmSpec::default()
+        }
+    }
+}
+
 /// The VM to place. Everything is optional; see each field for its default.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

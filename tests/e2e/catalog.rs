@@ -12,7 +12,7 @@ use crate::support::{Client, Server, expect_status};
 
 /// Three hosts with every figure the built-in policies' filters read;
 /// `hot` has been over 90 % CPU for five minutes and runs three VMs.
-fn hosts() -> Value {
+pub(crate) fn hosts() -> Value {
     let host = |id: &str, usage: f64, minutes: f64, vms: f64| {
         json!({
             "id": id,
@@ -34,7 +34,7 @@ fn hosts() -> Value {
     ])
 }
 
-fn vms() -> Value {
+pub(crate) fn vms() -> Value {
     let vm = |id: &str, usage: f64| {
         json!({ "id": id, "host": "hot", "memory_mib": 2048, "vcpus": 2,
                 "cpu_usage_percent": usage, "migratable": true })

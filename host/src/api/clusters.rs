@@ -18,7 +18,10 @@ use super::types::{
 use super::{AppState, location};
 use crate::pipeline::ParamValues;
 use crate::store::Db;
-use crate::store::clusters::ClusterRecord;
+use crate::store::clusters::{
+    ClusterRecord, DEFAULT_BALANCE_INTERVAL_SECONDS, MAX_BALANCE_INTERVAL_SECONDS,
+    MIN_BALANCE_INTERVAL_SECONDS, PeriodicBalance,
+};
 use crate::store::decisions::DecisionRecord;
 
 /// Decisions listed when the request does not say how many.
@@ -38,9 +41,61 @@ pub struct Cluster {
     /// Overrides of the policy's values and the units' defaults (oVirt's
     /// custom scheduling policy properties).
     pub properties: Vec<Property>,
+    pub balance: BalanceSettings,
     pub href: String,
     pub created_at: String,
     pub updated_at: String,
+}
+
+/// Whether Sandpiper balances the cluster's held inventory on its own, and
+/// how often (oVirt's `VdsLoadBalancingIntervalInMinutes`). Only a cluster
+/// whose policy has a balance unit and whose inventory is held is ever
+/// balanced; see docs/operations.md.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BalanceSettings {
+    /// Default `true`.
+    #[serde(default = "enabled")]
+    pub enabled: bool,
+    /// Seconds between two rounds, 1 to 86,400; default 60.
+    #[serde(default = "default_interval")]
+    pub interval_seconds: u32,
+}
+
+fn enabled() -> bool {
+    true
+}
+
+fn default_interval() -> u32 {
+    DEFAULT_BALANCE_INTERVAL_SECONDS
+}
+
+impl BalanceSettings {
+    fn checked(self) -> Result<PeriodicBalance, ApiError> {
+        let range = MIN_BALANCE_INTERVAL_SECONDS..=MAX_BALANCE_INTERVAL_SECONDS;
+        if !range.contains(&self.interval_seconds) {
+            return Err(ApiError::InvalidValue {
+                field: "balance.interval_seconds".to_owned(),
+                message: format!(
+                    "{} is outside {MIN_BALANCE_INTERVAL_SECONDS} to {MAX_BALANCE_INTERVAL_SECONDS} seconds",
+                    self.interval_seconds
+                ),
+            });
+        }
+        Ok(PeriodicBalance {
+            enabled: self.enabled,
+            interval_seconds: self.interval_seconds,
+        })
+    }
+}
+
+impl From<PeriodicBalance> for BalanceSettings {
+    fn from(b: PeriodicBalance) -> Self {
+        BalanceSettings {
+            enabled: b.enabled,
+            interval_seconds: b.interval_seconds,
+        }
+    }
 }
 
 /// A new cluster.
@@ -57,6 +112,9 @@ pub struct ClusterAdd {
     /// match its pattern.
     #[serde(default)]
     pub properties: Vec<Property>,
+    /// The periodic balance; default: every 60 seconds.
+    #[serde(default)]
+    pub balance: Option<BalanceSettings>,
 }
 
 /// Changes to a cluster; fields left out stay as they are. Attaching
@@ -69,6 +127,8 @@ pub struct ClusterUpdate {
     pub scheduling_policy: Option<IdRef>,
     /// Replaces all of the cluster's overrides.
     pub properties: Option<Vec<Property>>,
+    /// Replaces the periodic balance settings.
+    pub balance: Option<BalanceSettings>,
 }
 
 /// A decision made for a cluster.
@@ -130,6 +190,7 @@ async fn view(conn: &mut Db, c: &ClusterRecord) -> Result<Cluster, ApiError> {
             href: policy_href(c.policy_id),
         },
         properties: values_to_properties(&c.params),
+        balance: c.balance.into(),
         href: cluster_href(c.id),
         created_at: c.created_at.clone(),
         updated_at: c.updated_at.clone(),
@@ -233,6 +294,10 @@ pub async fn add_cluster(
 ) -> Result<impl IntoResponse, ApiError> {
     check_name("name", &body.name)?;
     let params = properties_to_values(body.properties, "properties")?;
+    let balance = match body.balance {
+        Some(settings) => settings.checked()?,
+        None => PeriodicBalance::default(),
+    };
     let mut tx = state.store().write().await?;
     ensure_name_free(&mut tx, &body.name, None).await?;
     let policy_id = match body.scheduling_policy {
@@ -249,6 +314,7 @@ pub async fn add_cluster(
         description: body.description,
         policy_id,
         params,
+        balance,
         created_at: String::new(),
         updated_at: String::new(),
     };
@@ -311,6 +377,9 @@ pub async fn update_cluster(
     }
     if let Some(policy) = body.scheduling_policy {
         cluster.policy_id = policy.id;
+    }
+    if let Some(settings) = body.balance {
+        cluster.balance = settings.checked()?;
     }
     let params_change = body.properties.is_some();
     if let Some(properties) = body.properties {

@@ -449,6 +449,40 @@ impl PlacementService {
             })
     }
 
+    /// The ids of the cluster's held hosts, in inventory order (the
+    /// periodic balance leaves out the ones with a migration in flight).
+    pub async fn held_host_ids(&self, cluster_id: Uuid) -> Result<Vec<String>, PlacementError> {
+        self.locked(cluster_id, |state, _| {
+            let ids = state
+                .hosts()
+                .records()
+                .iter()
+                .map(|r| r.host.id.clone())
+                .collect();
+            Ok((ids, Vec::new(), false))
+        })
+        .await
+    }
+
+    /// A VM as its host's last report shows it, if any host reports it.
+    pub async fn held_vm(
+        &self,
+        cluster_id: Uuid,
+        vm_id: String,
+    ) -> Result<Option<crate::snapshot::RunningVm>, PlacementError> {
+        self.locked(cluster_id, move |state, _| {
+            let vm = state
+                .hosts()
+                .records()
+                .iter()
+                .flat_map(|r| &r.vms)
+                .find(|v| v.id == vm_id)
+                .cloned();
+            Ok((vm, Vec::new(), false))
+        })
+        .await
+    }
+
     /// Whether the cluster has an inventory to decide on.
     pub async fn has_inventory(&self, cluster_id: Uuid) -> Result<bool, PlacementError> {
         self.locked(cluster_id, |state, _| {

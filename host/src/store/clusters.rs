@@ -14,8 +14,36 @@ pub struct ClusterRecord {
     pub policy_id: Uuid,
     /// Overrides of the policy's values and the units' defaults.
     pub params: ParamValues,
+    /// When Sandpiper balances the cluster on its own.
+    pub balance: PeriodicBalance,
     pub created_at: String,
     pub updated_at: String,
+}
+
+/// Whether and how often the cluster's held inventory is balanced by
+/// Sandpiper itself (oVirt's `VdsLoadBalancingIntervalInMinutes`); only a
+/// cluster whose policy has a balance unit ever is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeriodicBalance {
+    pub enabled: bool,
+    /// Seconds between two rounds, [`MIN_BALANCE_INTERVAL_SECONDS`] to
+    /// [`MAX_BALANCE_INTERVAL_SECONDS`] (the schema checks it too).
+    pub interval_seconds: u32,
+}
+
+/// A new cluster's balance interval: oVirt's default is one minute.
+pub const DEFAULT_BALANCE_INTERVAL_SECONDS: u32 = 60;
+pub const MIN_BALANCE_INTERVAL_SECONDS: u32 = 1;
+/// A day: a cluster balanced less often than that should disable it.
+pub const MAX_BALANCE_INTERVAL_SECONDS: u32 = 86_400;
+
+impl Default for PeriodicBalance {
+    fn default() -> Self {
+        PeriodicBalance {
+            enabled: true,
+            interval_seconds: DEFAULT_BALANCE_INTERVAL_SECONDS,
+        }
+    }
 }
 
 #[derive(sqlx::FromRow)]
@@ -24,12 +52,14 @@ struct Row {
     name: String,
     description: String,
     policy_id: String,
+    periodic_balance: bool,
+    balance_interval_seconds: u32,
     created_at: String,
     updated_at: String,
 }
 
-const SELECT: &str =
-    "SELECT id, name, description, policy_id, created_at, updated_at FROM clusters";
+const SELECT: &str = "SELECT id, name, description, policy_id, periodic_balance, \
+                      balance_interval_seconds, created_at, updated_at FROM clusters";
 
 async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<ClusterRecord, StoreError> {
     let params = sqlx::query_as::<_, (String, String)>(
@@ -46,6 +76,10 @@ async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<ClusterRecord
         description: row.description,
         policy_id: parse_id(&row.policy_id)?,
         params,
+        balance: PeriodicBalance {
+            enabled: row.periodic_balance,
+            interval_seconds: row.balance_interval_seconds,
+        },
         created_at: row.created_at,
         updated_at: row.updated_at,
     })
@@ -101,14 +135,18 @@ impl Db {
         let conn = self.sqlite();
         let id = cluster.id.to_string();
         sqlx::query(
-            "INSERT INTO clusters (id, name, description, policy_id) VALUES (?1, ?2, ?3, ?4) \
+            "INSERT INTO clusters (id, name, description, policy_id, periodic_balance, \
+             balance_interval_seconds) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
              ON CONFLICT (id) DO UPDATE SET name = ?2, description = ?3, policy_id = ?4, \
+             periodic_balance = ?5, balance_interval_seconds = ?6, \
              updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
         )
         .bind(&id)
         .bind(&cluster.name)
         .bind(&cluster.description)
         .bind(cluster.policy_id.to_string())
+        .bind(cluster.balance.enabled)
+        .bind(cluster.balance.interval_seconds)
         .execute(&mut *conn)
         .await?;
         sqlx::query("DELETE FROM cluster_params WHERE cluster_id = ?")

@@ -42,6 +42,7 @@ pub async fn store_with_cluster_limited(
         description: String::new(),
         policy_id: policy.id,
         params: ParamValues::new(),
+        balance: Default::default(),
         created_at: String::new(),
         updated_at: String::new(),
     };

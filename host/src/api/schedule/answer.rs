@@ -253,6 +253,10 @@ pub struct BalanceAnswer {
     /// What the balance unit proposed and how the policy decided.
     #[schema(value_type = Object)]
     pub explain: pipeline::BalanceExplain,
+    /// A periodic round that decided a migration: the `migrate` operation
+    /// it queued (docs/operations.md). Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation_id: Option<Uuid>,
 }
 
 impl BalanceAnswer {
@@ -273,6 +277,7 @@ impl BalanceAnswer {
             skipped_units: facts.skipped_units,
             degraded: explain.degraded(),
             explain,
+            operation_id: None,
         }
     }
 }

@@ -41,7 +41,7 @@ use super::extract::{Path, Query, body_bytes, is_json};
 use super::prepared::{Prepared, prepared};
 use crate::inputs;
 use crate::placement::{
-    Admission, BalanceJob, Decided, ExplainDetail, HostsSource, LoggedDecision, PlaceJob,
+    Admission, BalanceJob, Balanced, Decided, ExplainDetail, HostsSource, LoggedDecision, PlaceJob,
     PlaceRequest,
 };
 use crate::snapshot::Snapshot;
@@ -67,7 +67,7 @@ fn admission(state: &AppState, cluster_id: Uuid) -> Result<Admission, ApiError> 
 }
 
 /// The facts of a decision about to be made.
-fn facts(cluster_id: Uuid, query: DecisionQuery, prepared: &Prepared) -> Facts {
+pub(crate) fn facts(cluster_id: Uuid, query: DecisionQuery, prepared: &Prepared) -> Facts {
     Facts {
         decision_id: (!query.dry_run).then(Uuid::new_v4),
         dry_run: query.dry_run,
@@ -82,7 +82,7 @@ fn facts(cluster_id: Uuid, query: DecisionQuery, prepared: &Prepared) -> Facts {
 /// apart; for a placement over the held inventory, its summary form), and
 /// the claims it made. `None` for a dry run, which records nothing. Every
 /// decision's entry is made here.
-fn log_entry(
+pub(crate) fn log_entry(
     facts: &Facts,
     kind: DecisionKind,
     vm_id: Option<String>,
@@ -106,7 +106,7 @@ fn log_entry(
 /// records its entry through `Decided::record` instead (over the held
 /// inventory in the same batch as its claims, before its cluster is
 /// unlocked).
-async fn record(state: &AppState, entry: LoggedDecision) -> Result<(), ApiError> {
+pub(crate) async fn record(state: &AppState, entry: LoggedDecision) -> Result<(), ApiError> {
     state
         .store()
         .log_decision(entry, state.placement().config().retention)
@@ -191,7 +191,7 @@ pub async fn schedule_vm(
 /// Over inline hosts nothing is locked, and the answer, which carries the
 /// full explain record of up to every host sent, is rendered on the
 /// blocking pool and logged as returned.
-async fn answer_and_record(
+pub(crate) async fn answer_and_record(
     admission: &Admission,
     facts: Facts,
     vm_id: String,
@@ -319,15 +319,31 @@ pub async fn balance_cluster(
         .balance_admitted(cluster_id, job, &admission)
         .await
         .map_err(placement_error)?;
+    let text = answer_balance(&state, &admission, facts, balanced, None).await?;
+    Ok(json_response(text))
+}
+
+/// Renders a balancing round's answer and records it in the decisions log
+/// (unless it is a dry run), returning the answer's text: for
+/// `POST .../balance` and for the periodic balance (`crate::rebalance`),
+/// which also names the operation the round queued.
+pub(crate) async fn answer_balance(
+    state: &AppState,
+    admission: &Admission,
+    facts: Facts,
+    balanced: Balanced,
+    operation_id: Option<Uuid>,
+) -> Result<String, ApiError> {
     let log = facts.clone();
     let (vm_id, destination) = (balanced.vm_id.clone(), balanced.destination.clone());
-    let (text, logged) = blocking(&admission, move || {
-        let answer = BalanceAnswer::new(
+    let (text, logged) = blocking(admission, move || {
+        let mut answer = BalanceAnswer::new(
             facts,
             balanced.vm_id,
             balanced.destination,
             balanced.decision.explain,
         );
+        answer.operation_id = operation_id;
         let text = to_json(&answer)?;
         let logged = match answer.decision_id {
             Some(_) => Some(Logged::balance(&answer, &text)?),
@@ -346,9 +362,9 @@ pub async fn balance_cluster(
             Vec::new(),
         )
     }) {
-        record(&state, entry).await?;
+        record(state, entry).await?;
     }
-    Ok(json_response(text))
+    Ok(text)
 }
 
 /// Reads a JSON body (checking its content type) without parsing it.
