@@ -81,9 +81,12 @@ pub enum Order {
 /// only hold a slot while it waits. The others are ordered by priority,
 /// then (predictive only) aged weight ascending, then `seq`.
 ///
-/// One pass, O(candidates × their names); a candidate whose priority (or,
-/// for FIFO, whose priority and seq) cannot beat the best so far is not
-/// judged at all.
+/// One pass, O(candidates × their names). A candidate that cannot beat
+/// the best so far is passed over before its names are looked up: a worse
+/// priority; for FIFO a later seq; for predictive a weight that, even with
+/// none of its names held, would be higher (or equal with a later seq).
+/// So a slice in submit order is mostly passed over; in the reverse order
+/// every candidate is judged (the benchmark times both).
 pub fn next(
     candidates: &[Candidate<'_>],
     running: &Running,
@@ -97,12 +100,20 @@ pub fn next(
             match candidate.priority.cmp(&leader.priority) {
                 Ordering::Greater => continue,
                 Ordering::Equal if order == Order::Fifo && candidate.seq > leader.seq => continue,
-                // Its weight is at least the base's, aged.
-                Ordering::Equal
-                    if order == Order::Predictive
-                        && aged_weight(config.base, candidate.age, config) > best_weight =>
-                {
-                    continue;
+                // Its weight is at least its floor's, aged: ruled out
+                // before any of its names is looked up.
+                Ordering::Equal if order == Order::Predictive => {
+                    match running.floor(candidate.locks, config) {
+                        None => continue,
+                        Some(floor) => {
+                            let least = aged_weight(floor, candidate.age, config);
+                            if least > best_weight
+                                || (least == best_weight && candidate.seq > leader.seq)
+                            {
+                                continue;
+                            }
+                        }
+                    }
                 }
                 _ => {}
             }

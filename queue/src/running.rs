@@ -30,6 +30,37 @@ struct Held {
     /// Operations per [`Kind`] at this level.
     kinds: [usize; Kind::COUNT],
     names: HashMap<String, Holders>,
+    /// Per pending kind and [`Held::met_by`] answer, what it meets here
+    /// (kept by [`Held::refresh`] on every change), so that judging a
+    /// pending lock is its name lookups and one load.
+    verdicts: [[Verdict; MET_BOTH + 1]; Kind::COUNT],
+    /// Holds per slot of [`filter_slot`], so that a name held by no one is
+    /// told apart without hashing it with the map's SipHash: the picker
+    /// asks about every queued name, and most are not held. Allocated with
+    /// the first name. A crafted name can only collide into a false
+    /// "maybe", which the map then answers.
+    filter: Vec<usize>,
+}
+
+/// Slots in a level's name filter: with a few hundred names held, about
+/// one unheld name in ten still needs the map.
+const FILTER_SLOTS: usize = 2048;
+
+/// A name's filter slot: a cheap word-at-a-time hash (not
+/// collision-resistant, and need not be).
+fn filter_slot(name: &str) -> usize {
+    const SEED: u64 = 0x51_7C_C1_B7_27_22_0A_95;
+    let mut hash = name.len() as u64;
+    let mut chunks = name.as_bytes().chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        hash = (hash.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(SEED);
+    }
+    let mut tail = [0; 8];
+    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    hash = (hash.rotate_left(5) ^ u64::from_le_bytes(tail)).wrapping_mul(SEED);
+    (hash >> 32) as usize % FILTER_SLOTS
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -38,7 +69,15 @@ struct Holders {
     exclusive: usize,
 }
 
+/// Whether judging a pending lock looks its names up.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Names {
+    LookUp,
+    AssumeUnmet,
+}
+
 /// What a pending lock meets at one level.
+#[derive(Clone, Copy, Debug, Default)]
 struct Verdict {
     conflict: bool,
     worst: f64,
@@ -92,9 +131,18 @@ impl Running {
             } else {
                 locks.level(level)
             };
-            change(&mut held.kinds[lock.kind().index()]);
+            let count = &mut held.kinds[lock.kind().index()];
+            let was_held = *count > 0;
+            change(count);
+            if (*count > 0) != was_held {
+                held.refresh();
+            }
             let exclusive = lock.kind() == Kind::Exclusive;
             for name in lock.names().into_iter().flatten() {
+                if held.filter.is_empty() {
+                    held.filter = vec![0; FILTER_SLOTS];
+                }
+                change(&mut held.filter[filter_slot(name)]);
                 let holders = held.names.entry(name.clone()).or_default();
                 change(if exclusive {
                     &mut holders.exclusive
@@ -119,7 +167,7 @@ impl Running {
         // Summed from the base in level order, as the seed writes it (and
         // as `weigh_unblocked` does, to the last bit).
         Level::ALL.iter().fold(config.base, |value, &level| {
-            value + self.judge(level, pending).worst
+            value + self.judge(level, pending, Names::LookUp).worst
         })
     }
 
@@ -131,28 +179,39 @@ impl Running {
                 || self.cluster > 0
                 || Level::ALL
                     .iter()
-                    .any(|&level| self.judge(level, pending).conflict))
+                    .any(|&level| self.judge(level, pending, Names::LookUp).conflict))
     }
 
     /// Both at once, each level judged once: `None` when blocked, else the
     /// static value (what the picker needs).
     pub(crate) fn weigh_unblocked(&self, pending: &Locks, config: &Config) -> Option<f64> {
+        self.weigh(pending, config, Names::LookUp)
+    }
+
+    /// The same from the kinds alone, without touching a name: `None` when
+    /// blocked whatever the names, else a value no greater than
+    /// `weigh_unblocked`'s (no name met; meeting never weighs less, and
+    /// the sum is taken in the same order). The picker passes over a
+    /// candidate this already rules out.
+    pub(crate) fn floor(&self, pending: &Locks, config: &Config) -> Option<f64> {
+        self.weigh(pending, config, Names::AssumeUnmet)
+    }
+
+    fn weigh(&self, pending: &Locks, config: &Config, names: Names) -> Option<f64> {
         if self.is_empty() {
-            return Some(
-                config.base
-                    + if pending.cluster {
-                        CLUSTER_WIDE_WEIGHT
-                    } else {
-                        0.0
-                    },
-            );
+            let extra = if pending.cluster {
+                CLUSTER_WIDE_WEIGHT
+            } else {
+                0.0
+            };
+            return Some(config.base + extra);
         }
         if pending.cluster || self.cluster > 0 {
             return None;
         }
         let mut value = config.base;
         for level in Level::ALL {
-            let verdict = self.judge(level, pending);
+            let verdict = self.judge(level, pending, names);
             if verdict.conflict {
                 return None;
             }
@@ -161,57 +220,78 @@ impl Running {
         Some(value)
     }
 
-    /// `pending`'s lock at `level` against every running kind present
-    /// there. Which named holders it meets is looked up once, name by name.
-    fn judge(&self, level: Level, pending: &Locks) -> Verdict {
+    /// `pending`'s lock at `level`: which named holders it meets is looked
+    /// up once, name by name; the rest is the level's precomputed verdict.
+    fn judge(&self, level: Level, pending: &Locks, names: Names) -> Verdict {
         let held = &self.levels[level.index()];
         let lock = pending.level(level);
-        let pending_kind = lock.kind();
-        let mut verdict = Verdict {
-            conflict: false,
-            worst: 0.0,
+        let kind = lock.kind();
+        let met = if kind.is_named() && names == Names::LookUp {
+            held.met_by(lock)
+        } else {
+            0
         };
-        if pending_kind == Kind::None {
-            return verdict;
-        }
-        let mut meets: Option<Holders> = None;
-        for running_kind in Kind::ALL {
-            if held.kinds[running_kind.index()] == 0 {
-                continue;
-            }
-            // Only named against named asks; both cells share the answer.
-            let overlap = pending_kind.is_named() && running_kind.is_named() && {
-                let met = *meets.get_or_insert_with(|| held.met_by(lock));
-                if running_kind == Kind::Exclusive {
-                    met.exclusive > 0
-                } else {
-                    met.shared > 0
-                }
-            };
-            verdict.conflict |= Kind::conflict(pending_kind, running_kind, || overlap);
-            verdict.worst = verdict
-                .worst
-                .max(weight(pending_kind, running_kind, || overlap));
-        }
-        verdict
+        held.verdicts[kind.index()][met]
     }
 }
 
+/// [`Held::met_by`]'s answer: bit 0, a name is held shared; bit 1, held
+/// exclusive.
+const MET_SHARED: usize = 1;
+const MET_EXCLUSIVE: usize = 2;
+const MET_BOTH: usize = MET_SHARED | MET_EXCLUSIVE;
+
 impl Held {
-    /// Whether any of `lock`'s names is held shared, and exclusive (as
-    /// 0 or 1 each).
-    fn met_by(&self, lock: &Lock) -> Holders {
-        let mut met = Holders::default();
+    /// Which of `lock`'s names are held, shared and exclusive.
+    fn met_by(&self, lock: &Lock) -> usize {
+        let mut met = 0;
+        if self.names.is_empty() {
+            return met;
+        }
         for name in lock.names().into_iter().flatten() {
+            if self.filter[filter_slot(name)] == 0 {
+                continue;
+            }
             if let Some(holders) = self.names.get(name.as_str()) {
-                met.shared |= usize::from(holders.shared > 0);
-                met.exclusive |= usize::from(holders.exclusive > 0);
-                if met.shared > 0 && met.exclusive > 0 {
+                met |= if holders.shared > 0 { MET_SHARED } else { 0 };
+                met |= if holders.exclusive > 0 {
+                    MET_EXCLUSIVE
+                } else {
+                    0
+                };
+                if met == MET_BOTH {
                     break;
                 }
             }
         }
         met
+    }
+
+    /// Recomputes the verdict of every pending kind and every answer of
+    /// `met_by` against the kinds held now: the worst cell and any known
+    /// conflict over the running kinds present, as the table says. A
+    /// running named set "overlaps" when `met_by` found a name held in
+    /// its mode: the worst over many sets of one kind is the cell of
+    /// "does any of them meet", since meeting never weighs less.
+    fn refresh(&mut self) {
+        for pending in Kind::ALL {
+            for met in 0..=MET_BOTH {
+                let mut verdict = Verdict::default();
+                for running in Kind::ALL {
+                    if pending == Kind::None || self.kinds[running.index()] == 0 {
+                        continue;
+                    }
+                    let overlap = match running {
+                        Kind::Shared => met & MET_SHARED != 0,
+                        Kind::Exclusive => met & MET_EXCLUSIVE != 0,
+                        _ => false,
+                    };
+                    verdict.conflict |= Kind::conflict(pending, running, || overlap);
+                    verdict.worst = verdict.worst.max(weight(pending, running, || overlap));
+                }
+                self.verdicts[pending.index()][met] = verdict;
+            }
+        }
     }
 }
 
@@ -307,6 +387,10 @@ mod tests {
             prop_assert_eq!(aggregate.blocks(&pending), blocked);
             let both = aggregate.weigh_unblocked(&pending, &config);
             prop_assert_eq!(both, (!blocked).then_some(value));
+            match aggregate.floor(&pending, &config) {
+                None => prop_assert!(blocked),
+                Some(floor) => prop_assert!(floor <= value),
+            }
         }
     }
 
@@ -328,11 +412,8 @@ mod tests {
         assert!(!running.blocks(&vm("a")));
         assert!(!running.remove(&vm("a")));
         assert!(running.is_empty());
-        assert!(
-            running
-                .levels
-                .iter()
-                .all(|held| held.names.is_empty() && held.kinds.iter().all(|&n| n == 0))
-        );
+        assert!(running.levels.iter().all(|held| held.names.is_empty()
+            && held.filter.iter().all(|&n| n == 0)
+            && held.kinds.iter().all(|&n| n == 0)));
     }
 }
