@@ -61,7 +61,9 @@ async fn complete(client: &Client, ops: &str, leased: &Value, outcome: &str) -> 
 }
 
 fn kind_of(leased: &Option<Value>) -> Option<&str> {
-    leased.as_ref().map(|l| l["operation"]["kind"].as_str().expect("kind"))
+    leased
+        .as_ref()
+        .map(|l| l["operation"]["kind"].as_str().expect("kind"))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -136,7 +138,10 @@ async fn an_operation_is_submitted_leased_and_completed() {
             &json!({ "lease": leased["lease"]["id"], "outcome": "failed" }),
         )
         .await;
-    assert_eq!((again.status, again.code().as_str()), (409, "operation_finished"));
+    assert_eq!(
+        (again.status, again.code().as_str()),
+        (409, "operation_finished")
+    );
 
     // Now the cluster-wide one runs, alone.
     assert_eq!(kind_of(&lease_now(&admin, &ops).await), Some("start"));
@@ -160,16 +165,30 @@ async fn leases_go_by_priority_then_predictive_value_then_submit_order() {
 
     // Priority first: the later, more urgent one goes first.
     submit(&admin, &ops, json!({ "kind": "low", "locks": vm("a") })).await;
-    submit(&admin, &ops, json!({ "kind": "urgent", "priority": -10, "locks": vm("b") })).await;
+    submit(
+        &admin,
+        &ops,
+        json!({ "kind": "urgent", "priority": -10, "locks": vm("b") }),
+    )
+    .await;
     let urgent = lease_now(&admin, &ops).await;
     assert_eq!(kind_of(&urgent), Some("urgent"));
     // `urgent` holds VM b exclusive. Of two equal priorities, the one
     // whose VM lock might block (unknown exclusive against a held
     // exclusive: 1.5) waits behind the one that cannot (a different named
     // VM: 0.5), though submitted first; `low` (VM a, 0.5) came before both.
-    submit(&admin, &ops, json!({ "kind": "unknown-vm", "locks": { "vm": "unknown_exclusive" } }))
-        .await;
-    submit(&admin, &ops, json!({ "kind": "named-vm", "locks": vm("c") })).await;
+    submit(
+        &admin,
+        &ops,
+        json!({ "kind": "unknown-vm", "locks": { "vm": "unknown_exclusive" } }),
+    )
+    .await;
+    submit(
+        &admin,
+        &ops,
+        json!({ "kind": "named-vm", "locks": vm("c") }),
+    )
+    .await;
     assert_eq!(kind_of(&lease_now(&admin, &ops).await), Some("low"));
     assert_eq!(kind_of(&lease_now(&admin, &ops).await), Some("named-vm"));
     assert_eq!(kind_of(&lease_now(&admin, &ops).await), Some("unknown-vm"));
@@ -184,9 +203,19 @@ async fn conflicting_operations_are_never_leased_together() {
 
     let migration = json!({ "vm": { "exclusive": ["vm-1"] },
                             "host_resources": { "exclusive": ["h1", "h2"] } });
-    submit(&admin, &ops, json!({ "kind": "migrate", "locks": migration })).await;
+    submit(
+        &admin,
+        &ops,
+        json!({ "kind": "migrate", "locks": migration }),
+    )
+    .await;
     // Same VM; then another VM on one of the migration's hosts.
-    submit(&admin, &ops, json!({ "kind": "same-vm", "locks": vm("vm-1") })).await;
+    submit(
+        &admin,
+        &ops,
+        json!({ "kind": "same-vm", "locks": vm("vm-1") }),
+    )
+    .await;
     submit(
         &admin,
         &ops,
@@ -227,7 +256,12 @@ async fn a_cluster_leases_at_most_its_limit() {
     let ops = cluster(&admin, "c").await;
     let other = cluster(&admin, "d").await;
     for i in 0..3 {
-        submit(&admin, &ops, json!({ "kind": "work", "locks": vm(&format!("v{i}")) })).await;
+        submit(
+            &admin,
+            &ops,
+            json!({ "kind": "work", "locks": vm(&format!("v{i}")) }),
+        )
+        .await;
     }
     submit(&admin, &other, json!({ "kind": "work", "locks": vm("v0") })).await;
 
@@ -268,12 +302,18 @@ async fn a_waiting_lease_is_answered_by_a_submit() {
     submit(&admin, &ops, json!({ "kind": "wanted", "locks": vm("y") })).await;
     let (leased, took) = waiting.await.expect("the waiter");
     assert_eq!(kind_of(&leased), Some("wanted"));
-    assert!(took < Duration::from_secs(5), "answered at once, not at the wait's end: {took:?}");
+    assert!(
+        took < Duration::from_secs(5),
+        "answered at once, not at the wait's end: {took:?}"
+    );
 
     // Nothing comes: 204 after the wait.
     let started = Instant::now();
     let reply = admin
-        .post(&format!("{ops}/lease"), &json!({ "holder": "w", "wait_ms": 300, "kinds": ["wanted"] }))
+        .post(
+            &format!("{ops}/lease"),
+            &json!({ "holder": "w", "wait_ms": 300, "kinds": ["wanted"] }),
+        )
         .await;
     assert_eq!(reply.status, 204);
     assert!(started.elapsed() >= Duration::from_millis(300));
@@ -314,7 +354,11 @@ async fn an_expired_lease_returns_the_operation_with_its_attempts() {
     let renew = json!({ "lease": first["lease"]["id"] });
     for (action, body) in [("renew", renew), ("complete", stale)] {
         let reply = admin.post(&format!("{ops}/{id}/{action}"), &body).await;
-        assert_eq!((reply.status, reply.code().as_str()), (409, "lease_lost"), "{action}");
+        assert_eq!(
+            (reply.status, reply.code().as_str()),
+            (409, "lease_lost"),
+            "{action}"
+        );
         assert_eq!(reply.json()["error"]["details"]["field"], "lease");
     }
     complete(&admin, &ops, &second, "succeeded").await;
@@ -332,7 +376,10 @@ async fn wrong_leases_unknown_operations_and_other_clusters() {
 
     // Queued, not leased: any lease is lost.
     let reply = admin
-        .post(&format!("{ops}/{id}/complete"), &json!({ "lease": stranger, "outcome": "succeeded" }))
+        .post(
+            &format!("{ops}/{id}/complete"),
+            &json!({ "lease": stranger, "outcome": "succeeded" }),
+        )
         .await;
     assert_eq!((reply.status, reply.code().as_str()), (409, "lease_lost"));
     let leased = lease_now(&admin, &ops).await.expect("leased");
@@ -344,10 +391,23 @@ async fn wrong_leases_unknown_operations_and_other_clusters() {
     for path in [format!("{ops}/{stranger}"), format!("{other}/{id}")] {
         assert_eq!(admin.get(&path).await.status, 404, "{path}");
         let reply = admin
-            .post(&format!("{path}/complete"), &json!({ "lease": leased["lease"]["id"], "outcome": "succeeded" }))
+            .post(
+                &format!("{path}/complete"),
+                &json!({ "lease": leased["lease"]["id"], "outcome": "succeeded" }),
+            )
             .await;
-        assert_eq!((reply.status, reply.code().as_str()), (404, "not_found"), "{path}");
-        assert_eq!(admin.post(&format!("{path}/cancel"), &json!({})).await.status, 404);
+        assert_eq!(
+            (reply.status, reply.code().as_str()),
+            (404, "not_found"),
+            "{path}"
+        );
+        assert_eq!(
+            admin
+                .post(&format!("{path}/cancel"), &json!({}))
+                .await
+                .status,
+            404
+        );
     }
     // Unknown cluster.
     let nowhere = format!("/api/v1/clusters/{stranger}/operations");
@@ -357,12 +417,18 @@ async fn wrong_leases_unknown_operations_and_other_clusters() {
         404
     );
     assert_eq!(
-        admin.post(&format!("{nowhere}/lease"), &json!({ "holder": "w" })).await.status,
+        admin
+            .post(&format!("{nowhere}/lease"), &json!({ "holder": "w" }))
+            .await
+            .status,
         404
     );
     assert_eq!(admin.open(&format!("{nowhere}/events")).await.status(), 404);
     // Still leased by the right lease.
-    assert_eq!(complete(&admin, &ops, &leased, "succeeded").await["state"], "succeeded");
+    assert_eq!(
+        complete(&admin, &ops, &leased, "succeeded").await["state"],
+        "succeeded"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -372,22 +438,39 @@ async fn cancelling_ends_queued_and_leased_operations() {
     let ops = cluster(&admin, "c").await;
     let queued = submit(&admin, &ops, json!({ "kind": "a", "locks": vm("a") })).await;
     let queued_id = queued["id"].as_str().expect("id");
-    let held = submit(&admin, &ops, json!({ "kind": "b", "priority": -1, "locks": vm("b") })).await;
+    let held = submit(
+        &admin,
+        &ops,
+        json!({ "kind": "b", "priority": -1, "locks": vm("b") }),
+    )
+    .await;
     let leased = lease_now(&admin, &ops).await.expect("leased");
     assert_eq!(leased["operation"]["id"], held["id"]);
     let held_id = held["id"].as_str().expect("id");
 
     for id in [queued_id, held_id] {
-        let cancelled = expect_status(&admin.post(&format!("{ops}/{id}/cancel"), &json!({})).await, 200);
+        let cancelled = expect_status(
+            &admin.post(&format!("{ops}/{id}/cancel"), &json!({})).await,
+            200,
+        );
         assert_eq!(cancelled["state"], "cancelled");
         let again = admin.post(&format!("{ops}/{id}/cancel"), &json!({})).await;
-        assert_eq!((again.status, again.code().as_str()), (409, "operation_finished"));
+        assert_eq!(
+            (again.status, again.code().as_str()),
+            (409, "operation_finished")
+        );
     }
     // The worker of the cancelled lease learns it on completing.
     let reply = admin
-        .post(&format!("{ops}/{held_id}/complete"), &json!({ "lease": leased["lease"]["id"], "outcome": "succeeded" }))
+        .post(
+            &format!("{ops}/{held_id}/complete"),
+            &json!({ "lease": leased["lease"]["id"], "outcome": "succeeded" }),
+        )
         .await;
-    assert_eq!((reply.status, reply.code().as_str()), (409, "operation_finished"));
+    assert_eq!(
+        (reply.status, reply.code().as_str()),
+        (409, "operation_finished")
+    );
     assert_eq!(reply.json()["error"]["details"]["state"], "cancelled");
     assert_eq!(lease_now(&admin, &ops).await, None);
 }
@@ -407,38 +490,118 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
         (json!({ "kind": "a\u{200B}b" }), "invalid_value", "kind"),
         (json!({ "kind": "k".repeat(65) }), "invalid_value", "kind"),
         (json!({ "kind": 3 }), "invalid_field", "kind"),
-        (json!({ "kind": "k", "priority": 20 }), "invalid_value", "priority"),
-        (json!({ "kind": "k", "priority": -21 }), "invalid_value", "priority"),
-        (json!({ "kind": "k", "priority": 1e12 }), "invalid_field", "priority"),
-        (json!({ "kind": "k", "locks": { "vm": "sometimes" } }), "invalid_field", "locks.vm"),
-        (json!({ "kind": "k", "locks": { "vm": { "exclusive": [] } } }), "invalid_value", "locks.vm"),
-        (json!({ "kind": "k", "locks": { "host": { "shared": [""] } } }), "invalid_value", "locks.host"),
-        (json!({ "kind": "k", "locks": { "network": { "shared": [" n"] } } }), "invalid_value", "locks.network"),
-        (json!({ "kind": "k", "locks": { "rack": "none" } }), "invalid_field", "locks"),
-        (json!({ "kind": "k", "locks": { "cluster": "yes" } }), "invalid_field", "locks.cluster"),
-        (json!({ "kind": "k", "payload": big }), "invalid_value", "payload"),
-        (json!({ "kind": "k", "vm_id": "vm-1" }), "invalid_field", "vm_id"),
+        (
+            json!({ "kind": "k", "priority": 20 }),
+            "invalid_value",
+            "priority",
+        ),
+        (
+            json!({ "kind": "k", "priority": -21 }),
+            "invalid_value",
+            "priority",
+        ),
+        (
+            json!({ "kind": "k", "priority": 1e12 }),
+            "invalid_field",
+            "priority",
+        ),
+        (
+            json!({ "kind": "k", "locks": { "vm": "sometimes" } }),
+            "invalid_field",
+            "locks.vm",
+        ),
+        (
+            json!({ "kind": "k", "locks": { "vm": { "exclusive": [] } } }),
+            "invalid_value",
+            "locks.vm",
+        ),
+        (
+            json!({ "kind": "k", "locks": { "host": { "shared": [""] } } }),
+            "invalid_value",
+            "locks.host",
+        ),
+        (
+            json!({ "kind": "k", "locks": { "network": { "shared": [" n"] } } }),
+            "invalid_value",
+            "locks.network",
+        ),
+        (
+            json!({ "kind": "k", "locks": { "rack": "none" } }),
+            "invalid_field",
+            "locks",
+        ),
+        (
+            json!({ "kind": "k", "locks": { "cluster": "yes" } }),
+            "invalid_field",
+            "locks.cluster",
+        ),
+        (
+            json!({ "kind": "k", "payload": big }),
+            "invalid_value",
+            "payload",
+        ),
+        (
+            json!({ "kind": "k", "vm_id": "vm-1" }),
+            "invalid_field",
+            "vm_id",
+        ),
     ];
     let leases: Vec<(Value, &str, &str)> = vec![
         (json!({}), "invalid_field", "."),
         (json!({ "holder": "" }), "invalid_value", "holder"),
-        (json!({ "holder": "w", "wait_ms": 30001 }), "invalid_value", "wait_ms"),
-        (json!({ "holder": "w", "ttl_ms": 999 }), "invalid_value", "ttl_ms"),
-        (json!({ "holder": "w", "ttl_ms": 3600001 }), "invalid_value", "ttl_ms"),
-        (json!({ "holder": "w", "kinds": [] }), "invalid_value", "kinds"),
-        (json!({ "holder": "w", "kinds": ["ok", ""] }), "invalid_value", "kinds[1]"),
+        (
+            json!({ "holder": "w", "wait_ms": 30001 }),
+            "invalid_value",
+            "wait_ms",
+        ),
+        (
+            json!({ "holder": "w", "ttl_ms": 999 }),
+            "invalid_value",
+            "ttl_ms",
+        ),
+        (
+            json!({ "holder": "w", "ttl_ms": 3600001 }),
+            "invalid_value",
+            "ttl_ms",
+        ),
+        (
+            json!({ "holder": "w", "kinds": [] }),
+            "invalid_value",
+            "kinds",
+        ),
+        (
+            json!({ "holder": "w", "kinds": ["ok", ""] }),
+            "invalid_value",
+            "kinds[1]",
+        ),
     ];
     let completes: Vec<(Value, &str, &str)> = vec![
         (json!({ "outcome": "succeeded" }), "invalid_field", "."),
-        (json!({ "lease": "not-a-uuid", "outcome": "succeeded" }), "invalid_field", "lease"),
-        (json!({ "lease": id, "outcome": "done" }), "invalid_field", "outcome"),
-        (json!({ "lease": id, "outcome": "succeeded", "detail": big }), "invalid_value", "detail"),
+        (
+            json!({ "lease": "not-a-uuid", "outcome": "succeeded" }),
+            "invalid_field",
+            "lease",
+        ),
+        (
+            json!({ "lease": id, "outcome": "done" }),
+            "invalid_field",
+            "outcome",
+        ),
+        (
+            json!({ "lease": id, "outcome": "succeeded", "detail": big }),
+            "invalid_value",
+            "detail",
+        ),
     ];
     let before = api_state(&admin, &ops).await;
     let mut cases = Vec::new();
     cases.extend(submits.into_iter().map(|c| (ops.clone(), c)));
     cases.extend(leases.into_iter().map(|c| (format!("{ops}/lease"), c)));
-    cases.extend(completes.into_iter().map(|c| (format!("{ops}/{id}/complete"), c)));
+    cases.extend(
+        completes
+            .into_iter()
+            .map(|c| (format!("{ops}/{id}/complete"), c)),
+    );
     for (path, (body, code, field)) in cases {
         let reply = admin.post(&path, &body).await;
         let error = reply.json();
@@ -447,8 +610,13 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
             (400, code),
             "{path} {body}: {error}"
         );
-        let named = error["error"]["details"]["field"].as_str().unwrap_or_default();
-        assert!(named.starts_with(field) || named == field, "{path} {body}: {error}");
+        let named = error["error"]["details"]["field"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            named.starts_with(field) || named == field,
+            "{path} {body}: {error}"
+        );
     }
     for query in ["state=running", "limit=0", "limit=1001", "limit=x"] {
         let reply = admin.get(&format!("{ops}?{query}")).await;
@@ -502,21 +670,32 @@ async fn the_event_stream_tells_every_change() {
     let id = op["id"].as_str().expect("id");
     expect_status(
         &admin
-            .post(&format!("{ops}/{id}/renew"), &json!({ "lease": leased["lease"]["id"] }))
+            .post(
+                &format!("{ops}/{id}/renew"),
+                &json!({ "lease": leased["lease"]["id"] }),
+            )
             .await,
         200,
     );
     complete(&admin, &ops, &leased, "failed").await;
     let other = submit(&admin, &ops, json!({ "kind": "k2" })).await;
     let other_id = other["id"].as_str().expect("id");
-    expect_status(&admin.post(&format!("{ops}/{other_id}/cancel"), &json!({})).await, 200);
+    expect_status(
+        &admin
+            .post(&format!("{ops}/{other_id}/cancel"), &json!({}))
+            .await,
+        200,
+    );
 
     let mut seen = Vec::new();
     for _ in 0..6 {
         let event = next_event(&mut body).await;
         seen.push((
             event["event"].as_str().expect("event").to_owned(),
-            event["operation"]["state"].as_str().expect("state").to_owned(),
+            event["operation"]["state"]
+                .as_str()
+                .expect("state")
+                .to_owned(),
         ));
     }
     let expected = [
@@ -534,4 +713,115 @@ async fn the_event_stream_tells_every_change() {
             .map(|(e, s)| ((*e).to_owned(), (*s).to_owned()))
             .collect::<Vec<_>>()
     );
+}
+
+/// Schedules `vm` over the held inventory of the cluster whose operations
+/// path is `ops`: the decision claims a host for it. Returns that host.
+async fn claim(admin: &Client, ops: &str, vm: &str) -> String {
+    let cluster = ops.trim_end_matches("/operations");
+    let placed = expect_status(
+        &admin
+            .post(
+                &format!("{cluster}/schedule"),
+                &json!({ "vm": { "id": vm, "memory_mib": 512, "vcpus": 1 } }),
+            )
+            .await,
+        200,
+    );
+    placed["chosen_host"]
+        .as_str()
+        .or_else(|| placed["claims"][0]["host_id"].as_str())
+        .unwrap_or_else(|| panic!("a host in {placed:#}"))
+        .to_owned()
+}
+
+async fn claim_state(admin: &Client, ops: &str, vm: &str) -> Option<String> {
+    let cluster = ops.trim_end_matches("/operations");
+    let claims = expect_status(&admin.get(&format!("{cluster}/claims")).await, 200);
+    claims["claims"]
+        .as_array()
+        .expect("claims")
+        .iter()
+        .find(|c| c["vm_id"] == vm)
+        .map(|c| c["state"].as_str().expect("state").to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_operation_carrying_a_claim_confirms_or_releases_it() {
+    use sandpiper::operations::{Kind, NewOperation, Origin, start_locks};
+
+    let api = Api::start().await;
+    let admin = api.admin();
+    let ops = cluster(&admin, "c").await;
+    let cluster_path = ops.trim_end_matches("/operations");
+    let cluster_id: uuid::Uuid = cluster_path
+        .rsplit('/')
+        .next()
+        .and_then(|id| id.parse().ok())
+        .expect("a cluster id");
+    expect_status(
+        &admin
+            .put(
+                &format!("{cluster_path}/inventory"),
+                &json!({ "generation": 1, "hosts": crate::support::tour_hosts() }),
+            )
+            .await,
+        200,
+    );
+    let operations = api.state.operations();
+    for (vm, outcome, claim_after) in [
+        ("vm-ok", "succeeded", Some("confirmed")),
+        ("vm-bad", "failed", None),
+        ("vm-gone", "cancel", None),
+    ] {
+        let host = claim(&admin, &ops, vm).await;
+        assert_eq!(claim_state(&admin, &ops, vm).await.as_deref(), Some("pending"));
+        let op = operations
+            .submit(NewOperation {
+                cluster_id,
+                kind: Kind::Start,
+                priority: 0,
+                locks: start_locks(vm, &host),
+                payload: json!({ "vm_id": vm, "host_id": host }),
+                origin: Origin::Pool {
+                    pool_id: uuid::Uuid::new_v4(),
+                },
+                vm_id: Some(vm.to_owned()),
+            })
+            .await
+            .expect("submitted");
+        assert_eq!(operations.in_flight(cluster_id).await.len(), 1);
+        if outcome == "cancel" {
+            expect_status(&admin.post(&format!("{ops}/{}/cancel", op.id), &json!({})).await, 200);
+        } else {
+            let leased = lease_now(&admin, &ops).await.expect("leased");
+            assert_eq!(leased["operation"]["vm_id"], vm);
+            assert_eq!(leased["operation"]["origin"], "pool");
+            complete(&admin, &ops, &leased, outcome).await;
+        }
+        assert_eq!(
+            claim_state(&admin, &ops, vm).await.as_deref(),
+            claim_after,
+            "{vm} {outcome}"
+        );
+        assert!(operations.in_flight(cluster_id).await.is_empty());
+    }
+
+    // A claim already gone is not the completion's error.
+    let host = claim(&admin, &ops, "vm-released").await;
+    expect_status(&admin.delete(&format!("{cluster_path}/claims/vm-released")).await, 200);
+    operations
+        .submit(NewOperation {
+            cluster_id,
+            kind: Kind::Start,
+            priority: 0,
+            locks: start_locks("vm-released", &host),
+            payload: Value::Null,
+            origin: Origin::Balance,
+            vm_id: Some("vm-released".to_owned()),
+        })
+        .await
+        .expect("submitted");
+    let leased = lease_now(&admin, &ops).await.expect("leased");
+    assert_eq!(complete(&admin, &ops, &leased, "succeeded").await["state"], "succeeded");
 }

@@ -209,10 +209,7 @@ pub fn routes(limits: &ApiLimits) -> OpenApiRouter<AppState> {
         .routes(routes!(claims::confirm_claim))
         .routes(routes!(claims::release_claim))
         .routes(with_body_limit(
-            routes!(
-                operations::list_operations,
-                operations::submit_operation
-            ),
+            routes!(operations::list_operations, operations::submit_operation),
             operations::MAX_OPERATION_BODY_BYTES,
         ))
         .routes(routes!(operations::lease_operation))

@@ -338,9 +338,7 @@ pub async fn list_operations(
         None => None,
         Some(text) => Some(OpState::parse(text).ok_or_else(|| ApiError::InvalidValue {
             field: "state".to_owned(),
-            message: format!(
-                "`{text}` is not one of queued, leased, succeeded, failed, cancelled"
-            ),
+            message: format!("`{text}` is not one of queued, leased, succeeded, failed, cancelled"),
         })?),
     };
     let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);

@@ -38,8 +38,17 @@ mod tests {
     fn a_migration_conflicts_with_a_start_on_either_host_only() {
         let migration = migration_locks("vm-1", "h1", "h2");
         assert!(migration.validate().is_ok());
-        assert!(sandpiper_queue::conflicts(&migration, &start_locks("vm-2", "h2")));
-        assert!(sandpiper_queue::conflicts(&migration, &start_locks("vm-1", "h3")));
-        assert!(!sandpiper_queue::conflicts(&migration, &start_locks("vm-2", "h3")));
+        assert!(sandpiper_queue::conflicts(
+            &migration,
+            &start_locks("vm-2", "h2")
+        ));
+        assert!(sandpiper_queue::conflicts(
+            &migration,
+            &start_locks("vm-1", "h3")
+        ));
+        assert!(!sandpiper_queue::conflicts(
+            &migration,
+            &start_locks("vm-2", "h3")
+        ));
     }
 }

@@ -238,9 +238,7 @@ impl OperationsService {
         }
         let clusters = queues
             .into_iter()
-            .map(|(id, queue)| {
-(id, Arc::new(Slot::new(queue)))
-            })
+            .map(|(id, queue)| (id, Arc::new(Slot::new(queue))))
             .collect();
         let sweep_interval = config.sweep_interval;
         let inner = Arc::new(Inner {
@@ -539,7 +537,10 @@ impl OperationsService {
         let Some(current) = queue.get(id) else {
             drop(queue);
             let op = self.get(cluster_id, id).await?;
-            return Err(OperationError::Finished { id, state: op.state });
+            return Err(OperationError::Finished {
+                id,
+                state: op.state,
+            });
         };
         let mut op = current.clone();
         op.state = State::Cancelled;
