@@ -193,6 +193,11 @@ pub struct ServeArgs {
     /// delay-and-retry, host sampling, decision log age.
     #[command(flatten)]
     pub placement: crate::placement::PlacementArgs,
+
+    /// The operations queue: leases per cluster, queue length, lease TTL,
+    /// the predictive order's aging.
+    #[command(flatten)]
+    pub operations: crate::operations::OperationsArgs,
 }
 
 /// The per-call limits of units, shared by `sandpiper serve` and

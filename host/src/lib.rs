@@ -7,6 +7,7 @@ pub mod builtin;
 pub mod config;
 pub mod inputs;
 pub mod names;
+pub mod operations;
 pub mod pipeline;
 pub mod placement;
 pub mod rebalance;

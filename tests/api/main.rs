@@ -11,6 +11,7 @@
 mod bad_input;
 mod decisions_log;
 mod openapi;
+mod operations;
 mod roles;
 mod support;
 mod units;

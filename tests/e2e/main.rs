@@ -14,6 +14,7 @@ mod hardening_load;
 mod hardening_net;
 mod languages;
 mod load;
+mod operations;
 mod rebalance;
 mod restart;
 mod support;

@@ -174,6 +174,39 @@ pub const ROUTES: &[RouteAccess] = &[
         "/api/v1/clusters/{id}/claims/{vm_id}",
         ENGINE,
     ),
+    // The operations queue (crate::operations).
+    route(Method::GET, "/api/v1/clusters/{id}/operations", READER),
+    route(Method::POST, "/api/v1/clusters/{id}/operations", ENGINE),
+    route(
+        Method::POST,
+        "/api/v1/clusters/{id}/operations/lease",
+        ENGINE,
+    ),
+    route(
+        Method::GET,
+        "/api/v1/clusters/{id}/operations/events",
+        READER,
+    ),
+    route(
+        Method::GET,
+        "/api/v1/clusters/{id}/operations/{op_id}",
+        READER,
+    ),
+    route(
+        Method::POST,
+        "/api/v1/clusters/{id}/operations/{op_id}/renew",
+        ENGINE,
+    ),
+    route(
+        Method::POST,
+        "/api/v1/clusters/{id}/operations/{op_id}/complete",
+        ENGINE,
+    ),
+    route(
+        Method::POST,
+        "/api/v1/clusters/{id}/operations/{op_id}/cancel",
+        ENGINE,
+    ),
     route(Method::GET, "/api/v1/decisions", READER),
     // Tokens.
     route(Method::GET, "/api/v1/tokens", ADMIN),

@@ -422,6 +422,7 @@ pub async fn delete_cluster(
     // state held in memory goes too, or the claim sweeper would keep
     // working on it for as long as the server runs.
     state.placement().forget(id);
+    state.operations().forget(id);
     Ok(StatusCode::NO_CONTENT)
 }
 

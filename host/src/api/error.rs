@@ -221,6 +221,9 @@ pub const ERROR_CODES: &[&str] = &[
     "cluster_busy",
     "decision_too_long",
     "overloaded",
+    "lease_lost",
+    "operation_finished",
+    "queue_full",
 ];
 
 /// The body of every error response.

@@ -18,6 +18,7 @@ pub mod extract;
 pub mod health;
 pub mod inventory;
 pub mod openapi;
+pub mod operations;
 pub mod policies;
 pub mod prepared;
 pub mod schedule;
@@ -35,6 +36,7 @@ use utoipa_axum::routes;
 
 use self::error::ApiError;
 use self::extract::BodyLimit;
+use crate::operations::OperationsService;
 use crate::placement::PlacementService;
 use crate::registry::Registry;
 use crate::store::Store;
@@ -67,6 +69,7 @@ struct Shared {
     modules: Modules,
     limits: ApiLimits,
     placement: PlacementService,
+    operations: OperationsService,
     prepared: prepared::PreparedCache,
     tokens: crate::auth::TokenCache,
 }
@@ -78,6 +81,7 @@ impl AppState {
         modules: Modules,
         limits: ApiLimits,
         placement: PlacementService,
+        operations: OperationsService,
     ) -> Self {
         AppState {
             shared: Arc::new(Shared {
@@ -86,6 +90,7 @@ impl AppState {
                 modules,
                 limits,
                 placement,
+                operations,
                 prepared: prepared::PreparedCache::default(),
                 tokens: crate::auth::TokenCache::default(),
             }),
@@ -95,6 +100,11 @@ impl AppState {
     /// Held inventories, claims and stateful decisions.
     pub fn placement(&self) -> &PlacementService {
         &self.shared.placement
+    }
+
+    /// The operations queue.
+    pub fn operations(&self) -> &OperationsService {
+        &self.shared.operations
     }
 
     /// Clusters' prepared policies, kept between decisions.
@@ -198,6 +208,19 @@ pub fn routes(limits: &ApiLimits) -> OpenApiRouter<AppState> {
         .routes(routes!(claims::list_claims))
         .routes(routes!(claims::confirm_claim))
         .routes(routes!(claims::release_claim))
+        .routes(with_body_limit(
+            routes!(operations::list_operations, operations::submit_operation),
+            operations::MAX_OPERATION_BODY_BYTES,
+        ))
+        .routes(routes!(operations::lease_operation))
+        .routes(routes!(operations::operation_events))
+        .routes(routes!(operations::get_operation))
+        .routes(routes!(operations::renew_lease))
+        .routes(with_body_limit(
+            routes!(operations::complete_operation),
+            operations::MAX_OPERATION_BODY_BYTES,
+        ))
+        .routes(routes!(operations::cancel_operation))
         .routes(routes!(decisions::list))
         .routes(routes!(tokens::list_tokens, tokens::add_token))
         .routes(routes!(tokens::revoke_token))

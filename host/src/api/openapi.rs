@@ -29,6 +29,7 @@ use super::error::{ErrorBody, ErrorDetail};
         (name = "schedulingpolicies", description = "Scheduling policies and their filters, weights and balances"),
         (name = "clusters", description = "Clusters, their policy and overrides, and their decisions"),
         (name = "decisions", description = "Placement and balancing decisions, for engines"),
+        (name = "operations", description = "The operations queue: what should happen next in a cluster, leased by engines' workers, carried out and reported back"),
         (name = "tokens", description = "Bearer tokens and roles"),
     )
 )]

@@ -159,7 +159,22 @@ impl Server {
             store.clone(),
             args.placement.config(args.decisions_retained),
         );
-        let state = AppState::new(store, registry, modules, args.api_limits(), placement);
+        let operations = crate::operations::OperationsService::start(
+            store.clone(),
+            placement.clone(),
+            args.operations.config(),
+        )
+        .await?;
+        let operations_held = operations.unfinished_count().await;
+        tracing::info!(operations = operations_held, "operations queue loaded");
+        let state = AppState::new(
+            store,
+            registry,
+            modules,
+            args.api_limits(),
+            placement,
+            operations,
+        );
         Ok(state)
     }
 
@@ -180,11 +195,15 @@ impl Server {
             ..
         } = self;
         let store = state.store().clone();
+        let operations = state.operations().clone();
         let app = api::app(state);
         let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
         let serve = listen::serve(listener, app, connections, async move {
             signals.received().await;
             tracing::info!("shutting down: no new connections, finishing requests in flight");
+            // Long polls and event streams would otherwise hold the
+            // shutdown for its whole grace period.
+            operations.shut_down();
             let _ = stopping_tx.send(true);
         });
         let grace_expired = async move {

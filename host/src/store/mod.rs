@@ -35,6 +35,7 @@ pub mod decisions;
 pub mod files;
 pub mod inventory;
 pub mod modules;
+pub mod operations;
 pub mod policies;
 #[cfg(test)]
 pub(crate) mod test_support;

@@ -112,6 +112,9 @@ fn template_db() -> &'static Path {
 /// The application over its own database.
 pub struct Api {
     app: Router,
+    /// The state under the router, for what Rust callers inside the
+    /// server do (the operations the balance loop and pools submit).
+    pub state: sandpiper::api::AppState,
     /// The database file, for [`dump`].
     pub db: PathBuf,
     // Dropped last: the store's files live here.
@@ -134,7 +137,8 @@ impl Api {
         std::fs::copy(template, &db).expect("copy the template database");
         let state = build_state(&db, flags).await;
         Api {
-            app: sandpiper::api::app(state),
+            app: sandpiper::api::app(state.clone()),
+            state,
             db,
             _dir: dir,
         }
@@ -214,6 +218,21 @@ impl Client {
             headers,
             body,
         }
+    }
+
+    /// Sends a GET and returns the response with its body unread, for
+    /// streams (server-sent events).
+    pub async fn open(&self, path: &str) -> axum::response::Response {
+        let mut request = Request::builder().method("GET").uri(path);
+        if let Some(token) = &self.token {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        let request = request.body(Body::empty()).expect("a request");
+        self.app
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("the router is infallible")
     }
 
     pub async fn get(&self, path: &str) -> Reply {

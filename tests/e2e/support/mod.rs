@@ -134,6 +134,14 @@ impl Server {
         self.wait()
     }
 
+    /// Kills the process with SIGKILL (a crash: nothing is flushed or
+    /// closed) and reaps it.
+    pub fn kill(mut self) {
+        let mut child = self.child.take().expect("running");
+        child.kill().expect("SIGKILL");
+        let _ = child.wait();
+    }
+
     /// Sends SIGTERM without waiting.
     pub fn signal_stop(&self) {
         terminate(self.child.as_ref().expect("running"));

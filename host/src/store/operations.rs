@@ -1,0 +1,230 @@
+//! The operations queue's rows (migration `0007_operations.sql`): one per
+//! operation, from submit to its outcome. `crate::operations` keeps the
+//! unfinished ones in memory and writes every change here, in a
+//! [`super::Store::write`] transaction committed before it answers.
+//!
+//! Kinds, lock declarations, payloads and outcomes are stored as the text
+//! the service gives (names and JSON); this module parses none of them.
+
+use uuid::Uuid;
+
+use super::{Db, StoreError, parse_id, unsigned};
+
+/// A stored operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperationRow {
+    pub id: Uuid,
+    pub cluster_id: Uuid,
+    pub seq: u64,
+    pub kind: String,
+    pub priority: i32,
+    /// The lock declaration, as JSON.
+    pub locks: String,
+    /// The payload, as JSON.
+    pub payload: String,
+    /// `engine`, `balance` or `pool`.
+    pub origin: String,
+    /// Set exactly when `origin` is `pool`.
+    pub pool_id: Option<Uuid>,
+    pub vm_id: Option<String>,
+    /// `queued`, `leased`, `succeeded`, `failed` or `cancelled`.
+    pub state: String,
+    pub attempts: u32,
+    pub submitted_at_ms: u64,
+    pub lease: Option<LeaseRow>,
+    pub finished_at_ms: Option<u64>,
+    /// `{"outcome": ..., "detail": ...}` as JSON, once finished.
+    pub outcome: Option<String>,
+}
+
+/// The lease of a leased operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseRow {
+    pub id: Uuid,
+    pub holder: String,
+    /// Milliseconds since the Unix epoch.
+    pub expires_at_ms: u64,
+}
+
+const COLUMNS: &str = "id, cluster_id, seq, kind, priority, locks, payload, origin, pool_id, \
+     vm_id, state, attempts, submitted_at_ms, lease_id, lease_holder, lease_expires_at_ms, \
+     finished_at_ms, outcome";
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: String,
+    cluster_id: String,
+    seq: i64,
+    kind: String,
+    priority: i64,
+    locks: String,
+    payload: String,
+    origin: String,
+    pool_id: Option<String>,
+    vm_id: Option<String>,
+    state: String,
+    attempts: i64,
+    submitted_at_ms: i64,
+    lease_id: Option<String>,
+    lease_holder: Option<String>,
+    lease_expires_at_ms: Option<i64>,
+    finished_at_ms: Option<i64>,
+    outcome: Option<String>,
+}
+
+impl TryFrom<Row> for OperationRow {
+    type Error = StoreError;
+
+    fn try_from(row: Row) -> Result<Self, StoreError> {
+        let lease = match (row.lease_id, row.lease_holder, row.lease_expires_at_ms) {
+            (Some(id), Some(holder), Some(expires)) => Some(LeaseRow {
+                id: parse_id(&id)?,
+                holder,
+                expires_at_ms: unsigned(expires),
+            }),
+            (None, _, _) => None,
+            _ => {
+                return Err(StoreError::Corrupt(format!(
+                    "operation {} has a partial lease",
+                    row.id
+                )));
+            }
+        };
+        Ok(OperationRow {
+            id: parse_id(&row.id)?,
+            cluster_id: parse_id(&row.cluster_id)?,
+            seq: unsigned(row.seq),
+            kind: row.kind,
+            priority: i32::try_from(row.priority)
+                .map_err(|_| StoreError::Corrupt(format!("priority {}", row.priority)))?,
+            locks: row.locks,
+            payload: row.payload,
+            origin: row.origin,
+            pool_id: row.pool_id.as_deref().map(parse_id).transpose()?,
+            vm_id: row.vm_id,
+            state: row.state,
+            attempts: u32::try_from(row.attempts).unwrap_or(u32::MAX),
+            submitted_at_ms: unsigned(row.submitted_at_ms),
+            lease,
+            finished_at_ms: row.finished_at_ms.map(unsigned),
+            outcome: row.outcome,
+        })
+    }
+}
+
+fn millis(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+impl Db {
+    /// Stores a new operation.
+    pub async fn insert_operation(&mut self, op: &OperationRow) -> Result<(), StoreError> {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO operations ({COLUMNS}) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )))
+        .bind(op.id.to_string())
+        .bind(op.cluster_id.to_string())
+        .bind(millis(op.seq))
+        .bind(&op.kind)
+        .bind(i64::from(op.priority))
+        .bind(&op.locks)
+        .bind(&op.payload)
+        .bind(&op.origin)
+        .bind(op.pool_id.map(|id| id.to_string()))
+        .bind(&op.vm_id)
+        .bind(&op.state)
+        .bind(i64::from(op.attempts))
+        .bind(millis(op.submitted_at_ms))
+        .bind(op.lease.as_ref().map(|l| l.id.to_string()))
+        .bind(op.lease.as_ref().map(|l| l.holder.clone()))
+        .bind(op.lease.as_ref().map(|l| millis(l.expires_at_ms)))
+        .bind(op.finished_at_ms.map(millis))
+        .bind(&op.outcome)
+        .execute(self.sqlite())
+        .await?;
+        Ok(())
+    }
+
+    /// Writes an operation's changing part: its state, attempts, lease and
+    /// outcome. `false` when no such operation is stored (its cluster was
+    /// deleted meanwhile).
+    pub async fn update_operation(&mut self, op: &OperationRow) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE operations SET state = ?, attempts = ?, lease_id = ?, lease_holder = ?, \
+             lease_expires_at_ms = ?, finished_at_ms = ?, outcome = ? \
+             WHERE id = ? AND cluster_id = ?",
+        )
+        .bind(&op.state)
+        .bind(i64::from(op.attempts))
+        .bind(op.lease.as_ref().map(|l| l.id.to_string()))
+        .bind(op.lease.as_ref().map(|l| l.holder.clone()))
+        .bind(op.lease.as_ref().map(|l| millis(l.expires_at_ms)))
+        .bind(op.finished_at_ms.map(millis))
+        .bind(&op.outcome)
+        .bind(op.id.to_string())
+        .bind(op.cluster_id.to_string())
+        .execute(self.sqlite())
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Every unfinished (queued or leased) operation of every cluster, in
+    /// submit order: what the queue holds in memory after a start.
+    pub async fn unfinished_operations(&mut self) -> Result<Vec<OperationRow>, StoreError> {
+        let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM operations WHERE state IN ('queued', 'leased') ORDER BY seq"
+        )))
+        .fetch_all(self.sqlite())
+        .await?;
+        rows.into_iter().map(OperationRow::try_from).collect()
+    }
+
+    /// The highest submit sequence number stored (`None`: no operation
+    /// was ever stored, or all were deleted with their clusters).
+    pub async fn last_operation_seq(&mut self) -> Result<Option<u64>, StoreError> {
+        let last: Option<i64> = sqlx::query_scalar("SELECT MAX(seq) FROM operations")
+            .fetch_one(self.sqlite())
+            .await?;
+        Ok(last.map(unsigned))
+    }
+
+    /// One operation of a cluster.
+    pub async fn operation(
+        &mut self,
+        cluster_id: Uuid,
+        id: Uuid,
+    ) -> Result<Option<OperationRow>, StoreError> {
+        let row: Option<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM operations WHERE id = ? AND cluster_id = ?"
+        )))
+        .bind(id.to_string())
+        .bind(cluster_id.to_string())
+        .fetch_optional(self.sqlite())
+        .await?;
+        row.map(OperationRow::try_from).transpose()
+    }
+
+    /// A cluster's operations in submit order, of one state or all, at
+    /// most `limit`, starting after sequence number `after` (paging).
+    pub async fn operations(
+        &mut self,
+        cluster_id: Uuid,
+        state: Option<&str>,
+        after: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<OperationRow>, StoreError> {
+        let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM operations WHERE cluster_id = ? \
+             AND (? IS NULL OR state = ?) AND seq > ? ORDER BY seq LIMIT ?"
+        )))
+        .bind(cluster_id.to_string())
+        .bind(state)
+        .bind(state)
+        .bind(after.map_or(-1, millis))
+        .bind(i64::from(limit))
+        .fetch_all(self.sqlite())
+        .await?;
+        rows.into_iter().map(OperationRow::try_from).collect()
+    }
+}

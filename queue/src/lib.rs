@@ -1,0 +1,30 @@
+//! The order of the operations queue: which queued operation the host
+//! leases next, as Ganeti's predictive queue decided it.
+//!
+//! Every operation declares the locks it will take, per level
+//! ([`Locks`]). An operation whose declaration is *known* to conflict with
+//! a running one is never leased ([`Running::blocks`]); among the others
+//! the order is priority, then (with [`Order::Predictive`]) a contention
+//! weight that ages to zero ([`Running::static_value`], [`aged_weight`]),
+//! then submit order. This crate is pure logic: no clock, no store, no
+//! I/O; the host owns the queue and passes ages and running sets in.
+//!
+//! Ganeti's design is `doc/design-predictive-queue.rst`; what it actually
+//! shipped (on the abandoned 2.17 line) is `src/Ganeti/JQueue/LockDecls.hs`
+//! and `JQScheduler.hs`. docs/operations.md explains every constant.
+
+mod lock;
+mod order;
+mod running;
+mod weight;
+
+pub use lock::{Level, Lock, LockError, LockErrorKind, Locks, MAX_NAMES_PER_LEVEL, conflicts};
+pub use order::{
+    Candidate, Config, Order, PRIORITY_DEFAULT, PRIORITY_HIGHEST, PRIORITY_LOWEST,
+    STARVATION_TICKS, TICK, aged_weight, next,
+};
+pub use running::Running;
+pub use weight::{
+    BASE_WEIGHT, CLUSTER_WIDE_WEIGHT, DEGRADE_WEIGHT, HEAVY_DEGRADE_WEIGHT, MAYBE_BLOCK_WEIGHT,
+    NO_WEIGHT, SURE_BLOCK_WEIGHT, compare,
+};
