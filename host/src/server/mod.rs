@@ -103,7 +103,8 @@ impl Server {
     /// but with no socket and no signals: creates the database's
     /// directory, opens and migrates the store, makes sure an admin can
     /// get in, registers the built-in units and policy, loads every stored
-    /// unit and starts placement.
+    /// unit and starts placement, the operations queue and the periodic
+    /// balance.
     ///
     /// What a start otherwise takes from its process is passed in, so that
     /// tests build this very state in process (`tests/api`): `admin_token`
@@ -175,6 +176,7 @@ impl Server {
             placement,
             operations,
         );
+        tokio::spawn(crate::rebalance::run(state.clone()));
         Ok(state)
     }
 
