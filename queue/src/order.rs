@@ -180,4 +180,52 @@ mod tests {
         }];
         assert_eq!(next(&only, &running, Order::Fifo, &Config::default()), None);
     }
+
+    use crate::running::tests::locks;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1_000))]
+
+        /// The one-pass picker with its shortcuts picks as a plain sort of
+        /// the unblocked candidates would.
+        #[test]
+        fn next_is_the_minimum_of_the_unblocked(
+            running in proptest::collection::vec(locks(), 0..6),
+            queued in proptest::collection::vec((-1..=1_i32, 0..2_000_u64, locks()), 0..16),
+        ) {
+            let config = Config::default();
+            let mut aggregate = Running::new();
+            for locks in &running {
+                aggregate.add(locks);
+            }
+            // Distinct seqs, shuffled by the generator's order.
+            let candidates: Vec<Candidate<'_>> = queued
+                .iter()
+                .enumerate()
+                .map(|(i, (priority, age, locks))| Candidate {
+                    priority: *priority,
+                    seq: (i as u64 * 7919) % 16,
+                    age: Duration::from_secs(*age),
+                    locks,
+                })
+                .collect();
+            for order in [Order::Fifo, Order::Predictive] {
+                let naive = candidates
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| !aggregate.blocks(c.locks))
+                    .map(|(i, c)| {
+                        let weight = match order {
+                            Order::Fifo => 0.0,
+                            Order::Predictive => aged_weight(aggregate.static_value(c.locks, &config), c.age, &config),
+                        };
+                        (c.priority, weight, c.seq, i)
+                    })
+                    .min_by(|a, b| a.partial_cmp(b).expect("no NaN"))
+                    .map(|(.., i)| i);
+                prop_assert_eq!(next(&candidates, &aggregate, order, &config), naive, "{:?}", order);
+            }
+        }
+    }
 }
