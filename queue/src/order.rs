@@ -117,9 +117,9 @@ pub enum Order {
 /// its names held, would be higher (or equal with a later seq). So a slice
 /// in submit order (as the host passes its queue) is mostly passed over;
 /// in the reverse order every candidate is judged (the benchmark times
-/// both). A candidate that is not passed over is checked against the
-/// reserving one's declaration (its names only when both name a set at a
-/// level) before its own names are looked up in `running`.
+/// both). Only a candidate that would lead is checked against the
+/// reserving one's declaration (their names only when both name a set at
+/// a level).
 pub fn next(
     candidates: &[Candidate<'_>],
     running: &Running,
@@ -152,13 +152,6 @@ pub fn next(
                 _ => {}
             }
         }
-        if let Some((holder_index, holder)) = reserving
-            && index != holder_index
-            && candidate.priority >= holder.priority
-            && conflicts(candidate.locks, holder.locks)
-        {
-            continue;
-        }
         let weight = match order {
             Order::Fifo if running.blocks(candidate.locks) => continue,
             Order::Fifo => 0.0,
@@ -178,7 +171,14 @@ pub fn next(
                 )) == Some(Ordering::Less)
             }
         };
-        if better {
+        // Asked last, of a candidate that would lead: the reservation
+        // only narrows what may lead.
+        let held_back = |(holder_index, holder): (usize, &Candidate<'_>)| {
+            index != holder_index
+                && candidate.priority >= holder.priority
+                && conflicts(candidate.locks, holder.locks)
+        };
+        if better && !reserving.is_some_and(held_back) {
             best = Some((index, weight));
         }
     }
