@@ -45,7 +45,8 @@ impl Default for Config {
 /// Ganeti's design says the age is quantised to ticks but its code divides
 /// continuously; we follow the code, so two operations submitted a second
 /// apart never tie on age alone. A zero tick or K means no horizon at all:
-/// every weight is 0 and the order is FIFO within a priority.
+/// every weight is 0 and the order is FIFO within a priority (and every
+/// operation is [starving](is_starving), so the first reserves in [`next`]).
 pub fn aged_weight(spv: f64, age: Duration, config: &Config) -> f64 {
     let horizon = config.tick.as_secs_f64() * config.starvation_ticks;
     if horizon <= 0.0 || horizon.is_nan() {
