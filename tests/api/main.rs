@@ -12,6 +12,7 @@ mod bad_input;
 mod decisions_log;
 mod openapi;
 mod operations;
+mod rebalance;
 mod roles;
 mod support;
 mod units;

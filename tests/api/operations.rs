@@ -775,7 +775,10 @@ async fn an_operation_carrying_a_claim_confirms_or_releases_it() {
         ("vm-gone", "cancel", None),
     ] {
         let host = claim(&admin, &ops, vm).await;
-        assert_eq!(claim_state(&admin, &ops, vm).await.as_deref(), Some("pending"));
+        assert_eq!(
+            claim_state(&admin, &ops, vm).await.as_deref(),
+            Some("pending")
+        );
         let op = operations
             .submit(NewOperation {
                 cluster_id,
@@ -792,7 +795,12 @@ async fn an_operation_carrying_a_claim_confirms_or_releases_it() {
             .expect("submitted");
         assert_eq!(operations.in_flight(cluster_id).await.len(), 1);
         if outcome == "cancel" {
-            expect_status(&admin.post(&format!("{ops}/{}/cancel", op.id), &json!({})).await, 200);
+            expect_status(
+                &admin
+                    .post(&format!("{ops}/{}/cancel", op.id), &json!({}))
+                    .await,
+                200,
+            );
         } else {
             let leased = lease_now(&admin, &ops).await.expect("leased");
             assert_eq!(leased["operation"]["vm_id"], vm);
@@ -809,7 +817,12 @@ async fn an_operation_carrying_a_claim_confirms_or_releases_it() {
 
     // A claim already gone is not the completion's error.
     let host = claim(&admin, &ops, "vm-released").await;
-    expect_status(&admin.delete(&format!("{cluster_path}/claims/vm-released")).await, 200);
+    expect_status(
+        &admin
+            .delete(&format!("{cluster_path}/claims/vm-released"))
+            .await,
+        200,
+    );
     operations
         .submit(NewOperation {
             cluster_id,
@@ -823,5 +836,8 @@ async fn an_operation_carrying_a_claim_confirms_or_releases_it() {
         .await
         .expect("submitted");
     let leased = lease_now(&admin, &ops).await.expect("leased");
-    assert_eq!(complete(&admin, &ops, &leased, "succeeded").await["state"], "succeeded");
+    assert_eq!(
+        complete(&admin, &ops, &leased, "succeeded").await["state"],
+        "succeeded"
+    );
 }

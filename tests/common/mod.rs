@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// An HTTP answer.
 #[derive(Debug, Clone)]
@@ -62,6 +62,40 @@ pub fn expect_status(reply: &Reply, status: u16) -> Value {
 /// the tour's VM (4 GiB), and too few cores for a 24-vCPU one, as has `mid`.
 pub fn tour_hosts() -> Value {
     serde_json::from_str(include_str!("tour_hosts.json")).expect("tour_hosts.json is JSON")
+}
+
+/// Three hosts with every figure the built-in policies' filters read;
+/// `hot` has been over 90 % CPU for five minutes and runs the three VMs of
+/// [`overloaded_vms`]: what oVirt's load balancers move a VM off.
+pub fn overloaded_hosts() -> Value {
+    let host = |id: &str, usage: f64, minutes: f64, vms: f64| {
+        json!({
+            "id": id,
+            "address": format!("{id}.example.com"),
+            "metrics": {
+                "cpu_sockets": 2, "cpu_cores": 16, "cpu_threads": 32,
+                "cpu_usage_percent": usage, "cpu_overloaded_minutes": minutes,
+                "memory_total_mib": 65536, "memory_free_mib": 49152,
+                "memory_committed_mib": 8192,
+                "disk_total_gib": 1000, "disk_free_gib": 800,
+                "vm_count": vms, "vcpus_used": vms * 2.0,
+            }
+        })
+    };
+    json!([
+        host("hot", 95.0, 5.0, 3.0),
+        host("cool", 10.0, 0.0, 0.0),
+        host("warm", 40.0, 0.0, 0.0),
+    ])
+}
+
+/// The VMs on [`overloaded_hosts`]' `hot` host; `v2` uses the least CPU.
+pub fn overloaded_vms() -> Value {
+    let vm = |id: &str, usage: f64| {
+        json!({ "id": id, "host": "hot", "memory_mib": 2048, "vcpus": 2,
+                "cpu_usage_percent": usage, "migratable": true })
+    };
+    json!([vm("v1", 90.0), vm("v2", 20.0), vm("v3", 50.0)])
 }
 
 /// The component of the built-in unit in `policies/<dir>`, as embedded in

@@ -8,39 +8,9 @@ use std::collections::BTreeMap;
 use sandpiper::builtin::{BuiltinPolicy, UNITS};
 use serde_json::{Value, json};
 
-use crate::support::{Client, Server, expect_status};
-
-/// Three hosts with every figure the built-in policies' filters read;
-/// `hot` has been over 90 % CPU for five minutes and runs three VMs.
-pub(crate) fn hosts() -> Value {
-    let host = |id: &str, usage: f64, minutes: f64, vms: f64| {
-        json!({
-            "id": id,
-            "address": format!("{id}.example.com"),
-            "metrics": {
-                "cpu_sockets": 2, "cpu_cores": 16, "cpu_threads": 32,
-                "cpu_usage_percent": usage, "cpu_overloaded_minutes": minutes,
-                "memory_total_mib": 65536, "memory_free_mib": 49152,
-                "memory_committed_mib": 8192,
-                "disk_total_gib": 1000, "disk_free_gib": 800,
-                "vm_count": vms, "vcpus_used": vms * 2.0,
-            }
-        })
-    };
-    json!([
-        host("hot", 95.0, 5.0, 3.0),
-        host("cool", 10.0, 0.0, 0.0),
-        host("warm", 40.0, 0.0, 0.0),
-    ])
-}
-
-pub(crate) fn vms() -> Value {
-    let vm = |id: &str, usage: f64| {
-        json!({ "id": id, "host": "hot", "memory_mib": 2048, "vcpus": 2,
-                "cpu_usage_percent": usage, "migratable": true })
-    };
-    json!([vm("v1", 90.0), vm("v2", 20.0), vm("v3", 50.0)])
-}
+use crate::support::{
+    Client, Server, expect_status, overloaded_hosts as hosts, overloaded_vms as vms,
+};
 
 /// The unit names of one role of a listed policy.
 fn names(policy: &Value, role: &str) -> Vec<String> {

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::catalog::{hosts, vms};
-use crate::support::{Client, Server, expect_status};
+use crate::support::{
+    Client, Server, expect_status, overloaded_hosts as hosts, overloaded_vms as vms,
+};
 
 /// The cluster's balance interval: short, so the test takes seconds.
 const INTERVAL_SECONDS: u64 = 1;
@@ -90,9 +91,14 @@ fn an_overloaded_host_yields_one_migration_and_no_second_until_it_completes() {
     .unwrap_or_else(|| panic!("no migration queued; log:\n{}", server.log()));
     assert_eq!(queued.len(), 1, "{queued:#?}");
     let op = &queued[0];
-    assert_eq!((&op["kind"], &op["state"]), (&json!("migrate"), &json!("queued")));
+    assert_eq!(
+        (&op["kind"], &op["state"]),
+        (&json!("migrate"), &json!("queued"))
+    );
     assert_eq!(op["vm_id"], "v2", "the least CPU-hungry VM moves: {op:#}");
-    let destination = op["payload"]["destination_host"].as_str().expect("destination");
+    let destination = op["payload"]["destination_host"]
+        .as_str()
+        .expect("destination");
     assert!(["cool", "warm"].contains(&destination), "{op:#}");
     assert_eq!(op["payload"]["source_host"], "hot");
     let claims = expect_status(&admin.get(&format!("{path}/claims")), 200);
@@ -108,7 +114,11 @@ fn an_overloaded_host_yields_one_migration_and_no_second_until_it_completes() {
     let rounds_before = decisions(&admin, &path).len();
     std::thread::sleep(interval * 3);
     let ops = operations(&admin, &path);
-    assert_eq!(ops.len(), 1, "no second migration while one is queued: {ops:#?}");
+    assert_eq!(
+        ops.len(),
+        1,
+        "no second migration while one is queued: {ops:#?}"
+    );
     let held_back: Vec<Value> = decisions(&admin, &path)
         .into_iter()
         .filter(|d| d["answer"]["outcome"] == "in_flight")
@@ -130,10 +140,17 @@ fn an_overloaded_host_yields_one_migration_and_no_second_until_it_completes() {
     assert_eq!(leased["operation"]["id"], op["id"]);
     let lease = leased["lease"]["id"].clone();
     std::thread::sleep(interval * 2);
-    assert_eq!(operations(&admin, &path).len(), 1, "none while it is leased");
+    assert_eq!(
+        operations(&admin, &path).len(),
+        1,
+        "none while it is leased"
+    );
     expect_status(
         &admin.post(
-            &format!("{path}/operations/{}/complete", op["id"].as_str().expect("id")),
+            &format!(
+                "{path}/operations/{}/complete",
+                op["id"].as_str().expect("id")
+            ),
             &json!({ "lease": lease, "outcome": "succeeded" }),
         ),
         200,

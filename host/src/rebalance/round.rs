@@ -36,9 +36,7 @@ use crate::api::schedule::logged::Logged;
 use crate::api::schedule::request::DecisionQuery;
 use crate::api::schedule::{answer_and_record, answer_balance, facts, log_entry, record};
 use crate::operations::{Kind, NewOperation, Operation, OperationError, Origin, migration_locks};
-use crate::placement::{
-    BalanceJob, ExplainDetail, HostsSource, Mode, PlaceJob, PlaceRequest,
-};
+use crate::placement::{BalanceJob, ExplainDetail, HostsSource, Mode, PlaceJob, PlaceRequest};
 use crate::store::decisions::DecisionKind;
 use sandpiper_queue::{Level, Lock, Locks};
 

@@ -21,7 +21,10 @@ use sandpiper::server::Server;
 #[path = "../../common/mod.rs"]
 mod common;
 
-pub use common::{Reply, builtin_wasm, distinct_copy, dump, expect_status, tour_hosts};
+pub use common::{
+    Reply, builtin_wasm, distinct_copy, dump, expect_status, overloaded_hosts, overloaded_vms,
+    tour_hosts,
+};
 
 /// The admin token every test state starts with (what
 /// `SANDPIPER_ADMIN_TOKEN` supplies to a real server).

@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-pub use common::{Reply, builtin_wasm, distinct_copy, expect_status, tour_hosts};
+pub use common::{
+    Reply, builtin_wasm, distinct_copy, expect_status, overloaded_hosts, overloaded_vms, tour_hosts,
+};
 
 /// The admin token every test server starts with (via
 /// `SANDPIPER_ADMIN_TOKEN`).

@@ -1,0 +1,207 @@
+//! One periodic balancing round (`sandpiper::rebalance::round::run`), run
+//! in process over the server's own state: which clusters it skips, the
+//! hosts it leaves out, the claim and the `migrate` operation it makes,
+//! and how it holds back while that operation is in flight. The loop's
+//! timing over the real binary is `tests/e2e/rebalance.rs`.
+
+use sandpiper::operations::{Kind, NewOperation, Origin, migration_locks};
+use sandpiper::rebalance::Round;
+use sandpiper::rebalance::round::run;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::support::{Api, Client, expect_status, overloaded_hosts, overloaded_vms};
+
+/// A cluster on the built-in policy `policy`, balanced only when the test
+/// says so; with the overloaded inventory held when `held`.
+async fn cluster(admin: &Client, name: &str, policy: &str, held: bool) -> Uuid {
+    let policies = expect_status(&admin.get("/api/v1/schedulingpolicies").await, 200);
+    let policy_id = policies
+        .as_array()
+        .expect("policies")
+        .iter()
+        .find(|p| p["name"] == policy)
+        .unwrap_or_else(|| panic!("built-in policy {policy}"))["id"]
+        .clone();
+    let created = expect_status(
+        &admin
+            .post(
+                "/api/v1/clusters",
+                &json!({ "name": name, "scheduling_policy": { "id": policy_id },
+                         "balance": { "enabled": false } }),
+            )
+            .await,
+        201,
+    );
+    let id: Uuid = created["id"].as_str().expect("id").parse().expect("uuid");
+    if held {
+        expect_status(
+            &admin
+                .put(
+                    &format!("/api/v1/clusters/{id}/inventory"),
+                    &json!({ "generation": 1, "hosts": overloaded_hosts(), "vms": overloaded_vms() }),
+                )
+                .await,
+            200,
+        );
+    }
+    id
+}
+
+async fn decisions(admin: &Client, cluster: Uuid) -> Vec<Value> {
+    expect_status(
+        &admin
+            .get(&format!("/api/v1/clusters/{cluster}/decisions?limit=500"))
+            .await,
+        200,
+    )
+    .as_array()
+    .expect("decisions")
+    .clone()
+}
+
+#[tokio::test]
+async fn clusters_without_a_balance_unit_or_a_held_inventory_are_not_balanced() {
+    let api = Api::start().await;
+    let admin = api.admin();
+    let no_balancer = cluster(&admin, "plain", "none", true).await;
+    let not_held = cluster(&admin, "empty", "evenly_distributed", false).await;
+    for (id, why) in [
+        (no_balancer, "the policy has no balance unit"),
+        (not_held, "the cluster's inventory is not held"),
+    ] {
+        let round = run(&api.state, id).await.expect("a round");
+        assert_eq!(round, Round::NotBalanced(why));
+        assert!(decisions(&admin, id).await.is_empty(), "nothing logged");
+    }
+}
+
+#[tokio::test]
+async fn a_round_claims_and_queues_one_migration_and_leaves_out_hosts_migrating() {
+    let api = Api::start().await;
+    let admin = api.admin();
+    let id = cluster(&admin, "hot", "evenly_distributed", true).await;
+    let path = format!("/api/v1/clusters/{id}");
+
+    // An engine's own migration onto `cool` is in flight: `cool` is left
+    // out, so the balance can only pick `warm`.
+    let theirs = api
+        .state
+        .operations()
+        .submit(NewOperation {
+            cluster_id: id,
+            kind: Kind::Migrate,
+            priority: 0,
+            locks: migration_locks("elsewhere", "far", "cool"),
+            payload: json!({}),
+            origin: Origin::Engine,
+            vm_id: None,
+        })
+        .await
+        .expect("submit");
+
+    let round = run(&api.state, id).await.expect("a round");
+    let Round::Migrating {
+        decision_id,
+        operation_id,
+        vm_id,
+        destination,
+    } = round
+    else {
+        panic!("a migration: {round:?}");
+    };
+    assert_eq!((vm_id.as_str(), destination.as_str()), ("v2", "warm"));
+
+    // The operation carries the claim, with a migration's locks.
+    let op = expect_status(
+        &admin
+            .get(&format!("{path}/operations/{operation_id}"))
+            .await,
+        200,
+    );
+    assert_eq!(
+        (&op["kind"], &op["origin"], &op["state"], &op["vm_id"]),
+        (
+            &json!("migrate"),
+            &json!("balance"),
+            &json!("queued"),
+            &json!("v2")
+        )
+    );
+    assert_eq!(
+        op["payload"],
+        json!({ "vm_id": "v2", "source_host": "hot", "destination_host": "warm",
+                "decision_id": decision_id })
+    );
+    assert_eq!(
+        op["locks"]["host_resources"],
+        json!({ "exclusive": ["hot", "warm"] })
+    );
+    let claims = expect_status(&admin.get(&format!("{path}/claims")).await, 200);
+    assert_eq!(
+        (
+            &claims["claims"][0]["vm_id"],
+            &claims["claims"][0]["host_id"]
+        ),
+        (&json!("v2"), &json!("warm"))
+    );
+
+    // Logged: the claim's schedule decision, then the round with the
+    // operation it queued and the explain record.
+    let logged = decisions(&admin, id).await;
+    assert_eq!(logged.len(), 2, "{logged:#?}");
+    let (round_entry, schedule_entry) = (&logged[0], &logged[1]);
+    assert_eq!(round_entry["id"], json!(decision_id));
+    assert_eq!(round_entry["kind"], "balance");
+    assert_eq!(round_entry["answer"]["outcome"], "migrate");
+    assert_eq!(round_entry["answer"]["operation_id"], json!(operation_id));
+    assert!(round_entry["answer"]["explain"].is_object());
+    assert_eq!(
+        (
+            &schedule_entry["kind"],
+            &schedule_entry["vm_id"],
+            &schedule_entry["host_id"]
+        ),
+        (&json!("schedule"), &json!("v2"), &json!("warm"))
+    );
+
+    // Next round: it holds back, and says why.
+    let again = run(&api.state, id).await.expect("a round");
+    let Round::InFlight {
+        operation_id: waiting_for,
+        ..
+    } = again
+    else {
+        panic!("held back: {again:?}");
+    };
+    assert_eq!(waiting_for, operation_id);
+    let latest = &decisions(&admin, id).await[0];
+    assert_eq!(latest["answer"]["outcome"], "in_flight", "{latest:#}");
+    assert_eq!(latest["answer"]["operation_id"], json!(operation_id));
+    let listed = expect_status(&admin.get(&format!("{path}/operations")).await, 200);
+    assert_eq!(listed["operations"].as_array().map(Vec::len), Some(2));
+
+    // Once it is cancelled, its claim goes, and the next round may move a
+    // VM again (the engine's migration still keeps `cool` out).
+    expect_status(
+        &admin
+            .post(
+                &format!("{path}/operations/{operation_id}/cancel"),
+                &json!({}),
+            )
+            .await,
+        200,
+    );
+    let claims = expect_status(&admin.get(&format!("{path}/claims")).await, 200);
+    assert_eq!(
+        claims["claims"],
+        json!([]),
+        "the cancelled migration's claim is released"
+    );
+    let third = run(&api.state, id).await.expect("a round");
+    assert!(
+        matches!(&third, Round::Migrating { destination, .. } if destination == "warm"),
+        "{third:?}"
+    );
+    drop(theirs);
+}
