@@ -15,4 +15,5 @@ mod operations;
 mod roles;
 mod support;
 mod units;
+mod vmpools;
 mod weights;

@@ -14,5 +14,6 @@ mod hardening_load;
 mod hardening_net;
 mod languages;
 mod load;
+mod pools;
 mod restart;
 mod support;

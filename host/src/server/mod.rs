@@ -167,6 +167,7 @@ impl Server {
         .await?;
         let operations_held = operations.unfinished_count().await;
         tracing::info!(operations = operations_held, "operations queue loaded");
+        let pools = crate::pools::Pools::new(args.pools.config());
         let state = AppState::new(
             store,
             registry,
@@ -174,7 +175,9 @@ impl Server {
             args.api_limits(),
             placement,
             operations,
+            pools,
         );
+        crate::pools::start_monitor(state.clone());
         Ok(state)
     }
 
