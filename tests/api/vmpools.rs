@@ -137,12 +137,18 @@ async fn a_pool_is_created_read_changed_and_deleted() {
     let pool = add_pool(&admin, &pool_body("desk", &cluster, 3, 0, 512.0)).await;
 
     let got = expect_status(&admin.get(&pool).await, 200);
-    assert_eq!((got["size"].as_u64(), got["prestarted_vms"].as_u64()), (Some(3), Some(0)));
+    assert_eq!(
+        (got["size"].as_u64(), got["prestarted_vms"].as_u64()),
+        (Some(3), Some(0))
+    );
     assert_eq!(got["cluster"]["id"], cluster.as_str());
     assert_eq!(got["stateful"], false);
     assert_eq!(state_counts(&got), (3, 0, 0, 0));
     let members = vms(&admin, &pool).await;
-    let ids: Vec<&str> = members.iter().map(|m| m["vm_id"].as_str().expect("id")).collect();
+    let ids: Vec<&str> = members
+        .iter()
+        .map(|m| m["vm_id"].as_str().expect("id"))
+        .collect();
     assert_eq!(ids, ["desk-1", "desk-2", "desk-3"]);
     assert!(members.iter().all(|m| m["state"] == "down"));
     let listed = expect_status(&admin.get("/api/v1/vmpools").await, 200);
@@ -151,24 +157,45 @@ async fn a_pool_is_created_read_changed_and_deleted() {
     // Growing adds members; raising and then lowering prestarted_vms
     // says the lowering stops nothing.
     let changed = expect_status(
-        &admin.put(&pool, &json!({ "size": 5, "prestarted_vms": 2, "description": "d" })).await,
+        &admin
+            .put(
+                &pool,
+                &json!({ "size": 5, "prestarted_vms": 2, "description": "d" }),
+            )
+            .await,
         200,
     );
-    assert_eq!((changed["size"].as_u64(), changed["description"].as_str()), (Some(5), Some("d")));
+    assert_eq!(
+        (changed["size"].as_u64(), changed["description"].as_str()),
+        (Some(5), Some("d"))
+    );
     assert_eq!(vms(&admin, &pool).await.len(), 5);
-    let lowered = expect_status(&admin.put(&pool, &json!({ "prestarted_vms": 1 })).await, 200);
+    let lowered = expect_status(
+        &admin.put(&pool, &json!({ "prestarted_vms": 1 })).await,
+        200,
+    );
     let notes = lowered["notes"].as_array().expect("notes");
     assert!(
-        notes.iter().any(|n| n.as_str().unwrap_or_default().contains("will not be shut down")),
+        notes.iter().any(|n| n
+            .as_str()
+            .unwrap_or_default()
+            .contains("will not be shut down")),
         "{lowered:#}"
     );
     // Shrinking removes the highest free, down members first.
-    expect_status(&admin.put(&pool, &json!({ "size": 4, "prestarted_vms": 0 })).await, 200);
+    expect_status(
+        &admin
+            .put(&pool, &json!({ "size": 4, "prestarted_vms": 0 }))
+            .await,
+        200,
+    );
     assert_eq!(vms(&admin, &pool).await.len(), 4);
 
     // Readers read, only admins change.
     let token = expect_status(
-        &admin.post("/api/v1/tokens", &json!({ "name": "r", "role": "reader" })).await,
+        &admin
+            .post("/api/v1/tokens", &json!({ "name": "r", "role": "reader" }))
+            .await,
         201,
     );
     let reader = api.client(token["secret"].as_str());
@@ -190,17 +217,67 @@ async fn bad_input_is_refused_naming_the_field_and_nothing_changes() {
 
     // (body, status, code, field)
     let adds: Vec<(Value, u16, &str, Option<&str>)> = vec![
-        (pool_body("p", &cluster, 0, 0, 1.0), 400, "invalid_value", Some("size")),
-        (pool_body("p", &cluster, 1001, 0, 1.0), 400, "invalid_value", Some("size")),
-        (pool_body("p", &cluster, 2, 3, 1.0), 400, "invalid_value", Some("prestarted_vms")),
-        (pool_body(" p", &cluster, 2, 0, 1.0), 400, "invalid_value", Some("name")),
-        (pool_body(&long, &cluster, 2, 0, 1.0), 400, "invalid_value", Some("name")),
-        (pool_body("p", &cluster, 2, 0, -1.0), 400, "invalid_value", Some("vm.memory_mib")),
-        (pool_body("OK", &cluster, 2, 0, 1.0), 409, "name_taken", None),
+        (
+            pool_body("p", &cluster, 0, 0, 1.0),
+            400,
+            "invalid_value",
+            Some("size"),
+        ),
+        (
+            pool_body("p", &cluster, 1001, 0, 1.0),
+            400,
+            "invalid_value",
+            Some("size"),
+        ),
+        (
+            pool_body("p", &cluster, 2, 3, 1.0),
+            400,
+            "invalid_value",
+            Some("prestarted_vms"),
+        ),
+        (
+            pool_body(" p", &cluster, 2, 0, 1.0),
+            400,
+            "invalid_value",
+            Some("name"),
+        ),
+        (
+            pool_body(&long, &cluster, 2, 0, 1.0),
+            400,
+            "invalid_value",
+            Some("name"),
+        ),
+        (
+            pool_body("p", &cluster, 2, 0, -1.0),
+            400,
+            "invalid_value",
+            Some("vm.memory_mib"),
+        ),
+        (
+            pool_body("OK", &cluster, 2, 0, 1.0),
+            409,
+            "name_taken",
+            None,
+        ),
         (pool_body("p", unknown, 2, 0, 1.0), 404, "not_found", None),
-        (json!({ "name": "p", "cluster": { "id": cluster }, "size": 2, "vm": { "id": "x" } }), 400, "invalid_value", Some("vm.id")),
-        (json!({ "name": "p", "cluster": { "id": cluster }, "size": -1, "vm": {} }), 400, "invalid_field", None),
-        (json!({ "name": "p", "cluster": { "id": cluster }, "size": 1, "vm": {}, "colour": 1 }), 400, "invalid_field", None),
+        (
+            json!({ "name": "p", "cluster": { "id": cluster }, "size": 2, "vm": { "id": "x" } }),
+            400,
+            "invalid_value",
+            Some("vm.id"),
+        ),
+        (
+            json!({ "name": "p", "cluster": { "id": cluster }, "size": -1, "vm": {} }),
+            400,
+            "invalid_field",
+            None,
+        ),
+        (
+            json!({ "name": "p", "cluster": { "id": cluster }, "size": 1, "vm": {}, "colour": 1 }),
+            400,
+            "invalid_field",
+            None,
+        ),
     ];
     let before = (
         expect_status(&admin.get("/api/v1/vmpools").await, 200),
@@ -208,7 +285,11 @@ async fn bad_input_is_refused_naming_the_field_and_nothing_changes() {
     );
     for (body, status, code, field) in &adds {
         let reply = admin.post("/api/v1/vmpools", body).await;
-        assert_eq!((reply.status, reply.code().as_str()), (*status, *code), "{body}");
+        assert_eq!(
+            (reply.status, reply.code().as_str()),
+            (*status, *code),
+            "{body}"
+        );
         if let Some(field) = field {
             assert_eq!(reply.json()["error"]["details"]["field"], *field, "{body}");
         }
@@ -216,13 +297,32 @@ async fn bad_input_is_refused_naming_the_field_and_nothing_changes() {
     let updates: Vec<(Value, u16, &str, Option<&str>)> = vec![
         (json!({ "size": 0 }), 400, "invalid_value", Some("size")),
         (json!({ "size": 1001 }), 400, "invalid_value", Some("size")),
-        (json!({ "prestarted_vms": 3 }), 400, "invalid_value", Some("prestarted_vms")),
-        (json!({ "name": "renamed" }), 400, "invalid_value", Some("name")),
-        (json!({ "cluster": { "id": cluster } }), 400, "invalid_field", None),
+        (
+            json!({ "prestarted_vms": 3 }),
+            400,
+            "invalid_value",
+            Some("prestarted_vms"),
+        ),
+        (
+            json!({ "name": "renamed" }),
+            400,
+            "invalid_value",
+            Some("name"),
+        ),
+        (
+            json!({ "cluster": { "id": cluster } }),
+            400,
+            "invalid_field",
+            None,
+        ),
     ];
     for (body, status, code, field) in &updates {
         let reply = admin.put(&pool, body).await;
-        assert_eq!((reply.status, reply.code().as_str()), (*status, *code), "{body}");
+        assert_eq!(
+            (reply.status, reply.code().as_str()),
+            (*status, *code),
+            "{body}"
+        );
         if let Some(field) = field {
             assert_eq!(reply.json()["error"]["details"]["field"], *field, "{body}");
         }
@@ -256,7 +356,9 @@ async fn allocation_gives_an_up_vm_at_once_starts_a_down_one_and_refuses_when_no
     assert_eq!(state_counts(&up), (1, 0, 1, 0));
 
     // Up and free: handed over at once.
-    let first = admin.post(&format!("{pool}/allocatevm"), &json!({ "user": "ann" })).await;
+    let first = admin
+        .post(&format!("{pool}/allocatevm"), &json!({ "user": "ann" }))
+        .await;
     let first = expect_status(&first, 200);
     assert_eq!(first["ready"], true);
     assert_eq!(first["vm"]["state"], "assigned");
@@ -266,7 +368,9 @@ async fn allocation_gives_an_up_vm_at_once_starts_a_down_one_and_refuses_when_no
 
     // The monitor now starts the other to keep one prestarted; take it
     // while it starts (or, if it has not run yet, it is started for us).
-    let second = admin.post(&format!("{pool}/allocatevm"), &json!({ "user": "bob" })).await;
+    let second = admin
+        .post(&format!("{pool}/allocatevm"), &json!({ "user": "bob" }))
+        .await;
     let second = expect_status(&second, 202);
     assert_eq!(second["ready"], false);
     assert!(second["operation_id"].is_string());
@@ -274,32 +378,60 @@ async fn allocation_gives_an_up_vm_at_once_starts_a_down_one_and_refuses_when_no
 
     // Nothing left: 409 and nothing changed.
     let members = vms(&admin, &pool).await;
-    let refused = admin.post(&format!("{pool}/allocatevm"), &json!({ "user": "cy" })).await;
-    assert_eq!((refused.status, refused.code().as_str()), (409, "pool_exhausted"));
+    let refused = admin
+        .post(&format!("{pool}/allocatevm"), &json!({ "user": "cy" }))
+        .await;
+    assert_eq!(
+        (refused.status, refused.code().as_str()),
+        (409, "pool_exhausted")
+    );
     assert_eq!(vms(&admin, &pool).await, members);
 
     // Bad users and unknown pools.
-    let bad = admin.post(&format!("{pool}/allocatevm"), &json!({ "user": "" })).await;
-    assert_eq!((bad.status, bad.json()["error"]["details"]["field"].as_str()), (400, Some("user")));
+    let bad = admin
+        .post(&format!("{pool}/allocatevm"), &json!({ "user": "" }))
+        .await;
+    assert_eq!(
+        (bad.status, bad.json()["error"]["details"]["field"].as_str()),
+        (400, Some("user"))
+    );
     let missing = admin
-        .post("/api/v1/vmpools/00000000-0000-4000-8000-000000000000/allocatevm", &json!({ "user": "x" }))
+        .post(
+            "/api/v1/vmpools/00000000-0000-4000-8000-000000000000/allocatevm",
+            &json!({ "user": "x" }),
+        )
         .await;
     assert_eq!(missing.status, 404);
 
     // Size cannot go below the assigned members; the pool cannot go.
-    let shrink = admin.put(&pool, &json!({ "size": 1, "prestarted_vms": 0 })).await;
-    assert_eq!((shrink.status, shrink.code().as_str()), (409, "pool_vms_assigned"));
+    let shrink = admin
+        .put(&pool, &json!({ "size": 1, "prestarted_vms": 0 }))
+        .await;
+    assert_eq!(
+        (shrink.status, shrink.code().as_str()),
+        (409, "pool_vms_assigned")
+    );
     assert_eq!(admin.delete(&pool).await.code(), "pool_vms_assigned");
     assert_eq!(vms(&admin, &pool).await.len(), 2);
 
     // Returned (a stateless pool): free and down again; twice is refused.
     let back = expect_status(
-        &admin.post(&format!("{pool}/vms/{first_vm}/return"), &json!({})).await,
+        &admin
+            .post(&format!("{pool}/vms/{first_vm}/return"), &json!({}))
+            .await,
         200,
     );
-    assert_eq!((back["state"].as_str(), back["assigned_to"].as_str()), (Some("down"), None));
-    let again = admin.post(&format!("{pool}/vms/{first_vm}/return"), &json!({})).await;
-    assert_eq!((again.status, again.code().as_str()), (409, "vm_not_assigned"));
+    assert_eq!(
+        (back["state"].as_str(), back["assigned_to"].as_str()),
+        (Some("down"), None)
+    );
+    let again = admin
+        .post(&format!("{pool}/vms/{first_vm}/return"), &json!({}))
+        .await;
+    assert_eq!(
+        (again.status, again.code().as_str()),
+        (409, "vm_not_assigned")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -315,10 +447,20 @@ async fn the_monitor_starts_members_through_the_policy_with_a_claim_and_a_start_
     assert_eq!(run["stopped_early"], false, "{p:#}");
 
     let members = vms(&admin, &pool).await;
-    let starting: Vec<&Value> = members.iter().filter(|m| m["state"] == "starting").collect();
-    let claims = expect_status(&admin.get(&format!("/api/v1/clusters/{cluster}/claims")).await, 200);
+    let starting: Vec<&Value> = members
+        .iter()
+        .filter(|m| m["state"] == "starting")
+        .collect();
+    let claims = expect_status(
+        &admin
+            .get(&format!("/api/v1/clusters/{cluster}/claims"))
+            .await,
+        200,
+    );
     let decisions = expect_status(
-        &admin.get(&format!("/api/v1/clusters/{cluster}/decisions?limit=50")).await,
+        &admin
+            .get(&format!("/api/v1/clusters/{cluster}/decisions?limit=50"))
+            .await,
         200,
     );
     for m in &starting {
@@ -337,7 +479,10 @@ async fn the_monitor_starts_members_through_the_policy_with_a_claim_and_a_start_
             .iter()
             .find(|d| d["vm_id"] == vm_id)
             .unwrap_or_else(|| panic!("no decision for {vm_id}"));
-        assert_eq!((decision["kind"].as_str(), decision["host_id"].as_str()), (Some("schedule"), Some(host)));
+        assert_eq!(
+            (decision["kind"].as_str(), decision["host_id"].as_str()),
+            (Some("schedule"), Some(host))
+        );
         assert_eq!(claim["decision_id"], decision["id"]);
         let op = expect_status(
             &admin
@@ -358,14 +503,18 @@ async fn the_monitor_starts_members_through_the_policy_with_a_claim_and_a_start_
     let p = wait_for(&admin, &pool, "three up", |p| state_counts(p).2 == 3).await;
     assert_eq!(state_counts(&p), (5, 0, 3, 0));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(state_counts(&expect_status(&admin.get(&pool).await, 200)), (5, 0, 3, 0));
+    assert_eq!(
+        state_counts(&expect_status(&admin.get(&pool).await, 200)),
+        (5, 0, 3, 0)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn three_consecutive_failures_stop_a_run_and_are_reported() {
     // A second between runs, so that the test engine fails all three
     // starts between two runs (creating a pool triggers one at once).
-    let api = Api::start_with(&["--pool-monitor-interval-ms", "1000", "--retry-wait-ms", "0"]).await;
+    let api =
+        Api::start_with(&["--pool-monitor-interval-ms", "1000", "--retry-wait-ms", "0"]).await;
     let admin = api.admin();
     let cluster = cluster_with_hosts(&admin, "fail").await;
 
@@ -378,7 +527,11 @@ async fn three_consecutive_failures_stop_a_run_and_are_reported() {
     assert_eq!(run["started"].as_array().map(Vec::len), Some(0));
     let failures = run["failures"].as_array().expect("failures");
     assert_eq!(failures.len(), 3, "{run:#}");
-    assert!(failures.iter().all(|f| f["kind"] == "placement" && f["code"] == "pool_vm_not_placed"));
+    assert!(
+        failures
+            .iter()
+            .all(|f| f["kind"] == "placement" && f["code"] == "pool_vm_not_placed")
+    );
     assert_eq!(state_counts(&p), (10, 0, 0, 0));
     admin.put(&big, &json!({ "prestarted_vms": 0 })).await;
 
@@ -388,17 +541,36 @@ async fn three_consecutive_failures_stop_a_run_and_are_reported() {
     wait_for(&admin, &pool, "three starting", |p| state_counts(p).1 == 3).await;
     assert_eq!(complete_all(&admin, &cluster, "failed").await.len(), 3);
     let p = wait_for(&admin, &pool, "the failures counted", |p| {
-        p["last_run"]["failures"].as_array().is_some_and(|f| f.len() == 3)
+        p["last_run"]["failures"]
+            .as_array()
+            .is_some_and(|f| f.len() == 3)
     })
     .await;
     let run = &p["last_run"];
     assert_eq!(run["stopped_early"], true, "{p:#}");
     assert_eq!(run["started"].as_array().map(Vec::len), Some(0));
-    assert!(run["failures"].as_array().expect("failures").iter().all(|f| f["kind"] == "start"
-        && f["reason"].as_str().unwrap_or_default().contains("disk missing")));
+    assert!(
+        run["failures"]
+            .as_array()
+            .expect("failures")
+            .iter()
+            .all(|f| f["kind"] == "start"
+                && f["reason"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("disk missing"))
+    );
     // Their claims were released by the queue.
-    let claims = expect_status(&admin.get(&format!("/api/v1/clusters/{cluster}/claims")).await, 200);
-    assert!(claims["claims"].as_array().expect("claims").is_empty(), "{claims:#}");
+    let claims = expect_status(
+        &admin
+            .get(&format!("/api/v1/clusters/{cluster}/claims"))
+            .await,
+        200,
+    );
+    assert!(
+        claims["claims"].as_array().expect("claims").is_empty(),
+        "{claims:#}"
+    );
     // Counted once: the next run starts three again.
     let p = wait_for(&admin, &pool, "a retry", |p| state_counts(p).1 == 3).await;
     assert_eq!(p["last_run"]["stopped_early"], false);

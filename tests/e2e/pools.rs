@@ -30,7 +30,10 @@ fn wait_for(client: &Client, pool: &str, what: &str, done: impl Fn(&Value) -> bo
         if done(&body) {
             return body;
         }
-        assert!(started.elapsed() < PATIENCE, "waited for {what}; pool: {body:#}");
+        assert!(
+            started.elapsed() < PATIENCE,
+            "waited for {what}; pool: {body:#}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -71,7 +74,10 @@ fn a_prestarted_pool_fills_through_an_engine_survives_failed_starts_and_restarts
     let dir = tempfile::tempdir().expect("temp dir");
     let server = Server::start_with(dir.path(), FLAGS, &[]);
     let admin = server.admin();
-    let cluster = expect_status(&admin.post("/api/v1/clusters", &json!({ "name": "vdi" })), 201)["id"]
+    let cluster = expect_status(
+        &admin.post("/api/v1/clusters", &json!({ "name": "vdi" })),
+        201,
+    )["id"]
         .as_str()
         .expect("id")
         .to_owned();
@@ -103,7 +109,9 @@ fn a_prestarted_pool_fills_through_an_engine_survives_failed_starts_and_restarts
     wait_for(&admin, &pool, "three starting", |p| counts(p).1 == 3);
     assert_eq!(engine(&admin, &cluster, "failed"), 3);
     let p = wait_for(&admin, &pool, "the failures counted", |p| {
-        p["last_run"]["failures"].as_array().is_some_and(|f| f.len() == 3)
+        p["last_run"]["failures"]
+            .as_array()
+            .is_some_and(|f| f.len() == 3)
     });
     assert_eq!(p["last_run"]["stopped_early"], true, "{p:#}");
     assert_eq!(p["last_run"]["started"].as_array().map(Vec::len), Some(0));
@@ -114,18 +122,28 @@ fn a_prestarted_pool_fills_through_an_engine_survives_failed_starts_and_restarts
     assert!(server.stop().success());
     let server = Server::start_with(dir.path(), FLAGS, &[]);
     let admin = server.admin();
-    let p = wait_for(&admin, &pool, "a retry after the restart", |p| counts(p).1 == 3);
+    let p = wait_for(&admin, &pool, "a retry after the restart", |p| {
+        counts(p).1 == 3
+    });
     assert!(
-        p["last_run"]["failures"].as_array().is_some_and(Vec::is_empty),
+        p["last_run"]["failures"]
+            .as_array()
+            .is_some_and(Vec::is_empty),
         "{p:#}"
     );
     assert_eq!(engine(&admin, &cluster, "succeeded"), 3);
     let p = wait_for(&admin, &pool, "three up", |p| counts(p).2 == 3);
     assert_eq!(counts(&p), (7, 0, 3, 0));
-    let claims = expect_status(&admin.get(&format!("/api/v1/clusters/{cluster}/claims")), 200);
+    let claims = expect_status(
+        &admin.get(&format!("/api/v1/clusters/{cluster}/claims")),
+        200,
+    );
     let claims = claims["claims"].as_array().expect("claims");
     assert_eq!(claims.len(), 3);
-    assert!(claims.iter().all(|c| c["state"] == "confirmed"), "{claims:#?}");
+    assert!(
+        claims.iter().all(|c| c["state"] == "confirmed"),
+        "{claims:#?}"
+    );
 
     // A prestarted VM is handed over at once.
     let asked = Instant::now();
@@ -134,7 +152,10 @@ fn a_prestarted_pool_fills_through_an_engine_survives_failed_starts_and_restarts
         200,
     );
     let took = asked.elapsed();
-    assert_eq!((got["ready"].as_bool(), got["vm"]["run_state"].as_str()), (Some(true), Some("up")));
+    assert_eq!(
+        (got["ready"].as_bool(), got["vm"]["run_state"].as_str()),
+        (Some(true), Some("up"))
+    );
     assert!(took < Duration::from_secs(1), "allocation took {took:?}");
     let ann = got["vm"]["vm_id"].as_str().expect("id").to_owned();
 
@@ -152,9 +173,14 @@ fn a_prestarted_pool_fills_through_an_engine_survives_failed_starts_and_restarts
         .iter()
         .find(|m| m["vm_id"] == ann.as_str())
         .expect("ann's VM");
-    assert_eq!((held["state"].as_str(), held["assigned_to"].as_str()), (Some("assigned"), Some("ann")));
+    assert_eq!(
+        (held["state"].as_str(), held["assigned_to"].as_str()),
+        (Some("assigned"), Some("ann"))
+    );
     assert_eq!(engine(&admin, &cluster, "succeeded"), 1);
-    let p = wait_for(&admin, &pool, "three up and free again", |p| counts(p).2 == 3);
+    let p = wait_for(&admin, &pool, "three up and free again", |p| {
+        counts(p).2 == 3
+    });
     assert_eq!(counts(&p), (6, 0, 3, 1));
     assert!(server.stop().success());
 }

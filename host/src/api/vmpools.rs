@@ -180,12 +180,13 @@ async fn view(conn: &mut Db, loaded: &Loaded, notes: Vec<String>) -> Result<VmPo
         .map(|c| c.name)
         .unwrap_or_default();
     let vm = crate::pools::starts::shape(pool)?;
-    let last_run = match pool.last_run.as_deref() {
-        Some(text) => Some(serde_json::from_str(text).map_err(|e| {
-            ApiError::Internal(format!("pool {}: stored last run: {e}", pool.id))
-        })?),
-        None => None,
-    };
+    let last_run =
+        match pool.last_run.as_deref() {
+            Some(text) => Some(serde_json::from_str(text).map_err(|e| {
+                ApiError::Internal(format!("pool {}: stored last run: {e}", pool.id))
+            })?),
+            None => None,
+        };
     Ok(VmPool {
         id: pool.id,
         name: pool.name.clone(),
@@ -235,8 +236,12 @@ fn check_settings(name: &str, size: u32, prestarted: u32, vm: &VmSpec) -> Result
         ));
     }
     // The longest member id must be a valid VM id.
-    crate::names::check_id(&member_id(name, MAX_VMS_IN_POOL))
-        .map_err(|e| invalid("name", format!("`{name}-<n>` is a member's VM id, which {e}")))?;
+    crate::names::check_id(&member_id(name, MAX_VMS_IN_POOL)).map_err(|e| {
+        invalid(
+            "name",
+            format!("`{name}-<n>` is a member's VM id, which {e}"),
+        )
+    })?;
     if !vm.id.is_empty() {
         return Err(invalid(
             "vm.id",
@@ -247,7 +252,10 @@ fn check_settings(name: &str, size: u32, prestarted: u32, vm: &VmSpec) -> Result
         return Err(invalid("vm.name", "members are named by their ids"));
     }
     if vm.current_host.is_some() {
-        return Err(invalid("vm.current_host", "a pool member starts, it does not migrate"));
+        return Err(invalid(
+            "vm.current_host",
+            "a pool member starts, it does not migrate",
+        ));
     }
     crate::inputs::check_vm(vm, "vm").map_err(invalid_snapshot)
 }
@@ -281,7 +289,9 @@ fn assigned_conflict(pool: &PoolRecord, assigned: usize, message: String) -> Api
         (status = 200, description = "Every pool, by name", body = Vec<VmPool>),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
     ))]
-pub async fn list_pools(State(state): State<AppState>) -> Result<axum::Json<Vec<VmPool>>, ApiError> {
+pub async fn list_pools(
+    State(state): State<AppState>,
+) -> Result<axum::Json<Vec<VmPool>>, ApiError> {
     let mut conn = state.store().read().await?;
     let pools = conn.vm_pools().await?;
     let mut out = Vec::with_capacity(pools.len());

@@ -113,7 +113,10 @@ pub async fn give_back(state: &AppState, pool_id: Uuid, vm_id: &str) -> Result<M
     if member.is_free() {
         return Err(ApiError::Conflict {
             code: "vm_not_assigned",
-            message: format!("VM `{vm_id}` of pool `{}` is not assigned to anyone", pool.name),
+            message: format!(
+                "VM `{vm_id}` of pool `{}` is not assigned to anyone",
+                pool.name
+            ),
             details: json!({ "pool": pool.name, "vm_id": vm_id }),
         });
     }

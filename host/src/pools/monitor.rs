@@ -242,7 +242,8 @@ fn failed_since<'a>(
     let mut counted = Vec::new();
     let mut fresh = Vec::new();
     for m in members {
-        let (Some(StartState::Failed { reason, .. }), Some(op)) = (m.start(), m.row.start_operation_id)
+        let (Some(StartState::Failed { reason, .. }), Some(op)) =
+            (m.start(), m.row.start_operation_id)
         else {
             continue;
         };

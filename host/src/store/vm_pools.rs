@@ -196,7 +196,11 @@ impl Db {
                     idx: count(r.idx),
                     vm_id: r.vm_id,
                     assigned_to: r.assigned_to,
-                    start_operation_id: r.start_operation_id.as_deref().map(parse_id).transpose()?,
+                    start_operation_id: r
+                        .start_operation_id
+                        .as_deref()
+                        .map(parse_id)
+                        .transpose()?,
                     host_id: r.host_id,
                     start: r.state.map(|state| StartRow {
                         state,
