@@ -159,9 +159,16 @@ pub async fn run_pool(state: &AppState, pool_id: Uuid) -> Result<MonitorRun, Api
     let (fresh, counted) = failed_since(previous.as_ref(), &members);
     run.counted_failed_starts = counted;
     let mut consecutive = 0;
-    for (member, reason, operation_id, carried) in fresh {
+    for FreshFailure {
+        vm_id,
+        reason,
+        operation_id,
+        carried,
+        ..
+    } in fresh
+    {
         run.failures.push(RunFailure {
-            vm_id: member.row.vm_id.clone(),
+            vm_id,
             kind: "start".to_owned(),
             reason,
             code: None,
@@ -222,14 +229,25 @@ pub async fn run_pool(state: &AppState, pool_id: Uuid) -> Result<MonitorRun, Api
     Ok(run)
 }
 
+/// A failed start a run has not counted before.
+struct FreshFailure {
+    vm_id: String,
+    reason: String,
+    operation_id: Uuid,
+    /// Milliseconds since the Unix epoch (0 when unknown).
+    finished_at_ms: u64,
+    /// It finished after the last success since the previous run, so it
+    /// counts toward the consecutive failures.
+    carried: bool,
+}
+
 /// The pool's failed starts not counted by an earlier run, in the order
-/// they finished, each marked whether it counts toward the consecutive
-/// failures (it finished after the last success since the previous run);
-/// and every failed start now known, for the next run not to count again.
-fn failed_since<'a>(
+/// they finished; and every failed start now known, for the next run not
+/// to count again.
+fn failed_since(
     previous: Option<&MonitorRun>,
-    members: &'a [Member],
-) -> (Vec<(&'a Member, String, Uuid, bool)>, Vec<Uuid>) {
+    members: &[Member],
+) -> (Vec<FreshFailure>, Vec<Uuid>) {
     let since = previous.map_or(0, |r| r.at_ms);
     let seen: &[Uuid] = previous.map_or(&[], |r| &r.counted_failed_starts);
     let finished = |m: &Member| m.row.start.as_ref().and_then(|s| s.finished_at_ms);
@@ -250,13 +268,15 @@ fn failed_since<'a>(
         counted.push(op);
         if !seen.contains(&op) {
             let at = finished(m).unwrap_or(0);
-            fresh.push((m, reason, op, at, last_success.is_none_or(|s| at > s)));
+            fresh.push(FreshFailure {
+                vm_id: m.row.vm_id.clone(),
+                reason,
+                operation_id: op,
+                finished_at_ms: at,
+                carried: last_success.is_none_or(|s| at > s),
+            });
         }
     }
-    fresh.sort_by_key(|f| f.3);
-    let fresh = fresh
-        .into_iter()
-        .map(|(m, reason, op, _, carried)| (m, reason, op, carried))
-        .collect();
+    fresh.sort_by_key(|f| f.finished_at_ms);
     (fresh, counted)
 }
