@@ -198,6 +198,9 @@ pub struct ServeArgs {
     /// the predictive order's aging.
     #[command(flatten)]
     pub operations: crate::operations::OperationsArgs,
+    /// The prestarted VM pools' monitor: interval, batch size, attempts.
+    #[command(flatten)]
+    pub pools: crate::pools::PoolArgs,
 }
 
 /// The per-call limits of units, shared by `sandpiper serve` and

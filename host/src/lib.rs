@@ -10,6 +10,7 @@ pub mod names;
 pub mod operations;
 pub mod pipeline;
 pub mod placement;
+pub mod pools;
 pub mod rebalance;
 pub mod registry;
 pub mod role;

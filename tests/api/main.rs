@@ -16,4 +16,5 @@ mod rebalance;
 mod roles;
 mod support;
 mod units;
+mod vmpools;
 mod weights;

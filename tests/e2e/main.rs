@@ -15,6 +15,7 @@ mod hardening_net;
 mod languages;
 mod load;
 mod operations;
+mod pools;
 mod rebalance;
 mod restart;
 mod support;

@@ -208,6 +208,20 @@ pub const ROUTES: &[RouteAccess] = &[
         ENGINE,
     ),
     route(Method::GET, "/api/v1/decisions", READER),
+    // Prestarted VM pools (crate::pools): an engine allocates and returns
+    // members for its users.
+    route(Method::GET, "/api/v1/vmpools", READER),
+    route(Method::POST, "/api/v1/vmpools", ADMIN),
+    route(Method::GET, "/api/v1/vmpools/{id}", READER),
+    route(Method::PUT, "/api/v1/vmpools/{id}", ADMIN),
+    route(Method::DELETE, "/api/v1/vmpools/{id}", ADMIN),
+    route(Method::GET, "/api/v1/vmpools/{id}/vms", READER),
+    route(Method::POST, "/api/v1/vmpools/{id}/allocatevm", ENGINE),
+    route(
+        Method::POST,
+        "/api/v1/vmpools/{id}/vms/{vm_id}/return",
+        ENGINE,
+    ),
     // Tokens.
     route(Method::GET, "/api/v1/tokens", ADMIN),
     route(Method::POST, "/api/v1/tokens", ADMIN),

@@ -224,6 +224,10 @@ pub const ERROR_CODES: &[&str] = &[
     "lease_lost",
     "operation_finished",
     "queue_full",
+    "pool_exhausted",
+    "pool_vms_assigned",
+    "pool_vm_not_placed",
+    "vm_not_assigned",
 ];
 
 /// The body of every error response.

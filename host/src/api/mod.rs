@@ -25,6 +25,7 @@ pub mod schedule;
 pub mod tokens;
 pub mod types;
 pub mod units;
+pub mod vmpools;
 
 use std::sync::Arc;
 
@@ -72,6 +73,7 @@ struct Shared {
     operations: OperationsService,
     prepared: prepared::PreparedCache,
     tokens: crate::auth::TokenCache,
+    pools: crate::pools::Pools,
 }
 
 impl AppState {
@@ -82,6 +84,7 @@ impl AppState {
         limits: ApiLimits,
         placement: PlacementService,
         operations: OperationsService,
+        pools: crate::pools::Pools,
     ) -> Self {
         AppState {
             shared: Arc::new(Shared {
@@ -93,6 +96,7 @@ impl AppState {
                 operations,
                 prepared: prepared::PreparedCache::default(),
                 tokens: crate::auth::TokenCache::default(),
+                pools,
             }),
         }
     }
@@ -115,6 +119,11 @@ impl AppState {
     /// Tokens verified by recent requests.
     pub fn tokens(&self) -> &crate::auth::TokenCache {
         &self.shared.tokens
+    }
+
+    /// Prestarted VM pools: their locks and the monitor's trigger.
+    pub fn pools(&self) -> &crate::pools::Pools {
+        &self.shared.pools
     }
 
     pub fn store(&self) -> &Store {
@@ -224,6 +233,15 @@ pub fn routes(limits: &ApiLimits) -> OpenApiRouter<AppState> {
         .routes(routes!(decisions::list))
         .routes(routes!(tokens::list_tokens, tokens::add_token))
         .routes(routes!(tokens::revoke_token))
+        .routes(routes!(vmpools::list_pools, vmpools::add_pool))
+        .routes(routes!(
+            vmpools::get_pool,
+            vmpools::update_pool,
+            vmpools::delete_pool
+        ))
+        .routes(routes!(vmpools::list_pool_vms))
+        .routes(routes!(vmpools::allocate_vm))
+        .routes(routes!(vmpools::return_vm))
 }
 
 /// The whole application: every route with its access check, body limits

@@ -168,6 +168,7 @@ impl Server {
         .await?;
         let operations_held = operations.unfinished_count().await;
         tracing::info!(operations = operations_held, "operations queue loaded");
+        let pools = crate::pools::Pools::new(args.pools.config());
         let state = AppState::new(
             store,
             registry,
@@ -175,7 +176,9 @@ impl Server {
             args.api_limits(),
             placement,
             operations,
+            pools,
         );
+        crate::pools::start_monitor(state.clone());
         tokio::spawn(crate::rebalance::run(state.clone()));
         Ok(state)
     }

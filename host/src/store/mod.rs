@@ -41,6 +41,7 @@ pub mod policies;
 pub(crate) mod test_support;
 pub mod tokens;
 pub mod units;
+pub mod vm_pools;
 pub mod writer;
 
 use std::path::Path;

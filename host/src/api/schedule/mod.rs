@@ -376,3 +376,64 @@ async fn json_body(request: Request) -> Result<axum::body::Bytes, ApiError> {
     }
     body_bytes(request, &()).await
 }
+
+/// A placement Sandpiper makes on its own behalf (a pool member's start,
+/// `crate::pools`): where the VM went, if anywhere, and the decision that
+/// says why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeldPlacement {
+    pub decision_id: Uuid,
+    /// `None`: no host could take the VM.
+    pub host_id: Option<String>,
+    /// Why the VM was not placed, in one sentence.
+    pub reason: Option<String>,
+}
+
+/// Places one VM over the cluster's held inventory with the cluster's
+/// policy, claiming its host, and records the decision in the log exactly
+/// as an engine's `POST .../schedule` over the held inventory would be
+/// (same admission, same answer, same log entry): the one path of a
+/// decision, whoever asks.
+pub async fn place_held(
+    state: &AppState,
+    cluster_id: Uuid,
+    vm: crate::snapshot::VmSpec,
+) -> Result<HeldPlacement, ApiError> {
+    let admission = admission(state, cluster_id)?;
+    inputs::check_vm(&vm, "vm").map_err(invalid_snapshot)?;
+    let prepared = prepared(state, cluster_id).await?;
+    let facts = facts(cluster_id, DecisionQuery::default(), &prepared);
+    let decision_id = facts.decision_id.unwrap_or_else(Uuid::new_v4);
+    let vm_id = vm.id.clone();
+    let request = PlaceRequest {
+        vm,
+        count: 1,
+        ..PlaceRequest::default()
+    };
+    let job = PlaceJob {
+        policy: prepared.policy.clone(),
+        params: prepared.overrides.clone(),
+        request,
+        source: HostsSource::Held,
+        dry_run: false,
+        decision_id,
+    };
+    let decided = state
+        .placement()
+        .place_admitted(cluster_id, job, &admission)
+        .await
+        .map_err(placement_error)?;
+    let form = AnswerForm::Placement {
+        mode: crate::placement::Mode::AllOrNothing,
+        detail: ExplainDetail::Summary,
+    };
+    let text = answer_and_record(&admission, facts, vm_id, decided, form).await?;
+    let answer: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| ApiError::Internal(format!("a decision's own answer is not JSON: {e}")))?;
+    let text_of = |key: &str| answer[key].as_str().map(str::to_owned);
+    Ok(HeldPlacement {
+        decision_id,
+        host_id: text_of("chosen_host"),
+        reason: text_of("reason"),
+    })
+}
