@@ -70,7 +70,7 @@ pub async fn start_member(
     };
     let mut vm = shape(pool).map_err(|e| failed(None, e))?;
     vm.id = vm_id.clone();
-    let placed = place_held(state, pool.cluster_id, vm.clone())
+    let placed = place_held(state, pool.cluster_id, vm.clone(), None)
         .await
         .map_err(|e| failed(None, e))?;
     let Some(host_id) = placed.host_id else {

@@ -31,12 +31,12 @@ use crate::api::AppState;
 use crate::api::decision_error::placement_error;
 use crate::api::error::ApiError;
 use crate::api::prepared::prepared;
-use crate::api::schedule::answer::{AnswerForm, to_json};
+use crate::api::schedule::answer::to_json;
 use crate::api::schedule::logged::Logged;
 use crate::api::schedule::request::DecisionQuery;
-use crate::api::schedule::{answer_and_record, answer_balance, facts, log_entry, record};
+use crate::api::schedule::{answer_balance, facts, log_entry, place_held, record};
 use crate::operations::{Kind, NewOperation, Operation, OperationError, Origin, migration_locks};
-use crate::placement::{BalanceJob, ExplainDetail, HostsSource, Mode, PlaceJob, PlaceRequest};
+use crate::placement::{BalanceJob, HostsSource};
 use crate::store::decisions::DecisionKind;
 use sandpiper_queue::{Level, Lock, Locks};
 
@@ -164,35 +164,14 @@ pub async fn run(state: &AppState, cluster_id: Uuid) -> Result<Round, RoundError
 
     // The re-check under the lock, which claims the destination if it
     // still wins.
-    let claim_facts = facts(cluster_id, DecisionQuery::default(), &prepared);
-    let request = PlaceRequest {
-        vm: running.to_migration(),
-        candidates: Some(vec![source.clone(), destination.clone()]),
-        count: 1,
-        ..PlaceRequest::default()
-    };
-    let job = PlaceJob {
-        policy: prepared.policy.clone(),
-        params: prepared.overrides.clone(),
-        request,
-        source: HostsSource::Held,
-        dry_run: false,
-        decision_id: claim_facts.decision_id.unwrap_or_else(Uuid::new_v4),
-    };
-    let decided = placement
-        .place_admitted(cluster_id, job, &admission)
-        .await
-        .map_err(placement_error)?;
-    let claimed = decided
-        .outcome
-        .claims
-        .iter()
-        .any(|c| c.vm_id == vm_id && c.host_id == destination);
-    let form = AnswerForm::Placement {
-        mode: Mode::AllOrNothing,
-        detail: ExplainDetail::Summary,
-    };
-    answer_and_record(&admission, claim_facts, vm_id.clone(), decided, form).await?;
+    let placed = place_held(
+        state,
+        cluster_id,
+        running.to_migration(),
+        Some(vec![source.clone(), destination.clone()]),
+    )
+    .await?;
+    let claimed = placed.host_id.as_deref() == Some(destination.as_str());
     if !claimed {
         answer_balance(state, &admission, round_facts, balanced, None).await?;
         return Ok(Round::NothingToDo {

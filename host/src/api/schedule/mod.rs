@@ -191,7 +191,7 @@ pub async fn schedule_vm(
 /// Over inline hosts nothing is locked, and the answer, which carries the
 /// full explain record of up to every host sent, is rendered on the
 /// blocking pool and logged as returned.
-pub(crate) async fn answer_and_record(
+async fn answer_and_record(
     admission: &Admission,
     facts: Facts,
     vm_id: String,
@@ -393,11 +393,14 @@ pub struct HeldPlacement {
 /// policy, claiming its host, and records the decision in the log exactly
 /// as an engine's `POST .../schedule` over the held inventory would be
 /// (same admission, same answer, same log entry): the one path of a
-/// decision, whoever asks.
+/// decision, whoever asks: the pools' starts, and the periodic balance's
+/// re-check of a migration (`candidates`: its current host and the
+/// destination).
 pub async fn place_held(
     state: &AppState,
     cluster_id: Uuid,
     vm: crate::snapshot::VmSpec,
+    candidates: Option<Vec<String>>,
 ) -> Result<HeldPlacement, ApiError> {
     let admission = admission(state, cluster_id)?;
     inputs::check_vm(&vm, "vm").map_err(invalid_snapshot)?;
@@ -407,6 +410,7 @@ pub async fn place_held(
     let vm_id = vm.id.clone();
     let request = PlaceRequest {
         vm,
+        candidates,
         count: 1,
         ..PlaceRequest::default()
     };
