@@ -759,11 +759,15 @@ async fn an_operation_carrying_a_claim_confirms_or_releases_it() {
         .next()
         .and_then(|id| id.parse().ok())
         .expect("a cluster id");
+    let mut hosts = crate::support::tour_hosts();
+    for host in hosts.as_array_mut().expect("hosts") {
+        host["metrics"]["cpu_sockets"] = json!(1);
+    }
     expect_status(
         &admin
             .put(
                 &format!("{cluster_path}/inventory"),
-                &json!({ "generation": 1, "hosts": crate::support::tour_hosts() }),
+                &json!({ "generation": 1, "hosts": hosts }),
             )
             .await,
         200,
