@@ -779,7 +779,10 @@ async fn an_operation_carrying_a_claim_confirms_or_releases_it() {
         ("vm-gone", "cancel", None),
     ] {
         let host = claim(&admin, &ops, vm).await;
-        assert_eq!(claim_state(&admin, &ops, vm).await.as_deref(), Some("pending"));
+        assert_eq!(
+            claim_state(&admin, &ops, vm).await.as_deref(),
+            Some("pending")
+        );
         let op = operations
             .submit(NewOperation {
                 cluster_id,
@@ -796,7 +799,12 @@ async fn an_operation_carrying_a_claim_confirms_or_releases_it() {
             .expect("submitted");
         assert_eq!(operations.in_flight(cluster_id).await.len(), 1);
         if outcome == "cancel" {
-            expect_status(&admin.post(&format!("{ops}/{}/cancel", op.id), &json!({})).await, 200);
+            expect_status(
+                &admin
+                    .post(&format!("{ops}/{}/cancel", op.id), &json!({}))
+                    .await,
+                200,
+            );
         } else {
             let leased = lease_now(&admin, &ops).await.expect("leased");
             assert_eq!(leased["operation"]["vm_id"], vm);
@@ -813,7 +821,12 @@ async fn an_operation_carrying_a_claim_confirms_or_releases_it() {
 
     // A claim already gone is not the completion's error.
     let host = claim(&admin, &ops, "vm-released").await;
-    expect_status(&admin.delete(&format!("{cluster_path}/claims/vm-released")).await, 200);
+    expect_status(
+        &admin
+            .delete(&format!("{cluster_path}/claims/vm-released"))
+            .await,
+        200,
+    );
     operations
         .submit(NewOperation {
             cluster_id,
@@ -827,5 +840,65 @@ async fn an_operation_carrying_a_claim_confirms_or_releases_it() {
         .await
         .expect("submitted");
     let leased = lease_now(&admin, &ops).await.expect("leased");
-    assert_eq!(complete(&admin, &ops, &leased, "succeeded").await["state"], "succeeded");
+    assert_eq!(
+        complete(&admin, &ops, &leased, "succeeded").await["state"],
+        "succeeded"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_lives_as_long_as_its_operation() {
+    use sandpiper::operations::{Kind, NewOperation, Origin, migration_locks};
+
+    let api = Api::start_with(&["--claim-ttl-secs", "2"]).await;
+    let admin = api.admin();
+    let ops = cluster(&admin, "c").await;
+    let cluster_path = ops.trim_end_matches("/operations");
+    let cluster_id: uuid::Uuid = cluster_path
+        .rsplit('/')
+        .next()
+        .and_then(|id| id.parse().ok())
+        .expect("a cluster id");
+    let mut hosts = crate::support::tour_hosts();
+    for host in hosts.as_array_mut().expect("hosts") {
+        host["metrics"]["cpu_sockets"] = json!(1);
+    }
+    expect_status(
+        &admin
+            .put(
+                &format!("{cluster_path}/inventory"),
+                &json!({ "generation": 1, "hosts": hosts }),
+            )
+            .await,
+        200,
+    );
+    let host = claim(&admin, &ops, "vm-moving").await;
+    claim(&admin, &ops, "vm-alone").await;
+    api.state
+        .operations()
+        .submit(NewOperation {
+            cluster_id,
+            kind: Kind::Migrate,
+            priority: 0,
+            locks: migration_locks("vm-moving", "small", &host),
+            payload: Value::Null,
+            origin: Origin::Balance,
+            vm_id: Some("vm-moving".to_owned()),
+        })
+        .await
+        .expect("submitted");
+    // Twice the claim TTL: the claim without an operation expired, the
+    // one whose operation is still queued did not.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(claim_state(&admin, &ops, "vm-alone").await, None);
+    assert_eq!(
+        claim_state(&admin, &ops, "vm-moving").await.as_deref(),
+        Some("pending")
+    );
+    let leased = lease_now(&admin, &ops).await.expect("leased");
+    complete(&admin, &ops, &leased, "succeeded").await;
+    assert_eq!(
+        claim_state(&admin, &ops, "vm-moving").await.as_deref(),
+        Some("confirmed")
+    );
 }
