@@ -902,3 +902,27 @@ async fn a_claim_lives_as_long_as_its_operation() {
         Some("confirmed")
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reader_that_falls_behind_is_told_to_list_again() {
+    let api = Api::start().await;
+    let admin = api.admin();
+    let ops = cluster(&admin, "c").await;
+    let mut body = admin.open(&format!("{ops}/events")).await.into_body();
+    let submitted = sandpiper::operations::EVENT_BUFFER + 10;
+    for i in 0..submitted {
+        submit(
+            &admin,
+            &ops,
+            json!({ "kind": "k", "locks": vm(&format!("v{i}")) }),
+        )
+        .await;
+    }
+    let first = next_event(&mut body).await;
+    assert_eq!(first["event"], "lagged");
+    assert_eq!(first["missed"], 10);
+    // Then the events still buffered, in order.
+    let next = next_event(&mut body).await;
+    assert_eq!(next["event"], "submitted");
+    assert_eq!(next["operation"]["seq"].as_u64(), Some(10));
+}
