@@ -5,7 +5,12 @@
 //!    running, every candidate of one priority and age 0 (so none can be
 //!    passed over unjudged: the worst case), over 10,000 VMs and 1,000
 //!    hosts so that most candidates are not blocked and all are weighed.
-//!    Median of `PICK_RUNS` picks per order.
+//!    Median of `PICK_RUNS` picks per order. Then the same with a
+//!    reservation in force (`reserving=blocked_migration`): ages fall
+//!    from 1,000 s with the submit order, so the oldest tenth is starving,
+//!    and the oldest of all declares what a running migration declares
+//!    (blocked, so it reserves, and every candidate not passed over is
+//!    also checked against it).
 //! 2. **Replay** of a contended workload, one line per seed. `OPS` (2,000)
 //!    operations over `VMS` (200) VMs and `HOSTS` (50) hosts, arriving as
 //!    a Poisson process (mean gap `ARRIVAL_GAP_S`), at most
@@ -35,8 +40,16 @@
 //!    `fifo` (`Order::Fifo`: submit order, known conflicts skipped),
 //!    `predictive` (`Order::Predictive`, the same skip), and
 //!    `ganeti_fifo` (strict submit order, nothing skipped: Ganeti's queue
-//!    before the predictive one). `wait` is submit → locks taken;
-//!    `blocked_ticks` the slot-ticks spent WAITING, summed over operations.
+//!    before the predictive one). `fifo` and `predictive` reserve for the
+//!    first starving candidate as `next` does. `wait` is submit → locks
+//!    taken; `blocked_ticks` the slot-ticks spent WAITING, summed over
+//!    operations; `max_wait_over_k_ticks` how far the longest predictive
+//!    wait went past K; `over_k_plus_longest` how many predictive waits
+//!    went past K plus the workload's longest duration (`longest_ticks`),
+//!    the bound the reservation aims at when the queue is not overloaded.
+//!    `load` is the seed's offered load with a cluster-wide operation
+//!    counted as holding every slot (it runs alone): Σ slot-seconds asked
+//!    / (slots × the last arrival), before any waiting or draining.
 //!
 //! Run with: `cargo bench --bench queue`.
 
@@ -169,13 +182,19 @@ fn pick_speed() {
         .map(|_| operation(&mut rng, vms, hosts).declared)
         .collect();
     let mut running = Running::new();
+    // A running migration's declaration, for the reservation's runs.
+    let mut running_migration: Option<Locks> = None;
     // No cluster-wide one among them: it would block every candidate.
     while running.len() < PICK_RUNNING {
         let op = operation(&mut rng, vms, hosts);
         if !op.declared.cluster {
+            if running_migration.is_none() && op.declared.vm != Lock::None {
+                running_migration = Some(op.declared.clone());
+            }
             running.add(&op.declared);
         }
     }
+    let running_migration = running_migration.expect("a running operation with a VM");
     let candidates: Vec<Candidate<'_>> = queued
         .iter()
         .enumerate()
@@ -190,19 +209,68 @@ fn pick_speed() {
     // In submit order most candidates are passed over before their names
     // are looked up; newest first, every one is judged: the worst case.
     let newest_first: Vec<Candidate<'_>> = candidates.iter().rev().copied().collect();
+    // Ages falling from 1,000 s (the oldest tenth past K = 900 s), the
+    // oldest blocked by the running migration it duplicates: it reserves.
+    let reserving_candidates: Vec<Candidate<'_>> = candidates
+        .iter()
+        .map(|c| Candidate {
+            age: Duration::from_secs_f64((PICK_QUEUED - c.seq as usize) as f64 * 0.1),
+            locks: if c.seq == 0 {
+                &running_migration
+            } else {
+                c.locks
+            },
+            ..*c
+        })
+        .collect();
+    let reserving_newest_first: Vec<Candidate<'_>> =
+        reserving_candidates.iter().rev().copied().collect();
     let config = Config::default();
+    assert_eq!(
+        sandpiper_queue::reserving(&reserving_candidates, &config),
+        Some(0)
+    );
+    assert!(running.blocks(reserving_candidates[0].locks));
     let runs = [
         (
             Order::Predictive,
             "predictive",
             "newest_first",
+            "no",
             &newest_first,
         ),
-        (Order::Predictive, "predictive", "submit_order", &candidates),
-        (Order::Fifo, "fifo", "newest_first", &newest_first),
-        (Order::Fifo, "fifo", "submit_order", &candidates),
+        (
+            Order::Predictive,
+            "predictive",
+            "submit_order",
+            "no",
+            &candidates,
+        ),
+        (Order::Fifo, "fifo", "newest_first", "no", &newest_first),
+        (Order::Fifo, "fifo", "submit_order", "no", &candidates),
+        (
+            Order::Predictive,
+            "predictive",
+            "newest_first",
+            "blocked_migration",
+            &reserving_newest_first,
+        ),
+        (
+            Order::Predictive,
+            "predictive",
+            "submit_order",
+            "blocked_migration",
+            &reserving_candidates,
+        ),
+        (
+            Order::Fifo,
+            "fifo",
+            "submit_order",
+            "blocked_migration",
+            &reserving_candidates,
+        ),
     ];
-    for (order, name, arrangement, slice) in runs {
+    for (order, name, arrangement, reserving, slice) in runs {
         let mut times = Vec::with_capacity(PICK_RUNS);
         for run in 0..PICK_WARMUP + PICK_RUNS {
             let started = Instant::now();
@@ -218,7 +286,7 @@ fn pick_speed() {
         let verdict = if us < PICK_GOAL_US { "met" } else { "MISSED" };
         println!(
             "pick queued={PICK_QUEUED} running={PICK_RUNNING} median_us={us:.0} min_us={fastest:.0} order={name} \
-             slice={arrangement} blocked={blocked} (goal < {PICK_GOAL_US:.0} us: {verdict})"
+             slice={arrangement} reserving={reserving} blocked={blocked} (goal < {PICK_GOAL_US:.0} us: {verdict})"
         );
     }
 }
@@ -241,6 +309,10 @@ struct Outcome {
     /// cluster-wide.
     over_k: usize,
     over_k_cluster: usize,
+    /// The workload's longest duration, in ticks, and how many operations
+    /// waited past K plus that.
+    longest_ticks: f64,
+    over_k_plus_longest: usize,
     /// When the last operation finished.
     makespan_s: f64,
 }
@@ -345,6 +417,7 @@ fn replay(mut jobs: Vec<Job>, picker: Picker) -> Outcome {
     }
     let tick = TICK.as_secs_f64();
     let waits: Vec<f64> = jobs.iter().map(|j| j.started - j.submit).collect();
+    let longest_ticks = jobs.iter().map(|j| j.duration).fold(0.0, f64::max) / tick;
     Outcome {
         mean_wait_s: waits.iter().sum::<f64>() / waits.len() as f64,
         blocked_ticks: jobs.iter().map(|j| j.started - j.leased).sum::<f64>() / tick,
@@ -356,6 +429,11 @@ fn replay(mut jobs: Vec<Job>, picker: Picker) -> Outcome {
         over_k_cluster: jobs
             .iter()
             .filter(|j| j.op.declared.cluster && (j.started - j.submit) / tick > STARVATION_TICKS)
+            .count(),
+        longest_ticks,
+        over_k_plus_longest: waits
+            .iter()
+            .filter(|&&w| w / tick > STARVATION_TICKS + longest_ticks)
             .count(),
         makespan_s: jobs
             .iter()
@@ -389,38 +467,60 @@ fn start_waiters(
     *waiting = still;
 }
 
+/// The offered load of a workload, a cluster-wide operation holding
+/// every slot, as the doc comment says.
+fn offered_load(jobs: &[Job]) -> f64 {
+    let slot_seconds: f64 = jobs
+        .iter()
+        .map(|j| {
+            let slots = if j.op.declared.cluster {
+                RUNNING_LIMIT
+            } else {
+                1
+            };
+            j.duration * slots as f64
+        })
+        .sum();
+    let span = jobs.last().map_or(0.0, |j| j.submit);
+    slot_seconds / (RUNNING_LIMIT as f64 * span)
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a name filter is not supported.
     pick_speed();
-    let mut over_k_any = false;
+    let mut over_bound = 0;
     for seed in SEEDS {
         let fifo = replay(workload(seed), Picker::Queue(Order::Fifo));
         let predictive = replay(workload(seed), Picker::Queue(Order::Predictive));
         let ganeti = replay(workload(seed), Picker::GanetiFifo);
-        over_k_any |= predictive.over_k > 0;
+        over_bound += predictive.over_k_plus_longest;
         println!(
             "queue ops={OPS} fifo_mean_wait={:.1}s predictive_mean_wait={:.1}s ratio={:.3} fifo_blocked_ticks={:.0} \
-             predictive_blocked_ticks={:.0} max_wait_ticks={:.1} k={STARVATION_TICKS} \
-             predictive_over_k={} of_them_cluster_wide={} fifo_max_wait_ticks={:.1} ganeti_fifo_mean_wait={:.1}s \
-             ganeti_fifo_blocked_ticks={:.0} makespan_s={:.0}/{:.0}/{:.0} seed={seed}",
+             predictive_blocked_ticks={:.0} max_wait_ticks={:.1} max_wait_over_k_ticks={:.1} k={STARVATION_TICKS} \
+             predictive_over_k={} of_them_cluster_wide={} longest_ticks={:.1} over_k_plus_longest={} \
+             fifo_max_wait_ticks={:.1} ganeti_fifo_mean_wait={:.1}s \
+             ganeti_fifo_blocked_ticks={:.0} makespan_s={:.0}/{:.0}/{:.0} load={:.2} seed={seed}",
             fifo.mean_wait_s,
             predictive.mean_wait_s,
             predictive.mean_wait_s / fifo.mean_wait_s,
             fifo.blocked_ticks,
             predictive.blocked_ticks,
             predictive.max_wait_ticks,
+            (predictive.max_wait_ticks - STARVATION_TICKS).max(0.0),
             predictive.over_k,
             predictive.over_k_cluster,
+            predictive.longest_ticks,
+            predictive.over_k_plus_longest,
             fifo.max_wait_ticks,
             ganeti.mean_wait_s,
             ganeti.blocked_ticks,
             fifo.makespan_s,
             predictive.makespan_s,
             ganeti.makespan_s,
+            offered_load(&workload(seed)),
         );
     }
     println!(
-        "queue predictive: {} operation waited past K={STARVATION_TICKS} ticks",
-        if over_k_any { "at least one" } else { "no" }
+        "queue predictive: {over_bound} operation(s) over all seeds waited past K={STARVATION_TICKS} ticks plus the longest duration"
     );
 }

@@ -6,7 +6,10 @@
 //! a running one is never leased ([`Running::blocks`]); among the others
 //! the order is priority, then (with [`Order::Predictive`]) a contention
 //! weight that ages to zero ([`Running::static_value`], [`aged_weight`]),
-//! then submit order. This crate is pure logic: no clock, no store, no
+//! then submit order. A candidate that has waited K ticks or more
+//! (starving) reserves its locks: nothing of its priority or worse that
+//! conflicts with it is leased before it ([`next`]), so that one that
+//! conflicts with everything (cluster-wide) is not skipped for ever. This crate is pure logic: no clock, no store, no
 //! I/O; the host owns the queue and passes ages and running sets in.
 //!
 //! Ganeti's design is `doc/design-predictive-queue.rst`; what it actually
@@ -21,7 +24,7 @@ mod weight;
 pub use lock::{Level, Lock, LockError, LockErrorKind, Locks, MAX_NAMES_PER_LEVEL, conflicts};
 pub use order::{
     Candidate, Config, Order, PRIORITY_DEFAULT, PRIORITY_HIGHEST, PRIORITY_LOWEST,
-    STARVATION_TICKS, TICK, aged_weight, next,
+    STARVATION_TICKS, TICK, aged_weight, is_starving, next, reserving,
 };
 pub use running::Running;
 pub use weight::{

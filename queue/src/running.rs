@@ -296,7 +296,7 @@ impl Held {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::{Level, compare, conflicts};
     use proptest::prelude::*;
@@ -316,7 +316,7 @@ mod tests {
         ]
     }
 
-    fn locks() -> impl Strategy<Value = Locks> {
+    pub(crate) fn locks() -> impl Strategy<Value = Locks> {
         (
             proptest::bool::weighted(0.1),
             [lock(), lock(), lock(), lock(), lock()],
