@@ -759,11 +759,15 @@ async fn an_operation_carrying_a_claim_confirms_or_releases_it() {
         .next()
         .and_then(|id| id.parse().ok())
         .expect("a cluster id");
+    let mut hosts = crate::support::tour_hosts();
+    for host in hosts.as_array_mut().expect("hosts") {
+        host["metrics"]["cpu_sockets"] = json!(1);
+    }
     expect_status(
         &admin
             .put(
                 &format!("{cluster_path}/inventory"),
-                &json!({ "generation": 1, "hosts": crate::support::tour_hosts() }),
+                &json!({ "generation": 1, "hosts": hosts }),
             )
             .await,
         200,
@@ -840,4 +844,85 @@ async fn an_operation_carrying_a_claim_confirms_or_releases_it() {
         complete(&admin, &ops, &leased, "succeeded").await["state"],
         "succeeded"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_lives_as_long_as_its_operation() {
+    use sandpiper::operations::{Kind, NewOperation, Origin, migration_locks};
+
+    let api = Api::start_with(&["--claim-ttl-secs", "2"]).await;
+    let admin = api.admin();
+    let ops = cluster(&admin, "c").await;
+    let cluster_path = ops.trim_end_matches("/operations");
+    let cluster_id: uuid::Uuid = cluster_path
+        .rsplit('/')
+        .next()
+        .and_then(|id| id.parse().ok())
+        .expect("a cluster id");
+    let mut hosts = crate::support::tour_hosts();
+    for host in hosts.as_array_mut().expect("hosts") {
+        host["metrics"]["cpu_sockets"] = json!(1);
+    }
+    expect_status(
+        &admin
+            .put(
+                &format!("{cluster_path}/inventory"),
+                &json!({ "generation": 1, "hosts": hosts }),
+            )
+            .await,
+        200,
+    );
+    let host = claim(&admin, &ops, "vm-moving").await;
+    claim(&admin, &ops, "vm-alone").await;
+    api.state
+        .operations()
+        .submit(NewOperation {
+            cluster_id,
+            kind: Kind::Migrate,
+            priority: 0,
+            locks: migration_locks("vm-moving", "small", &host),
+            payload: Value::Null,
+            origin: Origin::Balance,
+            vm_id: Some("vm-moving".to_owned()),
+        })
+        .await
+        .expect("submitted");
+    // Twice the claim TTL: the claim without an operation expired, the
+    // one whose operation is still queued did not.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(claim_state(&admin, &ops, "vm-alone").await, None);
+    assert_eq!(
+        claim_state(&admin, &ops, "vm-moving").await.as_deref(),
+        Some("pending")
+    );
+    let leased = lease_now(&admin, &ops).await.expect("leased");
+    complete(&admin, &ops, &leased, "succeeded").await;
+    assert_eq!(
+        claim_state(&admin, &ops, "vm-moving").await.as_deref(),
+        Some("confirmed")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reader_that_falls_behind_is_told_to_list_again() {
+    let api = Api::start().await;
+    let admin = api.admin();
+    let ops = cluster(&admin, "c").await;
+    let mut body = admin.open(&format!("{ops}/events")).await.into_body();
+    let submitted = sandpiper::operations::EVENT_BUFFER + 10;
+    for i in 0..submitted {
+        submit(
+            &admin,
+            &ops,
+            json!({ "kind": "k", "locks": vm(&format!("v{i}")) }),
+        )
+        .await;
+    }
+    let first = next_event(&mut body).await;
+    assert_eq!(first["event"], "lagged");
+    assert_eq!(first["missed"], 10);
+    // Then the events still buffered, in order.
+    let next = next_event(&mut body).await;
+    assert_eq!(next["event"], "submitted");
+    assert_eq!(next["operation"]["seq"].as_u64(), Some(10));
 }

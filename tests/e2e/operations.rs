@@ -142,3 +142,76 @@ fn a_worker_dying_mid_operation_loses_nothing() {
     );
     server.stop();
 }
+
+/// Opens the event stream on a raw connection and reads its head.
+fn open_events(server: &Server, ops: &str) -> std::io::BufReader<std::net::TcpStream> {
+    use std::io::{BufRead, Write};
+    let mut stream = std::net::TcpStream::connect(server.addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("read timeout");
+    write!(
+        stream,
+        "GET {ops}/events HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\r\n",
+        server.addr,
+        crate::support::ADMIN_TOKEN
+    )
+    .expect("send");
+    let mut reader = std::io::BufReader::new(stream);
+    let mut status = String::new();
+    reader.read_line(&mut status).expect("status line");
+    assert!(status.contains(" 200 "), "{status}");
+    reader
+}
+
+#[test]
+fn an_open_event_stream_and_a_waiting_lease_do_not_hold_up_shutdown() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(dir.path());
+    let admin = server.admin();
+    let ops = cluster(&admin);
+    let mut events = open_events(&server, &ops);
+    let waiting = {
+        let admin = server.admin();
+        let ops = ops.clone();
+        std::thread::spawn(move || {
+            admin.post(
+                &format!("{ops}/lease"),
+                &json!({ "holder": "w", "wait_ms": 30000 }),
+            )
+        })
+    };
+    // The stream is live: a submit shows up on it.
+    submit(&admin, &ops, "k", "vm-a");
+    let mut line = String::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !line.starts_with("event: ") {
+        line.clear();
+        events.read_line(&mut line).expect("an event line");
+        assert!(Instant::now() < deadline, "no event");
+    }
+    // That submit answered the waiting lease; wait again with a kind
+    // nobody submits.
+    assert_eq!(waiting.join().expect("waiter").status, 200);
+    let waiting = {
+        let admin = server.admin();
+        let ops = ops.clone();
+        std::thread::spawn(move || {
+            admin.post(
+                &format!("{ops}/lease"),
+                &json!({ "holder": "w", "wait_ms": 30000, "kinds": ["never"] }),
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let stopping = Instant::now();
+    let status = server.stop();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        stopping.elapsed() < Duration::from_secs(10),
+        "shutdown waited {:?} (grace 30 s)",
+        stopping.elapsed()
+    );
+    assert_eq!(waiting.join().expect("waiter").status, 204);
+}

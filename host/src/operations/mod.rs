@@ -682,6 +682,43 @@ impl OperationsService {
     }
 }
 
+impl OperationsService {
+    /// Extends the claims every in-flight operation carries by another
+    /// claim TTL (see [`sweep`]).
+    async fn keep_claims_alive(&self) {
+        let slots: Vec<(Uuid, Arc<Slot>)> = self
+            .inner
+            .clusters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(id, slot)| (*id, slot.clone()))
+            .collect();
+        for (cluster_id, slot) in slots {
+            let vm_ids: Vec<String> = slot
+                .queue
+                .lock()
+                .await
+                .in_flight()
+                .into_iter()
+                .filter_map(|op| op.vm_id)
+                .collect();
+            if vm_ids.is_empty() {
+                continue;
+            }
+            match self.inner.placement.extend_claims(cluster_id, vm_ids).await {
+                Ok(extended) => {
+                    tracing::debug!(cluster = %cluster_id, extended, "claims of operations in flight kept alive");
+                }
+                Err(e) => tracing::warn!(
+                    cluster = %cluster_id, error = %e,
+                    "could not keep the claims of operations in flight alive"
+                ),
+            }
+        }
+    }
+}
+
 /// Checks an operation to submit.
 fn check_new(new: &NewOperation) -> Result<(), OperationError> {
     if !(sandpiper_queue::PRIORITY_HIGHEST..=sandpiper_queue::PRIORITY_LOWEST)
@@ -751,13 +788,13 @@ fn check_lease(request: &LeaseRequest) -> Result<(), OperationError> {
             format!("must be at most {}", MAX_LEASE_WAIT.as_millis()),
         ));
     }
-    if let Some(kinds) = &request.kinds {
-        if kinds.is_empty() || kinds.len() > MAX_LEASE_KINDS {
-            return Err(OperationError::invalid(
-                "kinds",
-                format!("must list 1 to {MAX_LEASE_KINDS} kinds (leave it out for all)"),
-            ));
-        }
+    if let Some(kinds) = &request.kinds
+        && (kinds.is_empty() || kinds.len() > MAX_LEASE_KINDS)
+    {
+        return Err(OperationError::invalid(
+            "kinds",
+            format!("must list 1 to {MAX_LEASE_KINDS} kinds (leave it out for all)"),
+        ));
     }
     Ok(())
 }
@@ -775,14 +812,29 @@ fn check_detail(detail: Option<&Value>) -> Result<(), OperationError> {
 
 /// Returns expired leases to the queue every `interval` until the service
 /// is dropped.
+///
+/// Every quarter of the claim TTL it also keeps alive the claims of the
+/// operations in flight (queued or leased), for another claim TTL: a
+/// claim must outlive its operation's wait in the queue and its run, or
+/// the capacity it holds would be handed out again before the VM moves.
 async fn sweep(inner: Weak<Inner>, interval: Duration) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut kept_alive = tokio::time::Instant::now();
     loop {
         ticker.tick().await;
         let Some(inner) = inner.upgrade() else {
             return;
         };
+        let keepalive_every = inner.placement.config().claim_ttl / 4;
+        if kept_alive.elapsed() >= keepalive_every {
+            kept_alive = tokio::time::Instant::now();
+            OperationsService {
+                inner: inner.clone(),
+            }
+            .keep_claims_alive()
+            .await;
+        }
         let service = OperationsService { inner };
         let slots: Vec<Arc<Slot>> = service
             .inner

@@ -217,6 +217,22 @@ impl ClaimLedger {
         Ok(claim)
     }
 
+    /// Moves the expiry of `vm_id`'s pending claim to `until` when that is
+    /// later (an operation carrying the claim is still in flight). `None`
+    /// when there is no such claim, it is confirmed, or it already lasts
+    /// that long.
+    pub fn extend(&mut self, vm_id: &str, until: Timestamp) -> Option<&Claim> {
+        let claim = self.by_vm.get_mut(vm_id)?;
+        if claim.state != ClaimState::Pending || claim.expires_at >= until {
+            return None;
+        }
+        self.expiring
+            .remove(&(claim.expires_at, claim.vm_id.clone()));
+        claim.expires_at = until;
+        self.expiring.insert((until, claim.vm_id.clone()));
+        Some(claim)
+    }
+
     /// Drops every unconfirmed claim that expired at or before `now`.
     pub fn expire(&mut self, now: Timestamp) -> Vec<Claim> {
         let expired: Vec<String> = self

@@ -371,6 +371,26 @@ impl ClusterState {
         Ok((claim, changes))
     }
 
+    /// Keeps the pending claims of `vm_ids` alive until at least `until`
+    /// (their operations are still queued or running); claims already
+    /// expired at `now` are dropped first and stay gone.
+    pub fn extend_claims(
+        &mut self,
+        vm_ids: &[String],
+        now: Timestamp,
+        until: Timestamp,
+    ) -> (usize, Vec<Change>) {
+        let (_, mut changes) = self.expire(now);
+        let mut extended = 0;
+        for vm_id in vm_ids {
+            if let Some(claim) = self.claims.extend(vm_id, until) {
+                changes.push(Change::ClaimPut(claim.clone()));
+                extended += 1;
+            }
+        }
+        (extended, changes)
+    }
+
     /// Drops the claims that expired at or before `now`.
     pub fn expire(&mut self, now: Timestamp) -> (Vec<Claim>, Vec<Change>) {
         let expired = self.claims.expire(now);

@@ -384,6 +384,22 @@ impl PlacementService {
         .await
     }
 
+    /// Keeps the pending claims of `vm_ids` alive for another claim TTL
+    /// from now: their operations are still queued or leased
+    /// (`crate::operations`). Returns how many were extended.
+    pub async fn extend_claims(
+        &self,
+        cluster_id: Uuid,
+        vm_ids: Vec<String>,
+    ) -> Result<usize, PlacementError> {
+        let ttl = self.inner.config.claim_ttl;
+        self.locked(cluster_id, move |state, now| {
+            let (extended, changes) = state.extend_claims(&vm_ids, now, now.after(ttl));
+            Ok((extended, changes, false))
+        })
+        .await
+    }
+
     /// Releases a VM's claim.
     pub async fn release(&self, cluster_id: Uuid, vm_id: String) -> Result<Claim, PlacementError> {
         self.locked(cluster_id, move |state, now| {
