@@ -5,6 +5,7 @@ pub mod api;
 pub mod auth;
 pub mod builtin;
 pub mod config;
+pub mod extender;
 pub mod inputs;
 pub mod names;
 pub mod operations;

@@ -222,6 +222,9 @@ pub const ROUTES: &[RouteAccess] = &[
         "/api/v1/vmpools/{id}/vms/{vm_id}/return",
         ENGINE,
     ),
+    // kube-scheduler's extender verbs (crate::extender): an engine's calls.
+    route(Method::POST, "/k8s/{cluster}/filter", ENGINE),
+    route(Method::POST, "/k8s/{cluster}/prioritize", ENGINE),
     // Tokens.
     route(Method::GET, "/api/v1/tokens", ADMIN),
     route(Method::POST, "/api/v1/tokens", ADMIN),

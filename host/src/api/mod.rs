@@ -14,6 +14,7 @@ pub mod clusters;
 pub mod decision_error;
 pub mod decisions;
 pub mod error;
+pub mod extender;
 pub mod extract;
 pub mod health;
 pub mod inventory;
@@ -242,6 +243,14 @@ pub fn routes(limits: &ApiLimits) -> OpenApiRouter<AppState> {
         .routes(routes!(vmpools::list_pool_vms))
         .routes(routes!(vmpools::allocate_vm))
         .routes(routes!(vmpools::return_vm))
+        .routes(with_body_limit(
+            routes!(extender::filter),
+            limits.max_snapshot_bytes,
+        ))
+        .routes(with_body_limit(
+            routes!(extender::prioritize),
+            limits.max_snapshot_bytes,
+        ))
 }
 
 /// The whole application: every route with its access check, body limits

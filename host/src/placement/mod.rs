@@ -56,9 +56,11 @@ pub use cluster::{Change, ClusterState, InventorySummary, UpdateResult};
 pub use fairness::{Admission, Fairness, FairnessConfig, TooManyInProgress};
 pub use hosts::{Applied, HostInventory, HostRecord, HostUpdate, InventoryError};
 pub use persist::{LoggedDecision, Persister, Retention};
-pub use place::{Pick, PlaceContext, PlaceError, PlaceOutcome, over_snapshot};
+pub use place::{Pick, PlaceContext, PlaceError, PlaceOutcome, over_snapshot, pick_over};
 pub use request::{ExplainDetail, HostsSource, Mode, PlaceRequest, SourceMismatch};
 pub use resources::Resources;
 pub use sample::{Sample, Sampling};
-pub use service::{Decided, PlaceJob, PlacementConfig, PlacementError, PlacementService};
+pub use service::{
+    Decided, HeldView, PlaceJob, PlacementConfig, PlacementError, PlacementService,
+};
 pub use time::Timestamp;

@@ -151,6 +151,16 @@ pub enum PlacementError {
     Task(String),
 }
 
+/// The held inventory of a cluster with some of its hosts named
+/// ([`PlacementService::held_view`]).
+pub struct HeldView {
+    pub inventory: sandpiper_model::Inventory,
+    /// The named hosts the inventory holds, as indices of `inventory`.
+    pub candidates: Vec<u32>,
+    /// The names it does not hold.
+    pub unknown: Vec<String>,
+}
+
 /// A placement to make: the request, where its hosts come from, and the
 /// policy to decide with.
 pub struct PlaceJob {
@@ -463,6 +473,39 @@ impl PlacementService {
                 BalanceFailure::Place(e) => PlacementError::Place(e),
                 BalanceFailure::Balance(e) => PlacementError::Balance(e),
             })
+    }
+
+    /// The held inventory as a decision over it sees it (every live claim
+    /// counted as usage), for a front door that names its candidate hosts
+    /// (the kube-scheduler extender, `crate::extender`): `names` split into
+    /// the indices of the hosts the inventory holds, in the order given and
+    /// without repeats, and the names it does not hold. Claims nothing; the
+    /// cluster is locked only while the snapshot is taken, as for a
+    /// balancing round.
+    pub async fn held_view(
+        &self,
+        cluster_id: Uuid,
+        names: Vec<String>,
+    ) -> Result<HeldView, PlacementError> {
+        self.locked(cluster_id, move |state, now| {
+            if !state.has_inventory() {
+                return Err(PlacementError::NoInventory { cluster_id });
+            }
+            let mut seen = std::collections::HashSet::new();
+            let (known, unknown): (Vec<String>, Vec<String>) = names
+                .into_iter()
+                .filter(|name| seen.insert(name.clone()))
+                .partition(|name| state.hosts().get(name).is_some());
+            let (inventory, candidates, changes) = state.held_snapshot(now, Some(&known))?;
+            let resolved = !changes.is_empty();
+            let view = HeldView {
+                inventory,
+                candidates: candidates.unwrap_or_default(),
+                unknown,
+            };
+            Ok((view, changes, resolved))
+        })
+        .await
     }
 
     /// The ids of the cluster's held hosts, in inventory order (the

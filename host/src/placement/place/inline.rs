@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use super::{Pick, PlaceError, PlaceOutcome};
 use crate::inputs;
-use crate::pipeline::{self, ParamValues, Policy, ScheduleRequest};
+use crate::pipeline::{self, Decision, ParamValues, Policy, ScheduleRequest};
 use crate::placement::request::PlaceRequest;
-use crate::snapshot::{Cluster, Snapshot, hint_pairs};
+use crate::snapshot::{Cluster, HostIndex, Snapshot, hint_pairs};
+use sandpiper_model::Inventory;
 
 /// Decides where `request`'s VM goes among `snapshot`'s hosts. One
 /// instance, one pick: the options that need held state (`count`, `mode`,
@@ -22,20 +23,15 @@ pub fn over_snapshot(
     params: &ParamValues,
 ) -> Result<PlaceOutcome, PlaceError> {
     let (cluster, candidates) = build_with_candidates(snapshot, request.candidates.as_deref())?;
-    let vm = inputs::to_vm_checked(&request.vm, &cluster.hosts, "vm")
-        .map_err(PlaceError::InvalidSnapshot)?;
     let inventory = Arc::new(cluster.inventory);
-    let pick = ScheduleRequest {
-        vm,
-        hints: hint_pairs(&request.hints),
+    let decision = pick_over(
+        &inventory,
+        &cluster.hosts,
         candidates,
-        params: params.clone(),
-    };
-    let decision =
-        pipeline::schedule(policy, &inventory, &pick).map_err(|error| PlaceError::Schedule {
-            instance: request.vm.id.clone(),
-            error: Box::new(error),
-        })?;
+        request,
+        policy,
+        params,
+    )?;
     let host_id = decision.chosen.map(|h| decision.explain.host_id(h));
     Ok(PlaceOutcome {
         complete: host_id.is_some(),
@@ -48,6 +44,33 @@ pub fn over_snapshot(
         claims: Vec::new(),
         pending_could_fit: false,
         sample: None,
+    })
+}
+
+/// One pick of `request`'s VM among `candidates` (host indices; every
+/// host when `None`) of a snapshot already built, claiming nothing: the
+/// decision [`over_snapshot`] makes, and the one the kube-scheduler
+/// extender makes over the held inventory's snapshot
+/// (`PlacementService::held_view`). `hosts` resolves the host ids the VM
+/// names (its current host, its groups' hosts).
+pub fn pick_over(
+    inventory: &Arc<Inventory>,
+    hosts: &HostIndex,
+    candidates: Option<Vec<u32>>,
+    request: &PlaceRequest,
+    policy: &Policy,
+    params: &ParamValues,
+) -> Result<Decision, PlaceError> {
+    let vm = inputs::to_vm_checked(&request.vm, hosts, "vm").map_err(PlaceError::InvalidSnapshot)?;
+    let pick = ScheduleRequest {
+        vm,
+        hints: hint_pairs(&request.hints),
+        candidates,
+        params: params.clone(),
+    };
+    pipeline::schedule(policy, inventory, &pick).map_err(|error| PlaceError::Schedule {
+        instance: request.vm.id.clone(),
+        error: Box::new(error),
     })
 }
 

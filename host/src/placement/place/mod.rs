@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use sandpiper_model::{HostMetric, HostStatus};
 use uuid::Uuid;
 
-pub use self::inline::{build_with_candidates, over_snapshot};
+pub use self::inline::{build_with_candidates, over_snapshot, pick_over};
 use self::instances::instance_ids;
 use self::once::{check_filter_names, policy_without};
 use self::pass::{Pass, run_pass};
