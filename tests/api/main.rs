@@ -10,6 +10,7 @@
 
 mod bad_input;
 mod decisions_log;
+mod extender;
 mod openapi;
 mod operations;
 mod rebalance;

@@ -9,6 +9,7 @@ mod api_shutdown;
 mod api_tour;
 mod catalog;
 mod cluster_delete;
+mod extender;
 mod hardening_input;
 mod hardening_load;
 mod hardening_net;

@@ -22,14 +22,14 @@ use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
 use super::AppState;
-use super::decision_error::{invalid_snapshot, placement_error};
+use super::decision_error::placement_error;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Path, body_bytes, is_json};
+use super::extract::{Path, body_bytes, is_json, parse_json};
 use super::prepared::prepared;
 use crate::extender::wire::{ExtenderArgs, ExtenderFilterResult, HostPriority};
 use crate::extender::{Candidates, Judged, translate};
 use crate::placement::{HeldView, PlaceError, PlaceRequest, pick_over};
-use crate::snapshot::{HostIndex, from_json};
+use crate::snapshot::HostIndex;
 
 /// Filters the candidate nodes with the cluster's policy.
 ///
@@ -39,6 +39,7 @@ use crate::snapshot::{HostIndex, from_json};
 /// `FailedAndUnresolvableNodes`) as `"<filter unit>: <reason>"`. Any
 /// failure is a 200 with `Error` set, which kube-scheduler reports.
 #[utoipa::path(post, path = "/k8s/{cluster}/filter", tag = "kubernetes",
+    operation_id = "extender_filter",
     security(("bearer" = [])),
     params(("cluster" = String, Path, description = "Cluster id or name")),
     request_body = ExtenderArgs,
@@ -69,6 +70,7 @@ pub async fn filter(
 /// eleven distinct totals, neighbouring totals share a score), 0 for a
 /// node the policy's filters reject or the held inventory lacks.
 #[utoipa::path(post, path = "/k8s/{cluster}/prioritize", tag = "kubernetes",
+    operation_id = "extender_prioritize",
     security(("bearer" = [])),
     params(("cluster" = String, Path, description = "Cluster id or name")),
     request_body = ExtenderArgs,
@@ -107,7 +109,10 @@ async fn cluster_id(state: &AppState, cluster: &str) -> Result<Uuid, ApiError> {
 /// Reads, translates and decides one extender request.
 async fn judge(state: &AppState, cluster: &str, request: Request) -> Result<Judged, ApiError> {
     let cluster_id = cluster_id(state, cluster).await?;
-    let admission = state.placement().admit(cluster_id).map_err(placement_error)?;
+    let admission = state
+        .placement()
+        .admit(cluster_id)
+        .map_err(placement_error)?;
     if !is_json(request.headers()) {
         return Err(ApiError::UnsupportedMediaType {
             expected: "application/json",
@@ -116,11 +121,7 @@ async fn judge(state: &AppState, cluster: &str, request: Request) -> Result<Judg
     let body = body_bytes(request, &()).await?;
     let translated = admission
         .run(move || {
-            let text = std::str::from_utf8(&body).map_err(|e| ApiError::InvalidField {
-                field: "$".to_owned(),
-                message: format!("not UTF-8: {e}"),
-            })?;
-            let args: ExtenderArgs = from_json(text).map_err(invalid_snapshot)?;
+            let args: ExtenderArgs = parse_json(&body)?;
             translate(args).map_err(|e| ApiError::InvalidValue {
                 field: "$".to_owned(),
                 message: e.to_string(),
@@ -133,8 +134,7 @@ async fn judge(state: &AppState, cluster: &str, request: Request) -> Result<Judg
         vm: translated.vm,
         ..PlaceRequest::default()
     };
-    let place_error =
-        |e: PlaceError| placement_error(crate::placement::PlacementError::Place(e));
+    let place_error = |e: PlaceError| placement_error(crate::placement::PlacementError::Place(e));
     match translated.candidates {
         Candidates::Inline { snapshot, items } => {
             let names: Vec<String> = snapshot.hosts.iter().map(|h| h.id.clone()).collect();

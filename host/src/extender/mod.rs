@@ -129,7 +129,8 @@ impl Judged {
                 let name = explain.host_id(host);
                 let up = statuses.get(host as usize) == Some(&HostStatus::Up);
                 let map = if up { &mut failed } else { &mut unresolvable };
-                map.entry(name).or_insert_with(|| format!("{unit}: {reason}"));
+                map.entry(name)
+                    .or_insert_with(|| format!("{unit}: {reason}"));
             }
         }
         for name in &self.unknown {
@@ -267,7 +268,9 @@ mod tests {
             {"metadata": {"name": "n"}}
         ]}})))
         .expect("translated");
-        assert!(matches!(lower.candidates, Candidates::Inline { ref snapshot, .. } if snapshot.hosts[0].id == "n"));
+        assert!(
+            matches!(lower.candidates, Candidates::Inline { ref snapshot, .. } if snapshot.hosts[0].id == "n")
+        );
         assert_eq!(
             translate(args(serde_json::json!({"Pod": pod}))),
             Err(ArgsError::NodesSource)

@@ -88,7 +88,9 @@ mod tests {
 
     #[test]
     fn anything_else_is_refused_with_its_text() {
-        for text in ["", "Gi", "1.2.3", "1gi", "1 Gi", "1e", "abc", "1Ki2", "1e999"] {
+        for text in [
+            "", "Gi", "1.2.3", "1gi", "1 Gi", "1e", "abc", "1Ki2", "1e999",
+        ] {
             assert_eq!(parse(text), Err(BadQuantity(text.to_owned())), "{text}");
         }
     }

@@ -216,15 +216,20 @@ mod tests {
         );
 
         let empty = pod_to_vm(&pod(serde_json::json!({"metadata": {"name": "p"}}))).expect("a VM");
-        assert_eq!((empty.id.as_str(), empty.vcpus, empty.memory_mib), ("p", 1, 0.0));
+        assert_eq!(
+            (empty.id.as_str(), empty.vcpus, empty.memory_mib),
+            ("p", 1, 0.0)
+        );
 
         let bad = pod(serde_json::json!({"metadata": {"name": "p"},
             "spec": {"containers": [{"resources": {"requests": {"memory": "2 GB"}}}]}}));
         assert_eq!(
             pod_to_vm(&bad).map_err(|e| e.to_string()),
-            Err("Pod.spec.containers[0].resources.requests.memory: \"2 GB\" is not a \
+            Err(
+                "Pod.spec.containers[0].resources.requests.memory: \"2 GB\" is not a \
                  Kubernetes quantity (expected e.g. 4, 3500m, 16Gi, 1e9)"
-                .to_owned())
+                    .to_owned()
+            )
         );
     }
 
@@ -251,8 +256,10 @@ mod tests {
         assert_eq!(host.metrics["memory_free_mib"], 15360.0);
         assert_eq!(host.metrics["cpu_threads"], 3.5);
 
-        let not_ready = node(serde_json::json!({"metadata": {"name": "n2"}, "spec": {"unschedulable": true},
-            "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}));
+        let not_ready = node(
+            serde_json::json!({"metadata": {"name": "n2"}, "spec": {"unschedulable": true},
+            "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}),
+        );
         assert_eq!(
             node_to_host(&not_ready, "n").expect("a host").status,
             Status::Down
@@ -260,7 +267,9 @@ mod tests {
         let unnamed = node(serde_json::json!({}));
         assert_eq!(
             node_to_host(&unnamed, "Nodes.items[3]"),
-            Err(TranslateError::NoName("Nodes.items[3].metadata.name".to_owned()))
+            Err(TranslateError::NoName(
+                "Nodes.items[3].metadata.name".to_owned()
+            ))
         );
     }
 }

@@ -33,7 +33,12 @@ pub struct ExtenderArgs {
     pub nodes: Option<NodeList>,
     /// The candidate nodes' names, when the extender is node cache capable:
     /// hosts of the cluster's held inventory.
-    #[serde(rename = "NodeNames", alias = "nodenames", alias = "nodeNames", default)]
+    #[serde(
+        rename = "NodeNames",
+        alias = "nodenames",
+        alias = "nodeNames",
+        default
+    )]
     pub node_names: Option<Vec<String>>,
 }
 
@@ -52,11 +57,13 @@ pub struct ExtenderFilterResult {
     /// The names of the nodes that passed (`nodeCacheCapable: true`).
     #[serde(rename = "NodeNames")]
     pub node_names: Option<Vec<String>>,
-    /// Nodes the pod cannot go to now; preemption may help.
+    /// Node name → why the pod cannot go there now; preemption may help.
     #[serde(rename = "FailedNodes")]
+    #[schema(value_type = Object)]
     pub failed_nodes: FailedNodesMap,
-    /// Nodes the pod cannot go to whatever is preempted.
+    /// Node name → why the pod cannot go there whatever is preempted.
     #[serde(rename = "FailedAndUnresolvableNodes")]
+    #[schema(value_type = Object)]
     pub failed_and_unresolvable_nodes: FailedNodesMap,
     /// Why nothing could be decided; empty when the rest is the answer.
     #[serde(rename = "Error")]
@@ -71,7 +78,7 @@ pub struct NodeItems {
 }
 
 /// One node's score in the answer to `prioritize` (`HostPriorityList` is a
-/// list of these), 0 to [`MAX_EXTENDER_PRIORITY`].
+/// list of these), 0 to 10 (`MaxExtenderPriority`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
 pub struct HostPriority {
     #[serde(rename = "Host")]

@@ -60,7 +60,5 @@ pub use place::{Pick, PlaceContext, PlaceError, PlaceOutcome, over_snapshot, pic
 pub use request::{ExplainDetail, HostsSource, Mode, PlaceRequest, SourceMismatch};
 pub use resources::Resources;
 pub use sample::{Sample, Sampling};
-pub use service::{
-    Decided, HeldView, PlaceJob, PlacementConfig, PlacementError, PlacementService,
-};
+pub use service::{Decided, HeldView, PlaceJob, PlacementConfig, PlacementError, PlacementService};
 pub use time::Timestamp;

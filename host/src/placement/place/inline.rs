@@ -61,7 +61,8 @@ pub fn pick_over(
     policy: &Policy,
     params: &ParamValues,
 ) -> Result<Decision, PlaceError> {
-    let vm = inputs::to_vm_checked(&request.vm, hosts, "vm").map_err(PlaceError::InvalidSnapshot)?;
+    let vm =
+        inputs::to_vm_checked(&request.vm, hosts, "vm").map_err(PlaceError::InvalidSnapshot)?;
     let pick = ScheduleRequest {
         vm,
         hints: hint_pairs(&request.hints),
