@@ -108,6 +108,15 @@ pub struct ServeArgs {
     #[arg(long, env = "SANDPIPER_LISTEN", default_value = DEFAULT_LISTEN)]
     pub listen: SocketAddr,
 
+    /// A second address that serves only kube-scheduler's extender routes
+    /// (`/k8s/{cluster}/filter`, `/prioritize`), with no token: the
+    /// extender configuration cannot send one. Bind it where only
+    /// kube-scheduler reaches (localhost, a private network); those routes
+    /// read and claim nothing. Unset, they are served on `--listen` only,
+    /// with an engine token (docs/kubernetes.md).
+    #[arg(long, env = "SANDPIPER_EXTENDER_LISTEN")]
+    pub extender_listen: Option<SocketAddr>,
+
     /// SQLite database file; created (with its directory) if missing.
     #[arg(long, env = "SANDPIPER_DB", default_value = DEFAULT_DB)]
     pub db: PathBuf,

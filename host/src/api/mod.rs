@@ -276,6 +276,30 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// kube-scheduler's extender routes alone, with no token check, for the
+/// separate listener an operator binds with `--extender-listen`
+/// (kube-scheduler cannot send a bearer token): the same handlers, body
+/// limits and error shape as on the main listener, and nothing else.
+pub fn extender_app(state: AppState) -> Router {
+    let limits = *state.limits();
+    let (router, _) = OpenApiRouter::<AppState>::new()
+        .routes(with_body_limit(
+            routes!(extender::filter),
+            limits.max_snapshot_bytes,
+        ))
+        .routes(with_body_limit(
+            routes!(extender::prioritize),
+            limits.max_snapshot_bytes,
+        ))
+        .split_for_parts();
+    router
+        .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES))
+        .layer(axum::Extension(BodyLimit(MAX_JSON_BODY_BYTES)))
+        .fallback(no_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
 async fn no_route() -> ApiError {
     ApiError::NoRoute
 }

@@ -61,6 +61,8 @@ pub enum StartError {
 /// A server that has loaded everything and bound its socket.
 pub struct Server {
     listener: TcpListener,
+    /// The extender-only listener (`--extender-listen`), if asked for.
+    extender: Option<TcpListener>,
     addr: SocketAddr,
     state: AppState,
     grace: Duration,
@@ -89,8 +91,23 @@ impl Server {
             source,
         })?;
         tracing::info!(%addr, "listening");
+        let extender = match args.extender_listen {
+            None => None,
+            Some(extender_addr) => {
+                let bound =
+                    TcpListener::bind(extender_addr)
+                        .await
+                        .map_err(|source| StartError::Bind {
+                            addr: extender_addr,
+                            source,
+                        })?;
+                tracing::info!(addr = %extender_addr, "listening for kube-scheduler's extender calls, without tokens");
+                Some(bound)
+            }
+        };
         Ok(Server {
             listener,
+            extender,
             addr,
             state,
             grace: args.shutdown_grace(),
@@ -193,6 +210,7 @@ impl Server {
     pub async fn run(self) -> std::io::Result<()> {
         let Server {
             listener,
+            extender,
             state,
             grace,
             connections,
@@ -201,8 +219,20 @@ impl Server {
         } = self;
         let store = state.store().clone();
         let operations = state.operations().clone();
-        let app = api::app(state);
         let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
+        // The extender-only listener stops when the main one does.
+        let extender = extender.map(|listener| {
+            let mut stopping = stopping_rx.clone();
+            let app = api::extender_app(state.clone());
+            tokio::spawn(listen::serve(listener, app, connections, async move {
+                while !*stopping.borrow() {
+                    if stopping.changed().await.is_err() {
+                        break;
+                    }
+                }
+            }))
+        });
+        let app = api::app(state);
         let serve = listen::serve(listener, app, connections, async move {
             signals.received().await;
             tracing::info!("shutting down: no new connections, finishing requests in flight");
@@ -221,6 +251,12 @@ impl Server {
                 }
             }
             tokio::time::sleep(grace).await;
+        };
+        let serve = async move {
+            serve.await;
+            if let Some(extender) = extender {
+                let _ = extender.await;
+            }
         };
         tokio::select! {
             () = serve => {},
