@@ -16,11 +16,12 @@ pub mod quantity;
 pub mod translate;
 pub mod wire;
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use self::translate::{TranslateError, node_to_host, pod_to_vm};
 use self::wire::{
-    ExtenderArgs, ExtenderFilterResult, FailedNodesMap, HostPriority, MAX_EXTENDER_PRIORITY,
+    ExtenderArgs, ExtenderFilterResult, FailedNodesMap, HostPriority, MAX_EXTENDER_PRIORITY, Node,
     NodeItems,
 };
 use crate::pipeline::Decision;
@@ -73,7 +74,7 @@ pub fn translate(args: ExtenderArgs) -> Result<Translated, ArgsError> {
             let mut hosts = Vec::with_capacity(list.items.len());
             for (i, item) in list.items.iter().enumerate() {
                 let path = format!("Nodes.items[{i}]");
-                let node = serde_json::from_value(item.clone()).map_err(|e| ArgsError::Node {
+                let node = Node::deserialize(item).map_err(|e| ArgsError::Node {
                     path: path.clone(),
                     message: e.to_string(),
                 })?;
