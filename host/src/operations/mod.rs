@@ -344,6 +344,12 @@ impl OperationsService {
         let row = op.to_row()?;
         let mut tx = self.inner.store.write().await?;
         if tx.cluster(op.cluster_id).await?.is_none() {
+            // Leave no queue behind for a cluster that does not exist.
+            let empty = queue.queued_len() == 0 && queue.leased_len() == 0;
+            drop(queue);
+            if empty {
+                self.forget(op.cluster_id);
+            }
             return Err(OperationError::ClusterNotFound {
                 cluster_id: op.cluster_id,
             });
