@@ -36,6 +36,11 @@ pub struct OperationsArgs {
     #[arg(long, env = "SANDPIPER_QUEUE_STARVATION_TICKS", default_value_t = sandpiper_queue::STARVATION_TICKS as u32,
           value_parser = clap::builder::RangedU64ValueParser::<u32>::new().range(1..))]
     pub queue_starvation_ticks: u32,
+
+    /// Days a finished operation (succeeded, failed, cancelled) is kept.
+    #[arg(long, env = "SANDPIPER_OPERATIONS_MAX_AGE_DAYS", default_value_t = super::DEFAULT_FINISHED_MAX_AGE.as_secs() / 86_400,
+          value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..))]
+    pub operations_max_age_days: u64,
 }
 
 const fn millis(d: Duration) -> u64 {
@@ -48,6 +53,9 @@ impl OperationsArgs {
             max_leased: self.max_leased_operations,
             max_queued: self.max_queued_operations,
             default_lease_ttl: Duration::from_millis(self.lease_ttl_ms),
+            finished_max_age: Duration::from_secs(
+                self.operations_max_age_days.saturating_mul(86_400),
+            ),
             order: sandpiper_queue::Config {
                 tick: Duration::from_secs(self.queue_tick_secs),
                 starvation_ticks: f64::from(self.queue_starvation_ticks),

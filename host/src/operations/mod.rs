@@ -101,6 +101,19 @@ pub const MAX_LEASE_KINDS: usize = 32;
 /// arrives: an expired lease is back in the queue within a second.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How long a finished operation is kept, when not configured
+/// (`--operations-max-age-days`): a month, as the decisions log, so that
+/// "what happened to this migration" is answerable for any recent
+/// incident.
+pub const DEFAULT_FINISHED_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// How often finished operations past their age are deleted.
+pub const RETENTION_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// Rows one retention pass deletes per transaction, so that it never
+/// holds the database's write lock for long.
+const RETENTION_BATCH: u32 = 5_000;
+
 /// Queue changes kept for a slow event-stream reader before it is told
 /// it lagged (and should list again).
 pub const EVENT_BUFFER: usize = 1024;
@@ -112,6 +125,8 @@ pub struct OperationsConfig {
     pub max_queued: usize,
     pub default_lease_ttl: Duration,
     pub sweep_interval: Duration,
+    /// How long a finished operation is kept in the store.
+    pub finished_max_age: Duration,
     /// The predictive order's base value, tick and starvation ticks.
     pub order: sandpiper_queue::Config,
 }
@@ -123,6 +138,7 @@ impl Default for OperationsConfig {
             max_queued: DEFAULT_MAX_QUEUED,
             default_lease_ttl: DEFAULT_LEASE_TTL,
             sweep_interval: SWEEP_INTERVAL,
+            finished_max_age: DEFAULT_FINISHED_MAX_AGE,
             order: sandpiper_queue::Config::default(),
         }
     }
@@ -328,6 +344,12 @@ impl OperationsService {
         let row = op.to_row()?;
         let mut tx = self.inner.store.write().await?;
         if tx.cluster(op.cluster_id).await?.is_none() {
+            // Leave no queue behind for a cluster that does not exist.
+            let empty = queue.queued_len() == 0 && queue.leased_len() == 0;
+            drop(queue);
+            if empty {
+                self.forget(op.cluster_id);
+            }
             return Err(OperationError::ClusterNotFound {
                 cluster_id: op.cluster_id,
             });
@@ -683,6 +705,40 @@ impl OperationsService {
 }
 
 impl OperationsService {
+    /// Deletes the operations that finished more than
+    /// [`OperationsConfig::finished_max_age`] ago.
+    async fn drop_old_finished(&self) {
+        let before = Timestamp(
+            Timestamp::now()
+                .0
+                .saturating_sub(self.inner.config.finished_max_age.as_millis() as u64),
+        );
+        loop {
+            let deleted = async {
+                let mut tx = self.inner.store.write().await?;
+                let deleted = tx
+                    .delete_finished_operations(before.0, RETENTION_BATCH)
+                    .await?;
+                tx.commit().await?;
+                Ok::<u64, StoreError>(deleted)
+            }
+            .await;
+            match deleted {
+                Ok(n) if n == u64::from(RETENTION_BATCH) => continue,
+                Ok(n) => {
+                    if n > 0 {
+                        tracing::info!(deleted = n, "finished operations past their age deleted");
+                    }
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not delete old finished operations");
+                    return;
+                }
+            }
+        }
+    }
+
     /// Extends the claims every in-flight operation carries by another
     /// claim TTL (see [`sweep`]).
     async fn keep_claims_alive(&self) {
@@ -821,11 +877,20 @@ async fn sweep(inner: Weak<Inner>, interval: Duration) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut kept_alive = tokio::time::Instant::now();
+    let mut retained: Option<tokio::time::Instant> = None;
     loop {
         ticker.tick().await;
         let Some(inner) = inner.upgrade() else {
             return;
         };
+        if retained.is_none_or(|at: tokio::time::Instant| at.elapsed() >= RETENTION_INTERVAL) {
+            retained = Some(tokio::time::Instant::now());
+            OperationsService {
+                inner: inner.clone(),
+            }
+            .drop_old_finished()
+            .await;
+        }
         let keepalive_every = inner.placement.config().claim_ttl / 4;
         if kept_alive.elapsed() >= keepalive_every {
             kept_alive = tokio::time::Instant::now();

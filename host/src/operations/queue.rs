@@ -14,6 +14,16 @@ use uuid::Uuid;
 use super::model::{Kind, Operation, State};
 use crate::time::Timestamp;
 
+/// What the picker reads of a queued operation at `now`.
+fn candidate(op: &Operation, now: Timestamp) -> Candidate<'_> {
+    Candidate {
+        priority: op.priority,
+        seq: op.seq,
+        age: now.since(op.submitted_at),
+        locks: &op.locks,
+    }
+}
+
 /// A cluster's queued and leased operations.
 pub(super) struct ClusterQueue {
     /// Queued operations by submit sequence number.
@@ -83,6 +93,11 @@ impl ClusterQueue {
     /// `None`): `sandpiper_queue::next` in predictive order over the
     /// running locks, or none when `max_leased` are leased already or every
     /// candidate conflicts with a running one.
+    ///
+    /// The anti-starvation reservation holds across kinds: the first
+    /// starving operation of the whole queue reserves its locks even from
+    /// a worker that does not take its kind, so a worker leasing only
+    /// `start`s cannot keep a starving cluster-wide operation waiting.
     pub(super) fn next(
         &self,
         now: Timestamp,
@@ -93,20 +108,32 @@ impl ClusterQueue {
         if self.leased.len() >= max_leased {
             return None;
         }
-        let ops: Vec<&Operation> = self
-            .queued
-            .values()
-            .filter(|op| kinds.is_none_or(|kinds| kinds.contains(&op.kind)))
-            .collect();
-        let candidates: Vec<Candidate<'_>> = ops
-            .iter()
-            .map(|op| Candidate {
-                priority: op.priority,
-                seq: op.seq,
-                age: now.since(op.submitted_at),
-                locks: &op.locks,
+        let all: Vec<&Operation> = self.queued.values().collect();
+        let Some(kinds) = kinds else {
+            let candidates: Vec<Candidate<'_>> = all.iter().map(|op| candidate(op, now)).collect();
+            let chosen =
+                sandpiper_queue::next(&candidates, &self.running, Order::Predictive, config)?;
+            return all.get(chosen).copied();
+        };
+        // The reserving operation of the whole queue, when its kind is not
+        // asked for (when it is, it is among the candidates and `next`
+        // reserves for it itself).
+        let reserved = {
+            let candidates: Vec<Candidate<'_>> = all.iter().map(|op| candidate(op, now)).collect();
+            sandpiper_queue::reserving(&candidates, config)
+                .and_then(|i| all.get(i).copied())
+                .filter(|op| !kinds.contains(&op.kind))
+        };
+        let ops: Vec<&Operation> = all
+            .into_iter()
+            .filter(|op| kinds.contains(&op.kind))
+            .filter(|op| {
+                reserved.is_none_or(|r| {
+                    op.priority < r.priority || !sandpiper_queue::conflicts(&op.locks, &r.locks)
+                })
             })
             .collect();
+        let candidates: Vec<Candidate<'_>> = ops.iter().map(|op| candidate(op, now)).collect();
         let chosen = sandpiper_queue::next(&candidates, &self.running, Order::Predictive, config)?;
         ops.get(chosen).copied()
     }
@@ -130,5 +157,87 @@ impl ClusterQueue {
             .collect();
         ops.sort_by_key(|op| op.seq);
         ops
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use sandpiper_queue::{Lock, Locks};
+    use serde_json::Value;
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::operations::model::{Lease, Origin};
+
+    fn op(seq: u64, kind: &str, locks: Locks, submitted_at: Timestamp) -> Operation {
+        Operation {
+            id: Uuid::new_v4(),
+            cluster_id: Uuid::nil(),
+            seq,
+            kind: Kind::parse(kind).expect("a kind"),
+            priority: 0,
+            locks,
+            payload: Value::Null,
+            origin: Origin::Engine,
+            vm_id: None,
+            state: State::Queued,
+            attempts: 0,
+            submitted_at,
+            lease: None,
+            finished_at: None,
+            detail: None,
+        }
+    }
+
+    fn vm(name: &str) -> Locks {
+        Locks {
+            vm: Lock::Exclusive([name.to_owned()].into()),
+            ..Locks::default()
+        }
+    }
+
+    #[test]
+    fn a_starving_operation_reserves_even_from_workers_of_other_kinds() {
+        // One second per tick, K = 1: an operation ten seconds old starves.
+        let config = sandpiper_queue::Config {
+            tick: Duration::from_secs(1),
+            starvation_ticks: 1.0,
+            ..sandpiper_queue::Config::default()
+        };
+        let now = Timestamp(100_000);
+        let mut queue = ClusterQueue::default();
+        let mut running = op(0, "work", vm("busy"), Timestamp(0));
+        running.state = State::Leased;
+        running.lease = Some(Lease {
+            id: Uuid::new_v4(),
+            holder: "w".to_owned(),
+            expires_at: Timestamp(200_000),
+        });
+        queue.insert(running);
+        queue.insert(op(
+            1,
+            "maintenance",
+            Locks::cluster_wide(),
+            Timestamp(90_000),
+        ));
+        queue.insert(op(2, "work", vm("free"), now));
+        let work = [Kind::parse("work").expect("kind")];
+        // The cluster-wide operation is blocked by the running one and
+        // starving: nothing that conflicts with it (everything) is leased,
+        // whichever kinds the worker asks for.
+        assert!(queue.next(now, None, 4, &config).is_none());
+        assert!(queue.next(now, Some(&work), 4, &config).is_none());
+        // Not starving yet: the free one goes ahead of it.
+        let young = Timestamp(99_900);
+        let mut queue2 = ClusterQueue::default();
+        queue2.insert(op(1, "maintenance", Locks::cluster_wide(), young));
+        queue2.insert(op(2, "work", vm("free"), now));
+        let mut running = op(0, "work", vm("busy"), Timestamp(0));
+        running.state = State::Leased;
+        queue2.insert(running);
+        let chosen = queue2.next(now, Some(&work), 4, &config).expect("one");
+        assert_eq!(chosen.seq, 2);
     }
 }

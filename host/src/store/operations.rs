@@ -205,6 +205,23 @@ impl Db {
         row.map(OperationRow::try_from).transpose()
     }
 
+    /// Deletes up to `limit` operations that finished before `before_ms`
+    /// (milliseconds since the Unix epoch), oldest first; returns how many.
+    pub async fn delete_finished_operations(
+        &mut self,
+        before_ms: u64,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM operations WHERE id IN (SELECT id FROM operations              WHERE state IN ('succeeded', 'failed', 'cancelled') AND finished_at_ms < ?              ORDER BY finished_at_ms LIMIT ?)",
+        )
+        .bind(millis(before_ms))
+        .bind(i64::from(limit))
+        .execute(self.sqlite())
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     /// A cluster's operations in submit order, of one state or all, at
     /// most `limit`, starting after sequence number `after` (paging).
     pub async fn operations(
@@ -226,5 +243,109 @@ impl Db {
         .fetch_all(self.sqlite())
         .await?;
         rows.into_iter().map(OperationRow::try_from).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_support::store_with_cluster;
+
+    fn row(cluster_id: Uuid, seq: u64, state: &str) -> OperationRow {
+        OperationRow {
+            id: Uuid::new_v4(),
+            cluster_id,
+            seq,
+            kind: "k".to_owned(),
+            priority: 0,
+            locks: "{}".to_owned(),
+            payload: "null".to_owned(),
+            origin: "engine".to_owned(),
+            pool_id: None,
+            vm_id: None,
+            state: state.to_owned(),
+            attempts: 0,
+            submitted_at_ms: 1_000 + seq,
+            lease: None,
+            finished_at_ms: None,
+            outcome: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn rows_round_trip_and_old_finished_ones_go() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, cluster) = store_with_cluster(dir.path()).await;
+        let queued = row(cluster, 0, "queued");
+        let mut leased = row(cluster, 1, "queued");
+        let mut old = row(cluster, 2, "queued");
+        let mut tx = store.write().await.expect("tx");
+        for r in [&queued, &leased, &old] {
+            tx.insert_operation(r).await.expect("insert");
+        }
+        leased.state = "leased".to_owned();
+        leased.attempts = 1;
+        leased.lease = Some(LeaseRow {
+            id: Uuid::new_v4(),
+            holder: "w".to_owned(),
+            expires_at_ms: 9_000,
+        });
+        assert!(tx.update_operation(&leased).await.expect("update"));
+        old.state = "succeeded".to_owned();
+        old.finished_at_ms = Some(5_000);
+        old.outcome = Some("{\"ok\":true}".to_owned());
+        assert!(tx.update_operation(&old).await.expect("update"));
+        tx.commit().await.expect("commit");
+
+        let mut conn = store.read().await.expect("conn");
+        assert_eq!(
+            conn.unfinished_operations().await.expect("unfinished"),
+            vec![queued.clone(), leased.clone()]
+        );
+        assert_eq!(conn.last_operation_seq().await.expect("seq"), Some(2));
+        assert_eq!(
+            conn.operation(cluster, old.id).await.expect("get"),
+            Some(old.clone())
+        );
+        assert_eq!(
+            conn.operation(Uuid::new_v4(), old.id).await.expect("get"),
+            None,
+            "another cluster's"
+        );
+        let page = conn
+            .operations(cluster, None, Some(0), 1)
+            .await
+            .expect("list");
+        assert_eq!(page, vec![leased.clone()]);
+        let done = conn
+            .operations(cluster, Some("succeeded"), None, 10)
+            .await
+            .expect("list");
+        assert_eq!(done, vec![old.clone()]);
+        drop(conn);
+
+        let mut tx = store.write().await.expect("tx");
+        assert_eq!(
+            tx.delete_finished_operations(5_000, 10)
+                .await
+                .expect("delete"),
+            0
+        );
+        assert_eq!(
+            tx.delete_finished_operations(5_001, 10)
+                .await
+                .expect("delete"),
+            1
+        );
+        tx.commit().await.expect("commit");
+        let mut conn = store.read().await.expect("conn");
+        assert_eq!(conn.operation(cluster, old.id).await.expect("get"), None);
+        assert_eq!(
+            conn.unfinished_operations()
+                .await
+                .expect("unfinished")
+                .len(),
+            2
+        );
     }
 }
