@@ -4,7 +4,7 @@
 //! reported back. docs/operations.md describes it for engine authors.
 //!
 //! [`OperationsService`] holds, per cluster, the unfinished operations in
-//! memory ([`queue::ClusterQueue`]), loaded from the store at start. Every
+//! memory (`queue::ClusterQueue`), loaded from the store at start. Every
 //! change is written to the store in a transaction committed before the
 //! caller is answered, under the cluster's lock, and only then applied in
 //! memory: an acknowledged submit, lease or completion survives kill -9,
