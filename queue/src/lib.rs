@@ -23,11 +23,11 @@ mod weight;
 
 pub use lock::{Level, Lock, LockError, LockErrorKind, Locks, MAX_NAMES_PER_LEVEL, conflicts};
 pub use order::{
-    Candidate, Config, Order, PRIORITY_DEFAULT, PRIORITY_HIGHEST, PRIORITY_LOWEST,
-    STARVATION_TICKS, TICK, aged_weight, is_starving, next, reserving,
+    Candidate, Order, PRIORITY_DEFAULT, PRIORITY_HIGHEST, PRIORITY_LOWEST, aged_weight,
+    is_starving, next, reserving,
 };
 pub use running::Running;
 pub use weight::{
-    BASE_WEIGHT, CLUSTER_WIDE_WEIGHT, DEGRADE_WEIGHT, HEAVY_DEGRADE_WEIGHT, MAYBE_BLOCK_WEIGHT,
-    NO_WEIGHT, SURE_BLOCK_WEIGHT, compare,
+    BASE_WEIGHT, CLUSTER_WIDE_WEIGHT, Config, DEGRADE_WEIGHT, HEAVY_DEGRADE_WEIGHT,
+    MAYBE_BLOCK_WEIGHT, NO_WEIGHT, STARVATION_TICKS, SURE_BLOCK_WEIGHT, TICK, compare,
 };

@@ -5,40 +5,13 @@ use std::time::Duration;
 
 use crate::lock::{Locks, conflicts};
 use crate::running::Running;
-use crate::weight::BASE_WEIGHT;
+use crate::weight::Config;
 
-/// Ganeti's `jobQueueTickInSeconds`: the unit ages are counted in.
-pub const TICK: Duration = Duration::from_secs(30);
-/// Ganeti's `jobQueueStarvationCoeff` (K): after this many ticks (15
-/// minutes at 30 s) every operation weighs 0, so the oldest of a priority
-/// runs first whatever it locks: the anti-starvation guarantee.
-pub const STARVATION_TICKS: f64 = 30.0;
 /// Ganeti's priorities run from -20 (first) to 19 (last), like `nice`.
 pub const PRIORITY_HIGHEST: i32 = -20;
 pub const PRIORITY_LOWEST: i32 = 19;
 /// Ganeti's `OP_PRIO_DEFAULT`.
 pub const PRIORITY_DEFAULT: i32 = 0;
-
-/// The predictive order's tunables; the defaults are Ganeti's.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Config {
-    /// Every operation's floor weight ([`BASE_WEIGHT`]).
-    pub base: f64,
-    /// The unit of age ([`TICK`]).
-    pub tick: Duration,
-    /// K: ticks until every weight is 0 ([`STARVATION_TICKS`]).
-    pub starvation_ticks: f64,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            base: BASE_WEIGHT,
-            tick: TICK,
-            starvation_ticks: STARVATION_TICKS,
-        }
-    }
-}
 
 /// An operation's weight in the queue after waiting `age`: `spv × max(0,
 /// 1 − age_ticks / K)` with `age_ticks = age / tick`, not rounded down.
@@ -208,6 +181,7 @@ pub fn reserving(candidates: &[Candidate<'_>], config: &Config) -> Option<usize>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::weight::TICK;
 
     #[test]
     fn aging_reaches_zero_at_k_ticks() {

@@ -4,8 +4,7 @@
 use std::collections::HashMap;
 
 use crate::lock::{Kind, Level, Lock, Locks};
-use crate::order::Config;
-use crate::weight::{CLUSTER_WIDE_WEIGHT, weight};
+use crate::weight::{CLUSTER_WIDE_WEIGHT, Config, weight};
 
 /// The declarations of the operations that hold a running slot (Ganeti's
 /// RUNNING and WAITING alike: a waiting one will take its locks).

@@ -2,6 +2,8 @@
 //! running one at the same level. Its values are Ganeti's constants
 //! (`staticLock*Weight` in `src/Ganeti/Constants.hs` on `attic/master`).
 
+use std::time::Duration;
+
 use crate::lock::{Kind, Lock};
 
 /// `staticLockNoWeight`: no contention, none added.
@@ -83,6 +85,33 @@ pub(crate) fn weight(pending: Kind, running: Kind, overlap: impl FnOnce() -> boo
 /// level.
 pub fn compare(pending: &Lock, running: &Lock) -> f64 {
     weight(pending.kind(), running.kind(), || pending.overlaps(running))
+}
+
+/// Ganeti's `jobQueueTickInSeconds`: the unit ages are counted in.
+pub const TICK: Duration = Duration::from_secs(30);
+/// Ganeti's `jobQueueStarvationCoeff` (K): after this many ticks (15
+/// minutes at 30 s) every operation weighs 0, so the oldest of a priority
+/// runs first whatever it locks: the anti-starvation guarantee.
+pub const STARVATION_TICKS: f64 = 30.0;
+/// The predictive order's tunables; the defaults are Ganeti's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Every operation's floor weight ([`BASE_WEIGHT`]).
+    pub base: f64,
+    /// The unit of age ([`TICK`]).
+    pub tick: Duration,
+    /// K: ticks until every weight is 0 ([`STARVATION_TICKS`]).
+    pub starvation_ticks: f64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            base: BASE_WEIGHT,
+            tick: TICK,
+            starvation_ticks: STARVATION_TICKS,
+        }
+    }
 }
 
 #[cfg(test)]
