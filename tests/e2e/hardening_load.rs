@@ -70,6 +70,23 @@ fn stalled(server: &Server, path: &str) -> TcpStream {
     stream
 }
 
+/// What the server has already sent a stalled client, if anything (it
+/// should have sent nothing: the decision waits for the body).
+fn already_answered(stream: &TcpStream) -> String {
+    use std::io::Read as _;
+    let stream = stream.try_clone().expect("clone the stream");
+    stream.set_nonblocking(true).expect("non-blocking");
+    let mut buffer = [0u8; 512];
+    let read = match (&stream).read(&mut buffer) {
+        Ok(0) => "closed".to_owned(),
+        Ok(n) => String::from_utf8_lossy(&buffer[..n]).into_owned(),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => "nothing".to_owned(),
+        Err(e) => format!("error: {e}"),
+    };
+    let _ = stream.set_nonblocking(false);
+    read
+}
+
 /// Polls `check` until it returns `Some`, or fails after [`SETTLE`].
 fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     let started = Instant::now();
@@ -105,14 +122,33 @@ fn a_cluster_with_too_many_decisions_in_progress_is_busy_and_others_are_not() {
     let calm = cluster(&admin, "calm", None);
     let path = format!("{busy}/schedule");
 
-    let held: Vec<TcpStream> = (0..MAX_IN_PROGRESS)
+    let mut held: Vec<TcpStream> = (0..MAX_IN_PROGRESS)
         .map(|_| stalled(&server, &path))
         .collect();
-    // Once both are admitted, the next decision is refused at once.
-    let refused = eventually("the busy cluster refusing", || {
+    // Once both are admitted, the next decision is refused at once. The
+    // server takes connections concurrently, so a poll can be admitted
+    // before a stalled client's headers are read, and that client refused
+    // instead: a stalled client the server already answered is replaced
+    // before the next poll, until both hold their places.
+    let started = Instant::now();
+    let refused = loop {
+        for stream in &mut held {
+            if already_answered(stream) != "nothing" {
+                *stream = stalled(&server, &path);
+            }
+        }
         let reply = admin.post(&path, &schedule_body("vm-extra", 3));
-        (reply.status == 503).then_some(reply)
-    });
+        if reply.status == 503 {
+            break reply;
+        }
+        assert!(
+            started.elapsed() < SETTLE,
+            "the busy cluster never refused; the stalled clients read {:?}; log:\n{}",
+            held.iter().map(already_answered).collect::<Vec<_>>(),
+            server.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert_eq!(refused.code(), "cluster_busy");
     assert_eq!(refused.header("Retry-After"), Some("1"));
     assert_eq!(
