@@ -13,7 +13,7 @@
 
 pub mod round;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use uuid::Uuid;
@@ -34,7 +34,7 @@ pub async fn run(state: AppState) {
     loop {
         ticker.tick().await;
         let clusters = match state.store().read().await {
-            Ok(mut conn) => conn.clusters().await,
+            Ok(mut conn) => conn.balance_settings().await,
             Err(e) => Err(e),
         };
         let clusters = match clusters {
@@ -45,18 +45,19 @@ pub async fn run(state: AppState) {
             }
         };
         let now = Instant::now();
-        last_round.retain(|id, _| clusters.iter().any(|c| c.id == *id));
-        for cluster in clusters.iter().filter(|c| c.balance.enabled) {
-            let last = last_round.entry(cluster.id).or_insert(now);
-            let interval = Duration::from_secs(cluster.balance.interval_seconds.into());
+        let present: HashSet<Uuid> = clusters.iter().map(|(id, _)| *id).collect();
+        last_round.retain(|id, _| present.contains(id));
+        for (cluster_id, balance) in clusters.iter().filter(|(_, b)| b.enabled) {
+            let last = last_round.entry(*cluster_id).or_insert(now);
+            let interval = Duration::from_secs(balance.interval_seconds.into());
             if now.duration_since(*last) < interval {
                 continue;
             }
             *last = now;
-            match round::run(&state, cluster.id).await {
-                Ok(round) => tracing::debug!(cluster = %cluster.id, ?round, "periodic balance"),
+            match round::run(&state, *cluster_id).await {
+                Ok(round) => tracing::debug!(cluster = %cluster_id, ?round, "periodic balance"),
                 Err(e) => {
-                    tracing::warn!(cluster = %cluster.id, error = %e, "periodic balance round failed")
+                    tracing::warn!(cluster = %cluster_id, error = %e, "periodic balance round failed")
                 }
             }
         }

@@ -111,6 +111,29 @@ impl Db {
         }
     }
 
+    /// Every cluster's periodic balance settings, in one statement: the
+    /// balance loop reads them four times a second, and a whole
+    /// [`ClusterRecord`] would cost a statement per cluster for its
+    /// overrides.
+    pub async fn balance_settings(&mut self) -> Result<Vec<(Uuid, PeriodicBalance)>, StoreError> {
+        let rows = sqlx::query_as::<_, (String, bool, u32)>(
+            "SELECT id, periodic_balance, balance_interval_seconds FROM clusters",
+        )
+        .fetch_all(self.sqlite())
+        .await?;
+        rows.into_iter()
+            .map(|(id, enabled, interval_seconds)| {
+                Ok((
+                    parse_id(&id)?,
+                    PeriodicBalance {
+                        enabled,
+                        interval_seconds,
+                    },
+                ))
+            })
+            .collect()
+    }
+
     /// The clusters that run policy `policy_id`.
     pub async fn clusters_with_policy(
         &mut self,
