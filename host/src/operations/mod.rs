@@ -530,7 +530,7 @@ impl OperationsService {
     ) -> Result<Operation, OperationError> {
         check_detail(detail.as_ref())?;
         let slot = self.slot(cluster_id);
-        let mut queue = slot.queue.lock().await;
+        let queue = slot.queue.lock().await;
         let now = Timestamp::now();
         let mut op = self.held(cluster_id, &queue, id, lease_id, now).await?;
         op.state = outcome.state();
@@ -538,16 +538,29 @@ impl OperationsService {
         op.detail = detail;
         // The lease that finished it stays in the row (who did it); the
         // operation is no longer leased.
-        let finished = op.clone();
+        self.finish(&slot, queue, op, EventKind::Completed).await
+    }
+
+    /// Ends an operation taken from the cluster's queue (completed or
+    /// cancelled): stores it, takes it out of the queue (freeing its
+    /// locks), tells readers, and settles the claim it carries.
+    async fn finish(
+        &self,
+        slot: &Slot,
+        mut queue: tokio::sync::MutexGuard<'_, ClusterQueue>,
+        op: Operation,
+        event: EventKind,
+    ) -> Result<Operation, OperationError> {
+        let id = op.id;
         if !self.write(&op).await? {
             queue.remove(id);
             return Err(OperationError::NotFound { id });
         }
         queue.remove(id);
         drop(queue);
-        slot.publish(EventKind::Completed, &finished);
-        self.settle_claim(&finished).await;
-        Ok(finished)
+        slot.publish(event, &op);
+        self.settle_claim(&op).await;
+        Ok(op)
     }
 
     /// Cancels a queued or leased operation (a leased one's worker learns
@@ -555,7 +568,7 @@ impl OperationsService {
     /// claim it carries.
     pub async fn cancel(&self, cluster_id: Uuid, id: Uuid) -> Result<Operation, OperationError> {
         let slot = self.slot(cluster_id);
-        let mut queue = slot.queue.lock().await;
+        let queue = slot.queue.lock().await;
         let Some(current) = queue.get(id) else {
             drop(queue);
             let op = self.get(cluster_id, id).await?;
@@ -567,15 +580,7 @@ impl OperationsService {
         let mut op = current.clone();
         op.state = State::Cancelled;
         op.finished_at = Some(Timestamp::now());
-        if !self.write(&op).await? {
-            queue.remove(id);
-            return Err(OperationError::NotFound { id });
-        }
-        queue.remove(id);
-        drop(queue);
-        slot.publish(EventKind::Cancelled, &op);
-        self.settle_claim(&op).await;
-        Ok(op)
+        self.finish(&slot, queue, op, EventKind::Cancelled).await
     }
 
     /// The events of a cluster's queue from now on.
