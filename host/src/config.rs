@@ -147,6 +147,12 @@ pub struct ServeArgs {
     #[arg(long, env = "SANDPIPER_DECISIONS_MAX_MIB", default_value_t = DEFAULT_DECISIONS_MAX_MIB)]
     pub decisions_max_mib: u64,
 
+    /// Days the audit log keeps an entry (every admin change: who, what,
+    /// when; `GET /api/v1/audit`).
+    #[arg(long, env = "SANDPIPER_AUDIT_RETAINED_DAYS", default_value_t = crate::api::audit::DEFAULT_AUDIT_RETAINED_DAYS,
+          value_parser = clap::value_parser!(u32).range(1..=36_500))]
+    pub audit_retained_days: u32,
+
     /// Seconds shutdown waits for requests in flight.
     #[arg(long, env = "SANDPIPER_SHUTDOWN_GRACE_SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE_SECS)]
     pub shutdown_grace_secs: u64,

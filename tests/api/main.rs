@@ -1,5 +1,5 @@
 //! In-process tests of the HTTP API's contract: every request goes through
-//! [`sandpiper::api::app`] over the state the server itself builds
+//! [`sandpiper::server::Services::app`] over the state the server itself builds
 //! ([`sandpiper::server::Server::build_state`]), with tower's `oneshot`
 //! and no socket. One module per area; table-driven cases live in
 //! `cases/`, golden files in `golden/`.
@@ -8,6 +8,7 @@
 //! connections, the first start's token file, the catalog on a true first
 //! start, the languages' uploads) stays in `tests/e2e`.
 
+mod audit;
 mod bad_input;
 mod decisions_log;
 mod extender;

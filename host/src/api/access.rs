@@ -229,7 +229,19 @@ pub const ROUTES: &[RouteAccess] = &[
     route(Method::GET, "/api/v1/tokens", ADMIN),
     route(Method::POST, "/api/v1/tokens", ADMIN),
     route(Method::DELETE, "/api/v1/tokens/{id}", ADMIN),
+    // The audit log (api::audit).
+    route(Method::GET, "/api/v1/audit", ADMIN),
 ];
+
+/// Whether `method` on the route `path` changes what admins manage
+/// (tokens, units, policies, clusters, pools): every route but a read that
+/// needs the admin role. Such a change invalidates the prepared policies
+/// (`prepared::track_config_changes`) and is audited (`audit::record`).
+pub fn is_admin_change(method: &Method, path: &str) -> bool {
+    method != Method::GET
+        && method != Method::HEAD
+        && access_for(method, path) == Some(Access::Role(Role::Admin))
+}
 
 /// What `method` on the route `path` requires, if the route is declared.
 pub fn access_for(method: &Method, path: &str) -> Option<Access> {

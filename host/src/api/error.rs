@@ -230,6 +230,11 @@ pub const ERROR_CODES: &[&str] = &[
     "vm_not_assigned",
 ];
 
+/// The code of an error answer, kept in the response's extensions for the
+/// middleware that records it (`audit::record`) without reading the body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ErrorCode(pub &'static str);
+
 /// The body of every error response.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
@@ -544,6 +549,7 @@ impl IntoResponse for ApiError {
             _ => None,
         };
         let mut response = (status, axum::Json(body)).into_response();
+        response.extensions_mut().insert(ErrorCode(self.code()));
         if let Some(secs) = retry_after {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,

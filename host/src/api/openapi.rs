@@ -31,6 +31,7 @@ use super::error::{ErrorBody, ErrorDetail};
         (name = "decisions", description = "Placement and balancing decisions, for engines"),
         (name = "operations", description = "The operations queue: what should happen next in a cluster, leased by engines' workers, carried out and reported back"),
         (name = "tokens", description = "Bearer tokens and roles"),
+        (name = "audit", description = "The audit log: every admin change, who made it and what came of it"),
         (name = "kubernetes", description = "kube-scheduler's extender verbs (`k8s.io/kube-scheduler/extender/v1`), for a cluster named in the path; see docs/kubernetes.md"),
         (name = "vmpools", description = "Prestarted VM pools: members kept running for users to take at once"),
     )

@@ -132,12 +132,8 @@ pub async fn track_config_changes(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let changes = request.method() != axum::http::Method::GET
-        && request.method() != axum::http::Method::HEAD
-        && matched.is_some_and(|path| {
-            super::access::access_for(request.method(), path.as_str())
-                == Some(super::access::Access::Role(crate::auth::Role::Admin))
-        });
+    let changes =
+        matched.is_some_and(|path| super::access::is_admin_change(request.method(), path.as_str()));
     let response = next.run(request).await;
     if changes {
         state.prepared().invalidate();

@@ -6,6 +6,7 @@
 use serde_json::json;
 use uuid::Uuid;
 
+use super::Pools;
 use super::member::{Member, RunState};
 use super::starts::start_member;
 use crate::api::AppState;
@@ -54,8 +55,13 @@ pub struct Allocated {
 /// no free member answers 409 `pool_exhausted` and changes nothing; a
 /// down member that cannot be placed answers 409 `pool_vm_not_placed`
 /// (or the placement's own error) and stays free and down.
-pub async fn allocate(state: &AppState, pool_id: Uuid, user: &str) -> Result<Allocated, ApiError> {
-    let _lock = state.pools().lock(pool_id).await;
+pub async fn allocate(
+    state: &AppState,
+    pools: &Pools,
+    pool_id: Uuid,
+    user: &str,
+) -> Result<Allocated, ApiError> {
+    let _lock = pools.lock(pool_id).await;
     let Loaded { pool, members } = load_now(state, pool_id).await?;
     let free = |run: RunState| members.iter().find(|m| m.is_free() && m.run == run);
     let (chosen, starting) = if let Some(m) = free(RunState::Up) {
@@ -83,7 +89,7 @@ pub async fn allocate(state: &AppState, pool_id: Uuid, user: &str) -> Result<All
         .await?;
     tx.commit().await?;
     // One fewer prestarted VM: top the pool up.
-    state.pools().trigger();
+    pools.trigger();
     let member = load_now(state, pool_id)
         .await?
         .members
@@ -100,8 +106,13 @@ pub async fn allocate(state: &AppState, pool_id: Uuid, user: &str) -> Result<All
 /// snapshot, as oVirt does when a stateless pool VM stops), and the
 /// monitor starts a fresh one if the pool needs it. A member with no user
 /// answers 409 `vm_not_assigned`.
-pub async fn give_back(state: &AppState, pool_id: Uuid, vm_id: &str) -> Result<Member, ApiError> {
-    let _lock = state.pools().lock(pool_id).await;
+pub async fn give_back(
+    state: &AppState,
+    pools: &Pools,
+    pool_id: Uuid,
+    vm_id: &str,
+) -> Result<Member, ApiError> {
+    let _lock = pools.lock(pool_id).await;
     let Loaded { pool, members } = load_now(state, pool_id).await?;
     let member = members
         .into_iter()
@@ -134,6 +145,6 @@ pub async fn give_back(state: &AppState, pool_id: Uuid, vm_id: &str) -> Result<M
         .find(|m| m.row.idx == member.row.idx)
         .ok_or_else(|| ApiError::Internal(format!("member {vm_id} vanished")))?;
     tx.commit().await?;
-    state.pools().trigger();
+    pools.trigger();
     Ok(after)
 }

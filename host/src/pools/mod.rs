@@ -11,18 +11,24 @@
 //! * [`monitor`]: the background task that keeps each pool's prestarted
 //!   count topped up (oVirt's `VmPoolMonitor`).
 //!
-//! Pools sit beside the API, not below it: the monitor is a client of the
-//! same services a request handler uses (the store, the prepared policy,
-//! the placement service, the operations queue), through the same
-//! [`AppState`], and makes its decisions through the one decision path
-//! (`api::schedule::place_held`). Every change to one pool's members (an
-//! allocation, a return, a resize, a monitor run) holds that pool's lock
-//! ([`Pools::lock`]), so two of them never pick the same member.
+//! * [`routes`]: the HTTP contract, `/api/v1/vmpools`.
+//!
+//! Pools sit above the API, not below it: the monitor and the routes are
+//! clients of the same services a request handler uses (the store, the
+//! prepared policy, the placement service, the operations queue), through
+//! the same [`AppState`], and make their decisions through the one
+//! decision path (`api::schedule::place_held`). The API never names a
+//! pool: `server` merges [`routes::routes()`] into the application and hands
+//! the handlers the [`Pools`] handle as an `axum::Extension`. Every change
+//! to one pool's members (an allocation, a return, a resize, a monitor
+//! run) holds that pool's lock ([`Pools::lock`]), so two of them never
+//! pick the same member.
 
 pub mod actions;
 pub mod args;
 pub mod member;
 pub mod monitor;
+pub mod routes;
 pub mod starts;
 
 use std::collections::HashMap;
@@ -127,8 +133,8 @@ impl Pools {
     }
 }
 
-/// Starts the monitor over `state`'s pools on the current runtime: a run
-/// at once, then one per interval or per trigger, whichever comes first.
-pub fn start_monitor(state: AppState) {
-    tokio::spawn(monitor::run_forever(state));
+/// Starts the monitor over the pools on the current runtime: a run at
+/// once, then one per interval or per trigger, whichever comes first.
+pub fn start_monitor(state: AppState, pools: Pools) {
+    tokio::spawn(monitor::run_forever(state, pools));
 }

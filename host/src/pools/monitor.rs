@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::Pools;
 use super::actions::{Loaded, load};
 use super::member::{Member, RunState, StartState};
 use super::starts::start_member;
@@ -90,11 +91,10 @@ pub struct RunFailure {
 
 /// Runs over every pool, then waits for the interval or a trigger, for as
 /// long as the server runs.
-pub async fn run_forever(state: AppState) {
-    let pools = state.pools().clone();
+pub async fn run_forever(state: AppState, pools: Pools) {
     let interval = pools.config().interval;
     loop {
-        run_all(&state).await;
+        run_all(&state, &pools).await;
         tokio::select! {
             () = tokio::time::sleep(interval) => {}
             () = pools.triggered() => {}
@@ -104,7 +104,7 @@ pub async fn run_forever(state: AppState) {
 
 /// One run over every pool; a pool that fails is logged and the others
 /// still run.
-pub async fn run_all(state: &AppState) {
+pub async fn run_all(state: &AppState, pools: &Pools) {
     let ids = match state.store().read().await {
         Ok(mut conn) => conn.vm_pools().await.map(|p| p.into_iter().map(|p| p.id)),
         Err(e) => Err(e),
@@ -117,7 +117,7 @@ pub async fn run_all(state: &AppState) {
         }
     };
     for id in ids {
-        match run_pool(state, id).await {
+        match run_pool(state, pools, id).await {
             Ok(run) if !run.started.is_empty() || !run.failures.is_empty() => tracing::info!(
                 pool = %id,
                 started = run.started.len(),
@@ -135,9 +135,13 @@ pub async fn run_all(state: &AppState) {
 
 /// One run over one pool, holding its lock; its result is stored as the
 /// pool's `last_run`.
-pub async fn run_pool(state: &AppState, pool_id: Uuid) -> Result<MonitorRun, ApiError> {
-    let config = *state.pools().config();
-    let _lock = state.pools().lock(pool_id).await;
+pub async fn run_pool(
+    state: &AppState,
+    pools: &Pools,
+    pool_id: Uuid,
+) -> Result<MonitorRun, ApiError> {
+    let config = *pools.config();
+    let _lock = pools.lock(pool_id).await;
     let Loaded { pool, members } = {
         let mut conn = state.store().read().await?;
         load(&mut conn, pool_id).await?

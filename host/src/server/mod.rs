@@ -16,9 +16,10 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use crate::api::{self, AppState};
+use crate::api::{self, ApiLimits, AppState};
 use crate::auth::{self, ADMIN_TOKEN_ENV, Bootstrap};
 use crate::config::ServeArgs;
+use crate::pools::Pools;
 use crate::registry::Registry;
 use crate::sandbox::Runtime;
 use crate::store::{Store, StoreError};
@@ -58,13 +59,35 @@ pub enum StartError {
     },
 }
 
+/// What the application serves over: the API's state, and the prestarted
+/// pools built on it (above the API, so not in its state).
+#[derive(Clone)]
+pub struct Services {
+    pub state: AppState,
+    pub pools: Pools,
+}
+
+impl Services {
+    /// The whole application: the API's routes and the pools', every one
+    /// with its access check, body limits and error shape.
+    pub fn app(&self) -> axum::Router {
+        let pools = crate::pools::routes::routes().layer(axum::Extension(self.pools.clone()));
+        api::app(self.state.clone(), pools)
+    }
+}
+
+/// Every route [`Services::app`] serves, as (method, path).
+pub fn served_routes(limits: &ApiLimits) -> Vec<(axum::http::Method, String)> {
+    api::served_routes(limits, crate::pools::routes::routes())
+}
+
 /// A server that has loaded everything and bound its socket.
 pub struct Server {
     listener: TcpListener,
     /// The extender-only listener (`--extender-listen`), if asked for.
     extender: Option<TcpListener>,
     addr: SocketAddr,
-    state: AppState,
+    services: Services,
     grace: Duration,
     connections: ConnectionLimits,
     signals: StopSignals,
@@ -79,7 +102,7 @@ impl Server {
             .ok()
             .filter(|t| !t.is_empty());
         let exe = std::env::current_exe().map_err(StartError::Exe)?;
-        let state = Server::build_state(&args, supplied.as_deref(), exe).await?;
+        let services = Server::build_state(&args, supplied.as_deref(), exe).await?;
         let listener = TcpListener::bind(args.listen)
             .await
             .map_err(|source| StartError::Bind {
@@ -109,7 +132,7 @@ impl Server {
             listener,
             extender,
             addr,
-            state,
+            services,
             grace: args.shutdown_grace(),
             connections: ConnectionLimits::from_args(&args),
             signals,
@@ -132,7 +155,7 @@ impl Server {
         args: &ServeArgs,
         admin_token: Option<&str>,
         exe: PathBuf,
-    ) -> Result<AppState, StartError> {
+    ) -> Result<Services, StartError> {
         if let Some(dir) = args.db.parent().filter(|d| !d.as_os_str().is_empty()) {
             use std::os::unix::fs::DirBuilderExt as _;
             // 0700: the directory holds the database and the admin token.
@@ -193,11 +216,11 @@ impl Server {
             args.api_limits(),
             placement,
             operations,
-            pools,
+            api::audit::retained(args.audit_retained_days),
         );
-        crate::pools::start_monitor(state.clone());
+        crate::pools::start_monitor(state.clone(), pools.clone());
         tokio::spawn(crate::rebalance::run(state.clone()));
-        Ok(state)
+        Ok(Services { state, pools })
     }
 
     /// The address actually bound (the OS picks the port for port 0).
@@ -211,12 +234,13 @@ impl Server {
         let Server {
             listener,
             extender,
-            state,
+            services,
             grace,
             connections,
             signals,
             ..
         } = self;
+        let state = services.state.clone();
         let store = state.store().clone();
         let operations = state.operations().clone();
         let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
@@ -232,7 +256,7 @@ impl Server {
                 }
             }))
         });
-        let app = api::app(state);
+        let app = services.app();
         let serve = listen::serve(listener, app, connections, async move {
             signals.received().await;
             tracing::info!("shutting down: no new connections, finishing requests in flight");
@@ -292,5 +316,33 @@ impl StopSignals {
             _ = self.interrupt.recv() => {},
             _ = self.terminate.recv() => {},
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::access;
+
+    fn limits() -> ApiLimits {
+        ApiLimits {
+            max_module_bytes: 1,
+            max_snapshot_bytes: 1,
+        }
+    }
+
+    #[test]
+    fn the_router_and_the_access_table_list_the_same_routes() {
+        let mut served: Vec<String> = served_routes(&limits())
+            .into_iter()
+            .map(|(m, p)| format!("{m} {p}"))
+            .collect();
+        served.sort();
+        let mut declared: Vec<String> = access::ROUTES
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect();
+        declared.sort();
+        assert_eq!(served, declared);
     }
 }

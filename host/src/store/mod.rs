@@ -29,6 +29,7 @@
 //! background writer, the batching of placement writes and the retention
 //! rule are backend-neutral and stay as they are.
 
+pub mod audit;
 pub mod claims;
 pub mod clusters;
 pub mod decisions;

@@ -1,7 +1,7 @@
 //! The API in process: the server's own state
 //! ([`sandpiper::server::Server::build_state`]) over a fresh copy of a
 //! template database in a temporary directory, driven through
-//! [`sandpiper::api::app`] with tower's `oneshot`. No socket and no server
+//! [`sandpiper::server::Services::app`] with tower's `oneshot`. No socket and no server
 //! process; uploads are still compiled by the real `sandpiper` binary in a
 //! child process, as in production.
 
@@ -50,7 +50,7 @@ fn serve_args(db: &Path, flags: &[&str]) -> ServeArgs {
 }
 
 /// The state the server would build over `db` with `flags`.
-async fn build_state(db: &Path, flags: &[&str]) -> sandpiper::api::AppState {
+async fn build_state(db: &Path, flags: &[&str]) -> sandpiper::server::Services {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_sandpiper"));
     Server::build_state(&serve_args(db, flags), Some(ADMIN_TOKEN), exe)
         .await
@@ -89,10 +89,10 @@ fn template_db() -> &'static Path {
                         .build()
                         .expect("runtime");
                     runtime.block_on(async {
-                        let state = build_state(&db, &[]).await;
+                        let services = build_state(&db, &[]).await;
                         // As a stopping server does: checkpoint the WAL
                         // into the file, which is then all there is.
-                        state.store().close().await;
+                        services.state.store().close().await;
                     });
                 })
                 .join()
@@ -138,10 +138,10 @@ impl Api {
             .await
             .expect("the template database");
         std::fs::copy(template, &db).expect("copy the template database");
-        let state = build_state(&db, flags).await;
+        let services = build_state(&db, flags).await;
         Api {
-            app: sandpiper::api::app(state.clone()),
-            state,
+            app: services.app(),
+            state: services.state,
             db,
             _dir: dir,
         }

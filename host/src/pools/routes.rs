@@ -7,27 +7,43 @@
 //! Roles: an admin creates, changes and deletes pools; readers list them;
 //! allocating and returning are the engine's (it acts for its users, as
 //! oVirt's user portal does for a user: Sandpiper has no user accounts).
+//! The roles are declared with every other route's in
+//! `api::access::ROUTES`; `server` merges [`routes()`] into the application.
 
+use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::clusters::{cluster_href, load as load_cluster};
-use super::decision_error::invalid_snapshot;
-use super::error::{ApiError, ErrorBody};
-use super::extract::{Json, Path};
-use super::types::{IdRef, NamedRef, check_name};
-use super::{AppState, location};
-use crate::pools::MAX_VMS_IN_POOL;
-use crate::pools::actions::{self, Loaded};
-use crate::pools::member::{Member, MemberState, RunState};
-use crate::pools::monitor::MonitorRun;
+use super::actions::{self, Loaded};
+use super::member::{Member, MemberState, RunState};
+use super::monitor::MonitorRun;
+use super::{MAX_VMS_IN_POOL, Pools};
+use crate::api::clusters::{cluster_href, load as load_cluster};
+use crate::api::decision_error::invalid_snapshot;
+use crate::api::error::{ApiError, ErrorBody};
+use crate::api::extract::{Json, Path};
+use crate::api::types::{IdRef, NamedRef, check_name};
+use crate::api::{AppState, location};
 use crate::snapshot::VmSpec;
 use crate::store::Db;
 use crate::store::vm_pools::PoolRecord;
+
+/// The pool routes, documented, for `api::app` to serve beside its own.
+/// Their handlers take the [`Pools`] handle as an `axum::Extension`.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_pools, add_pool))
+        .routes(routes!(get_pool, update_pool, delete_pool))
+        .routes(routes!(list_pool_vms))
+        .routes(routes!(allocate_vm))
+        .routes(routes!(return_vm))
+}
 
 /// A pool of identical VMs in one cluster, `prestarted_vms` of which are
 /// kept running and free (oVirt's `VmPool`).
@@ -316,6 +332,7 @@ pub async fn list_pools(
     ))]
 pub async fn add_pool(
     State(state): State<AppState>,
+    Extension(pools): Extension<Pools>,
     Json(body): Json<VmPoolAdd>,
 ) -> Result<impl IntoResponse, ApiError> {
     check_name("name", &body.name)?;
@@ -344,7 +361,7 @@ pub async fn add_pool(
     let loaded = actions::load(&mut tx, record.id).await?;
     let body = view(&mut tx, &loaded, Vec::new()).await?;
     tx.commit().await?;
-    state.pools().trigger();
+    pools.trigger();
     Ok((
         StatusCode::CREATED,
         location(pool_href(record.id)),
@@ -386,10 +403,11 @@ pub async fn get_pool(
     ))]
 pub async fn update_pool(
     State(state): State<AppState>,
+    Extension(pools): Extension<Pools>,
     Path(id): Path<Uuid>,
     Json(body): Json<VmPoolUpdate>,
 ) -> Result<axum::Json<VmPool>, ApiError> {
-    let _lock = state.pools().lock(id).await;
+    let _lock = pools.lock(id).await;
     let mut tx = state.store().write().await?;
     let Loaded { mut pool, members } = actions::load(&mut tx, id).await?;
     if let Some(name) = &body.name
@@ -473,7 +491,7 @@ pub async fn update_pool(
     let loaded = actions::load(&mut tx, id).await?;
     let out = view(&mut tx, &loaded, notes).await?;
     tx.commit().await?;
-    state.pools().trigger();
+    pools.trigger();
     Ok(axum::Json(out))
 }
 
@@ -490,9 +508,10 @@ pub async fn update_pool(
     ))]
 pub async fn delete_pool(
     State(state): State<AppState>,
+    Extension(pools): Extension<Pools>,
     Path(id): Path<Uuid>,
 ) -> Result<StatusCode, ApiError> {
-    let lock = state.pools().lock(id).await;
+    let lock = pools.lock(id).await;
     let mut tx = state.store().write().await?;
     let Loaded { pool, members } = actions::load(&mut tx, id).await?;
     let assigned = members.iter().filter(|m| !m.is_free()).count();
@@ -509,7 +528,7 @@ pub async fn delete_pool(
     tx.delete_vm_pool(id).await?;
     tx.commit().await?;
     drop(lock);
-    state.pools().forget(id);
+    pools.forget(id);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -549,11 +568,12 @@ pub async fn list_pool_vms(
     ))]
 pub async fn allocate_vm(
     State(state): State<AppState>,
+    Extension(pools): Extension<Pools>,
     Path(id): Path<Uuid>,
     Json(body): Json<AllocateBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     check_name("user", &body.user)?;
-    let allocated = actions::allocate(&state, id, &body.user).await?;
+    let allocated = actions::allocate(&state, &pools, id, &body.user).await?;
     let ready = allocated.starting.is_none();
     let status = if ready {
         StatusCode::OK
@@ -586,8 +606,9 @@ pub async fn allocate_vm(
     ))]
 pub async fn return_vm(
     State(state): State<AppState>,
+    Extension(pools): Extension<Pools>,
     Path((id, vm_id)): Path<(Uuid, String)>,
 ) -> Result<axum::Json<PoolVm>, ApiError> {
-    let member = actions::give_back(&state, id, &vm_id).await?;
+    let member = actions::give_back(&state, &pools, id, &vm_id).await?;
     Ok(axum::Json(member_view(&member)))
 }
