@@ -153,6 +153,12 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u32).range(1..=36_500))]
     pub audit_retained_days: u32,
 
+    /// Versions (modules it has run) each uploaded unit keeps for a
+    /// rollback, its current one included.
+    #[arg(long, env = "SANDPIPER_UNIT_VERSIONS_RETAINED", default_value_t = crate::store::units::DEFAULT_UNIT_VERSIONS_RETAINED,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub unit_versions_retained: u32,
+
     /// Seconds shutdown waits for requests in flight.
     #[arg(long, env = "SANDPIPER_SHUTDOWN_GRACE_SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE_SECS)]
     pub shutdown_grace_secs: u64,
@@ -270,6 +276,14 @@ impl ServeArgs {
         ApiLimits {
             max_module_bytes: self.max_module_mib.saturating_mul(MIB),
             max_snapshot_bytes: self.max_request_mib.saturating_mul(MIB),
+        }
+    }
+
+    /// How long the API keeps its own records.
+    pub fn retention(&self) -> crate::api::Retention {
+        crate::api::Retention {
+            audit: crate::api::audit::retained(self.audit_retained_days),
+            unit_versions: self.unit_versions_retained,
         }
     }
 

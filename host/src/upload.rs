@@ -37,6 +37,7 @@ use uuid::Uuid;
 
 use crate::pipeline::SpecError;
 use crate::sandbox::{LoadError, Runtime};
+use crate::store::{Store, StoreError};
 use crate::unit::Unit;
 
 /// Name of the hidden subcommand that compiles one module.
@@ -537,12 +538,79 @@ impl Modules {
         Ok(loaded)
     }
 
+    /// The stored module `sha256` as a loaded unit: from the compiled code
+    /// stored for this engine, else recompiled from the stored `.wasm`
+    /// (after a wasmtime upgrade, or for a kept version whose code went
+    /// with an older engine) through the same out-of-process compile step
+    /// as an upload, and that code stored. Used at start for every
+    /// uploaded unit and by a rollback for the version it restores.
+    pub async fn load_stored(
+        &self,
+        store: &Store,
+        sha256: &str,
+    ) -> Result<Arc<dyn Unit>, StoredLoadError> {
+        let engine_hash = self.engine_hash();
+        let stored = {
+            let mut conn = store.read().await?;
+            conn.artifact(sha256, &engine_hash).await?
+        };
+        let artifact = match stored {
+            Some(artifact) => artifact,
+            None => {
+                let wasm = stored_module(store, sha256).await?;
+                tracing::info!(%sha256, "recompiling a stored module for this engine");
+                let artifact = self.compile(&wasm).await?;
+                let mut tx = store.write().await?;
+                tx.insert_artifact(sha256, &engine_hash, &artifact).await?;
+                tx.commit().await?;
+                artifact
+            }
+        };
+        Ok(self.load(sha256, artifact).await?)
+    }
+
     /// Lets the runtime forget the compiled module with hex `sha256`
     /// (units already handed out keep working).
     pub fn unload(&self, sha256: &str) {
         if let Some(digest) = parse_sha256(sha256) {
             self.runtime.unload(&digest);
         }
+    }
+}
+
+/// Why a stored module is not a loaded unit.
+#[derive(Debug, thiserror::Error)]
+pub enum StoredLoadError {
+    /// The store could not be read or written (no connection, busy).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The module's bytes are gone, incomplete, or not what their sha256
+    /// says.
+    #[error("stored module {sha256} is unreadable: {message}")]
+    Unreadable { sha256: String, message: String },
+    /// The module no longer compiles or loads.
+    #[error(transparent)]
+    Module(#[from] UploadError),
+}
+
+/// The stored module `sha256` copied chunk by chunk into a temporary file
+/// for the compile child, and checked against its sha256.
+async fn stored_module(store: &Store, sha256: &str) -> Result<Spooled, StoredLoadError> {
+    let unreadable = |message: String| StoredLoadError::Unreadable {
+        sha256: sha256.to_owned(),
+        message,
+    };
+    let (file, mut writer) = Spooled::scratch()?;
+    let copied = {
+        let mut conn = store.read().await?;
+        conn.copy_module_to(sha256, &mut writer).await
+    };
+    match copied {
+        Ok(Some(_)) => Spooled::verified(file, sha256)
+            .await
+            .map_err(|e| unreadable(e.to_string())),
+        Ok(None) => Err(unreadable("missing from the store".to_owned())),
+        Err(e) => Err(unreadable(e.to_string())),
     }
 }
 

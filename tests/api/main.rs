@@ -17,6 +17,7 @@ mod operations;
 mod rebalance;
 mod roles;
 mod support;
+mod unit_versions;
 mod units;
 mod vmpools;
 mod weights;

@@ -702,6 +702,9 @@ fn a_stored_module_is_recompiled_from_its_chunks_after_a_restart() {
     assert_eq!(after["explain"]["filters"][0]["unit"], "Padded");
     assert_eq!(after["chosen_host"], before["chosen_host"]);
     let log = server.log();
-    assert!(log.contains("recompiling for this engine"), "{log}");
+    assert!(
+        log.contains("recompiling a stored module for this engine"),
+        "{log}"
+    );
     assert!(!log.contains("not loaded"), "{log}");
 }

@@ -69,6 +69,16 @@ pub const ROUTES: &[RouteAccess] = &[
         "/api/v1/schedulingpolicyunits/{id}/disable",
         ADMIN,
     ),
+    route(
+        Method::GET,
+        "/api/v1/schedulingpolicyunits/{id}/versions",
+        READER,
+    ),
+    route(
+        Method::POST,
+        "/api/v1/schedulingpolicyunits/{id}/rollback",
+        ADMIN,
+    ),
     // Scheduling policies.
     route(Method::GET, "/api/v1/schedulingpolicies", READER),
     route(Method::POST, "/api/v1/schedulingpolicies", ADMIN),

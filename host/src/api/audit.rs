@@ -100,7 +100,7 @@ pub async fn record(
 
 async fn store(state: &AppState, entry: &NewAuditEntry) -> Result<(), ApiError> {
     let mut tx = state.store().write().await?;
-    tx.insert_audit(entry, state.audit_retained()).await?;
+    tx.insert_audit(entry, state.retention().audit).await?;
     tx.commit().await?;
     Ok(())
 }

@@ -127,6 +127,13 @@ pub enum ApiError {
     /// whose declared parameters are unusable.
     #[error("{0}")]
     PolicyInvalid(PolicyError),
+    /// A change to a unit (a replaced or restored module) that a policy
+    /// using the unit could not take: the policy is named.
+    #[error("policy `{policy}` could not use the unit any more: {error}")]
+    UnfitForPolicy {
+        policy: String,
+        error: Box<PolicyError>,
+    },
     /// An uploaded module was refused; `code` says why (see `upload`).
     #[error("{message}")]
     ModuleRejected { code: &'static str, message: String },
@@ -347,9 +354,11 @@ impl ApiError {
             | Conflict { .. } => StatusCode::CONFLICT,
             PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Param(_) | PolicyInvalid(_) | ModuleRejected { .. } | Unprocessable { .. } => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
+            Param(_)
+            | PolicyInvalid(_)
+            | UnfitForPolicy { .. }
+            | ModuleRejected { .. }
+            | Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Unavailable(_) | Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -381,6 +390,7 @@ impl ApiError {
             PolicyInUse { .. } => "policy_in_use",
             DefaultPolicy { .. } => "default_policy",
             PolicyConflict(e) | PolicyInvalid(e) => policy_error_code(e),
+            UnfitForPolicy { error, .. } => policy_error_code(error),
             ParamsWouldBreak { .. } => "params_would_break",
             StoreConflict => "store_conflict",
             LastAdminToken { .. } => "last_admin_token",
@@ -410,6 +420,13 @@ impl ApiError {
             PolicyLocked { policy } | DefaultPolicy { policy } => json!({ "policy": policy }),
             PolicyInUse { policy, clusters } => json!({ "policy": policy, "clusters": clusters }),
             PolicyConflict(e) | PolicyInvalid(e) => policy_error_details(e),
+            UnfitForPolicy { policy, error } => {
+                let mut details = policy_error_details(error);
+                if let Value::Object(map) = &mut details {
+                    map.insert("policy".to_owned(), json!(policy));
+                }
+                details
+            }
             ParamsWouldBreak { owner, .. } => json!({ "owner": owner }),
             LastAdminToken { token } => json!({ "token": token }),
             PayloadTooLarge { limit_bytes } => json!({ "limit_bytes": limit_bytes }),

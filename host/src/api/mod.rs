@@ -26,6 +26,7 @@ pub mod prepared;
 pub mod schedule;
 pub mod tokens;
 pub mod types;
+pub mod unit_versions;
 pub mod units;
 
 use std::sync::Arc;
@@ -74,7 +75,17 @@ struct Shared {
     operations: OperationsService,
     prepared: prepared::PreparedCache,
     tokens: crate::auth::TokenCache,
-    audit_retained: std::time::Duration,
+    retention: Retention,
+}
+
+/// How long the API keeps its own records, from the configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retention {
+    /// How long the audit log keeps an entry.
+    pub audit: std::time::Duration,
+    /// How many versions (modules it has run) a unit keeps, its current
+    /// one included.
+    pub unit_versions: u32,
 }
 
 impl AppState {
@@ -85,7 +96,7 @@ impl AppState {
         limits: ApiLimits,
         placement: PlacementService,
         operations: OperationsService,
-        audit_retained: std::time::Duration,
+        retention: Retention,
     ) -> Self {
         AppState {
             shared: Arc::new(Shared {
@@ -97,7 +108,7 @@ impl AppState {
                 operations,
                 prepared: prepared::PreparedCache::default(),
                 tokens: crate::auth::TokenCache::default(),
-                audit_retained,
+                retention,
             }),
         }
     }
@@ -122,9 +133,9 @@ impl AppState {
         &self.shared.tokens
     }
 
-    /// How long the audit log keeps an entry.
-    pub fn audit_retained(&self) -> std::time::Duration {
-        self.shared.audit_retained
+    /// How long the API keeps its own records.
+    pub fn retention(&self) -> Retention {
+        self.shared.retention
     }
 
     pub fn store(&self) -> &Store {
@@ -177,6 +188,8 @@ pub fn routes(limits: &ApiLimits) -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(units::enable_unit))
         .routes(routes!(units::disable_unit))
+        .routes(routes!(unit_versions::list_versions))
+        .routes(routes!(unit_versions::rollback))
         .routes(routes!(policies::list_policies, policies::add_policy))
         .routes(routes!(
             policies::get_policy,

@@ -26,8 +26,8 @@ use super::types::check_name;
 use super::{AppState, location};
 use crate::auth::Principal;
 use crate::registry::Named;
-use crate::store::Db;
 use crate::store::units::{UnitModule, UnitRecord};
+use crate::store::{Db, Tx};
 use crate::unit::Unit;
 use crate::upload::{COMPILE_QUEUE_RETRY_AFTER_SECS, Spooled, Ticket, UploadError};
 
@@ -147,14 +147,14 @@ pub(crate) fn view(u: &UnitRecord) -> SchedulingPolicyUnit {
     }
 }
 
-async fn load(conn: &mut Db, id: Uuid) -> Result<UnitRecord, ApiError> {
+pub(crate) async fn load(conn: &mut Db, id: Uuid) -> Result<UnitRecord, ApiError> {
     conn.unit(id).await?.ok_or_else(|| ApiError::NotFound {
         resource: "scheduling policy unit",
         id: id.to_string(),
     })
 }
 
-fn ensure_not_internal(unit: &UnitRecord) -> Result<(), ApiError> {
+pub(crate) fn ensure_not_internal(unit: &UnitRecord) -> Result<(), ApiError> {
     if unit.internal {
         Err(ApiError::UnitInternal {
             unit: unit.name.clone(),
@@ -565,24 +565,65 @@ pub async fn replace_module(
     let current = load(&mut tx, id).await?;
     ensure_not_internal(&current)?;
     let name = wanted.name.unwrap_or_else(|| current.name.clone());
-    if tx
-        .unit_by_name(&name)
+    ensure_name_free_for(&mut tx, &name, id).await?;
+    let description = wanted
+        .description
+        .unwrap_or_else(|| prepared.unit.info().description.clone());
+    store_module(&state, &mut tx, &prepared).await?;
+    let module = unit_module(
+        &prepared.unit,
+        name,
+        description,
+        prepared.sha256(),
+        &principal,
+    );
+    let record = install(
+        &state,
+        tx,
+        &current,
+        Arc::clone(&prepared.unit),
+        module,
+        None,
+    )
+    .await?;
+    tracing::info!(unit = %record.name, %id, sha256 = %record.module_sha256, by = %principal.name, "unit module replaced");
+    Ok(axum::Json(view(&record)))
+}
+
+/// Refuses `name` when a unit other than `id` has it.
+pub(crate) async fn ensure_name_free_for(
+    conn: &mut Db,
+    name: &str,
+    id: Uuid,
+) -> Result<(), ApiError> {
+    if conn
+        .unit_by_name(name)
         .await?
         .is_some_and(|other| other.id != id)
     {
         return Err(ApiError::NameTaken {
             resource: "scheduling policy unit",
-            name,
+            name: name.to_owned(),
         });
     }
-    let description = wanted
-        .description
-        .unwrap_or_else(|| prepared.unit.info().description.clone());
-    let replacement: Arc<dyn Unit> =
-        Arc::new(Named::new(Arc::clone(&prepared.unit), &name, &description));
+    Ok(())
+}
 
-    // Every policy using the unit must still assemble with the new module,
-    // and every cluster running one of them keep valid overrides.
+/// Makes `unit`, described by `module` (whose bytes are already in `tx`),
+/// the current module of the unit `current`, as its next version
+/// (`rollback_of`: the version it restores), and commits. Every policy
+/// using the unit must still assemble with it, and every cluster running
+/// one of them keep valid overrides; otherwise nothing changes.
+pub(crate) async fn install(
+    state: &AppState,
+    mut tx: Tx,
+    current: &UnitRecord,
+    unit: Arc<dyn Unit>,
+    module: UnitModule,
+    rollback_of: Option<i64>,
+) -> Result<UnitRecord, ApiError> {
+    let id = current.id;
+    let replacement: Arc<dyn Unit> = Arc::new(Named::new(unit, &module.name, &module.description));
     let lookup = |unit_id: Uuid| {
         if unit_id == id {
             Some(Arc::clone(&replacement))
@@ -596,26 +637,29 @@ pub async fn replace_module(
             || policy.balance == Some(id);
         if uses {
             let clusters = tx.clusters_with_policy(policy.id).await?;
-            check_change(&policy, &clusters, &lookup, false)?;
+            check_change(&policy, &clusters, &lookup, false).map_err(|e| match e {
+                // The change is the unit's, not the policy's: say which
+                // policy could not take it.
+                ApiError::PolicyInvalid(error) => ApiError::UnfitForPolicy {
+                    policy: policy.name.clone(),
+                    error: Box::new(error),
+                },
+                e => e,
+            })?;
         }
     }
-
-    store_module(&state, &mut tx, &prepared).await?;
-    let module = unit_module(
-        &prepared.unit,
-        name,
-        description,
-        prepared.sha256(),
-        &principal,
-    );
-    tx.replace_unit_module(id, &module).await?;
+    tx.replace_unit_module(id, &module, rollback_of, state.retention().unit_versions)
+        .await?;
     tx.collect_module_garbage(&state.modules().engine_hash())
         .await?;
-    let old_module_gone = current.module_sha256 != prepared.sha256()
-        && !tx.has_module(&current.module_sha256).await?;
+    // A module no unit runs any more is forgotten by the runtime, even
+    // when the store keeps it as an older version: a rollback loads it
+    // again from its stored code.
+    let old_module_idle = current.module_sha256 != module.module_sha256
+        && !tx.module_in_use(&current.module_sha256).await?;
     let record = load(&mut tx, id).await?;
     // Swapped while the write transaction still holds the store's write
-    // lock: two replacements reach the registry in the order they reach the
+    // lock: two changes reach the registry in the order they reach the
     // store, and the new module already fits every stored policy and
     // override (checked above), so a decision that picks it up before the
     // commit is consistent too. Swapped back if the commit fails.
@@ -628,11 +672,10 @@ pub async fn replace_module(
         }
         return Err(e.into());
     }
-    if old_module_gone {
+    if old_module_idle {
         state.modules().unload(&current.module_sha256);
     }
-    tracing::info!(unit = %record.name, %id, sha256 = %record.module_sha256, by = %principal.name, "unit module replaced");
-    Ok(axum::Json(view(&record)))
+    Ok(record)
 }
 
 async fn set_enabled(

@@ -103,7 +103,8 @@ pub async fn register(
         match tx.unit(id).await? {
             None => tx.insert_unit(id, true, &module).await?,
             Some(existing) if differs(&existing, &module) => {
-                tx.replace_unit_module(id, &module).await?;
+                let keep = crate::store::units::DEFAULT_UNIT_VERSIONS_RETAINED;
+                tx.replace_unit_module(id, &module, None, keep).await?;
             }
             Some(_) => {}
         }

@@ -216,7 +216,7 @@ impl Server {
             args.api_limits(),
             placement,
             operations,
-            api::audit::retained(args.audit_retained_days),
+            args.retention(),
         );
         crate::pools::start_monitor(state.clone(), pools.clone());
         tokio::spawn(crate::rebalance::run(state.clone()));

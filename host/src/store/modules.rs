@@ -301,13 +301,14 @@ impl Db {
         .await
     }
 
-    /// Deletes the modules no unit uses any more (and, by cascade, their
-    /// chunks and compiled code), and compiled code for engines other than
-    /// `engine_hash`.
+    /// Deletes the modules no unit uses or keeps as a version any more
+    /// (and, by cascade, their chunks and compiled code), and compiled code
+    /// for engines other than `engine_hash`.
     pub async fn collect_module_garbage(&mut self, engine_hash: &str) -> Result<(), StoreError> {
         let conn = self.sqlite();
         sqlx::query(
-            "DELETE FROM modules WHERE sha256 NOT IN (SELECT module_sha256 FROM policy_units)",
+            "DELETE FROM modules WHERE sha256 NOT IN (SELECT module_sha256 FROM policy_units) \
+             AND sha256 NOT IN (SELECT module_sha256 FROM unit_versions)",
         )
         .execute(&mut *conn)
         .await?;
@@ -336,7 +337,7 @@ mod tests {
             .expect("store");
         for len in [1, CHUNK_BYTES - 1, CHUNK_BYTES, 2 * CHUNK_BYTES + 5] {
             let wasm = blob(len);
-            let sha256 = crate::upload::module_sha256(&wasm);
+            let sha256 = crate::sandbox::hex(&crate::sandbox::sha256(&wasm));
             let mut tx = store.write().await.expect("write");
             assert!(
                 tx.insert_module(&sha256, len as u64, &wasm[..])

@@ -27,6 +27,20 @@ pub struct UnitRecord {
     pub uploaded_by: String,
 }
 
+/// Versions a unit keeps by default: its current one and the nine before.
+pub const DEFAULT_UNIT_VERSIONS_RETAINED: u32 = 10;
+
+/// One module a unit has run, as it was installed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnitVersion {
+    pub version: i64,
+    pub module: UnitModule,
+    pub module_size_bytes: u64,
+    pub uploaded_at: String,
+    /// The version this one restored, when it came from a rollback.
+    pub rollback_of: Option<i64>,
+}
+
 /// What describes a unit's module; replaced together with the module.
 #[derive(Clone, Debug, PartialEq)]
 pub struct UnitModule {
@@ -173,14 +187,19 @@ impl Db {
         .bind(&module.uploaded_by)
         .execute(&mut *conn)
         .await?;
-        write_params(conn, id, &module.params).await
+        write_params(&mut *conn, id, &module.params).await?;
+        write_version(conn, id, 1, module, None).await
     }
 
-    /// Points a unit at another module and replaces everything read from it.
+    /// Points a unit at another module and replaces everything read from
+    /// it, as a new version (`rollback_of`: the version it restores, if
+    /// any), keeping the unit's `keep` newest versions.
     pub async fn replace_unit_module(
         &mut self,
         id: Uuid,
         module: &UnitModule,
+        rollback_of: Option<i64>,
+        keep: u32,
     ) -> Result<(), StoreError> {
         let conn = self.sqlite();
         sqlx::query(
@@ -203,7 +222,64 @@ impl Db {
             .bind(id.to_string())
             .execute(&mut *conn)
             .await?;
-        write_params(conn, id, &module.params).await
+        write_params(&mut *conn, id, &module.params).await?;
+        let latest: Option<i64> =
+            sqlx::query_scalar("SELECT max(version) FROM unit_versions WHERE unit_id = ?")
+                .bind(id.to_string())
+                .fetch_one(&mut *conn)
+                .await?;
+        let version = latest.unwrap_or(0) + 1;
+        write_version(&mut *conn, id, version, module, rollback_of).await?;
+        sqlx::query("DELETE FROM unit_versions WHERE unit_id = ? AND version <= ?")
+            .bind(id.to_string())
+            .bind(version - i64::from(keep.max(1)))
+            .execute(conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Whether some unit runs the module `sha256` now.
+    pub async fn module_in_use(&mut self, sha256: &str) -> Result<bool, StoreError> {
+        let conn = self.sqlite();
+        let used: i64 = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM policy_units WHERE module_sha256 = ?)",
+        )
+        .bind(sha256)
+        .fetch_one(conn)
+        .await?;
+        Ok(used != 0)
+    }
+
+    /// The versions a unit keeps, newest first.
+    pub async fn unit_versions(&mut self, id: Uuid) -> Result<Vec<UnitVersion>, StoreError> {
+        let conn = self.sqlite();
+        sqlx::query_as::<_, VersionRow>(sqlx::AssertSqlSafe(format!(
+            "{SELECT_VERSION} WHERE v.unit_id = ? ORDER BY v.version DESC"
+        )))
+        .bind(id.to_string())
+        .fetch_all(conn)
+        .await?
+        .into_iter()
+        .map(VersionRow::into_version)
+        .collect()
+    }
+
+    /// One kept version of a unit.
+    pub async fn unit_version(
+        &mut self,
+        id: Uuid,
+        version: i64,
+    ) -> Result<Option<UnitVersion>, StoreError> {
+        let conn = self.sqlite();
+        sqlx::query_as::<_, VersionRow>(sqlx::AssertSqlSafe(format!(
+            "{SELECT_VERSION} WHERE v.unit_id = ? AND v.version = ?"
+        )))
+        .bind(id.to_string())
+        .bind(version)
+        .fetch_optional(conn)
+        .await?
+        .map(VersionRow::into_version)
+        .transpose()
     }
 
     pub async fn set_unit_enabled(&mut self, id: Uuid, enabled: bool) -> Result<(), StoreError> {
@@ -265,6 +341,87 @@ impl Db {
     }
 }
 
+#[derive(sqlx::FromRow)]
+struct VersionRow {
+    version: i64,
+    module_sha256: String,
+    size_bytes: i64,
+    name: String,
+    description: String,
+    has_filter: i64,
+    has_score: i64,
+    has_balance: i64,
+    score_order: String,
+    params: String,
+    uploaded_at: String,
+    uploaded_by: String,
+    rollback_of: Option<i64>,
+}
+
+const SELECT_VERSION: &str = "SELECT v.version, v.module_sha256, m.size_bytes, v.name, \
+     v.description, v.has_filter, v.has_score, v.has_balance, v.score_order, v.params, \
+     v.uploaded_at, v.uploaded_by, v.rollback_of \
+     FROM unit_versions v JOIN modules m ON m.sha256 = v.module_sha256";
+
+impl VersionRow {
+    fn into_version(self) -> Result<UnitVersion, StoreError> {
+        let params: Vec<ParamSpec> = serde_json::from_str(&self.params)
+            .map_err(|e| StoreError::Corrupt(format!("a unit version's parameters: {e}")))?;
+        Ok(UnitVersion {
+            version: self.version,
+            module: UnitModule {
+                name: self.name,
+                description: self.description,
+                exports: Exports {
+                    filter: flag(self.has_filter),
+                    score: flag(self.has_score),
+                    balance: flag(self.has_balance),
+                },
+                score_order: ScoreOrder::from_wit_name(&self.score_order).ok_or_else(|| {
+                    StoreError::Corrupt(format!("unknown score order `{}`", self.score_order))
+                })?,
+                params,
+                module_sha256: self.module_sha256,
+                uploaded_by: self.uploaded_by,
+            },
+            module_size_bytes: u64::try_from(self.size_bytes).unwrap_or(0),
+            uploaded_at: self.uploaded_at,
+            rollback_of: self.rollback_of,
+        })
+    }
+}
+
+async fn write_version(
+    conn: &mut SqliteConnection,
+    id: Uuid,
+    version: i64,
+    module: &UnitModule,
+    rollback_of: Option<i64>,
+) -> Result<(), StoreError> {
+    let params = serde_json::to_string(&module.params)
+        .map_err(|e| StoreError::Corrupt(format!("a unit's parameters: {e}")))?;
+    sqlx::query(
+        "INSERT INTO unit_versions (unit_id, version, module_sha256, name, description, \
+         has_filter, has_score, has_balance, score_order, params, uploaded_by, rollback_of) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(id.to_string())
+    .bind(version)
+    .bind(&module.module_sha256)
+    .bind(&module.name)
+    .bind(&module.description)
+    .bind(module.exports.filter)
+    .bind(module.exports.score)
+    .bind(module.exports.balance)
+    .bind(module.score_order.wit_name())
+    .bind(params)
+    .bind(&module.uploaded_by)
+    .bind(rollback_of)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 async fn write_params(
     conn: &mut SqliteConnection,
     id: Uuid,
@@ -285,4 +442,75 @@ async fn write_params(
         .await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use sqlx::Connection;
+
+    use super::*;
+    use crate::store::Store;
+
+    /// A database made by the Sandpiper before unit versions (migrations up
+    /// to 0010) with an uploaded unit: opening it migrates, and the unit's
+    /// current module becomes its version 1, parameters in order.
+    #[tokio::test]
+    async fn units_stored_before_versions_become_their_version_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("old.db");
+        let options = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .foreign_keys(true);
+        let mut conn = sqlx::SqliteConnection::connect_with(&options)
+            .await
+            .expect("connect");
+        let mut before = sqlx::migrate!("./migrations");
+        let upto = before
+            .migrations
+            .iter()
+            .position(|m| m.version == 11)
+            .expect("migration 0011");
+        before.migrations = Cow::Owned(before.migrations[..upto].to_vec());
+        before.run(&mut conn).await.expect("migrations 1 to 10");
+        let sha = "a".repeat(64);
+        let id = Uuid::new_v4();
+        for sql in [
+            format!("INSERT INTO modules (sha256, size_bytes) VALUES ('{sha}', 7)"),
+            format!(
+                "INSERT INTO policy_units (id, name, description, internal, has_filter, has_score, \
+                 has_balance, score_order, module_sha256, uploaded_by) \
+                 VALUES ('{id}', 'Old', 'd', 0, 1, 0, 0, 'higher-is-better', '{sha}', 'ops')"
+            ),
+            format!(
+                "INSERT INTO unit_params VALUES ('{id}', 1, 'Second', 's', '2', '[0-9]+'), \
+                 ('{id}', 0, 'First', 'f', 'x', '.*')"
+            ),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&mut conn)
+                .await
+                .expect("old rows");
+        }
+        conn.close().await.expect("close");
+
+        let store = Store::open(&path).await.expect("migrates");
+        let mut conn = store.read().await.expect("read");
+        let versions = conn.unit_versions(id).await.expect("versions");
+        assert_eq!(versions.len(), 1);
+        let v = &versions[0];
+        assert_eq!(
+            (v.version, v.rollback_of, v.module_size_bytes),
+            (1, None, 7)
+        );
+        assert_eq!(v.module.module_sha256, sha);
+        assert_eq!(v.module.uploaded_by, "ops");
+        assert_eq!(v.module.score_order, ScoreOrder::HigherIsBetter);
+        assert!(v.module.exports.filter && !v.module.exports.score);
+        let names: Vec<&str> = v.module.params.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["First", "Second"]);
+        assert_eq!(v.module.params[1].pattern, "[0-9]+");
+    }
 }
