@@ -88,3 +88,38 @@ async fn the_openapi_document_covers_every_route_and_error() {
         golden.display()
     );
 }
+
+/// The served document is valid OpenAPI 3.1 by `openapi-spec-validator`
+/// (pinned; installed by `scripts/install-test-tools.sh`, which the test
+/// command runs): every response described, every reference resolving.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_openapi_document_validates() {
+    let tools = std::env::var_os("SANDPIPER_TEST_TOOLS").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-tools"),
+        std::path::PathBuf::from,
+    );
+    let validator = tools.join("python/bin/openapi-spec-validator");
+    assert!(
+        validator.exists(),
+        "{} is missing: run scripts/install-test-tools.sh",
+        validator.display()
+    );
+    let api = Api::start().await;
+    let doc = api.client(None).get("/api/v1/openapi.json").await;
+    assert_eq!(doc.status, 200);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("openapi.json");
+    std::fs::write(&file, &doc.body).expect("write the document");
+    let out = std::process::Command::new(&validator)
+        .arg("--schema")
+        .arg("3.1")
+        .arg(&file)
+        .output()
+        .expect("run openapi-spec-validator");
+    assert!(
+        out.status.success(),
+        "openapi-spec-validator refused the document:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use axum::Extension;
 use axum::http::Method;
 use utoipa::OpenApi;
+use utoipa::openapi::RefOr;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
 use super::access::{Access, access_for};
@@ -58,8 +59,34 @@ pub fn base() -> utoipa::openapi::OpenApi {
     doc
 }
 
+/// What a status means when a route's own annotation says no more. OpenAPI
+/// requires a description on every response (a document without them fails
+/// validation); these are the API's meanings, whichever route answers.
+fn status_meaning(status: &str) -> &'static str {
+    match status {
+        "200" => "OK",
+        "201" => "Created; `Location` names it",
+        "204" => "Done; no body",
+        "400" => {
+            "The request is malformed (`malformed_json`, `invalid_value`, `invalid_path`, \
+             `invalid_query`, ...); the message names the field"
+        }
+        "401" => "`unauthenticated`: no token, or an unknown or revoked one",
+        "403" => "`forbidden`: the token's role does not allow this route",
+        "404" => "`not_found`: what the path names does not exist",
+        "408" => "`body_timeout`: the body stalled or took too long",
+        "409" => "A conflict with what is stored; `error.code` says which",
+        "413" => "`payload_too_large`: the body is over this route's limit",
+        "415" => "`unsupported_media_type`: the body was sent with another content type",
+        "422" => "Well-formed but unacceptable; `error.code` says why",
+        "503" => "Busy or overloaded; retry after `Retry-After` seconds",
+        _ => "See `error.code`",
+    }
+}
+
 /// Adds each operation's role, as declared in `access::ROUTES`, to its
-/// description, and drops the security requirement of public routes.
+/// description, drops the security requirement of public routes, and gives
+/// every response without a description its status's meaning.
 pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     for (path, item) in doc.paths.paths.iter_mut() {
         for (method, op) in [
@@ -82,6 +109,13 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
                 Some(d) if !d.is_empty() => format!("{d}\n\n{note}"),
                 _ => note,
             });
+            for (status, response) in op.responses.responses.iter_mut() {
+                if let RefOr::T(response) = response
+                    && response.description.is_empty()
+                {
+                    response.description = status_meaning(status).to_owned();
+                }
+            }
         }
     }
     doc

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the pinned tools the test suite runs besides cargo's, idempotently
+# (a quick version check when they are there):
+#
+#   openapi-spec-validator, from PyPI, in a virtualenv: the API test
+#   `the_openapi_document_validates` checks the served OpenAPI document
+#   with it, the validator engines' OpenAPI generators use.
+#
+# Everything lands in $SANDPIPER_TEST_TOOLS (default target/test-tools).
+# Needs python3 with venv.
+set -euo pipefail
+
+OPENAPI_SPEC_VALIDATOR_VERSION=0.7.2
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tools=${SANDPIPER_TEST_TOOLS:-$repo/target/test-tools}
+mkdir -p "$tools"
+
+say() { printf 'install-test-tools: %s\n' "$*"; }
+
+python=$tools/python
+installed=$("$python/bin/pip" show openapi-spec-validator 2>/dev/null || true)
+if ! grep -qx "Version: $OPENAPI_SPEC_VALIDATOR_VERSION" <<<"$installed"; then
+  say "pip install openapi-spec-validator==$OPENAPI_SPEC_VALIDATOR_VERSION"
+  python3 -m venv "$python"
+  "$python/bin/pip" install --quiet --disable-pip-version-check \
+    "openapi-spec-validator==$OPENAPI_SPEC_VALIDATOR_VERSION"
+fi
