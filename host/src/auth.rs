@@ -206,7 +206,7 @@ pub async fn bootstrap_admin(
 /// Writes `secret` to `path` with mode 0600: to a fresh temporary file in the
 /// same directory, then renamed over `path`, so the secret is never readable
 /// by others, not even for a moment.
-fn write_secret(path: &Path, secret: &str) -> std::io::Result<()> {
+pub(crate) fn write_secret(path: &Path, secret: &str) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
     // A leftover from a crash between create and rename.

@@ -4,6 +4,7 @@
 pub mod api;
 pub mod auth;
 pub mod builtin;
+pub mod cli;
 pub mod config;
 pub mod extender;
 pub mod inputs;

@@ -1,13 +1,18 @@
-//! The `sandpiper` binary: `sandpiper serve` runs the server. Everything
-//! else lives in the library; this file only parses the command line, sets
-//! up logging and reports startup errors.
+//! The `sandpiper` binary: `sandpiper serve` runs the server; the other
+//! commands are its client (`sandpiper::cli`) and local tools. Everything
+//! lives in the library; this file only parses the command line, sets up
+//! logging and turns results into exit statuses.
 
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+use sandpiper::cli::client::CliError;
+use sandpiper::cli::{
+    ClusterCommand, DecisionsArgs, InventoryCommand, PolicyCommand, Remote, ScheduleArgs,
+    TokenCommand, UnitCommand, commands,
+};
 use sandpiper::config::ServeArgs;
-use sandpiper::unit_test::UnitTestArgs;
 use sandpiper::upload::{self, CompileArgs};
 
 /// Sandpiper: a scheduling policy engine for VM clusters whose policies run
@@ -27,33 +32,132 @@ enum Command {
     /// the server in a child process; not for people).
     #[command(name = upload::COMPILE_SUBCOMMAND, hide = true)]
     CompileUnit(CompileArgs),
-    /// Works with one unit locally, without a server.
-    #[command(subcommand)]
-    Unit(UnitCommand),
-}
-
-#[derive(Debug, Subcommand)]
-enum UnitCommand {
-    /// Runs a unit on a fixture (hosts, VM, parameters and expectations)
-    /// and prints its verdicts, reasons, scores, fuel and time.
-    Test(UnitTestArgs),
+    /// Policy units: upload, list, enable, versions, roll back; `unit
+    /// test` runs one locally.
+    Unit {
+        #[command(flatten)]
+        remote: Remote,
+        #[command(subcommand)]
+        command: UnitCommand,
+    },
+    /// Scheduling policies: filters, weights, balance, properties.
+    Policy {
+        #[command(flatten)]
+        remote: Remote,
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+    /// Clusters and the policy each runs.
+    Cluster {
+        #[command(flatten)]
+        remote: Remote,
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
+    /// The hosts and VMs Sandpiper holds for a cluster.
+    Inventory {
+        #[command(flatten)]
+        remote: Remote,
+        #[command(subcommand)]
+        command: InventoryCommand,
+    },
+    /// Asks where a VM should start, with the explain record.
+    Schedule {
+        #[command(flatten)]
+        remote: Remote,
+        #[command(flatten)]
+        args: ScheduleArgs,
+    },
+    /// One decision from the log, readable: rejections per filter, the
+    /// cost table, the tie-break.
+    Explain {
+        #[command(flatten)]
+        remote: Remote,
+        /// The decision's id.
+        decision: String,
+        /// Its cluster [default: every cluster is searched].
+        #[arg(long)]
+        cluster: Option<String>,
+    },
+    /// The decisions log, newest first.
+    Decisions {
+        #[command(flatten)]
+        remote: Remote,
+        #[command(flatten)]
+        args: DecisionsArgs,
+    },
+    /// Bearer tokens.
+    Token {
+        #[command(flatten)]
+        remote: Remote,
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Checks a server and token, and saves them for the other commands.
+    Login {
+        #[arg(long, env = "SANDPIPER_URL")]
+        server: String,
+        #[arg(long, env = "SANDPIPER_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+    },
+    /// Prints shell completions (`sandpiper completions bash >
+    /// /etc/bash_completion.d/sandpiper`).
+    Completions { shell: clap_complete::Shell },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::CompileUnit(args) => upload::compile_child(&args),
-        Command::Unit(UnitCommand::Test(args)) => sandpiper::unit_test::main(&args),
+    let result = match cli.command {
+        Command::CompileUnit(args) => return upload::compile_child(&args),
+        Command::Unit {
+            command: UnitCommand::Test(args),
+            ..
+        } => return sandpiper::unit_test::main(&args),
         Command::Serve(args) => {
             init_logging();
-            match serve(*args) {
+            return match serve(*args) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!("{e:#}");
                     eprintln!("sandpiper: {e:#}");
                     ExitCode::FAILURE
                 }
-            }
+            };
+        }
+        Command::Completions { shell } => {
+            // Written whole and checked: clap_complete panics on a failed
+            // write (a closed pipe, `| head`).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "sandpiper", &mut script);
+            return match std::io::Write::write_all(&mut std::io::stdout(), &script) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(_) => ExitCode::FAILURE,
+            };
+        }
+        Command::Unit { remote, command } => commands::unit(&remote, command),
+        Command::Policy { remote, command } => commands::policy(&remote, command),
+        Command::Cluster { remote, command } => commands::cluster(&remote, command),
+        Command::Inventory { remote, command } => commands::inventory(&remote, command),
+        Command::Schedule { remote, args } => commands::schedule(&remote, args),
+        Command::Explain {
+            remote,
+            decision,
+            cluster,
+        } => commands::explain(&remote, &decision, cluster.as_deref()),
+        Command::Decisions { remote, args } => commands::decisions(&remote, args),
+        Command::Token { remote, command } => commands::token(&remote, command),
+        Command::Login { server, token } => commands::login(&server, token),
+    };
+    client_exit(result)
+}
+
+/// A client command's exit status, with its error on stderr.
+fn client_exit(result: Result<(), CliError>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sandpiper: {e}");
+            ExitCode::from(e.exit_code())
         }
     }
 }

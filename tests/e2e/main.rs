@@ -8,6 +8,7 @@ mod admin_token;
 mod api_shutdown;
 mod api_tour;
 mod catalog;
+mod cli;
 mod cluster_delete;
 mod extender;
 mod hardening_input;
