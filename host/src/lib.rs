@@ -7,6 +7,7 @@ pub mod builtin;
 pub mod config;
 pub mod extender;
 pub mod inputs;
+pub mod metrics;
 pub mod names;
 pub mod operations;
 pub mod pipeline;

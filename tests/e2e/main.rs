@@ -15,6 +15,7 @@ mod hardening_load;
 mod hardening_net;
 mod languages;
 mod load;
+mod metrics;
 mod operations;
 mod pools;
 mod rebalance;
