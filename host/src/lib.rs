@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod extender;
 pub mod inputs;
+pub mod metrics;
 pub mod names;
 pub mod operations;
 pub mod pipeline;

@@ -27,7 +27,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Runs the HTTP API server.
-    Serve(Box<ServeArgs>),
+    Serve(Box<Serve>),
     /// Validates and compiles one uploaded module read from stdin (run by
     /// the server in a child process; not for people).
     #[command(name = upload::COMPILE_SUBCOMMAND, hide = true)]
@@ -105,6 +105,25 @@ enum Command {
     Completions { shell: clap_complete::Shell },
 }
 
+/// `sandpiper serve`: the server's arguments and how it logs.
+#[derive(Debug, clap::Args)]
+struct Serve {
+    #[command(flatten)]
+    args: ServeArgs,
+    /// How log lines are written to stderr: `text` for people, `json` (one
+    /// object per line, with the request's span fields) for log
+    /// collectors. What is logged is set by `SANDPIPER_LOG` or `RUST_LOG`.
+    #[arg(long, env = "SANDPIPER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// The log line formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -113,9 +132,10 @@ fn main() -> ExitCode {
             command: UnitCommand::Test(args),
             ..
         } => return sandpiper::unit_test::main(&args),
-        Command::Serve(args) => {
-            init_logging();
-            return match serve(*args) {
+        Command::Serve(serve_command) => {
+            let Serve { args, log_format } = *serve_command;
+            init_logging(log_format);
+            return match serve(args) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!("{e:#}");
@@ -179,14 +199,22 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
-/// Logs to stderr; `SANDPIPER_LOG` (or `RUST_LOG`) filters, default `info`.
-fn init_logging() {
+/// Logs to stderr in `format`; `SANDPIPER_LOG` (or `RUST_LOG`) filters,
+/// default `info` (which includes one access line per request, target
+/// `sandpiper::access`).
+fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SANDPIPER_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        // The request's span (its id, route, cluster, decision) is in
+        // every line's `span` field; `spans` would repeat it.
+        LogFormat::Json => builder.json().with_span_list(false).init(),
+    }
 }

@@ -26,7 +26,7 @@ const MAX_IN_PROGRESS: usize = 2;
 /// How long a test polls for the server to reach a state before failing.
 const SETTLE: Duration = Duration::from_secs(30);
 
-fn hosts(n: usize) -> Vec<Value> {
+pub(crate) fn hosts(n: usize) -> Vec<Value> {
     (0..n)
         .map(|i| {
             json!({
@@ -43,11 +43,11 @@ fn hosts(n: usize) -> Vec<Value> {
         .collect()
 }
 
-fn schedule_body(vm: &str, n: usize) -> Value {
+pub(crate) fn schedule_body(vm: &str, n: usize) -> Value {
     json!({ "vm": { "id": vm, "memory_mib": 1024.0, "vcpus": 1 }, "hosts": hosts(n) })
 }
 
-fn cluster(admin: &Client, name: &str, policy: Option<&str>) -> String {
+pub(crate) fn cluster(admin: &Client, name: &str, policy: Option<&str>) -> String {
     let body = match policy {
         Some(id) => json!({ "name": name, "scheduling_policy": { "id": id } }),
         None => json!({ "name": name }),
@@ -179,7 +179,7 @@ fn a_cluster_with_too_many_decisions_in_progress_is_busy_and_others_are_not() {
 
 /// The hostile test unit (`tests/guests/hostile`), built from source once
 /// per test run, as the server's build script builds the built-in units.
-fn hostile_wasm() -> &'static [u8] {
+pub(crate) fn hostile_wasm() -> &'static [u8] {
     static BUILT: OnceLock<Vec<u8>> = OnceLock::new();
     BUILT.get_or_init(|| {
         let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -16,6 +16,7 @@ mod hardening_load;
 mod hardening_net;
 mod languages;
 mod load;
+mod metrics;
 mod operations;
 mod pools;
 mod rebalance;

@@ -49,6 +49,9 @@ const ADMIN: Access = Access::Role(Role::Admin);
 pub const ROUTES: &[RouteAccess] = &[
     route(Method::GET, "/healthz", PUBLIC),
     route(Method::GET, "/api/v1/openapi.json", PUBLIC),
+    // A Prometheus scrape sends a reader token (docs/metrics.md): the
+    // metrics name clusters and units, which anonymous callers cannot list.
+    route(Method::GET, "/metrics", READER),
     // Policy units.
     route(Method::GET, "/api/v1/schedulingpolicyunits", READER),
     route(Method::POST, "/api/v1/schedulingpolicyunits", ADMIN),

@@ -1,5 +1,6 @@
 //! The one error type of the HTTP API and its JSON shape,
-//! `{"error": {"code", "message", "details"}}`, used for every 4xx and 5xx.
+//! `{"error": {"code", "message", "details"}, "request_id"}`, used for
+//! every 4xx and 5xx.
 //!
 //! `code` is stable: engines and scripts branch on it, so a code is never
 //! renamed or reused (add a new one instead). `message` is for people and
@@ -246,6 +247,12 @@ pub struct ErrorCode(pub &'static str);
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
     pub error: ErrorDetail,
+    /// The request's id, as in its `X-Request-Id` response header and in
+    /// the server's log lines about it: quote it when reporting a problem.
+    /// Absent only from the few answers the connection layer gives before
+    /// a request was read whole (a malformed or oversized head).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 /// What went wrong.
@@ -548,6 +555,7 @@ impl ApiError {
                 message: self.to_string(),
                 details: self.details(),
             },
+            request_id: super::observe::current_request_id(),
         }
     }
 }

@@ -5,7 +5,8 @@
 //! [`app`] builds the whole router from an [`AppState`], with no socket, so
 //! tests can drive it directly; `server` binds it. Every route is declared
 //! with its role in [`access::ROUTES`], and every handler is annotated for
-//! the OpenAPI document served at `/api/v1/openapi.json`.
+//! the OpenAPI document served at `/api/v1/openapi.json`. Every request is
+//! observed by [`observe`] (request id, span, access log, HTTP metrics).
 
 pub mod access;
 pub mod assemble;
@@ -19,6 +20,8 @@ pub mod extender;
 pub mod extract;
 pub mod health;
 pub mod inventory;
+pub mod metrics;
+pub mod observe;
 pub mod openapi;
 pub mod operations;
 pub mod policies;
@@ -177,6 +180,7 @@ pub fn routes(limits: &ApiLimits) -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::base())
         .routes(routes!(health::healthz))
         .routes(routes!(openapi::document))
+        .routes(routes!(metrics::scrape))
         .routes(with_body_limit(
             routes!(units::list_units, units::upload_unit),
             limits.max_module_bytes,
@@ -280,11 +284,14 @@ pub fn app(state: AppState, more: OpenApiRouter<AppState>) -> Router {
             state.clone(),
             access::authorize,
         ))
+        .route_layer(axum::middleware::from_fn(observe::matched_route))
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES))
         .layer(axum::Extension(BodyLimit(MAX_JSON_BODY_BYTES)))
         .layer(axum::Extension(Arc::new(api)))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
+        // Last, so that it wraps the fallbacks too.
+        .layer(axum::middleware::from_fn(observe::observe))
         .with_state(state)
 }
 
@@ -305,10 +312,12 @@ pub fn extender_app(state: AppState) -> Router {
         ))
         .split_for_parts();
     router
+        .route_layer(axum::middleware::from_fn(observe::matched_route))
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES))
         .layer(axum::Extension(BodyLimit(MAX_JSON_BODY_BYTES)))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn(observe::observe))
         .with_state(state)
 }
 

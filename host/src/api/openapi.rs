@@ -21,7 +21,9 @@ use super::error::{ErrorBody, ErrorDetail};
         description = "A scheduling policy engine for VM clusters. Policies are chains of \
             filter, score (weight) and balance units, each a sandboxed WebAssembly \
             component. Resource names follow oVirt's REST API. Every error has the shape \
-            `{\"error\": {\"code\", \"message\", \"details\"}}`; `code` is stable.",
+            `{\"error\": {\"code\", \"message\", \"details\"}, \"request_id\"}`; `code` is \
+            stable, and `request_id` (also in the `X-Request-Id` header) finds the request in \
+            the server's log.",
     ),
     components(schemas(ErrorBody, ErrorDetail)),
     tags(

@@ -128,6 +128,8 @@ pub async fn add_token(
         .await?
         .ok_or_else(|| ApiError::Internal("token vanished after insert".to_owned()))?;
     tx.commit().await?;
+    // Never the secret.
+    tracing::info!(token = %id, name = %record.name, role = %record.role, "token created");
     Ok((
         StatusCode::CREATED,
         location(format!("/api/v1/tokens/{id}")),
@@ -169,5 +171,6 @@ pub async fn revoke_token(
     tx.commit().await?;
     // Committed: from the next request on, the token is refused.
     state.tokens().invalidate();
+    tracing::info!(token = %id, name = %token.name, role = %token.role, "token revoked");
     Ok(StatusCode::NO_CONTENT)
 }

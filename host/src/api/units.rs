@@ -299,10 +299,12 @@ async fn prepare(state: &AppState, ticket: &Ticket, upload: Spooled) -> Result<P
     };
     let (artifact, fresh) = match stored {
         Some(artifact) => (Bytes::from(artifact), false),
-        None => (
-            Bytes::from(state.modules().compile_upload(ticket, &upload).await?),
-            true,
-        ),
+        None => {
+            let started = std::time::Instant::now();
+            let compiled = state.modules().compile_upload(ticket, &upload).await;
+            crate::metrics::unit_compiled(compiled.is_ok(), started.elapsed());
+            (Bytes::from(compiled?), true)
+        }
     };
     let unit = state
         .modules()

@@ -18,7 +18,7 @@ use super::explain::{BalanceExplain, SnapshotRef};
 use super::params::{ParamError, ParamValues};
 use super::policy::Policy;
 use super::schedule::{ScheduleError, ScheduleRequest, schedule};
-use crate::unit::{Failed, UnitError};
+use crate::unit::{Failed, Role, UnitError};
 
 /// What a balancing round may consider.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -81,19 +81,24 @@ pub fn balance(
         candidates,
     };
     let name = unit.info().name.clone();
-    let called =
-        unit.balance(inventory, &request)
-            .map_err(|failed| BalanceError::BalanceFailed {
-                unit: name.clone(),
-                failed,
-            })?;
+    let called = unit.balance(inventory, &request).map_err(|failed| {
+        super::degraded::observe_failed(&name, Role::Balance, &failed);
+        BalanceError::BalanceFailed {
+            unit: name.clone(),
+            failed,
+        }
+    })?;
     let usage = called.usage;
-    let invalid = |reason: String| BalanceError::BalanceFailed {
-        unit: name.clone(),
-        failed: Failed {
-            error: UnitError::InvalidOutput(reason),
-            usage,
-        },
+    crate::metrics::unit_call(&name, Role::Balance, &usage);
+    let invalid = |reason: String| {
+        crate::metrics::unit_failed(&name, Role::Balance, "invalid_output", false);
+        BalanceError::BalanceFailed {
+            unit: name.clone(),
+            failed: Failed {
+                error: UnitError::InvalidOutput(reason),
+                usage,
+            },
+        }
     };
 
     let mut explain = BalanceExplain {

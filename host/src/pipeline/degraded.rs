@@ -5,16 +5,16 @@
 //! of the answer and in the decisions log, not only deep in the explain
 //! record, and counted so that an operator sees a unit going bad.
 //!
-//! [`Explain::degraded`] lists a record's failed units; [`counts`] reads
-//! the process-wide counters the pipeline bumps at every such failure (the
-//! metrics endpoint planned in issue #15 is meant to export them).
-
-use std::sync::atomic::{AtomicU64, Ordering};
+//! [`Explain::degraded`] lists a record's failed units; [`observe`] counts
+//! every decision's unit calls, failed and skipped ones included, in the
+//! process metrics (`crate::metrics`, `GET /metrics`).
 
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::explain::{BalanceExplain, Explain, FailureRecord};
+use crate::metrics;
+use crate::unit::{Failed, Role, Usage};
 
 /// A unit that failed in a decision that still answered.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, ToSchema)]
@@ -72,61 +72,33 @@ pub fn merge(lists: impl IntoIterator<Item = Vec<Degraded>>) -> Vec<Degraded> {
     all
 }
 
-/// Failure codes counted, in `UnitError::code` spelling; anything else is
-/// counted as `other`, so a new code cannot go uncounted.
-const KINDS: [&str; 9] = [
-    "out_of_fuel",
-    "deadline_exceeded",
-    "memory_limit",
-    "stack_overflow",
-    "trap",
-    "invalid_output",
-    "not_exported",
-    "instantiate",
-    "other",
-];
-
-/// Roles counted.
-const ROLES: [&str; 2] = ["filter", "score"];
-
-/// Degraded unit calls since the process started, by role and kind.
-static COUNTS: [[AtomicU64; KINDS.len()]; ROLES.len()] =
-    [const { [const { AtomicU64::new(0) }; KINDS.len()] }; ROLES.len()];
-
-/// Counts one skipped unit call. Called by the pipeline where it records
-/// the failure.
-pub(crate) fn count(role: &'static str, failure: &FailureRecord) {
-    let role = ROLES.iter().position(|r| *r == role).unwrap_or(0);
-    let kind = KINDS
-        .iter()
-        .position(|k| *k == failure.code)
-        .unwrap_or(KINDS.len() - 1);
-    COUNTS[role][kind].fetch_add(1, Ordering::Relaxed);
-}
-
-/// Every non-zero counter as (role, kind, count), for a metrics endpoint.
-pub fn counts() -> Vec<(&'static str, &'static str, u64)> {
-    let mut out = Vec::new();
-    for (r, role) in ROLES.iter().enumerate() {
-        for (k, kind) in KINDS.iter().enumerate() {
-            let n = COUNTS[r][k].load(Ordering::Relaxed);
-            if n > 0 {
-                out.push((*role, *kind, n));
-            }
+/// Counts a decision's unit calls in the process metrics
+/// (`crate::metrics`), once per decision, from its explain record: every
+/// call's time and fuel, and a fail-open failure as a failed and skipped
+/// call. Called by `schedule` for every pick that answered.
+pub(crate) fn observe(explain: &Explain) {
+    for f in &explain.filters {
+        observe_call(&f.unit, Role::Filter, &f.usage, f.failure.as_ref());
+    }
+    for s in &explain.scores {
+        if let Some(usage) = &s.usage {
+            observe_call(&s.unit, Role::Score, usage, s.failure.as_ref());
         }
     }
-    out
 }
 
-/// The counter of one (role, kind), for tests and metrics.
-pub fn count_of(role: &str, kind: &str) -> u64 {
-    let (Some(r), Some(k)) = (
-        ROLES.iter().position(|x| *x == role),
-        KINDS.iter().position(|x| *x == kind),
-    ) else {
-        return 0;
-    };
-    COUNTS[r][k].load(Ordering::Relaxed)
+/// Counts a call that stopped its decision (a fail-closed unit failed, a
+/// unit was starved of CPU, a balance unit failed): nothing was skipped.
+pub(crate) fn observe_failed(unit: &str, role: Role, failed: &Failed) {
+    metrics::unit_call(unit, role, &failed.usage);
+    metrics::unit_failed(unit, role, failed.error.code(), false);
+}
+
+fn observe_call(unit: &str, role: Role, usage: &Usage, failure: Option<&FailureRecord>) {
+    metrics::unit_call(unit, role, usage);
+    if let Some(failure) = failure {
+        metrics::unit_failed(unit, role, failure.code, true);
+    }
 }
 
 #[cfg(test)]
@@ -187,8 +159,6 @@ mod tests {
 
     #[test]
     fn a_failing_fail_open_unit_is_listed_and_counted() {
-        let before = count_of("score", "invalid_output");
-        let filters_before = count_of("filter", "invalid_output");
         let policy = Policy::builder()
             .filter_with(unit("Broken", flat), Position::Middle, OnFailure::FailOpen)
             .score(unit("Nan", nan), 1)
@@ -213,14 +183,15 @@ mod tests {
                 },
             ]
         );
-        // Other tests run in parallel and may count too: at least ours.
-        assert!(count_of("score", "invalid_output") > before);
-        assert!(count_of("filter", "invalid_output") > filters_before);
-        assert!(
-            counts()
-                .iter()
-                .any(|(r, k, _)| (*r, *k) == ("score", "invalid_output"))
-        );
+        // Counted once, as skipped calls of their unit and role.
+        let text = crate::metrics::encode().expect("encodes");
+        for line in [
+            "sandpiper_unit_executions_skipped_total{unit=\"Broken\",role=\"filter\",kind=\"invalid_output\"}",
+            "sandpiper_unit_executions_skipped_total{unit=\"Nan\",role=\"score\",kind=\"invalid_output\"}",
+            "sandpiper_unit_execution_failures_total{unit=\"Nan\",role=\"score\",kind=\"invalid_output\"}",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 
     #[test]

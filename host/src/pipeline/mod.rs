@@ -22,9 +22,7 @@ mod policy;
 mod schedule;
 
 pub use balance::{BalanceDecision, BalanceError, BalanceInput, balance};
-pub use degraded::{
-    Degraded, count_of as degraded_count_of, counts as degraded_counts, merge as merge_degraded,
-};
+pub use degraded::{Degraded, merge as merge_degraded};
 pub use explain::{
     BalanceExplain, Explain, FailureRecord, FilterRecord, Outcome, ScoreRecord, Standing,
     TIE_BREAK_RULE,

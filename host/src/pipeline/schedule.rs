@@ -34,7 +34,7 @@ use super::explain::{
 };
 use super::params::{ParamError, ParamValues};
 use super::policy::{Combination, OnFailure, Policy};
-use crate::unit::{Failed, UnitError};
+use crate::unit::{Failed, Role, UnitError};
 
 /// What to place and where it may go.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -106,7 +106,21 @@ enum Mark {
 }
 
 /// Places `request.vm` with `policy` over the snapshot `inventory`.
+///
+/// A decision's unit calls are counted in the process metrics once, from
+/// its explain record (`degraded::observe`); a call that stops the
+/// decision instead is counted where it stops it.
 pub fn schedule(
+    policy: &Policy,
+    inventory: &Arc<Inventory>,
+    request: &ScheduleRequest,
+) -> Result<Decision, ScheduleError> {
+    let decision = decide(policy, inventory, request)?;
+    degraded::observe(&decision.explain);
+    Ok(decision)
+}
+
+fn decide(
     policy: &Policy,
     inventory: &Arc<Inventory>,
     request: &ScheduleRequest,
@@ -196,10 +210,12 @@ pub fn schedule(
             }
             Err(failed) if failed.error.is_overload() => {
                 let unit = unit.info().name.clone();
+                degraded::observe_failed(&unit, Role::Filter, &failed);
                 return Err(ScheduleError::Overloaded { unit, failed });
             }
             Err(failed) => match step.on_failure {
                 OnFailure::FailClosed => {
+                    degraded::observe_failed(&unit.info().name, Role::Filter, &failed);
                     return Err(ScheduleError::FilterFailed {
                         unit: unit.info().name.clone(),
                         failed,
@@ -207,7 +223,6 @@ pub fn schedule(
                 }
                 OnFailure::FailOpen => {
                     let failure = FailureRecord::from(&failed);
-                    degraded::count("filter", &failure);
                     explain.filters.push(FilterRecord {
                         unit: unit.info().name.clone(),
                         position: step.position,
@@ -280,15 +295,16 @@ pub fn schedule(
         match answer {
             Err(failed) if failed.error.is_overload() => {
                 let unit = info.name.clone();
+                degraded::observe_failed(&unit, Role::Score, &failed);
                 return Err(ScheduleError::Overloaded { unit, failed });
             }
             Err(failed) if step.on_failure == OnFailure::FailClosed => {
                 let unit = info.name.clone();
+                degraded::observe_failed(&unit, Role::Score, &failed);
                 return Err(ScheduleError::ScoreFailed { unit, failed });
             }
             Err(failed) => {
                 let failure = FailureRecord::from(&failed);
-                degraded::count("score", &failure);
                 record.usage = Some(failed.usage);
                 record.failure = Some(failure);
             }

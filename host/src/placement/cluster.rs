@@ -117,6 +117,12 @@ impl ClusterState {
         &self.claims
     }
 
+    /// Sets the cluster's gauges (`crate::metrics`): hosts held and live
+    /// claims. Atomic stores, called after every change under the lock.
+    pub fn observe(&self, cluster_id: uuid::Uuid) {
+        crate::metrics::cluster_held(cluster_id, self.hosts.len(), self.claims.len());
+    }
+
     /// Whether any host was ever pushed (a stateful decision needs one).
     pub fn has_inventory(&self) -> bool {
         !self.hosts.is_empty() || self.hosts.generation() > 0
@@ -394,6 +400,7 @@ impl ClusterState {
     /// Drops the claims that expired at or before `now`.
     pub fn expire(&mut self, now: Timestamp) -> (Vec<Claim>, Vec<Change>) {
         let expired = self.claims.expire(now);
+        crate::metrics::claims_expired(expired.len());
         let changes = expired
             .iter()
             .map(|c| Change::ClaimDeleted {

@@ -334,11 +334,14 @@ impl PlacementService {
         generation: u64,
         snapshot: Snapshot,
     ) -> Result<InventorySummary, PlacementError> {
-        self.locked(cluster_id, move |state, _| {
-            let changes = state.replace_snapshot(generation, snapshot)?;
-            Ok((state.summary(), changes, true))
-        })
-        .await
+        let summary = self
+            .locked(cluster_id, move |state, _| {
+                let changes = state.replace_snapshot(generation, snapshot)?;
+                Ok((state.summary(), changes, true))
+            })
+            .await?;
+        crate::metrics::inventory_updated(cluster_id);
+        Ok(summary)
     }
 
     /// Applies a batch of incremental updates.
@@ -347,12 +350,17 @@ impl PlacementService {
         cluster_id: Uuid,
         updates: Vec<HostUpdate>,
     ) -> Result<(Vec<UpdateResult>, InventorySummary), PlacementError> {
-        self.locked(cluster_id, move |state, _| {
-            let (results, changes) = state.apply_updates(updates)?;
-            let any = results.iter().any(|r| r.outcome == "applied");
-            Ok(((results, state.summary()), changes, any))
-        })
-        .await
+        let (results, summary) = self
+            .locked(cluster_id, move |state, _| {
+                let (results, changes) = state.apply_updates(updates)?;
+                let any = results.iter().any(|r| r.outcome == "applied");
+                Ok(((results, state.summary()), changes, any))
+            })
+            .await?;
+        if results.iter().any(|r| r.outcome == "applied") {
+            crate::metrics::inventory_updated(cluster_id);
+        }
+        Ok((results, summary))
     }
 
     /// The cluster's inventory summary (expired claims dropped first).
@@ -663,6 +671,7 @@ impl PlacementService {
                 sampling,
             };
             let (outcome, changes) = state.place(&job.request, &cx)?;
+            state.observe(cluster_id);
             let resolved = changes
                 .iter()
                 .any(|c| matches!(c, Change::ClaimDeleted { .. }));
@@ -745,6 +754,7 @@ impl PlacementService {
                 return Err(PlacementError::Task("cluster state not loaded".to_owned()));
             };
             let (value, changes, resolved) = work(state, Timestamp::now())?;
+            state.observe(cluster_id);
             let unlock = Unlock {
                 cluster_id,
                 changes,
@@ -793,6 +803,7 @@ async fn sweep(inner: Weak<Inner>, every: Duration) {
                 continue;
             }
             let (expired, changes) = state.expire(now);
+            state.observe(cluster_id);
             let ack = inner.persister.submit(vec![Op::Changes {
                 cluster_id,
                 changes,

@@ -26,6 +26,8 @@ pub mod logged;
 pub mod request;
 pub mod summary;
 
+use std::time::Instant;
+
 use axum::extract::{Request, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -40,6 +42,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{Path, Query, body_bytes, is_json};
 use super::prepared::{Prepared, prepared};
 use crate::inputs;
+use crate::metrics::{AttemptResult, SchedulingAttempt};
 use crate::placement::{
     Admission, BalanceJob, Balanced, Decided, ExplainDetail, HostsSource, LoggedDecision, PlaceJob,
     PlaceRequest,
@@ -68,8 +71,12 @@ fn admission(state: &AppState, cluster_id: Uuid) -> Result<Admission, ApiError> 
 
 /// The facts of a decision about to be made.
 pub(crate) fn facts(cluster_id: Uuid, query: DecisionQuery, prepared: &Prepared) -> Facts {
+    let decision_id = (!query.dry_run).then(Uuid::new_v4);
+    if let Some(id) = decision_id {
+        super::observe::record_decision(id);
+    }
     Facts {
-        decision_id: (!query.dry_run).then(Uuid::new_v4),
+        decision_id,
         dry_run: query.dry_run,
         cluster_id,
         policy_id: prepared.policy_id,
@@ -148,6 +155,7 @@ pub async fn schedule_vm(
     Query(query): Query<DecisionQuery>,
     request: Request,
 ) -> Result<Response, ApiError> {
+    let started = Instant::now();
     let admission = admission(&state, cluster_id)?;
     let mut request: PlaceRequest = parse_body(&admission, json_body(request).await?).await?;
     let source = request.take_source().map_err(source_mismatch)?;
@@ -155,6 +163,8 @@ pub async fn schedule_vm(
     inputs::check_vm(&request.vm, "vm").map_err(invalid_snapshot)?;
     inputs::check_instance_ids(&request.instance_ids).map_err(invalid_snapshot)?;
     let prepared = prepared(&state, cluster_id).await?;
+    // The cluster exists: from here on the decision is counted.
+    let attempt = SchedulingAttempt::new(cluster_id, started);
     let facts = facts(cluster_id, query, &prepared);
     let form = match source {
         HostsSource::Inline(_) => AnswerForm::Pick,
@@ -177,7 +187,7 @@ pub async fn schedule_vm(
         .place_admitted(cluster_id, job, &admission)
         .await
         .map_err(placement_error)?;
-    let text = answer_and_record(&admission, facts, vm_id, decided, form).await?;
+    let text = answer_and_record(&admission, facts, vm_id, decided, form, attempt).await?;
     Ok(json_response(text))
 }
 
@@ -190,14 +200,21 @@ pub async fn schedule_vm(
 /// a full explain asked for is rendered afterwards on the blocking pool.
 /// Over inline hosts nothing is locked, and the answer, which carries the
 /// full explain record of up to every host sent, is rendered on the
-/// blocking pool and logged as returned.
+/// blocking pool and logged as returned. The `attempt` is counted once the
+/// decision is recorded (as an error if this fails first).
 async fn answer_and_record(
     admission: &Admission,
     facts: Facts,
     vm_id: String,
     mut decided: Decided,
     form: AnswerForm,
+    attempt: SchedulingAttempt,
 ) -> Result<String, ApiError> {
+    let result = if decided.outcome.complete {
+        AttemptResult::Scheduled
+    } else {
+        AttemptResult::Unschedulable
+    };
     let entry = |logged: Logged, decided: &Decided| {
         let outcome = &decided.outcome;
         log_entry(
@@ -228,6 +245,7 @@ async fn answer_and_record(
             .await?;
             let entry = logged.and_then(|logged| entry(logged, &decided));
             decided.record(entry).await.map_err(placement_error)?;
+            attempt.finish(result);
             Ok(text)
         }
         AnswerForm::Placement { mode, detail } => {
@@ -248,6 +266,7 @@ async fn answer_and_record(
                 .clone()
                 .and_then(|text| entry(Logged::whole(text), &decided));
             decided.record(logged).await.map_err(placement_error)?;
+            attempt.finish(result);
             match (summary, detail) {
                 (Some(text), ExplainDetail::Summary) => Ok(text),
                 _ => {
@@ -402,9 +421,11 @@ pub async fn place_held(
     vm: crate::snapshot::VmSpec,
     candidates: Option<Vec<String>>,
 ) -> Result<HeldPlacement, ApiError> {
+    let started = Instant::now();
     let admission = admission(state, cluster_id)?;
     inputs::check_vm(&vm, "vm").map_err(invalid_snapshot)?;
     let prepared = prepared(state, cluster_id).await?;
+    let attempt = SchedulingAttempt::new(cluster_id, started);
     let facts = facts(cluster_id, DecisionQuery::default(), &prepared);
     let decision_id = facts.decision_id.unwrap_or_else(Uuid::new_v4);
     let vm_id = vm.id.clone();
@@ -431,7 +452,7 @@ pub async fn place_held(
         mode: crate::placement::Mode::AllOrNothing,
         detail: ExplainDetail::Summary,
     };
-    let text = answer_and_record(&admission, facts, vm_id, decided, form).await?;
+    let text = answer_and_record(&admission, facts, vm_id, decided, form, attempt).await?;
     let answer: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| ApiError::Internal(format!("a decision's own answer is not JSON: {e}")))?;
     let text_of = |key: &str| answer[key].as_str().map(str::to_owned);
