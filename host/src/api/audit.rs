@@ -43,12 +43,6 @@ pub const DEFAULT_LISTED: u32 = 100;
 /// Most entries one request lists.
 pub const MAX_LISTED: u32 = 500;
 
-/// The header a request id travels in, both ways.
-const REQUEST_ID: &str = "x-request-id";
-
-/// Longest request id recorded; a longer one is cut (it is the client's).
-const MAX_REQUEST_ID_BYTES: usize = 128;
-
 /// Middleware: records every admin change that passed the token check.
 /// Layered inside `access::authorize`, which hands it the [`Principal`].
 pub async fn record(
@@ -67,11 +61,8 @@ pub async fn record(
     };
     let method = request.method().to_string();
     let path = request.uri().path().to_owned();
-    let request_id = request
-        .headers()
-        .get(REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .map(|id| id.chars().take(MAX_REQUEST_ID_BYTES).collect::<String>());
+    // The id `observe` gave the request (the client's, or a new one).
+    let request_id = super::observe::current_request_id();
     let response = next.run(request).await;
     let target = response
         .headers()
@@ -149,7 +140,8 @@ pub struct AuditEntry {
     /// What came of it: the error code, when the change was refused or
     /// failed.
     pub error_code: Option<String>,
-    /// The request's `X-Request-Id`, to find it in the server's log.
+    /// The request's id (its `X-Request-Id`, sent or generated), to find
+    /// it in the server's log.
     pub request_id: Option<String>,
 }
 
