@@ -122,7 +122,9 @@ async fn every_admin_change_is_recorded_with_who_what_and_outcome() {
     }
     assert_eq!(entries[2]["request_id"], "audit-test-1");
     assert!(
-        entries[1]["request_id"].as_str().is_some_and(|id| !id.is_empty()),
+        entries[1]["request_id"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty()),
         "a request without an id gets one: {}",
         entries[1]
     );

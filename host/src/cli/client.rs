@@ -20,12 +20,14 @@ const MAX_ANSWER_BYTES: u64 = 64 << 20;
 /// Why a command failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    /// The server refused the request: its status and error body.
-    #[error("{message} ({code}, HTTP {status})")]
+    /// The server refused the request: its status and error body, and
+    /// the request id to quote when reporting it (in the server's log).
+    #[error("{message} ({code}, HTTP {status}{})", request_id.as_deref().map(|id| format!(", request {id}")).unwrap_or_default())]
     Api {
         status: u16,
         code: String,
         message: String,
+        request_id: Option<String>,
     },
     /// The server could not be reached, or its answer could not be read.
     #[error("{url}: {message}")]
@@ -171,6 +173,7 @@ impl Client {
             message: error["message"]
                 .as_str()
                 .map_or_else(|| format!("HTTP {status}"), str::to_owned),
+            request_id: value["request_id"].as_str().map(str::to_owned),
         })
     }
 }

@@ -35,6 +35,7 @@ fn resolve(client: &Client, path: &str, what: &str, key: &str) -> Result<String,
             status: 404,
             code: "not_found".to_owned(),
             message: format!("no {what} called `{key}`"),
+            request_id: None,
         })
 }
 
@@ -464,6 +465,7 @@ pub fn policy(remote: &Remote, command: PolicyCommand) -> Result<(), CliError> {
                     status: 404,
                     code: "not_found".to_owned(),
                     message: format!("unit `{unit}` is not in policy `{policy}`"),
+                    request_id: None,
                 });
             }
             client.get(&format!("{POLICIES}/{id}"))?
@@ -723,6 +725,7 @@ pub fn explain(remote: &Remote, decision: &str, cluster: Option<&str>) -> Result
         status: 404,
         code: "not_found".to_owned(),
         message: format!("no decision {decision} in the decisions log"),
+        request_id: None,
     })
 }
 
