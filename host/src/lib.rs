@@ -6,6 +6,7 @@ pub mod auth;
 pub mod builtin;
 pub mod config;
 pub mod extender;
+pub mod iallocator;
 pub mod inputs;
 pub mod names;
 pub mod operations;

@@ -30,6 +30,9 @@ enum Command {
     /// Works with one unit locally, without a server.
     #[command(subcommand)]
     Unit(UnitCommand),
+    /// Ganeti's IAllocator: answers the request in Ganeti's input file
+    /// (installed as /usr/lib/ganeti/iallocators/sandpiper; docs/ganeti.md).
+    Iallocator(Box<sandpiper::iallocator::IallocatorArgs>),
 }
 
 #[derive(Debug, Subcommand)]
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::CompileUnit(args) => upload::compile_child(&args),
         Command::Unit(UnitCommand::Test(args)) => sandpiper::unit_test::main(&args),
+        Command::Iallocator(args) => sandpiper::iallocator::main(&args),
         Command::Serve(args) => {
             init_logging();
             match serve(*args) {

@@ -13,6 +13,7 @@ mod extender;
 mod hardening_input;
 mod hardening_load;
 mod hardening_net;
+mod iallocator;
 mod languages;
 mod load;
 mod operations;
