@@ -102,7 +102,10 @@ fn bad_input_fails_with_hails_exit_status_and_says_why() {
         (write("empty.json", b""), "Invalid JSON"),
         (write("list.json", b"[]"), "must be a JSON object"),
         (write("empty-object.json", b"{}"), "key 'request' not found"),
-        (write("request-zero.json", br#"{"request": 0}"#), "request.type"),
+        (
+            write("request-zero.json", br#"{"request": 0}"#),
+            "request.type",
+        ),
         (invalid.to_str().expect("utf-8").to_owned(), "request.name"),
         ("/nonexistent/input.json".to_owned(), "cannot read"),
     ];
@@ -180,8 +183,11 @@ fn the_allocator_asks_a_running_server_with_an_engine_token() {
     assert_eq!(envelope["result"], offline["result"]);
 
     // Without a token the server refuses, and the allocator says so.
-    let (refused, output) =
-        iallocator(&["--server", &url, "--cluster", "ganeti", input], &cache, &[]);
+    let (refused, output) = iallocator(
+        &["--server", &url, "--cluster", "ganeti", input],
+        &cache,
+        &[],
+    );
     assert_eq!(output.status.code(), Some(1), "{refused}");
     assert_eq!(refused["success"], false);
     assert!(

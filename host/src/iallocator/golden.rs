@@ -45,10 +45,19 @@ fn golden(name: &str, envelope: &Envelope) {
         std::fs::write(&path, text).expect("write golden");
         return;
     }
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("{} missing: run with SANDPIPER_UPDATE_GOLDEN=1", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "{} missing: run with SANDPIPER_UPDATE_GOLDEN=1",
+            path.display()
+        )
+    });
     let want: Value = serde_json::from_str(&text).expect("golden JSON");
-    assert_eq!(got, want, "{name}: the answer differs from {}", path.display());
+    assert_eq!(
+        got,
+        want,
+        "{name}: the answer differs from {}",
+        path.display()
+    );
 }
 
 fn nodes(result: &Value) -> Vec<String> {
@@ -68,7 +77,11 @@ fn drbd_allocation_takes_two_different_nodes_the_emptiest() {
     let mut sorted = chosen.clone();
     sorted.sort();
     assert_eq!(sorted, ["node1", "node2"]);
-    assert!(envelope.info.starts_with("Request successful: Selected group: default"));
+    assert!(
+        envelope
+            .info
+            .starts_with("Request successful: Selected group: default")
+    );
 }
 
 #[test]
@@ -96,7 +109,10 @@ fn relocation_finds_a_new_secondary_off_the_instance_nodes() {
     assert!(envelope.success, "{}", envelope.info);
     let chosen = nodes(&envelope.result);
     assert_eq!(chosen.len(), 1);
-    assert!(["node1", "node2"].contains(&chosen[0].as_str()), "{chosen:?}");
+    assert!(
+        ["node1", "node2"].contains(&chosen[0].as_str()),
+        "{chosen:?}"
+    );
 }
 
 #[test]
@@ -125,7 +141,11 @@ fn node_evacuation_moves_the_instance_in_every_mode() {
         variant["request"]["evac_mode"] = json!(mode);
         let envelope = answer(&variant);
         golden(&format!("hail-node-evac.{mode}"), &envelope);
-        assert!(envelope.info.contains("1 were moved"), "{mode}: {}", envelope.info);
+        assert!(
+            envelope.info.contains("1 were moved"),
+            "{mode}: {}",
+            envelope.info
+        );
         let new = nodes(&envelope.result[0][0][2]);
         match want {
             // A failover: the secondary becomes the primary.
@@ -133,7 +153,10 @@ fn node_evacuation_moves_the_instance_in_every_mode() {
             // A new secondary; the primary stays.
             Some(primary) => {
                 assert_eq!(new[0], primary, "{mode}");
-                assert!(["node1", "node2"].contains(&new[1].as_str()), "{mode}: {new:?}");
+                assert!(
+                    ["node1", "node2"].contains(&new[1].as_str()),
+                    "{mode}: {new:?}"
+                );
             }
         }
     }
@@ -195,7 +218,9 @@ fn bad_input_names_what_is_wrong() {
     assert!(
         matches!(fail(b"{}"), InputError::Key { ref message, .. } if message == "key 'request' not found")
     );
-    assert!(matches!(fail(br#"{"request": 0}"#), InputError::Key { ref path, .. } if path == "request.type"));
+    assert!(
+        matches!(fail(br#"{"request": 0}"#), InputError::Key { ref path, .. } if path == "request.type")
+    );
     let invalid = std::fs::read(dir().join("hail-invalid-reloc.json")).expect("fixture");
     let error = fail(&invalid);
     assert!(

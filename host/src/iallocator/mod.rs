@@ -96,11 +96,9 @@ pub enum RunError {
 pub fn main(args: &IallocatorArgs) -> ExitCode {
     let outcome = read_input(&args.input).and_then(|bytes| {
         let decide: Box<dyn Decide> = match (&args.server, &args.cluster) {
-            (Some(server), Some(cluster)) => Box::new(remote::Remote::new(
-                server,
-                cluster,
-                args.token.as_deref(),
-            )),
+            (Some(server), Some(cluster)) => {
+                Box::new(remote::Remote::new(server, cluster, args.token.as_deref()))
+            }
             _ => Box::new(policy::local(&policy::resolve(&args.policy)?)?),
         };
         run(&bytes, decide.as_ref())

@@ -99,7 +99,8 @@ pub fn local(policy: &BuiltinPolicy) -> Result<Local, PolicyError> {
 
 /// [`local`] with the cache in `cache` (none: compile every unit).
 pub fn local_in(policy: &BuiltinPolicy, cache: Option<PathBuf>) -> Result<Local, PolicyError> {
-    let runtime = Runtime::new(Limits::default()).map_err(|e| PolicyError::Runtime(e.to_string()))?;
+    let runtime =
+        Runtime::new(Limits::default()).map_err(|e| PolicyError::Runtime(e.to_string()))?;
     let mut cache = Cache::open(&runtime, cache);
     let wanted: HashSet<&str> = policy.unit_names().collect();
     let mut by_name: HashMap<String, Uuid> = HashMap::new();
@@ -220,7 +221,10 @@ impl Cache {
         if let Some(path) = path {
             save(&path, &artifact);
         }
-        runtime.load(builtin.wasm).map_err(fail).map(|u| u as Arc<dyn Unit>)
+        runtime
+            .load(builtin.wasm)
+            .map_err(fail)
+            .map(|u| u as Arc<dyn Unit>)
     }
 
     fn save_names(&self) {
@@ -234,7 +238,11 @@ impl Cache {
 
 /// Where the cache lives, if anywhere.
 pub fn cache_dir() -> Option<PathBuf> {
-    let env = |key: &str| std::env::var_os(key).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let env = |key: &str| {
+        std::env::var_os(key)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     env(CACHE_DIR_ENV)
         .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("sandpiper")))
         .or_else(|| env("HOME").map(|d| d.join(".cache").join("sandpiper")))

@@ -234,7 +234,8 @@ fn place_new(
                     nodes: vec![primary, secondary],
                 });
             }
-            why = format!("Can't find a suitable node for position 2 (already selected: {primary})");
+            why =
+                format!("Can't find a suitable node for position 2 (already selected: {primary})");
             open.retain(|n| *n != primary);
         }
     }
@@ -365,7 +366,14 @@ fn node_evacuate(
     let mut moves = Moves::default();
     for (i, name) in request.instances.iter().enumerate() {
         let (need, nodes) = named(cluster, name, format!("request.instances[{i}]"))?;
-        match evacuate_one(cluster, &need, &nodes, request.evac_mode, decide, &mut moves.tally)? {
+        match evacuate_one(
+            cluster,
+            &need,
+            &nodes,
+            request.evac_mode,
+            decide,
+            &mut moves.tally,
+        )? {
             Ok((new_nodes, ops)) => {
                 let group = nodes
                     .first()
@@ -421,7 +429,11 @@ fn evacuate_one(
     let secondary = &nodes[1];
     Ok(match mode {
         EvacMode::PrimaryOnly => {
-            let pick = decide.pick(&cluster.snapshot, &need.vm(), std::slice::from_ref(secondary))?;
+            let pick = decide.pick(
+                &cluster.snapshot,
+                &need.vm(),
+                std::slice::from_ref(secondary),
+            )?;
             tally.add(&pick);
             if pick.chosen.is_none() {
                 return Ok(Err(format!(

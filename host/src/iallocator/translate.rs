@@ -280,7 +280,11 @@ impl Cluster {
                 *v = (*v + by).min(cap);
             }
         };
-        add("disk_free_gib", need.disk_mib / MIB_PER_GIB, "disk_total_gib");
+        add(
+            "disk_free_gib",
+            need.disk_mib / MIB_PER_GIB,
+            "disk_total_gib",
+        );
         if role == Role::Primary {
             add("memory_free_mib", need.memory_mib, "memory_total_mib");
             let mut sub = |key: &str, by: f64| {
