@@ -100,6 +100,9 @@ enum Command {
         #[arg(long, env = "SANDPIPER_TOKEN", hide_env_values = true)]
         token: Option<String>,
     },
+    /// Ganeti's IAllocator: answers the request in Ganeti's input file
+    /// (installed as /usr/lib/ganeti/iallocators/sandpiper; docs/ganeti.md).
+    Iallocator(Box<sandpiper::iallocator::IallocatorArgs>),
     /// Prints shell completions (`sandpiper completions bash >
     /// /etc/bash_completion.d/sandpiper`).
     Completions { shell: clap_complete::Shell },
@@ -128,6 +131,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::CompileUnit(args) => return upload::compile_child(&args),
+        Command::Iallocator(args) => return sandpiper::iallocator::main(&args),
         Command::Unit {
             command: UnitCommand::Test(args),
             ..

@@ -113,7 +113,10 @@ fn every_noun_works_from_the_command_line() {
         ],
         4,
     );
-    assert!(stderr.contains("name_taken, HTTP 409, request "), "{stderr}");
+    assert!(
+        stderr.contains("name_taken, HTTP 409, request "),
+        "{stderr}"
+    );
     admin.ok(&[
         "unit",
         "push",

@@ -14,6 +14,7 @@ mod extender;
 mod hardening_input;
 mod hardening_load;
 mod hardening_net;
+mod iallocator;
 mod languages;
 mod load;
 mod metrics;

@@ -78,9 +78,14 @@ pub enum Body<'a> {
 
 impl Client {
     pub fn new(base: &str, token: Option<String>) -> Client {
+        Client::with_timeout(base, token, ANSWER_TIMEOUT)
+    }
+
+    /// A client whose calls each take at most `timeout` in all.
+    pub fn with_timeout(base: &str, token: Option<String>, timeout: Duration) -> Client {
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_global(Some(ANSWER_TIMEOUT))
+            .timeout_global(Some(timeout))
             .build()
             .new_agent();
         Client {

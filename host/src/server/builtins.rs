@@ -145,7 +145,7 @@ fn differs(existing: &store::units::UnitRecord, module: &UnitModule) -> bool {
 /// The stored form of a built-in policy. Every unit it names must be in
 /// this binary: a policy that silently lost a filter would place VMs where
 /// its users do not expect them.
-fn policy_record(
+pub(crate) fn policy_record(
     policy: &BuiltinPolicy,
     by_name: &HashMap<String, Uuid>,
 ) -> Result<PolicyRecord, StartError> {

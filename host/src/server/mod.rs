@@ -4,7 +4,7 @@
 //! finish, and close the store cleanly. The connection layer (timeouts,
 //! connection caps) is in `listen`.
 
-mod builtins;
+pub(crate) mod builtins;
 mod listen;
 mod loading;
 
