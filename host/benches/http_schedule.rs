@@ -207,7 +207,10 @@ fn run(
     latencies.sort();
     let pct =
         |p: f64| ms(latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)]);
-    // What one decision considered, as its answer says.
+    // What one decision considered, as its answer says. On a fresh
+    // connection: the admin's sat idle through the timed run, longer than
+    // the server keeps an idle connection on a loaded machine.
+    admin = Client::connect(addr)?;
     let probe = admin.send(
         "POST",
         &format!("{base}/schedule?dry_run=true"),
