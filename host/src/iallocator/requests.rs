@@ -464,7 +464,14 @@ fn evacuate_one(
             let Some(first) = new_node(cluster, need, nodes, &[], decide, tally)? else {
                 return Ok(Err(format!("No node can be the new primary of {name}")));
             };
-            let Some(second) = new_node(cluster, need, nodes, &[first.clone()], decide, tally)?
+            let Some(second) = new_node(
+                cluster,
+                need,
+                nodes,
+                std::slice::from_ref(&first),
+                decide,
+                tally,
+            )?
             else {
                 return Ok(Err(format!("No node can be the new secondary of {name}")));
             };
