@@ -60,22 +60,9 @@ fn version_view(v: &UnitVersion, current: bool) -> UnitVersionView {
         current,
         name: m.name.clone(),
         description: m.description.clone(),
-        exports: UnitExports {
-            filter: m.exports.filter,
-            score: m.exports.score,
-            balance: m.exports.balance,
-        },
+        exports: UnitExports::from(&m.exports),
         score_order: m.score_order.wit_name().to_owned(),
-        params: m
-            .params
-            .iter()
-            .map(|p| UnitParam {
-                name: p.name.clone(),
-                description: p.description.clone(),
-                default_value: p.default_value.clone(),
-                pattern: p.pattern.clone(),
-            })
-            .collect(),
+        params: m.params.iter().map(UnitParam::from).collect(),
         module: ModuleInfo {
             sha256: m.module_sha256.clone(),
             size_bytes: v.module_size_bytes,
@@ -176,21 +163,23 @@ pub async fn rollback(
     Ok(axum::Json(view(&record)))
 }
 
-/// The kept version `version` of unit `id`, other than its current one.
+/// The kept version `version` of unit `id`, other than its current one
+/// (the newest).
 async fn find_version(
     conn: &mut crate::store::Db,
     id: Uuid,
     version: i64,
 ) -> Result<UnitVersion, ApiError> {
-    let newest = conn.unit_versions(id).await?.first().map(|v| v.version);
-    if newest == Some(version) {
+    let mut versions = conn.unit_versions(id).await?;
+    if versions.first().is_some_and(|v| v.version == version) {
         return Err(ApiError::InvalidValue {
             field: "version".to_owned(),
             message: format!("version {version} is the current one"),
         });
     }
-    conn.unit_version(id, version)
-        .await?
+    let found = versions.iter().position(|v| v.version == version);
+    found
+        .map(|i| versions.swap_remove(i))
         .ok_or_else(|| ApiError::NotFound {
             resource: "unit version",
             id: format!("{id} version {version}"),

@@ -110,6 +110,27 @@ pub struct UploadQuery {
     pub description: Option<String>,
 }
 
+impl From<&crate::unit::Exports> for UnitExports {
+    fn from(e: &crate::unit::Exports) -> Self {
+        UnitExports {
+            filter: e.filter,
+            score: e.score,
+            balance: e.balance,
+        }
+    }
+}
+
+impl From<&sandpiper_model::ParamSpec> for UnitParam {
+    fn from(p: &sandpiper_model::ParamSpec) -> Self {
+        UnitParam {
+            name: p.name.clone(),
+            description: p.description.clone(),
+            default_value: p.default_value.clone(),
+            pattern: p.pattern.clone(),
+        }
+    }
+}
+
 pub(crate) fn unit_href(id: Uuid) -> String {
     format!("/api/v1/schedulingpolicyunits/{id}")
 }
@@ -121,22 +142,9 @@ pub(crate) fn view(u: &UnitRecord) -> SchedulingPolicyUnit {
         description: u.description.clone(),
         internal: u.internal,
         enabled: u.enabled,
-        exports: UnitExports {
-            filter: u.exports.filter,
-            score: u.exports.score,
-            balance: u.exports.balance,
-        },
+        exports: UnitExports::from(&u.exports),
         score_order: u.score_order.wit_name().to_owned(),
-        params: u
-            .params
-            .iter()
-            .map(|p| UnitParam {
-                name: p.name.clone(),
-                description: p.description.clone(),
-                default_value: p.default_value.clone(),
-                pattern: p.pattern.clone(),
-            })
-            .collect(),
+        params: u.params.iter().map(UnitParam::from).collect(),
         module: ModuleInfo {
             sha256: u.module_sha256.clone(),
             size_bytes: u.module_size_bytes,

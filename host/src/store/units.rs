@@ -83,6 +83,20 @@ const SELECT: &str = "SELECT u.id, u.name, u.description, u.internal, u.enabled,
      m.size_bytes, u.uploaded_at, u.uploaded_by \
      FROM policy_units u JOIN modules m ON m.sha256 = u.module_sha256";
 
+/// The roles a unit or version row says its module exports.
+fn exports(filter: i64, score: i64, balance: i64) -> Exports {
+    Exports {
+        filter: flag(filter),
+        score: flag(score),
+        balance: flag(balance),
+    }
+}
+
+fn score_order(text: &str) -> Result<ScoreOrder, StoreError> {
+    ScoreOrder::from_wit_name(text)
+        .ok_or_else(|| StoreError::Corrupt(format!("unknown score order `{text}`")))
+}
+
 async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<UnitRecord, StoreError> {
     let params = sqlx::query_as::<_, ParamRow>(
         "SELECT name, description, default_value, pattern FROM unit_params \
@@ -105,14 +119,8 @@ async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<UnitRecord, S
         description: row.description,
         internal: flag(row.internal),
         enabled: flag(row.enabled),
-        exports: Exports {
-            filter: flag(row.has_filter),
-            score: flag(row.has_score),
-            balance: flag(row.has_balance),
-        },
-        score_order: ScoreOrder::from_wit_name(&row.score_order).ok_or_else(|| {
-            StoreError::Corrupt(format!("unknown score order `{}`", row.score_order))
-        })?,
+        exports: exports(row.has_filter, row.has_score, row.has_balance),
+        score_order: score_order(&row.score_order)?,
         params,
         module_sha256: row.module_sha256,
         module_size_bytes: u64::try_from(row.size_bytes).unwrap_or(0),
@@ -264,24 +272,6 @@ impl Db {
         .collect()
     }
 
-    /// One kept version of a unit.
-    pub async fn unit_version(
-        &mut self,
-        id: Uuid,
-        version: i64,
-    ) -> Result<Option<UnitVersion>, StoreError> {
-        let conn = self.sqlite();
-        sqlx::query_as::<_, VersionRow>(sqlx::AssertSqlSafe(format!(
-            "{SELECT_VERSION} WHERE v.unit_id = ? AND v.version = ?"
-        )))
-        .bind(id.to_string())
-        .bind(version)
-        .fetch_optional(conn)
-        .await?
-        .map(VersionRow::into_version)
-        .transpose()
-    }
-
     pub async fn set_unit_enabled(&mut self, id: Uuid, enabled: bool) -> Result<(), StoreError> {
         let conn = self.sqlite();
         sqlx::query("UPDATE policy_units SET enabled = ? WHERE id = ?")
@@ -372,14 +362,8 @@ impl VersionRow {
             module: UnitModule {
                 name: self.name,
                 description: self.description,
-                exports: Exports {
-                    filter: flag(self.has_filter),
-                    score: flag(self.has_score),
-                    balance: flag(self.has_balance),
-                },
-                score_order: ScoreOrder::from_wit_name(&self.score_order).ok_or_else(|| {
-                    StoreError::Corrupt(format!("unknown score order `{}`", self.score_order))
-                })?,
+                exports: exports(self.has_filter, self.has_score, self.has_balance),
+                score_order: score_order(&self.score_order)?,
                 params,
                 module_sha256: self.module_sha256,
                 uploaded_by: self.uploaded_by,
