@@ -9,6 +9,7 @@ pub mod extender;
 pub mod inputs;
 pub mod names;
 pub mod operations;
+pub mod ovirt;
 pub mod pipeline;
 pub mod placement;
 pub mod pools;

@@ -13,6 +13,7 @@ mod decisions_log;
 mod extender;
 mod openapi;
 mod operations;
+mod ovirt;
 mod rebalance;
 mod roles;
 mod support;

@@ -16,6 +16,7 @@ mod hardening_net;
 mod languages;
 mod load;
 mod operations;
+mod ovirt;
 mod pools;
 mod rebalance;
 mod restart;

@@ -20,6 +20,7 @@ pub mod health;
 pub mod inventory;
 pub mod openapi;
 pub mod operations;
+pub mod ovirt;
 pub mod policies;
 pub mod prepared;
 pub mod schedule;

@@ -63,6 +63,8 @@ pub struct Server {
     listener: TcpListener,
     /// The extender-only listener (`--extender-listen`), if asked for.
     extender: Option<TcpListener>,
+    /// oVirt's XML-RPC listener (`--ovirt-listen`), if asked for.
+    ovirt: Option<TcpListener>,
     addr: SocketAddr,
     state: AppState,
     grace: Duration,
@@ -105,9 +107,23 @@ impl Server {
                 Some(bound)
             }
         };
+        let ovirt = match args.ovirt_listen {
+            None => None,
+            Some(ovirt_addr) => {
+                let bound = TcpListener::bind(ovirt_addr)
+                    .await
+                    .map_err(|source| StartError::Bind {
+                        addr: ovirt_addr,
+                        source,
+                    })?;
+                tracing::info!(addr = %ovirt_addr, "listening for oVirt's external scheduler calls (XML-RPC), without tokens");
+                Some(bound)
+            }
+        };
         Ok(Server {
             listener,
             extender,
+            ovirt,
             addr,
             state,
             grace: args.shutdown_grace(),
@@ -211,6 +227,7 @@ impl Server {
         let Server {
             listener,
             extender,
+            ovirt,
             state,
             grace,
             connections,
@@ -224,6 +241,18 @@ impl Server {
         let extender = extender.map(|listener| {
             let mut stopping = stopping_rx.clone();
             let app = api::extender_app(state.clone());
+            tokio::spawn(listen::serve(listener, app, connections, async move {
+                while !*stopping.borrow() {
+                    if stopping.changed().await.is_err() {
+                        break;
+                    }
+                }
+            }))
+        });
+        // So does oVirt's.
+        let ovirt = ovirt.map(|listener| {
+            let mut stopping = stopping_rx.clone();
+            let app = api::ovirt::app(state.clone());
             tokio::spawn(listen::serve(listener, app, connections, async move {
                 while !*stopping.borrow() {
                     if stopping.changed().await.is_err() {
@@ -256,6 +285,9 @@ impl Server {
             serve.await;
             if let Some(extender) = extender {
                 let _ = extender.await;
+            }
+            if let Some(ovirt) = ovirt {
+                let _ = ovirt.await;
             }
         };
         tokio::select! {
