@@ -71,7 +71,8 @@ fn run(server: &Server) -> anyhow::Result<()> {
         )?;
         let id = created["id"].as_str().context("cluster id")?;
         let hosts: Vec<Value> = (0..HOSTS).map(|i| host(&host_id(prefix, i))).collect();
-        let vms = vec![json!({ "id": VM, "host": host_id(prefix, 0), "memory_mib": 2048, "vcpus": 2 })];
+        let vms =
+            vec![json!({ "id": VM, "host": host_id(prefix, 0), "memory_mib": 2048, "vcpus": 2 })];
         admin.json(
             "PUT",
             &format!("/api/v1/clusters/{id}/inventory"),
@@ -88,13 +89,23 @@ fn run(server: &Server) -> anyhow::Result<()> {
     let mut kept = 0;
     for round in 0..WARMUP + ROUNDS {
         let started = Instant::now();
-        let filtered = xml_result(&engine.raw(
-            "POST",
-            "/",
-            "text/xml",
-            call("runFilters", &[strings(&["Memory"]), strings(&ids), s(VM), "<struct/>".into()])
+        let filtered = xml_result(
+            &engine.raw(
+                "POST",
+                "/",
+                "text/xml",
+                call(
+                    "runFilters",
+                    &[
+                        strings(&["Memory"]),
+                        strings(&ids),
+                        s(VM),
+                        "<struct/>".into(),
+                    ],
+                )
                 .into_bytes(),
-        )?)?;
+            )?,
+        )?;
         let survivors: Vec<String> = match filtered {
             Xml::Array(items) => items
                 .into_iter()
@@ -110,13 +121,18 @@ fn run(server: &Server) -> anyhow::Result<()> {
             pair("OptimalForCpuEvenDistribution", 2),
             pair("OptimalForEvenGuestDistribution", 1)
         );
-        let scored = xml_result(&engine.raw(
-            "POST",
-            "/",
-            "text/xml",
-            call("runCostFunctions", &[pairs, strings(&survivors), s(VM), "<struct/>".into()])
+        let scored = xml_result(
+            &engine.raw(
+                "POST",
+                "/",
+                "text/xml",
+                call(
+                    "runCostFunctions",
+                    &[pairs, strings(&survivors), s(VM), "<struct/>".into()],
+                )
                 .into_bytes(),
-        )?)?;
+            )?,
+        )?;
         ensure!(
             matches!(&scored, Xml::Array(items) if items.len() == survivors.len()),
             "a cost per survivor"
@@ -236,7 +252,9 @@ fn strings(items: &[impl AsRef<str>]) -> String {
 }
 
 fn pair(name: &str, factor: i32) -> String {
-    format!("<value><array><data><value>{name}</value><value><i4>{factor}</i4></value></data></array></value>")
+    format!(
+        "<value><array><data><value>{name}</value><value><i4>{factor}</i4></value></data></array></value>"
+    )
 }
 
 /// The `result` of an XML-RPC answer whose `result_code` is 0.
@@ -355,7 +373,10 @@ impl Client {
 
     /// A JSON request; an answer outside 2xx is an error.
     fn json(&mut self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
-        let body = body.map(serde_json::to_vec).transpose()?.unwrap_or_default();
+        let body = body
+            .map(serde_json::to_vec)
+            .transpose()?
+            .unwrap_or_default();
         let (code, bytes) = self.raw(method, path, "application/json", body)?;
         let value: Value = if bytes.is_empty() {
             Value::Null

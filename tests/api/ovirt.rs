@@ -141,7 +141,7 @@ async fn cluster_with_inventory(api: &Api) {
                 &json!({
                     "generation": 1,
                     "hosts": [host(H1, 65536.0, 40000.0), host(H2, 8192.0, 1024.0),
-                              host(H3, 32768.0, 30000.0)],
+                              host(H3, 65536.0, 60000.0)],
                     "vms": [vm(VM, 4096.0),
                             vm("aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa", 2048.0),
                             vm("bbbbbbbb-bbbb-bbbb-bbbb-bbbbbbbbbbbb", 2048.0),

@@ -73,14 +73,18 @@ fn an_xml_rpc_client_calls_the_four_methods_as_the_engine_does() {
                 "metrics": { "memory_total_mib": total, "memory_free_mib": free,
                              "cpu_sockets": 2, "cpu_cores": 16, "cpu_threads": 32 } })
     };
-    let vm = |id: &str, memory: f64| json!({ "id": id, "host": H1, "memory_mib": memory, "vcpus": 2 });
+    let vm =
+        |id: &str, memory: f64| json!({ "id": id, "host": H1, "memory_mib": memory, "vcpus": 2 });
     expect_status(
         &admin.put(
-            &format!("/api/v1/clusters/{}/inventory", cluster["id"].as_str().expect("id")),
+            &format!(
+                "/api/v1/clusters/{}/inventory",
+                cluster["id"].as_str().expect("id")
+            ),
             &json!({
                 "generation": 1,
                 "hosts": [host(H1, 65536.0, 40000.0), host(H2, 8192.0, 1024.0),
-                          host(H3, 32768.0, 30000.0)],
+                          host(H3, 65536.0, 60000.0)],
                 "vms": [vm(VM, 4096.0),
                         vm("aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa", 2048.0),
                         vm("bbbbbbbb-bbbb-bbbb-bbbb-bbbbbbbbbbbb", 2048.0),
@@ -139,17 +143,28 @@ fn an_xml_rpc_client_calls_the_four_methods_as_the_engine_does() {
     // An unknown host and VM: named in `errors`; decided over what is held.
     assert_eq!(out["unknown"]["result_code"], 1, "{out}");
     let errors = out["unknown"]["errors"].to_string();
-    assert!(errors.contains(UNKNOWN_HOST) && errors.contains(UNKNOWN_VM), "{errors}");
+    assert!(
+        errors.contains(UNKNOWN_HOST) && errors.contains(UNKNOWN_VM),
+        "{errors}"
+    );
     assert_eq!(out["unknown"]["result"], json!([H1]));
 
     // An unknown method: an XML-RPC fault the client raises.
     assert_eq!(out["fault"][0], -32601, "{out}");
-    assert!(out["fault"][1].as_str().expect("message").contains("runFilter"));
+    assert!(
+        out["fault"][1]
+            .as_str()
+            .expect("message")
+            .contains("runFilter")
+    );
 
     // Not XML: a fault in a 200, as XML-RPC answers.
     assert_eq!(out["malformed"][0], 200, "{out}");
     let body = out["malformed"][1].as_str().expect("body");
-    assert!(body.contains("<fault>") && body.contains("-32700"), "{body}");
+    assert!(
+        body.contains("<fault>") && body.contains("-32700"),
+        "{body}"
+    );
 
     // The JSON API is not served there, even with a token: a fault.
     let engine_there = crate::support::Client {

@@ -49,6 +49,7 @@ pub fn app(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(MAX_CALL_BYTES))
         .layer(axum::Extension(BodyLimit(MAX_CALL_BYTES)))
         .fallback(not_here)
+        .method_not_allowed_fallback(not_here)
         .with_state(state)
 }
 
@@ -139,9 +140,10 @@ async fn units(
             // The proxy's own words for a unit it does not have.
             None => Some(format!("plugin not found: '{name}'")),
             Some(r) if !r.enabled => Some(format!("unit `{}` is disabled", r.name)),
-            Some(r) if !r.exports.has(role) => {
-                Some(format!("unit `{}` does not export the {role} interface", r.name))
-            }
+            Some(r) if !r.exports.has(role) => Some(format!(
+                "unit `{}` does not export the {role} interface",
+                r.name
+            )),
             Some(r) => match state.registry().get(r.id) {
                 Some(unit) => {
                     found.push(unit);
@@ -429,7 +431,12 @@ async fn run_load_balancing(state: &AppState, call: Balance) -> Result<Reply, Fa
     {
         Ok(balanced) => {
             if let (Some(vm), Some(proposal)) = (balanced.vm_id, &balanced.decision.proposal) {
-                let ids = balanced.decision.explain.inventory.0.host_text(HostText::Id);
+                let ids = balanced
+                    .decision
+                    .explain
+                    .inventory
+                    .0
+                    .host_text(HostText::Id);
                 let hosts = proposal
                     .destinations
                     .iter()

@@ -31,9 +31,9 @@ use std::collections::BTreeMap;
 
 use dxr::Value;
 
+use self::xmlrpc::{int, string};
 use crate::pipeline::{Decision, ParamValues};
 use crate::store::units::UnitRecord;
-use self::xmlrpc::{int, string};
 
 /// Which of its four methods the engine called, with its arguments.
 #[derive(Debug, Clone, PartialEq)]
@@ -140,7 +140,10 @@ impl Method {
 }
 
 /// Exactly `N` parameters.
-fn args<const N: usize>(method: &'static str, params: Vec<Value>) -> Result<[Value; N], MethodError> {
+fn args<const N: usize>(
+    method: &'static str,
+    params: Vec<Value>,
+) -> Result<[Value; N], MethodError> {
     let given = params.len();
     params.try_into().map_err(|_| MethodError::Params {
         method,
@@ -396,7 +399,12 @@ mod tests {
         )]));
         let filters = Method::from_call(call(
             "runFilters",
-            vec![strs(&["Memory"]), strs(&["h1", "h2"]), string("vm"), props.clone()],
+            vec![
+                strs(&["Memory"]),
+                strs(&["h1", "h2"]),
+                string("vm"),
+                props.clone(),
+            ],
         ))
         .expect("runFilters");
         let Method::RunFilters(f) = filters else {
@@ -407,11 +415,19 @@ mod tests {
         let pair = Value::Array(vec![string("OptimalForEvenGuestDistribution"), int(2)]);
         let Ok(Method::RunCostFunctions(c)) = Method::from_call(call(
             "runCostFunctions",
-            vec![Value::Array(vec![pair]), strs(&["h1"]), string("vm"), string("")],
+            vec![
+                Value::Array(vec![pair]),
+                strs(&["h1"]),
+                string("vm"),
+                string(""),
+            ],
         )) else {
             panic!("runCostFunctions")
         };
-        assert_eq!(c.functions, [("OptimalForEvenGuestDistribution".to_owned(), 2)]);
+        assert_eq!(
+            c.functions,
+            [("OptimalForEvenGuestDistribution".to_owned(), 2)]
+        );
         assert!(c.properties.is_empty());
         let Ok(Method::RunLoadBalancing(b)) = Method::from_call(call(
             "runLoadBalancing",

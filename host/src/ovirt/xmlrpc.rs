@@ -82,9 +82,9 @@ fn check_xml(text: &str) -> Result<(), CallError> {
     let mut reader = quick_xml::Reader::from_str(text);
     let mut depth = 0usize;
     loop {
-        let event = reader.read_event().map_err(|e| {
-            CallError::NotXml(format!("at byte {}: {e}", reader.error_position()))
-        })?;
+        let event = reader
+            .read_event()
+            .map_err(|e| CallError::NotXml(format!("at byte {}: {e}", reader.error_position())))?;
         match event {
             Event::Start(_) => {
                 depth += 1;
@@ -179,6 +179,9 @@ mod tests {
         assert!(f.contains("<fault>") && f.contains("-32601"), "{f}");
         assert!(f.contains("&lt;here&gt;"), "escaped: {f}");
         let r = response(Value::Array(vec![int(1), string("a")]));
-        assert!(r.contains("<methodResponse>") && r.contains("<i4>1</i4>"), "{r}");
+        assert!(
+            r.contains("<methodResponse>") && r.contains("<i4>1</i4>"),
+            "{r}"
+        );
     }
 }

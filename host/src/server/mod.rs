@@ -110,12 +110,13 @@ impl Server {
         let ovirt = match args.ovirt_listen {
             None => None,
             Some(ovirt_addr) => {
-                let bound = TcpListener::bind(ovirt_addr)
-                    .await
-                    .map_err(|source| StartError::Bind {
-                        addr: ovirt_addr,
-                        source,
-                    })?;
+                let bound =
+                    TcpListener::bind(ovirt_addr)
+                        .await
+                        .map_err(|source| StartError::Bind {
+                            addr: ovirt_addr,
+                            source,
+                        })?;
                 tracing::info!(addr = %ovirt_addr, "listening for oVirt's external scheduler calls (XML-RPC), without tokens");
                 Some(bound)
             }
