@@ -117,6 +117,16 @@ pub struct ServeArgs {
     #[arg(long, env = "SANDPIPER_EXTENDER_LISTEN")]
     pub extender_listen: Option<SocketAddr>,
 
+    /// An address that serves oVirt's external scheduler protocol
+    /// (XML-RPC `discover`, `runFilters`, `runCostFunctions`,
+    /// `runLoadBalancing` at `/`), with no token: the engine's XML-RPC
+    /// client cannot send one. oVirt's proxy listened on 18781
+    /// (`127.0.0.1:18781`); bind it where only the engine reaches. Those
+    /// calls read the held inventory and claim nothing. Unset, the
+    /// protocol is not served (docs/ovirt.md).
+    #[arg(long, env = "SANDPIPER_OVIRT_LISTEN")]
+    pub ovirt_listen: Option<SocketAddr>,
+
     /// SQLite database file; created (with its directory) if missing.
     #[arg(long, env = "SANDPIPER_DB", default_value = DEFAULT_DB)]
     pub db: PathBuf,

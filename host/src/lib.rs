@@ -12,6 +12,7 @@ pub mod inputs;
 pub mod metrics;
 pub mod names;
 pub mod operations;
+pub mod ovirt;
 pub mod pipeline;
 pub mod placement;
 pub mod pools;

@@ -14,6 +14,7 @@ mod decisions_log;
 mod extender;
 mod openapi;
 mod operations;
+mod ovirt;
 mod rebalance;
 mod roles;
 mod support;

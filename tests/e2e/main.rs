@@ -19,6 +19,7 @@ mod languages;
 mod load;
 mod metrics;
 mod operations;
+mod ovirt;
 mod pools;
 mod rebalance;
 mod restart;

@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod observe;
 pub mod openapi;
 pub mod operations;
+pub mod ovirt;
 pub mod policies;
 pub mod prepared;
 pub mod schedule;

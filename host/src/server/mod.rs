@@ -86,6 +86,8 @@ pub struct Server {
     listener: TcpListener,
     /// The extender-only listener (`--extender-listen`), if asked for.
     extender: Option<TcpListener>,
+    /// oVirt's XML-RPC listener (`--ovirt-listen`), if asked for.
+    ovirt: Option<TcpListener>,
     addr: SocketAddr,
     services: Services,
     grace: Duration,
@@ -128,9 +130,24 @@ impl Server {
                 Some(bound)
             }
         };
+        let ovirt = match args.ovirt_listen {
+            None => None,
+            Some(ovirt_addr) => {
+                let bound =
+                    TcpListener::bind(ovirt_addr)
+                        .await
+                        .map_err(|source| StartError::Bind {
+                            addr: ovirt_addr,
+                            source,
+                        })?;
+                tracing::info!(addr = %ovirt_addr, "listening for oVirt's external scheduler calls (XML-RPC), without tokens");
+                Some(bound)
+            }
+        };
         Ok(Server {
             listener,
             extender,
+            ovirt,
             addr,
             services,
             grace: args.shutdown_grace(),
@@ -234,6 +251,7 @@ impl Server {
         let Server {
             listener,
             extender,
+            ovirt,
             services,
             grace,
             connections,
@@ -244,10 +262,9 @@ impl Server {
         let store = state.store().clone();
         let operations = state.operations().clone();
         let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
-        // The extender-only listener stops when the main one does.
-        let extender = extender.map(|listener| {
+        // The engines' own listeners stop when the main one does.
+        let beside = |listener: TcpListener, app: axum::Router| {
             let mut stopping = stopping_rx.clone();
-            let app = api::extender_app(state.clone());
             tokio::spawn(listen::serve(listener, app, connections, async move {
                 while !*stopping.borrow() {
                     if stopping.changed().await.is_err() {
@@ -255,7 +272,9 @@ impl Server {
                     }
                 }
             }))
-        });
+        };
+        let extender = extender.map(|l| beside(l, api::extender_app(state.clone())));
+        let ovirt = ovirt.map(|l| beside(l, api::ovirt::app(state.clone())));
         let app = services.app();
         let serve = listen::serve(listener, app, connections, async move {
             signals.received().await;
@@ -278,8 +297,8 @@ impl Server {
         };
         let serve = async move {
             serve.await;
-            if let Some(extender) = extender {
-                let _ = extender.await;
+            for listener in [extender, ovirt].into_iter().flatten() {
+                let _ = listener.await;
             }
         };
         tokio::select! {
