@@ -125,9 +125,13 @@ async fn cluster_with_inventory(api: &Api) -> String {
         201,
     );
     let id = created["id"].as_str().expect("id");
-    let host = |id: &str, total: f64, free: f64| {
+    // What the engine's host statistics say: its VMs and the memory
+    // committed to them (VDS `vm_count`, `mem_commited`) are reported, not
+    // derived from the VMs pushed.
+    let host = |id: &str, total: f64, free: f64, vms: u32, committed: f64| {
         json!({ "id": id, "status": "up",
                 "metrics": { "memory_total_mib": total, "memory_free_mib": free,
+                             "memory_committed_mib": committed, "vm_count": vms,
                              "cpu_sockets": 2, "cpu_cores": 16, "cpu_threads": 32,
                              "cpu_usage_percent": 10 } })
     };
@@ -141,8 +145,9 @@ async fn cluster_with_inventory(api: &Api) -> String {
                 &format!("/api/v1/clusters/{id}/inventory"),
                 &json!({
                     "generation": 1,
-                    "hosts": [host(H1, 65536.0, 40000.0), host(H2, 8192.0, 1024.0),
-                              host(H3, 65536.0, 60000.0)],
+                    "hosts": [host(H1, 65536.0, 40000.0, 4, 10240.0),
+                              host(H2, 8192.0, 1024.0, 0, 7168.0),
+                              host(H3, 65536.0, 60000.0, 0, 0.0)],
                     "vms": [vm(VM, 4096.0),
                             vm("aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa", 2048.0),
                             vm("bbbbbbbb-bbbb-bbbb-bbbb-bbbbbbbbbbbb", 2048.0),

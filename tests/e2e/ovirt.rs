@@ -68,9 +68,12 @@ fn an_xml_rpc_client_calls_the_four_methods_as_the_engine_does() {
         ),
         201,
     );
-    let host = |id: &str, total: f64, free: f64| {
+    // The engine's host statistics: VM count and committed memory are
+    // reported with the host, as for every engine.
+    let host = |id: &str, total: f64, free: f64, vms: u32, committed: f64| {
         json!({ "id": id, "status": "up",
                 "metrics": { "memory_total_mib": total, "memory_free_mib": free,
+                             "memory_committed_mib": committed, "vm_count": vms,
                              "cpu_sockets": 2, "cpu_cores": 16, "cpu_threads": 32 } })
     };
     let vm =
@@ -83,8 +86,9 @@ fn an_xml_rpc_client_calls_the_four_methods_as_the_engine_does() {
             ),
             &json!({
                 "generation": 1,
-                "hosts": [host(H1, 65536.0, 40000.0), host(H2, 8192.0, 1024.0),
-                          host(H3, 65536.0, 60000.0)],
+                "hosts": [host(H1, 65536.0, 40000.0, 4, 10240.0),
+                          host(H2, 8192.0, 1024.0, 0, 7168.0),
+                          host(H3, 65536.0, 60000.0, 0, 0.0)],
                 "vms": [vm(VM, 4096.0),
                         vm("aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa", 2048.0),
                         vm("bbbbbbbb-bbbb-bbbb-bbbb-bbbbbbbbbbbb", 2048.0),
