@@ -23,3 +23,4 @@ mod pools;
 mod rebalance;
 mod restart;
 mod support;
+mod tls;
