@@ -127,6 +127,15 @@ pub struct ServeArgs {
     #[arg(long, env = "SANDPIPER_OVIRT_LISTEN")]
     pub ovirt_listen: Option<SocketAddr>,
 
+    /// A PEM certificate chain (leaf first): every listener then speaks
+    /// HTTPS only, with rustls (TLS 1.2 and 1.3). Needs `--tls-key`.
+    #[arg(long, env = "SANDPIPER_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of `--tls-cert` (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "SANDPIPER_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
     /// SQLite database file; created (with its directory) if missing.
     #[arg(long, env = "SANDPIPER_DB", default_value = DEFAULT_DB)]
     pub db: PathBuf,

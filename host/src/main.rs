@@ -99,6 +99,9 @@ enum Command {
         server: String,
         #[arg(long, env = "SANDPIPER_TOKEN", hide_env_values = true)]
         token: Option<String>,
+        /// The CA that signed an `https://` server's certificate (PEM).
+        #[arg(long, env = "SANDPIPER_CA_CERT")]
+        ca_cert: Option<std::path::PathBuf>,
     },
     /// Ganeti's IAllocator: answers the request in Ganeti's input file
     /// (installed as /usr/lib/ganeti/iallocators/sandpiper; docs/ganeti.md).
@@ -170,7 +173,11 @@ fn main() -> ExitCode {
         } => commands::explain(&remote, &decision, cluster.as_deref()),
         Command::Decisions { remote, args } => commands::decisions(&remote, args),
         Command::Token { remote, command } => commands::token(&remote, command),
-        Command::Login { server, token } => commands::login(&server, token),
+        Command::Login {
+            server,
+            token,
+            ca_cert,
+        } => commands::login(&server, token, ca_cert),
     };
     client_exit(result)
 }

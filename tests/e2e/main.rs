@@ -24,3 +24,4 @@ mod pools;
 mod rebalance;
 mod restart;
 mod support;
+mod tls;

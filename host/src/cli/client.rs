@@ -4,6 +4,7 @@
 //! the message follow it.
 
 use std::io::Read;
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -77,22 +78,38 @@ pub enum Body<'a> {
 }
 
 impl Client {
-    pub fn new(base: &str, token: Option<String>) -> Client {
-        Client::with_timeout(base, token, ANSWER_TIMEOUT)
+    /// A client for `base`; an `https://` server is verified against
+    /// `ca_cert` (a PEM file) when given, else Mozilla's roots.
+    pub fn new(
+        base: &str,
+        token: Option<String>,
+        ca_cert: Option<&Path>,
+    ) -> Result<Client, CliError> {
+        Client::with_timeout(base, token, ca_cert, ANSWER_TIMEOUT)
     }
 
     /// A client whose calls each take at most `timeout` in all.
-    pub fn with_timeout(base: &str, token: Option<String>, timeout: Duration) -> Client {
-        let agent = ureq::Agent::config_builder()
+    pub fn with_timeout(
+        base: &str,
+        token: Option<String>,
+        ca_cert: Option<&Path>,
+        timeout: Duration,
+    ) -> Result<Client, CliError> {
+        let mut config = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_global(Some(timeout))
-            .build()
-            .new_agent();
-        Client {
+            .timeout_global(Some(timeout));
+        if let Some(path) = ca_cert {
+            config = config.tls_config(
+                ureq::tls::TlsConfig::builder()
+                    .root_certs(ureq::tls::RootCerts::new_with_certs(&read_ca(path)?))
+                    .build(),
+            );
+        }
+        Ok(Client {
             base: base.trim_end_matches('/').to_owned(),
             token,
-            agent,
-        }
+            agent: config.build().new_agent(),
+        })
     }
 
     pub fn get(&self, path: &str) -> Result<Value, CliError> {
@@ -181,6 +198,22 @@ impl Client {
             request_id: value["request_id"].as_str().map(str::to_owned),
         })
     }
+}
+
+/// The certificates of a PEM file, trusted as the only roots.
+fn read_ca(path: &Path) -> Result<Vec<ureq::tls::Certificate<'static>>, CliError> {
+    let bad = |message: String| CliError::Usage(format!("{}: {message}", path.display()));
+    let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(&pem) {
+        if let ureq::tls::PemItem::Certificate(cert) = item.map_err(|e| bad(e.to_string()))? {
+            certs.push(cert);
+        }
+    }
+    if certs.is_empty() {
+        return Err(bad("no CERTIFICATE block in the file".to_owned()));
+    }
+    Ok(certs)
 }
 
 fn http_request(method: &str, url: &str) -> ureq::http::request::Builder {

@@ -801,12 +801,22 @@ pub fn token(remote: &Remote, command: TokenCommand) -> Result<(), CliError> {
 }
 
 /// `sandpiper login`: checks the server and token, then saves them.
-pub fn login(server: &str, token: Option<String>) -> Result<(), CliError> {
-    let client = Client::new(server, token.clone());
+pub fn login(
+    server: &str,
+    token: Option<String>,
+    ca_cert: Option<std::path::PathBuf>,
+) -> Result<(), CliError> {
+    let client = Client::new(server, token.clone(), ca_cert.as_deref())?;
     client.get(CLUSTERS)?;
+    // Saved absolute: later commands run from anywhere.
+    let ca_cert = ca_cert
+        .map(std::path::absolute)
+        .transpose()
+        .map_err(|e| CliError::Usage(format!("--ca-cert: {e}")))?;
     let path = config::save(&config::Saved {
         server: server.trim_end_matches('/').to_owned(),
         token,
+        ca_cert,
     })?;
     println!("logged in to {server}; saved in {}", path.display());
     Ok(())

@@ -21,6 +21,9 @@ pub const CONFIG_ENV: &str = "SANDPIPER_CONFIG";
 pub struct Saved {
     pub server: String,
     pub token: Option<String>,
+    /// The CA an `https://` server is verified against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<PathBuf>,
 }
 
 /// The config file: `$SANDPIPER_CONFIG`, else
@@ -77,10 +80,15 @@ pub fn client(remote: &Remote) -> Result<Client, CliError> {
         .unwrap_or_else(|| DEFAULT_SERVER.to_owned())
         .trim_end_matches('/')
         .to_owned();
-    // A saved token goes only to the server it was saved for.
+    // A saved token and CA go only to the server they were saved for.
+    let saved = saved.filter(|s| s.server == server);
+    let ca_cert = remote
+        .ca_cert
+        .clone()
+        .or_else(|| saved.as_ref().and_then(|s| s.ca_cert.clone()));
     let token = remote
         .token
         .clone()
-        .or_else(|| saved.filter(|s| s.server == server).and_then(|s| s.token));
-    Ok(Client::new(&server, token))
+        .or_else(|| saved.and_then(|s| s.token));
+    Client::new(&server, token, ca_cert.as_deref())
 }

@@ -31,6 +31,11 @@ pub struct Remote {
     /// A bearer token [default: `sandpiper login`'s].
     #[arg(long, global = true, env = "SANDPIPER_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// A PEM file of the CA that signed an `https://` server's
+    /// certificate, trusted instead of Mozilla's roots [default:
+    /// `sandpiper login`'s].
+    #[arg(long, global = true, env = "SANDPIPER_CA_CERT")]
+    pub ca_cert: Option<std::path::PathBuf>,
     /// How to print: `table` for people, `json` (the API's answer) for
     /// scripts.
     #[arg(

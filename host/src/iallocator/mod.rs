@@ -70,6 +70,9 @@ pub struct IallocatorArgs {
     /// The server's bearer token (an `engine` token).
     #[arg(long, env = TOKEN_ENV, hide_env_values = true)]
     pub token: Option<String>,
+    /// The CA that signed an `https://` server's certificate (PEM).
+    #[arg(long, env = "SANDPIPER_CA_CERT", requires = "server")]
+    pub ca_cert: Option<PathBuf>,
     /// Offline: a built-in policy's name or a policy file (the shape of
     /// policies/defaults/*.json).
     #[arg(long, default_value = policy::DEFAULT_POLICY)]
@@ -97,7 +100,15 @@ pub fn main(args: &IallocatorArgs) -> ExitCode {
     let outcome = read_input(&args.input).and_then(|bytes| {
         let decide: Box<dyn Decide> = match (&args.server, &args.cluster) {
             (Some(server), Some(cluster)) => {
-                Box::new(remote::Remote::new(server, cluster, args.token.as_deref()))
+                Box::new(
+                    remote::Remote::new(
+                        server,
+                        cluster,
+                        args.token.as_deref(),
+                        args.ca_cert.as_deref(),
+                    )
+                    .map_err(requests::RequestError::from)?,
+                )
             }
             _ => Box::new(policy::local(&policy::resolve(&args.policy)?)?),
         };

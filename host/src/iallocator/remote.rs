@@ -4,13 +4,12 @@
 //! `placement::over_snapshot` and claims nothing; the answer's `chosen_host`
 //! and its explain record's filter rejections are read back.
 //!
-//! The client is the command line's (`cli::client`, blocking, no TLS
-//! compiled in): the command runs once per Ganeti request, so an async
-//! runtime would only add start-up time. Use `http://` to a server on the
-//! same host or network, or a TLS-terminating proxy next to the Ganeti
-//! master.
+//! The client is the command line's (`cli::client`, blocking, `https://`
+//! with `--ca-cert` for a server with its own CA): the command runs once
+//! per Ganeti request, so an async runtime would only add start-up time.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -62,12 +61,19 @@ struct Rejected {
 impl Remote {
     /// A client for `base` (e.g. `http://127.0.0.1:8080`); `cluster` is
     /// an id or a name.
-    pub fn new(base: &str, cluster: &str, token: Option<&str>) -> Remote {
-        Remote {
-            client: Client::with_timeout(base, token.map(str::to_owned), REQUEST_TIMEOUT),
+    pub fn new(
+        base: &str,
+        cluster: &str,
+        token: Option<&str>,
+        ca_cert: Option<&Path>,
+    ) -> Result<Remote, DecideError> {
+        let client = Client::with_timeout(base, token.map(str::to_owned), ca_cert, REQUEST_TIMEOUT)
+            .map_err(remote)?;
+        Ok(Remote {
+            client,
             cluster: cluster.to_owned(),
             id: std::sync::OnceLock::new(),
-        }
+        })
     }
 
     /// The cluster's id: as given when it is a UUID, else looked up.

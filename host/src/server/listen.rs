@@ -31,6 +31,7 @@ use tower::ServiceExt;
 
 use crate::api::error::ApiError;
 use crate::api::extract::BodyTimeout;
+use crate::server::tls::Tls;
 
 /// The limits of the connection layer (see `config` for the defaults and
 /// their reasons).
@@ -87,6 +88,7 @@ pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: ConnectionLimits,
+    tls: Option<Tls>,
     stop: impl Future<Output = ()>,
 ) {
     let counts = Arc::new(Counts::default());
@@ -101,10 +103,27 @@ pub async fn serve(
                     Some(slot) => {
                         let app = app.clone();
                         let closing = closing_rx.clone();
+                        let tls = tls.clone();
                         connections.spawn(async move {
-                            serve_connection(stream, app, limits, closing).await;
+                            match tls {
+                                None => serve_connection(stream, app, limits, closing).await,
+                                Some(tls) => {
+                                    let handshake = tls.acceptor().accept(stream);
+                                    match tokio::time::timeout(limits.header_read_timeout, handshake).await {
+                                        Ok(Ok(stream)) => serve_connection(stream, app, limits, closing).await,
+                                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                                    }
+                                }
+                            }
                             drop(slot);
                         });
+                    }
+                    // Over TLS a refusal is a closed socket: answering
+                    // would first cost the handshake the caps exist to
+                    // spare.
+                    None if tls.is_some() => {
+                        tracing::warn!(%peer, "connection refused: too many connections");
                     }
                     None => {
                         tracing::warn!(%peer, "connection refused: too many connections");
@@ -134,12 +153,14 @@ pub const MAX_REQUEST_HEAD_BYTES: usize = 64 * 1024;
 
 /// Serves one connection until it closes, starting a graceful close (the
 /// request in flight finishes, keep-alive ends) when the server stops.
-async fn serve_connection(
-    stream: TcpStream,
+async fn serve_connection<S>(
+    stream: S,
     app: Router,
     limits: ConnectionLimits,
     mut closing: watch::Receiver<bool>,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let service = app.map_request(move |req: axum::http::Request<Incoming>| {
         req.map(|body| Body::new(TimedBody::new(body, &limits)))
     });
@@ -367,15 +388,15 @@ where
 /// line (every answer of ours to such a status has a JSON body), so that is
 /// what is recognised here and replaced with the same status in our JSON
 /// shape. hyper closes the connection after them.
-struct HyperErrors {
-    inner: TcpStream,
+struct HyperErrors<S> {
+    inner: S,
     /// Our answer being written instead of hyper's, and how many bytes of
     /// hyper's to report written once it is.
     replacing: Option<(Bytes, usize)>,
 }
 
-impl HyperErrors {
-    fn new(inner: TcpStream) -> Self {
+impl<S: AsyncWrite + Unpin> HyperErrors<S> {
+    fn new(inner: S) -> Self {
         HyperErrors {
             inner,
             replacing: None,
@@ -441,7 +462,7 @@ fn hyper_error_answer(buf: &[u8]) -> Option<(ApiError, usize)> {
     empty.then_some((error, head_end + 4))
 }
 
-impl AsyncRead for HyperErrors {
+impl<S: AsyncRead + Unpin> AsyncRead for HyperErrors<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -451,7 +472,7 @@ impl AsyncRead for HyperErrors {
     }
 }
 
-impl AsyncWrite for HyperErrors {
+impl<S: AsyncWrite + Unpin> AsyncWrite for HyperErrors<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -7,6 +7,7 @@
 pub(crate) mod builtins;
 mod listen;
 mod loading;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -57,6 +58,8 @@ pub enum StartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
 }
 
 /// What the application serves over: the API's state, and the prestarted
@@ -88,6 +91,8 @@ pub struct Server {
     extender: Option<TcpListener>,
     /// oVirt's XML-RPC listener (`--ovirt-listen`), if asked for.
     ovirt: Option<TcpListener>,
+    /// TLS for every listener (`--tls-cert`, `--tls-key`), if asked for.
+    tls: Option<tls::Tls>,
     addr: SocketAddr,
     services: Services,
     grace: Duration,
@@ -104,6 +109,11 @@ impl Server {
             .ok()
             .filter(|t| !t.is_empty());
         let exe = std::env::current_exe().map_err(StartError::Exe)?;
+        // Before anything is opened: a bad certificate stops the start.
+        let tls = match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => Some(tls::Tls::load(cert, key)?),
+            _ => None,
+        };
         let services = Server::build_state(&args, supplied.as_deref(), exe).await?;
         let listener = TcpListener::bind(args.listen)
             .await
@@ -115,7 +125,7 @@ impl Server {
             addr: args.listen,
             source,
         })?;
-        tracing::info!(%addr, "listening");
+        tracing::info!(%addr, tls = tls.is_some(), "listening");
         let extender = match args.extender_listen {
             None => None,
             Some(extender_addr) => {
@@ -148,6 +158,7 @@ impl Server {
             listener,
             extender,
             ovirt,
+            tls,
             addr,
             services,
             grace: args.shutdown_grace(),
@@ -252,6 +263,7 @@ impl Server {
             listener,
             extender,
             ovirt,
+            tls,
             services,
             grace,
             connections,
@@ -265,7 +277,7 @@ impl Server {
         // The engines' own listeners stop when the main one does.
         let beside = |listener: TcpListener, app: axum::Router| {
             let mut stopping = stopping_rx.clone();
-            tokio::spawn(listen::serve(listener, app, connections, async move {
+            tokio::spawn(listen::serve(listener, app, connections, tls.clone(), async move {
                 while !*stopping.borrow() {
                     if stopping.changed().await.is_err() {
                         break;
@@ -276,7 +288,7 @@ impl Server {
         let extender = extender.map(|l| beside(l, api::extender_app(state.clone())));
         let ovirt = ovirt.map(|l| beside(l, api::ovirt::app(state.clone())));
         let app = services.app();
-        let serve = listen::serve(listener, app, connections, async move {
+        let serve = listen::serve(listener, app, connections, tls, async move {
             signals.received().await;
             tracing::info!("shutting down: no new connections, finishing requests in flight");
             // Long polls and event streams would otherwise hold the
