@@ -13,7 +13,36 @@
 # (default target/guest-toolchains), which scripts/build-unit.sh reads.
 # Needs python3 with venv, node >= 18 with npm, and apt (as root or sudo)
 # when the Debian packages are missing.
+#
+#   scripts/install-guest-toolchains.sh                 # every language
+#   scripts/install-guest-toolchains.sh --lang python   # one author's
+#   scripts/install-guest-toolchains.sh --lang rust,c   # a list
+#
+# An author installs only their language: a Python author needs neither
+# clang, nor cargo tools, nor npm. The test suite installs all of them.
 set -euo pipefail
+
+usage() {
+  echo "usage: $0 [--lang rust,python,js,c]" >&2
+  exit 2
+}
+langs=rust,python,js,c
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --lang) [ $# -ge 2 ] || usage; langs=$2; shift 2 ;;
+    --lang=*) langs=${1#--lang=}; shift ;;
+    -h | --help) usage ;;
+    *) echo "unknown argument: $1" >&2; usage ;;
+  esac
+done
+wants() { [[ ",$langs," == *",$1,"* ]]; }
+IFS=, read -ra asked <<<"$langs"
+for lang in "${asked[@]}"; do
+  case "$lang" in
+    rust | python | js | c) ;;
+    *) echo "unknown language: $lang (one of rust, python, js, c)" >&2; exit 2 ;;
+  esac
+done
 
 # Pinned versions (PyPI and Debian; npm's pin is the committed lock file).
 COMPONENTIZE_PY_VERSION=0.25.1
@@ -26,6 +55,7 @@ mkdir -p "$tools"
 say() { printf 'install-guest-toolchains: %s\n' "$*"; }
 
 # --- C: Debian packages ------------------------------------------------------
+install_c_packages() {
 missing=()
 for package in "${DEBIAN_PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
@@ -40,23 +70,29 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+}
 
 # --- Rust: the wasm32-wasip2 target ------------------------------------------
 # rustup adds rust-toolchain.toml's targets only when it installs the
 # toolchain itself; a machine that already had the pinned compiler lacks
 # the target, and every guest build then fails with "can't find crate for
 # `std`".
+install_rust_target() {
 if command -v rustup >/dev/null 2>&1 &&
   ! (cd "$repo" && rustup target list --installed) | grep -qx wasm32-wasip2; then
   say "rustup target add wasm32-wasip2"
   (cd "$repo" && rustup target add wasm32-wasip2)
 fi
+}
 
 # --- C: the bindings generator and component encoder -------------------------
+install_c_component() {
 say "cargo build -p sandpiper-c-component"
 (cd "$repo" && "${CARGO:-cargo}" build --quiet -p sandpiper-c-component)
+}
 
 # --- Python: componentize-py in a virtualenv ---------------------------------
+install_python() {
 componentize_py=$tools/python/bin/componentize-py
 if ! "$componentize_py" --version 2>/dev/null | grep -qx "componentize-py $COMPONENTIZE_PY_VERSION"; then
   say "pip install componentize-py==$COMPONENTIZE_PY_VERSION"
@@ -64,8 +100,10 @@ if ! "$componentize_py" --version 2>/dev/null | grep -qx "componentize-py $COMPO
   "$tools/python/bin/pip" install --quiet --disable-pip-version-check \
     "componentize-py==$COMPONENTIZE_PY_VERSION"
 fi
+}
 
 # --- JavaScript: componentize-js from the committed lock file ----------------
+install_js() {
 js=$tools/js
 if ! cmp -s "$repo/guest-sdk/js/package-lock.json" "$js/package-lock.json" ||
   [ ! -x "$js/node_modules/.bin/componentize-js" ]; then
@@ -77,7 +115,26 @@ if ! cmp -s "$repo/guest-sdk/js/package-lock.json" "$js/package-lock.json" ||
   # be free to fetch binaries.
   (cd "$js" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
+}
 
-say "ready: $("$componentize_py" --version), componentize-js $(
-  cd "$js" && node -p 'require("./node_modules/@bytecodealliance/componentize-js/package.json").version'
-), $(clang-14 --version | head -n 1)"
+ready=()
+if wants rust; then
+  install_rust_target
+  ready+=("rust wasm32-wasip2")
+fi
+if wants c; then
+  install_c_packages
+  install_c_component
+  ready+=("$(clang-14 --version | head -n 1)")
+fi
+if wants python; then
+  install_python
+  ready+=("$("$componentize_py" --version)")
+fi
+if wants js; then
+  install_js
+  ready+=("componentize-js $(
+    cd "$js" && node -p 'require("./node_modules/@bytecodealliance/componentize-js/package.json").version'
+  )")
+fi
+say "ready: $(IFS=,; echo "${ready[*]}" | sed 's/,/, /g')"

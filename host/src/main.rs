@@ -137,8 +137,8 @@ fn main() -> ExitCode {
         Command::Iallocator(args) => return sandpiper::iallocator::main(&args),
         Command::Unit {
             command: UnitCommand::Test(args),
-            ..
-        } => return sandpiper::unit_test::main(&args),
+            remote,
+        } => return sandpiper::unit_test::main(&args, remote.output),
         Command::Serve(serve_command) => {
             let Serve { args, log_format } = *serve_command;
             init_logging(log_format);

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use sandpiper_model::{Migration, Rejection, Scores};
 
+use crate::cli::output::Format;
 use crate::config::UnitLimitsArgs;
 use crate::sandbox::{Limits, LimitsError, LoadError, Runtime, RuntimeError, WasmUnit};
 use crate::snapshot::SnapshotError;
@@ -50,8 +51,9 @@ const EXIT_FAILED: u8 = 1;
 /// Exit status when the unit or the fixture could not be run at all.
 const EXIT_ERROR: u8 = 2;
 
-/// Runs `sandpiper unit test`: the report on stdout, errors on stderr.
-pub fn main(args: &UnitTestArgs) -> ExitCode {
+/// Runs `sandpiper unit test`: the report on stdout (text, or one JSON
+/// document with `-o json`), errors on stderr.
+pub fn main(args: &UnitTestArgs, format: Format) -> ExitCode {
     let result = read_inputs(args).and_then(|(wasm, fixture)| {
         let runtime = Runtime::new(args.limits.limits())?;
         run(
@@ -59,6 +61,7 @@ pub fn main(args: &UnitTestArgs) -> ExitCode {
             &wasm,
             &fixture,
             None,
+            format,
             &mut std::io::stdout().lock(),
         )
     });
@@ -126,12 +129,14 @@ impl Summary {
 }
 
 /// Loads `wasm` into `runtime` (under `limits`, or the runtime's own), runs
-/// every case of `fixture_json` and writes the report to `out`.
+/// every case of `fixture_json` and writes the report to `out` in
+/// `format`.
 pub fn run(
     runtime: &Runtime,
     wasm: &[u8],
     fixture_json: &str,
     limits: Option<Limits>,
+    format: Format,
     out: &mut dyn Write,
 ) -> Result<Summary, UnitTestError> {
     let fixture = Fixture::from_json(fixture_json)?;
@@ -141,17 +146,31 @@ pub fn run(
     let unit: WasmUnit = loaded.with_limits(limits.unwrap_or_else(|| loaded.limits()))?;
     let prepared = fixture.prepare()?;
 
-    write_header(out, &unit, compile_time, prepared.hosts.len())?;
+    let text = format == Format::Table;
+    if text {
+        write_header(out, &unit, compile_time, prepared.hosts.len())?;
+    }
     let mut summary = Summary::default();
+    let mut cases = Vec::new();
     for index in 0..prepared.fixture.cases.len() {
         let answers = prepared.run(&unit, index)?;
         let diffs = prepared.check(index, &answers);
-        write_case(out, &prepared, index, &answers, &diffs)?;
+        if text {
+            write_case(out, &prepared, index, &answers, &diffs)?;
+        } else {
+            cases.push(json::case(&prepared, index, &answers, &diffs));
+        }
         if diffs.is_empty() {
             summary.passed += 1;
         } else {
             summary.failed += 1;
         }
+    }
+    if !text {
+        let report = json::report(&unit, compile_time, prepared.hosts.len(), cases, summary);
+        serde_json::to_writer_pretty(&mut *out, &report).map_err(std::io::Error::from)?;
+        writeln!(out)?;
+        return Ok(summary);
     }
     writeln!(
         out,
@@ -385,6 +404,129 @@ fn thousands(n: u64) -> String {
 
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
+}
+
+/// The report of `-o json`: one document, for scripts and CI.
+mod json {
+    use std::collections::HashSet;
+    use std::time::Duration;
+
+    use serde_json::{Value, json};
+
+    use super::Summary;
+    use crate::sandbox::WasmUnit;
+    use crate::unit::{CallResult, Unit};
+    use crate::unit_cases::{Answers, Prepared};
+
+    pub fn report(
+        unit: &WasmUnit,
+        loaded: Duration,
+        hosts: usize,
+        cases: Vec<Value>,
+        summary: Summary,
+    ) -> Value {
+        let exports = unit.exports();
+        let roles: Vec<&str> = [
+            (exports.filter, "filter"),
+            (exports.score, "score"),
+            (exports.balance, "balance"),
+        ]
+        .into_iter()
+        .filter_map(|(has, name)| has.then_some(name))
+        .collect();
+        let limits = unit.limits();
+        json!({
+            "unit": {
+                "name": unit.info().name,
+                "roles": roles,
+                "sha256": crate::sandbox::hex(&unit.sha256()),
+                "loaded_us": loaded.as_micros() as u64,
+                "limits": {
+                    "hosts": hosts,
+                    "fuel": limits.fuel_budget(hosts),
+                    "deadline_us": limits.deadline(hosts).as_micros() as u64,
+                    "memory_bytes": limits.memory_bytes,
+                },
+            },
+            "cases": cases,
+            "passed": summary.passed,
+            "failed": summary.failed,
+        })
+    }
+
+    /// One case: its verdict, the differences, and each call's answer by
+    /// host id with what it cost (`usage`), or its typed failure.
+    pub fn case(prepared: &Prepared, index: usize, answers: &Answers, diffs: &[String]) -> Value {
+        let id = |host: u32| {
+            prepared
+                .hosts
+                .id(host)
+                .unwrap_or("<out of range>")
+                .to_owned()
+        };
+        let mut case = json!({
+            "name": prepared.fixture.cases[index].name,
+            "passed": diffs.is_empty(),
+            "differences": diffs,
+        });
+        if let Some(result) = &answers.rejected {
+            case["filter"] = call(result, |rejections| {
+                let rejected: HashSet<u32> = rejections
+                    .iter()
+                    .flat_map(|r| r.hosts.iter().copied())
+                    .collect();
+                let survivors: Vec<String> = answers
+                    .candidates
+                    .iter()
+                    .filter(|h| !rejected.contains(h))
+                    .map(|&h| id(h))
+                    .collect();
+                let rejections: Vec<Value> = rejections
+                    .iter()
+                    .map(|r| {
+                        let hosts: Vec<String> = r.hosts.iter().map(|&h| id(h)).collect();
+                        json!({ "reason": r.reason, "hosts": hosts })
+                    })
+                    .collect();
+                json!({ "rejected": rejections, "survivors": survivors })
+            });
+        }
+        if let Some(result) = &answers.scores {
+            case["score"] = call(result, |scores| {
+                let by_host: serde_json::Map<String, Value> = answers
+                    .candidates
+                    .iter()
+                    .zip(&scores.values)
+                    .map(|(&h, &value)| (id(h), json!(value)))
+                    .collect();
+                json!({ "scores": by_host, "floor": scores.floor, "ceiling": scores.ceiling })
+            });
+        }
+        if let Some(result) = &answers.migration {
+            case["balance"] = call(result, |migration| {
+                let migration = migration.as_ref().map(|m| {
+                    let destinations: Vec<String> = m.destinations.iter().map(|&h| id(h)).collect();
+                    json!({ "vm": m.vm, "destinations": destinations })
+                });
+                json!({ "migration": migration })
+            });
+        }
+        case
+    }
+
+    fn call<T>(result: &CallResult<T>, answer: impl FnOnce(&T) -> Value) -> Value {
+        match result {
+            Ok(called) => {
+                let mut value = answer(&called.value);
+                value["usage"] = json!(called.usage);
+                value
+            }
+            Err(failed) => json!({
+                "failed": { "code": failed.error.code(), "message": failed.error.to_string() },
+                "usage": failed.usage,
+            }),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -167,6 +167,7 @@ fn every_language_passes_the_example_fixture_through_unit_test() {
             &bytes,
             &fixture,
             Some(limits::for_every_language()),
+            sandpiper::cli::output::Format::Table,
             &mut report,
         )
         .unwrap_or_else(|e| panic!("{}: {e}", language.name()));
@@ -182,6 +183,47 @@ fn every_language_passes_the_example_fixture_through_unit_test() {
                 && report.contains("/host)"),
             "{}: the report shows verdicts, scores and fuel:\n{report}",
             language.name()
+        );
+
+        // `-o json`: the same run as one document a script can read.
+        let mut report = Vec::new();
+        sandpiper::unit_test::run(
+            &RUNTIME,
+            &bytes,
+            &fixture,
+            Some(limits::for_every_language()),
+            sandpiper::cli::output::Format::Json,
+            &mut report,
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", language.name()));
+        let report: serde_json::Value = serde_json::from_slice(&report).expect("one JSON document");
+        assert_eq!(
+            (&report["passed"], &report["failed"]),
+            (&5.into(), &0.into())
+        );
+        let cases = report["cases"].as_array().expect("cases");
+        assert!(cases.iter().all(|c| c["passed"] == true), "{report}");
+        let rejected: Vec<&serde_json::Value> = cases
+            .iter()
+            .filter_map(|c| c["filter"]["rejected"].as_array())
+            .flatten()
+            .collect();
+        assert!(
+            rejected
+                .iter()
+                .any(|r| r["reason"] == "would leave less than 1024 MiB free"
+                    && r["hosts"] == serde_json::json!(["h2", "h4"])),
+            "{}: {report}",
+            language.name()
+        );
+        assert!(
+            cases.iter().any(|c| c["score"]["scores"]["h5"] == 1.0),
+            "{report}"
+        );
+        assert!(
+            cases
+                .iter()
+                .all(|c| c["filter"].is_null() || c["filter"]["usage"]["fuel"].is_u64())
         );
     }
 }
