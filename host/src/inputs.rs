@@ -43,6 +43,23 @@ use crate::snapshot::{
 /// when negative.
 pub const MAY_BE_NEGATIVE: &[&str] = &["memory_free_mib", "disk_free_gib"];
 
+/// The schema of a host's `metrics`: numbers, not negative but for
+/// [`MAY_BE_NEGATIVE`], as [`check_host`] checks them.
+pub fn metrics_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::RefOr;
+    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
+    let number = || ObjectBuilder::new().schema_type(Type::Number);
+    let not_negative = Schema::Object(number().minimum(Some(0.0)).build());
+    MAY_BE_NEGATIVE
+        .iter()
+        .fold(
+            ObjectBuilder::new().schema_type(Type::Object),
+            |schema, name| schema.property(*name, number()),
+        )
+        .additional_properties(Some(AdditionalProperties::RefOr(RefOr::T(not_negative))))
+        .build()
+}
+
 fn invalid(path: impl std::fmt::Display, message: impl Into<String>) -> SnapshotError {
     SnapshotError {
         path: path.to_string(),

@@ -109,38 +109,112 @@ fn check_text(text: &str) -> Result<(), NameError> {
 /// Control characters (Cc), format characters (Cf) and the line and
 /// paragraph separators (Zl, Zp).
 pub fn forbidden(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') || is_format(c)
+    if c.is_ascii() {
+        return c.is_ascii_control();
+    }
+    FORBIDDEN
+        .iter()
+        .any(|&(first, last)| (first..=last).contains(&c))
 }
 
-/// Unicode general category Cf (Unicode 16), listed here rather than pulled
-/// from a property crate: the set is small and changes rarely, and the
+/// Every character [`forbidden`] refuses, as inclusive ranges: the
+/// controls (C0, DEL, C1), the line and paragraph separators, and Unicode
+/// general category Cf (Unicode 16), listed here rather than pulled from a
+/// property crate: the set is small and changes rarely, and the
 /// security-relevant members (bidi controls, zero-width characters, the
-/// BOM) have been in it since Unicode 3.
-fn is_format(c: char) -> bool {
-    matches!(
-        c,
-        '\u{00AD}'
-            | '\u{0600}'..='\u{0605}'
-            | '\u{061C}'
-            | '\u{06DD}'
-            | '\u{070F}'
-            | '\u{0890}'..='\u{0891}'
-            | '\u{08E2}'
-            | '\u{180E}'
-            | '\u{200B}'..='\u{200F}'
-            | '\u{202A}'..='\u{202E}'
-            | '\u{2060}'..='\u{2064}'
-            | '\u{2066}'..='\u{206F}'
-            | '\u{FEFF}'
-            | '\u{FFF9}'..='\u{FFFB}'
-            | '\u{110BD}'
-            | '\u{110CD}'
-            | '\u{13430}'..='\u{1343F}'
-            | '\u{1BCA0}'..='\u{1BCA3}'
-            | '\u{1D173}'..='\u{1D17A}'
-            | '\u{E0001}'
-            | '\u{E0020}'..='\u{E007F}'
-    )
+/// BOM) have been in it since Unicode 3. [`name_pattern`] is built from
+/// the same table.
+const FORBIDDEN: &[(char, char)] = &[
+    ('\u{0000}', '\u{001F}'),
+    ('\u{007F}', '\u{009F}'),
+    ('\u{2028}', '\u{2029}'),
+    ('\u{00AD}', '\u{00AD}'),
+    ('\u{0600}', '\u{0605}'),
+    ('\u{061C}', '\u{061C}'),
+    ('\u{06DD}', '\u{06DD}'),
+    ('\u{070F}', '\u{070F}'),
+    ('\u{0890}', '\u{0891}'),
+    ('\u{08E2}', '\u{08E2}'),
+    ('\u{180E}', '\u{180E}'),
+    ('\u{200B}', '\u{200F}'),
+    ('\u{202A}', '\u{202E}'),
+    ('\u{2060}', '\u{2064}'),
+    ('\u{2066}', '\u{206F}'),
+    ('\u{FEFF}', '\u{FEFF}'),
+    ('\u{FFF9}', '\u{FFFB}'),
+    ('\u{110BD}', '\u{110BD}'),
+    ('\u{110CD}', '\u{110CD}'),
+    ('\u{13430}', '\u{1343F}'),
+    ('\u{1BCA0}', '\u{1BCA3}'),
+    ('\u{1D173}', '\u{1D17A}'),
+    ('\u{E0001}', '\u{E0001}'),
+    ('\u{E0020}', '\u{E007F}'),
+];
+
+/// The rules of [`check_name`] but NFC as a regular expression, for the
+/// OpenAPI document (JSON Schema's `pattern`, read by ECMA-262 and
+/// Python's `re` alike): not empty, no white space at either end, no
+/// forbidden character. NFC cannot be said by a pattern; the schema's
+/// description says it.
+pub fn name_pattern() -> String {
+    // `\uXXXX` inside the BMP; astral characters as themselves, which
+    // both dialects read as one code point.
+    let one = |c: char| match u32::from(c) {
+        n @ 0..=0xFFFF => format!("\\u{n:04X}"),
+        _ => c.to_string(),
+    };
+    let class: String = FORBIDDEN
+        .iter()
+        .map(|&(first, last)| {
+            if first == last {
+                one(first)
+            } else {
+                format!("{}-{}", one(first), one(last))
+            }
+        })
+        .collect();
+    format!("^[^\\s{class}]([^{class}]*[^\\s{class}])?$")
+}
+
+/// The schema of a name of a unit, policy, cluster, pool or token: the
+/// rules [`check_name`] applies, from the same constants.
+pub fn name_schema() -> utoipa::openapi::schema::Object {
+    text_schema(MAX_NAME_CHARS)
+}
+
+/// [`name_schema`], or `null` (an update that leaves the name alone).
+pub fn optional_name_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{SchemaType, Type};
+    let mut schema = name_schema();
+    schema.schema_type = SchemaType::from_iter([Type::String, Type::Null]);
+    schema
+}
+
+/// The schema of a host, VM, worker or instance id: [`check_id`]'s rules.
+/// JSON Schema counts characters, not bytes: an id of many multi-byte
+/// characters can be refused below `maxLength`, as the description says.
+pub fn id_schema() -> utoipa::openapi::schema::Object {
+    let mut schema = text_schema(MAX_ID_BYTES);
+    schema.description = Some(
+        "An id: not empty, no white space at either end, no control or format character, \
+         in Unicode NFC, at most 256 bytes in UTF-8."
+            .to_owned(),
+    );
+    schema
+}
+
+/// A string under the name rules of at most `max_chars` characters.
+pub fn text_schema(max_chars: usize) -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .min_length(Some(1))
+        .max_length(Some(max_chars))
+        .pattern(Some(name_pattern()))
+        .description(Some(
+            "Not empty, no white space at either end, no control or format character, \
+             in Unicode NFC.",
+        ))
+        .build()
 }
 
 #[cfg(test)]
@@ -217,5 +291,31 @@ mod tests {
         assert_eq!(check_name("cafe\u{301}"), Err(NameError::NotNfc));
         assert_eq!(check_id("cafe\u{301}"), Err(NameError::NotNfc));
         assert_eq!(check_name("caf\u{E9}"), Ok(()));
+    }
+
+    #[test]
+    fn the_name_pattern_says_what_check_name_checks() {
+        let pattern = regex::Regex::new(&name_pattern()).expect("a valid pattern");
+        let mut sample: Vec<char> = (0..=0x3000u32).filter_map(char::from_u32).collect();
+        sample.extend((0xF000..=0x10FFFFu32).step_by(7).filter_map(char::from_u32));
+        sample.extend(FORBIDDEN.iter().flat_map(|&(a, b)| [a, b]));
+        for c in sample {
+            for text in [
+                format!("a{c}b"),
+                format!("{c}b"),
+                format!("a{c}"),
+                c.to_string(),
+            ] {
+                if !unicode_normalization::is_nfc(&text) {
+                    continue;
+                }
+                assert_eq!(
+                    pattern.is_match(&text),
+                    check_text(&text).is_ok(),
+                    "U+{:04X} in {text:?}",
+                    u32::from(c)
+                );
+            }
+        }
     }
 }

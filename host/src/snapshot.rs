@@ -40,9 +40,11 @@ pub struct Snapshot {
 #[serde(deny_unknown_fields)]
 pub struct Host {
     /// Engine identity, unique in the snapshot.
+    #[schema(schema_with = crate::names::id_schema, required = true)]
     pub id: String,
     /// Display name; the id when absent.
     #[serde(default)]
+    #[schema(schema_with = crate::names::optional_name_schema)]
     pub name: Option<String>,
     #[serde(default)]
     pub status: Status,
@@ -55,6 +57,7 @@ pub struct Host {
     /// Numeric columns by WIT `host-metric` name with `_` (`memory_free_mib`);
     /// absent metrics read as 0.
     #[serde(default)]
+    #[schema(schema_with = crate::inputs::metrics_schema)]
     pub metrics: BTreeMap<String, f64>,
     /// WIT `host-flag` names with `_` (`spm`, `hosted_engine`, `isolated`).
     #[serde(default)]
@@ -115,21 +118,27 @@ pub struct Instance {
 #[serde(deny_unknown_fields)]
 pub struct RunningVm {
     /// Engine identity, unique in the snapshot.
+    #[schema(schema_with = crate::names::id_schema, required = true)]
     pub id: String,
     /// Display name; the id when absent.
     #[serde(default)]
+    #[schema(schema_with = crate::names::optional_name_schema)]
     pub name: Option<String>,
     /// Id of the host it runs on.
     pub host: String,
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub memory_mib: f64,
     /// Guaranteed memory; `memory_mib` when absent.
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub memory_guaranteed_mib: Option<f64>,
     #[serde(default = "one")]
+    #[schema(minimum = 1)]
     pub vcpus: u32,
     /// CPU usage in percent of the VM's own vCPUs.
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub cpu_usage_percent: f64,
     #[serde(default = "yes")]
     pub migratable: bool,
@@ -170,26 +179,35 @@ pub struct VmSpec {
     pub id: String,
     /// Display name; the id when absent.
     #[serde(default)]
+    #[schema(schema_with = crate::names::optional_name_schema)]
     pub name: Option<String>,
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub memory_mib: f64,
     /// Guaranteed memory; `memory_mib` when absent (oVirt's default).
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub memory_guaranteed_mib: Option<f64>,
     #[serde(default = "one")]
+    #[schema(minimum = 1)]
     pub vcpus: u32,
     /// Sockets; `vcpus` when absent (one core of one thread per socket, as
     /// oVirt lays out a VM by default).
     #[serde(default)]
+    #[schema(minimum = 1)]
     pub cpu_sockets: Option<u32>,
     #[serde(default = "one")]
+    #[schema(minimum = 1)]
     pub cpu_cores_per_socket: u32,
     #[serde(default = "one")]
+    #[schema(minimum = 1)]
     pub cpu_threads_per_core: u32,
     /// Measured CPU usage, for a running VM.
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub cpu_usage_percent: Option<f64>,
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub disk_gib: f64,
     /// Id of the host it runs on now (a migration); absent for a new start.
     #[serde(default)]

@@ -62,11 +62,15 @@ impl Timestamp {
 }
 
 impl Timestamp {
-    /// Parses RFC 3339 in UTC (`2026-11-22T10:04:05Z`, with or without a
-    /// fraction of a second, which is cut to milliseconds). Offsets other
-    /// than `Z` are refused: every time Sandpiper stores is UTC.
+    /// Parses an RFC 3339 date-time (`2026-11-22T10:04:05Z`, or with an
+    /// offset such as `+01:00`, with or without a fraction of a second,
+    /// which is cut to milliseconds), as the instant it names in UTC: the
+    /// OpenAPI document says `date-time`, and a client in another zone
+    /// should not have to convert. An instant before 1970 is the epoch
+    /// (a `Timestamp` starts there; as a bound of a search it means "from
+    /// the beginning").
     pub fn parse_rfc3339(text: &str) -> Option<Timestamp> {
-        let text = text.strip_suffix('Z').or_else(|| text.strip_suffix('z'))?;
+        let (text, offset_secs) = split_offset(text)?;
         let (date, time) = text.split_once(['T', 't'])?;
         let mut date = date.splitn(3, '-');
         let year: u64 = number(date.next()?, 4)?;
@@ -88,8 +92,7 @@ impl Timestamp {
             }
             Some(_) => return None,
         };
-        if year < 1970
-            || !(1..=12).contains(&month)
+        if !(1..=12).contains(&month)
             || !(1..=days_in_month(year, month)).contains(&day)
             || hour > 23
             || minute > 59
@@ -97,10 +100,33 @@ impl Timestamp {
         {
             return None;
         }
-        let days = days_from_civil(year, month, day);
-        let secs = days * 86_400 + hour * 3600 + minute * 60 + second;
-        Some(Timestamp(secs * 1000 + millis))
+        let days = days_from_civil(year as i64, month as i64, day as i64);
+        let secs = days * 86_400 + (hour * 3600 + minute * 60 + second) as i64 - offset_secs;
+        Some(Timestamp(
+            u64::try_from(secs).map_or(0, |secs| secs * 1000 + millis),
+        ))
     }
+}
+
+/// The date-time without its offset, and the offset in seconds east of
+/// UTC: `Z` (either case) or `+HH:MM`/`-HH:MM`.
+fn split_offset(text: &str) -> Option<(&str, i64)> {
+    if let Some(rest) = text.strip_suffix(['Z', 'z']) {
+        return Some((rest, 0));
+    }
+    let at = text.len().checked_sub(6)?;
+    let (rest, offset) = (text.get(..at)?, text.get(at..)?);
+    let sign = match offset.as_bytes()[0] {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return None,
+    };
+    let (hours, minutes) = offset[1..].split_once(':')?;
+    let (hours, minutes) = (number(hours, 2)?, number(minutes, 2)?);
+    if hours > 23 || minutes > 59 {
+        return None;
+    }
+    Some((rest, sign * (hours * 3600 + minutes * 60) as i64))
 }
 
 /// A field of exactly `width` ASCII digits.
@@ -123,9 +149,9 @@ fn days_in_month(year: u64, month: u64) -> u64 {
 
 /// Days from 1970-01-01 to a proleptic Gregorian date on or after it
 /// (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };
-    let era = y / 400;
+    let era = y.div_euclid(400);
     let yoe = y - era * 400;
     let mp = (month + 9) % 12;
     let doy = (153 * mp + 2) / 5 + day - 1;
@@ -183,8 +209,27 @@ mod tests {
             Timestamp::parse_rfc3339("2026-11-22T10:14:05.1234Z"),
             Some(Timestamp(1_795_342_445_123))
         );
+        // Offsets name the same instant in UTC; before 1970 is the epoch.
+        assert_eq!(
+            Timestamp::parse_rfc3339("2026-11-22T11:14:05+01:00"),
+            Some(Timestamp(1_795_342_445_000))
+        );
+        assert_eq!(
+            Timestamp::parse_rfc3339("2026-11-22T04:56:05.5-05:18"),
+            Some(Timestamp(1_795_342_445_500))
+        );
+        assert_eq!(
+            Timestamp::parse_rfc3339("1160-12-17T10:41:03-05:18"),
+            Some(Timestamp(0))
+        );
+        assert_eq!(
+            Timestamp::parse_rfc3339("0000-01-01T00:00:00Z"),
+            Some(Timestamp(0))
+        );
         for bad in [
-            "2026-11-22T10:14:05+01:00",
+            "2026-11-22T10:14:05+1:00",
+            "2026-11-22T10:14:05+24:00",
+            "2026-11-22T10:14:05",
             "2026-02-30T00:00:00Z",
             "2026-11-22 10:14:05Z",
             "26-11-22T10:14:05Z",

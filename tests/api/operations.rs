@@ -500,8 +500,15 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
             "invalid_value",
             "priority",
         ),
+        // A whole number written as a float is read as the integer it is,
+        // then refused for its range; a fraction is the wrong type.
         (
             json!({ "kind": "k", "priority": 1e12 }),
+            "invalid_value",
+            "priority",
+        ),
+        (
+            json!({ "kind": "k", "priority": 1.5 }),
             "invalid_field",
             "priority",
         ),

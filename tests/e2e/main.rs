@@ -23,5 +23,6 @@ mod ovirt;
 mod pools;
 mod rebalance;
 mod restart;
+mod schemathesis;
 mod support;
 mod tls;

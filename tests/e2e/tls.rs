@@ -72,7 +72,15 @@ fn the_api_is_served_over_tls_to_clients_that_trust_its_ca() {
     let listed = sandpiper(
         dir.path(),
         &[
-            "unit", "list", "--server", &url, "--token", ADMIN_TOKEN, "--ca-cert", ca, "-o",
+            "unit",
+            "list",
+            "--server",
+            &url,
+            "--token",
+            ADMIN_TOKEN,
+            "--ca-cert",
+            ca,
+            "-o",
             "json",
         ],
     );
@@ -110,7 +118,15 @@ fn the_api_is_served_over_tls_to_clients_that_trust_its_ca() {
     // all three.
     let login = sandpiper(
         dir.path(),
-        &["login", "--server", &url, "--token", ADMIN_TOKEN, "--ca-cert", ca],
+        &[
+            "login",
+            "--server",
+            &url,
+            "--token",
+            ADMIN_TOKEN,
+            "--ca-cert",
+            ca,
+        ],
     );
     assert!(login.status.success(), "{}", stderr(&login));
     let listed = sandpiper(dir.path(), &["cluster", "list", "-o", "json"]);

@@ -59,6 +59,7 @@ pub struct BalanceSettings {
     pub enabled: bool,
     /// Seconds between two rounds, 1 to 86,400; default 60.
     #[serde(default = "default_interval")]
+    #[schema(minimum = 1, maximum = 86400)]
     pub interval_seconds: u32,
 }
 
@@ -102,6 +103,7 @@ impl From<PeriodicBalance> for BalanceSettings {
 #[derive(Clone, Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterAdd {
+    #[schema(schema_with = crate::names::name_schema, required = true)]
     pub name: String,
     #[serde(default)]
     pub description: String,
@@ -122,6 +124,7 @@ pub struct ClusterAdd {
 #[derive(Clone, Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterUpdate {
+    #[schema(schema_with = crate::names::optional_name_schema)]
     pub name: Option<String>,
     pub description: Option<String>,
     pub scheduling_policy: Option<IdRef>,
@@ -158,6 +161,7 @@ pub struct DecisionEntry {
 #[into_params(parameter_in = Query)]
 pub struct DecisionsQuery {
     /// Newest first; default 20, at most 500.
+    #[param(maximum = 500)]
     pub limit: Option<u32>,
 }
 

@@ -44,10 +44,13 @@ pub struct DecisionFilter {
     /// Only decisions about this VM (placed, moved or claimed for).
     pub vm_id: Option<String>,
     /// Only decisions made at or after this time (RFC 3339, UTC).
+    #[param(format = DateTime)]
     pub since: Option<String>,
     /// Only decisions made before this time (RFC 3339, UTC).
+    #[param(format = DateTime)]
     pub until: Option<String>,
     /// Newest first; default 50, at most 500.
+    #[param(maximum = 500)]
     pub limit: Option<u32>,
 }
 
@@ -91,7 +94,7 @@ fn time(field: &str, value: Option<&str>) -> Result<Option<Timestamp>, ApiError>
         .map(|text| {
             Timestamp::parse_rfc3339(text).ok_or_else(|| {
                 ApiError::InvalidQuery(format!(
-                    "{field} must be an RFC 3339 UTC time such as 2026-11-22T10:04:05Z, not `{text}`"
+                    "{field} must be an RFC 3339 date-time such as 2026-11-22T10:04:05Z, not `{text}`"
                 ))
             })
         })

@@ -110,13 +110,62 @@ pub struct BodyLimit(pub usize);
 /// Parses `bytes` as a `T`, naming the field on error.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let field = e.path().to_string();
-        json_error(e.into_inner(), field)
-    })?;
+    let value = match serde_path_to_error::deserialize(&mut de) {
+        Ok(value) => value,
+        Err(e) => {
+            if e.inner().classify() == serde_json::error::Category::Data
+                && let Some(again) = with_whole_numbers_as_integers(bytes)
+            {
+                return again;
+            }
+            let field = e.path().to_string();
+            return Err(json_error(e.into_inner(), field));
+        }
+    };
     // Trailing characters after the value are malformed JSON too.
     de.end().map_err(|e| json_error(e, ".".to_owned()))?;
     Ok(value)
+}
+
+/// `bytes` read again with every whole number written as a float (`4.0`)
+/// turned into an integer, when it has one (then the error, if any, names
+/// what is still wrong). JSON Schema counts `4.0` as an integer, and
+/// clients write whole numbers that way (Python's `json` for a float), but
+/// a typed read refuses it for an integer field. Only a body the typed
+/// read refused takes this slower path.
+fn with_whole_numbers_as_integers<T: DeserializeOwned>(
+    bytes: &[u8],
+) -> Option<Result<T, ApiError>> {
+    /// Integers above this are not exact as floats.
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    fn walk(value: &mut serde_json::Value) -> bool {
+        match value {
+            serde_json::Value::Number(n) => match n.as_f64() {
+                Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() <= EXACT => {
+                    *n = if f < 0.0 {
+                        (f as i64).into()
+                    } else {
+                        (f as u64).into()
+                    };
+                    true
+                }
+                _ => false,
+            },
+            serde_json::Value::Array(items) => items.iter_mut().fold(false, |c, v| walk(v) || c),
+            serde_json::Value::Object(members) => {
+                members.values_mut().fold(false, |c, v| walk(v) || c)
+            }
+            _ => false,
+        }
+    }
+    let mut value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    if !walk(&mut value) {
+        return None;
+    }
+    Some(serde_path_to_error::deserialize(value).map_err(|e| {
+        let field = e.path().to_string();
+        json_error(e.into_inner(), field)
+    }))
 }
 
 fn json_error(e: serde_json::Error, field: String) -> ApiError {
@@ -230,6 +279,23 @@ mod tests {
         let (field, code) = field_of(r#"{"name": "a", "inner": {"factor": -1}}"#);
         assert_eq!(code, "invalid_field");
         assert_eq!(field, "inner.factor");
+    }
+
+    #[test]
+    fn a_whole_number_written_as_a_float_is_an_integer() {
+        #[derive(Debug, serde::Deserialize)]
+        struct Counts {
+            vcpus: u32,
+            offset: i64,
+        }
+        let counts: Counts =
+            parse_json(br#"{"vcpus": 4.0, "offset": -2.0}"#).expect("whole numbers");
+        assert_eq!((counts.vcpus, counts.offset), (4, -2));
+        // Not whole: still refused, naming the field.
+        let (field, code) = field_of(r#"{"name": "a", "inner": {"factor": 1.5}}"#);
+        assert_eq!((field.as_str(), code), ("inner.factor", "invalid_field"));
+        let (field, _) = field_of(r#"{"name": "a", "inner": {"factor": 1.0, "weight": 2}}"#);
+        assert_eq!(field, "inner.weight");
     }
 
     #[test]

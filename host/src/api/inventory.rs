@@ -35,11 +35,9 @@ pub struct InventorySnapshot {
     pub generation: u64,
     /// Every host of the cluster, in the snapshot format.
     #[serde(default)]
-    #[schema(value_type = Vec<Object>)]
     pub hosts: Vec<Host>,
     /// The VMs running (or pending, by the engine's account) on them.
     #[serde(default)]
-    #[schema(value_type = Vec<Object>)]
     pub vms: Vec<RunningVm>,
 }
 

@@ -87,9 +87,24 @@ fn status_meaning(status: &str) -> &'static str {
 }
 
 /// Adds each operation's role, as declared in `access::ROUTES`, to its
-/// description, drops the security requirement of public routes, and gives
-/// every response without a description its status's meaning.
+/// description, drops the security requirement of public routes, adds the
+/// error statuses the extractors answer for every route that takes input
+/// (400; 408, 413 and 415 with a body), says that `vms` needs `hosts`
+/// ([`VMS_NEED_HOSTS`]), and gives every response without a description
+/// its status's meaning.
 pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
+    if let Some(components) = doc.components.as_mut() {
+        for name in VMS_NEED_HOSTS {
+            if let Some(RefOr::T(utoipa::openapi::Schema::Object(body))) =
+                components.schemas.get_mut(name)
+            {
+                body.extensions.get_or_insert_with(Default::default).insert(
+                    "dependentRequired".to_owned(),
+                    serde_json::json!({ "vms": ["hosts"] }),
+                );
+            }
+        }
+    }
     for (path, item) in doc.paths.paths.iter_mut() {
         for (method, op) in [
             (Method::GET, item.get.as_mut()),
@@ -111,6 +126,24 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
                 Some(d) if !d.is_empty() => format!("{d}\n\n{note}"),
                 _ => note,
             });
+            // Statuses every route of a kind can answer, from the
+            // extractors rather than the handler, so no handler lists them.
+            let takes_input = path.contains('{')
+                || op.parameters.as_ref().is_some_and(|p| !p.is_empty())
+                || op.request_body.is_some();
+            let mut implied = Vec::new();
+            if takes_input {
+                implied.push("400");
+            }
+            if op.request_body.is_some() {
+                implied.extend(["408", "413", "415"]);
+            }
+            for status in implied {
+                op.responses
+                    .responses
+                    .entry(status.to_owned())
+                    .or_insert_with(error_response);
+            }
             for (status, response) in op.responses.responses.iter_mut() {
                 if let RefOr::T(response) = response
                     && response.description.is_empty()
@@ -121,6 +154,26 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
         }
     }
     doc
+}
+
+/// Request bodies whose `vms` may come only with `hosts` (the VMs of an
+/// inline snapshot; without one, the held inventory's VMs are used): the
+/// one rule between fields the derive cannot say, written as JSON
+/// Schema's `dependentRequired` (checked in `api::schedule` and
+/// `placement::request`).
+const VMS_NEED_HOSTS: [&str; 2] = ["ScheduleBody", "BalanceBody"];
+
+/// A response with our error body, its description filled in by
+/// [`finish`] from the status.
+fn error_response() -> RefOr<utoipa::openapi::Response> {
+    let content = utoipa::openapi::ContentBuilder::new()
+        .schema(Some(utoipa::openapi::Ref::from_schema_name("ErrorBody")))
+        .build();
+    RefOr::T(
+        utoipa::openapi::ResponseBuilder::new()
+            .content("application/json", content)
+            .build(),
+    )
 }
 
 /// The OpenAPI document of this API.

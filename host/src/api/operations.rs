@@ -62,9 +62,10 @@ pub struct OperationView {
     /// -20 (most urgent) .. 19.
     pub priority: i32,
     /// The lock declaration (docs/operations.md).
-    #[schema(value_type = Object)]
+    #[schema(schema_with = locks_schema)]
     pub locks: Locks,
-    #[schema(value_type = Object)]
+    /// What the submitter attached, any JSON; `null` when nothing.
+    #[schema(value_type = Value)]
     pub payload: Value,
     /// `engine`, `balance` or `pool`.
     pub origin: &'static str,
@@ -125,18 +126,20 @@ impl From<&Operation> for OperationView {
 pub struct SubmitBody {
     /// `migrate`, `start`, or the engine's own kind (a name of at most 64
     /// characters).
+    #[schema(schema_with = kind_schema, required = true)]
     pub kind: String,
     /// -20 (most urgent) .. 19; default 0.
     #[serde(default)]
+    #[schema(minimum = -20, maximum = 19)]
     pub priority: Option<i64>,
     /// What the operation will lock, per level; absent: the whole cluster
     /// (it then runs alone, as Ganeti treats undeclared locks).
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
+    #[schema(schema_with = optional_locks_schema)]
     pub locks: Option<Locks>,
     /// Opaque to Sandpiper, at most 64 KiB as JSON; default `null`.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Value)]
     pub payload: Option<Value>,
 }
 
@@ -153,11 +156,95 @@ pub struct OperationList {
 pub struct ListQuery {
     /// Only this state: `queued`, `leased`, `succeeded`, `failed` or
     /// `cancelled`.
+    #[param(schema_with = state_schema)]
     pub state: Option<String>,
     /// At most this many, in submit order; default 100, at most 1000.
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
     /// Only operations submitted after the one with this `seq`.
     pub after: Option<u64>,
+}
+
+/// An operation's kind: a name of at most `MAX_KIND_CHARS` characters.
+fn kind_schema() -> utoipa::openapi::schema::Object {
+    crate::names::text_schema(crate::operations::MAX_KIND_CHARS)
+}
+
+/// Kinds to lease from, or `null` for all.
+fn kinds_schema() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, SchemaType, Type};
+    ArrayBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+        .items(kind_schema())
+        .min_items(Some(1))
+        .max_items(Some(crate::operations::MAX_LEASE_KINDS))
+        .build()
+}
+
+/// A lock declaration (docs/operations.md): `cluster`, and per level one
+/// of Ganeti's seven lock types, names being ids; from the queue's own
+/// levels and limits, as `operations::check_locks` checks it.
+fn locks_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
+    let names = || {
+        ArrayBuilder::new()
+            .items(crate::names::id_schema())
+            .min_items(Some(1))
+            .max_items(Some(sandpiper_queue::MAX_NAMES_PER_LEVEL))
+    };
+    let named = |kind: &str| {
+        ObjectBuilder::new()
+            .property(kind, names())
+            .required(kind)
+            .additional_properties(Some(
+                utoipa::openapi::schema::AdditionalProperties::FreeForm(false),
+            ))
+    };
+    let level = || {
+        OneOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .enum_values(Some([
+                        "none",
+                        "unknown_shared",
+                        "all_shared",
+                        "unknown_exclusive",
+                        "all_exclusive",
+                    ])),
+            )
+            .item(named("shared"))
+            .item(named("exclusive"))
+            .build()
+    };
+    sandpiper_queue::Level::ALL
+        .iter()
+        .fold(
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .property("cluster", ObjectBuilder::new().schema_type(Type::Boolean)),
+            |schema, l| schema.property(l.name(), utoipa::openapi::Schema::OneOf(level())),
+        )
+        .additional_properties(Some(
+            utoipa::openapi::schema::AdditionalProperties::FreeForm(false),
+        ))
+        .build()
+}
+
+/// [`locks_schema`], or `null` (the whole cluster).
+fn optional_locks_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{SchemaType, Type};
+    let mut schema = locks_schema();
+    schema.schema_type = SchemaType::from_iter([Type::Object, Type::Null]);
+    schema
+}
+
+/// The states an operation can be in, by name.
+fn state_schema() -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(OpState::ALL.map(|s| s.as_str())))
+        .build()
 }
 
 /// A lease request.
@@ -165,17 +252,21 @@ pub struct ListQuery {
 #[serde(deny_unknown_fields)]
 pub struct LeaseBody {
     /// The worker taking the lease (an id: at most 256 bytes).
+    #[schema(schema_with = crate::names::id_schema, required = true)]
     pub holder: String,
     /// How long to wait for an operation when none can be leased now,
     /// milliseconds; default 0, at most 30000.
     #[serde(default)]
+    #[schema(maximum = 30000)]
     pub wait_ms: Option<u64>,
     /// The lease's time to live, milliseconds (1000 .. 3600000); default
     /// the server's (`--lease-ttl-ms`, 60000).
     #[serde(default)]
+    #[schema(minimum = 1000, maximum = 3600000)]
     pub ttl_ms: Option<u64>,
     /// Only operations of these kinds; default all.
     #[serde(default)]
+    #[schema(schema_with = kinds_schema)]
     pub kinds: Option<Vec<String>>,
 }
 
@@ -200,8 +291,10 @@ pub struct LeaseGrant {
 pub struct RenewBody {
     /// The lease id the lease request returned.
     pub lease: Uuid,
-    /// The new time to live from now, milliseconds; default as when leased.
+    /// The new time to live from now, milliseconds (1000 .. 3600000);
+    /// default as when leased.
     #[serde(default)]
+    #[schema(minimum = 1000, maximum = 3600000)]
     pub ttl_ms: Option<u64>,
 }
 

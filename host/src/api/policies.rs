@@ -153,6 +153,7 @@ pub struct Balance {
 #[derive(Clone, Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyAdd {
+    #[schema(schema_with = crate::names::name_schema, required = true)]
     pub name: String,
     #[serde(default)]
     pub description: String,
@@ -169,6 +170,7 @@ pub struct PolicyAdd {
 #[derive(Clone, Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyUpdate {
+    #[schema(schema_with = crate::names::optional_name_schema)]
     pub name: Option<String>,
     pub description: Option<String>,
     pub combination: Option<CombinationMode>,
@@ -184,6 +186,7 @@ pub struct PolicyUpdate {
 #[derive(Clone, Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyClone {
+    #[schema(schema_with = crate::names::name_schema, required = true)]
     pub name: String,
     /// Defaults to the original's description.
     pub description: Option<String>,
@@ -197,6 +200,7 @@ pub struct FilterAdd {
     /// -1 first, 0 (default) in between, 1 last; at most one first and one
     /// last per policy.
     #[serde(default)]
+    #[schema(minimum = -1, maximum = 1)]
     pub position: i64,
     /// Defaults to `fail_closed`.
     #[serde(default)]
@@ -216,6 +220,7 @@ pub struct WeightAdd {
     pub scheduling_policy_unit: IdRef,
     /// At least 0; defaults to 1 (oVirt's REST default).
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 4294967295_i64)]
     pub factor: Option<i64>,
     /// Defaults to `fail_open` (a failing weight is left out and the
     /// decision is `degraded`); `fail_closed` fails the request instead.

@@ -74,6 +74,7 @@ pub struct CreatedToken {
 #[serde(deny_unknown_fields)]
 pub struct TokenAdd {
     /// Who or what will use it, e.g. `ovirt-engine-prod`.
+    #[schema(schema_with = crate::names::name_schema, required = true)]
     pub name: String,
     pub role: TokenRole,
 }

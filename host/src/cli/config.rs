@@ -86,9 +86,6 @@ pub fn client(remote: &Remote) -> Result<Client, CliError> {
         .ca_cert
         .clone()
         .or_else(|| saved.as_ref().and_then(|s| s.ca_cert.clone()));
-    let token = remote
-        .token
-        .clone()
-        .or_else(|| saved.and_then(|s| s.token));
+    let token = remote.token.clone().or_else(|| saved.and_then(|s| s.token));
     Client::new(&server, token, ca_cert.as_deref())
 }

@@ -99,17 +99,15 @@ pub enum RunError {
 pub fn main(args: &IallocatorArgs) -> ExitCode {
     let outcome = read_input(&args.input).and_then(|bytes| {
         let decide: Box<dyn Decide> = match (&args.server, &args.cluster) {
-            (Some(server), Some(cluster)) => {
-                Box::new(
-                    remote::Remote::new(
-                        server,
-                        cluster,
-                        args.token.as_deref(),
-                        args.ca_cert.as_deref(),
-                    )
-                    .map_err(requests::RequestError::from)?,
+            (Some(server), Some(cluster)) => Box::new(
+                remote::Remote::new(
+                    server,
+                    cluster,
+                    args.token.as_deref(),
+                    args.ca_cert.as_deref(),
                 )
-            }
+                .map_err(requests::RequestError::from)?,
+            ),
             _ => Box::new(policy::local(&policy::resolve(&args.policy)?)?),
         };
         run(&bytes, decide.as_ref())

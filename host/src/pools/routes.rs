@@ -110,10 +110,13 @@ pub struct PoolVm {
 #[derive(Clone, Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VmPoolAdd {
+    #[schema(schema_with = crate::names::name_schema, required = true)]
     pub name: String,
     #[serde(default)]
     pub description: String,
     pub cluster: IdRef,
+    /// Members, 1 to 1000 (oVirt's `MaxVmsInPool`).
+    #[schema(minimum = 1, maximum = 1000)]
     pub size: u32,
     #[serde(default)]
     pub prestarted_vms: u32,
@@ -133,6 +136,7 @@ pub struct VmPoolUpdate {
     pub description: Option<String>,
     /// Growing adds down members; shrinking removes free members, down ones
     /// first, and never an assigned one.
+    #[schema(minimum = 1, maximum = 1000)]
     pub size: Option<u32>,
     pub prestarted_vms: Option<u32>,
     pub stateful: Option<bool>,
@@ -145,6 +149,7 @@ pub struct VmPoolUpdate {
 #[serde(deny_unknown_fields)]
 pub struct AllocateBody {
     /// The user, as the engine names them.
+    #[schema(schema_with = crate::names::name_schema, required = true)]
     pub user: String,
 }
 

@@ -277,13 +277,19 @@ impl Server {
         // The engines' own listeners stop when the main one does.
         let beside = |listener: TcpListener, app: axum::Router| {
             let mut stopping = stopping_rx.clone();
-            tokio::spawn(listen::serve(listener, app, connections, tls.clone(), async move {
-                while !*stopping.borrow() {
-                    if stopping.changed().await.is_err() {
-                        break;
+            tokio::spawn(listen::serve(
+                listener,
+                app,
+                connections,
+                tls.clone(),
+                async move {
+                    while !*stopping.borrow() {
+                        if stopping.changed().await.is_err() {
+                            break;
+                        }
                     }
-                }
-            }))
+                },
+            ))
         };
         let extender = extender.map(|l| beside(l, api::extender_app(state.clone())));
         let ovirt = ovirt.map(|l| beside(l, api::ovirt::app(state.clone())));

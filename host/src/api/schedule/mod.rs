@@ -313,9 +313,9 @@ pub async fn balance_cluster(
     let source = match body.hosts {
         Some(hosts) => HostsSource::Inline(Snapshot {
             hosts,
-            vms: body.vms,
+            vms: body.vms.unwrap_or_default(),
         }),
-        None if !body.vms.is_empty() => {
+        None if body.vms.is_some() => {
             return Err(ApiError::InvalidValue {
                 field: "vms".to_owned(),
                 message: "VMs come with their hosts: without `hosts`, the inventory held for \

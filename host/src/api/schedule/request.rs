@@ -31,8 +31,10 @@ pub struct BalanceBody {
     #[serde(default)]
     #[schema(value_type = Vec<Host>)]
     pub hosts: Option<Vec<Host>>,
+    /// Running VMs of the inline `hosts`; only with them.
     #[serde(default)]
-    pub vms: Vec<RunningVm>,
+    #[schema(value_type = Vec<RunningVm>)]
+    pub vms: Option<Vec<RunningVm>>,
     /// Host ids VMs may move between; every host when absent.
     #[serde(default)]
     pub candidates: Option<Vec<String>>,

@@ -1,0 +1,108 @@
+//! The OpenAPI contract against the real server (issue #15): schemathesis
+//! (pinned; installed by `scripts/install-test-tools.sh`) reads the served
+//! `/api/v1/openapi.json` and sends every route schema-valid and
+//! schema-violating requests, once with each role's token, checking that
+//! nothing answers 5xx, that every status and body is the documented one,
+//! that every request the schema allows is accepted and every one it
+//! forbids refused. A limit the server applies but the schema does not say
+//! (or the reverse) fails here.
+//!
+//! Left out, each for a reason the run cannot work around:
+//! * the two `application/wasm` uploads: schemathesis has no serializer
+//!   for a binary body (tests/api/upload*.rs send real and broken
+//!   components);
+//! * revoking tokens: the admin run would revoke its own token mid-run
+//!   (tests/api/tokens.rs covers revocation and the last-admin rule);
+//! * kube-scheduler's extender routes (`/k8s/...`): the extender protocol
+//!   answers a bad body with 200 and its own `Error` field, by design
+//!   (tests/api/extender.rs).
+//!
+//! The run is deterministic (fixed seed), so a failure reproduces.
+//!
+//! **Known gaps** are listed in `schemathesis-baseline.json` beside this
+//! file (schemathesis's own baseline: the run fails on any failure not in
+//! it). Each is a rule the server applies that the document does not say
+//! yet; fixing one and running with `SANDPIPER_UPDATE_BASELINE=1` shrinks
+//! the file. docs/api.md lists them.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::json;
+
+use crate::support::{ADMIN_TOKEN, Server, expect_status};
+
+fn schemathesis() -> PathBuf {
+    let tools = std::env::var_os("SANDPIPER_TEST_TOOLS").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-tools"),
+        PathBuf::from,
+    );
+    let bin = tools.join("schemathesis/bin/schemathesis");
+    assert!(
+        bin.exists(),
+        "{} is missing: run scripts/install-test-tools.sh",
+        bin.display()
+    );
+    bin
+}
+
+/// The accepted failures (see the module's doc).
+fn baseline() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/e2e/schemathesis-baseline.json")
+}
+
+/// `schemathesis.toml` beside this file: what counts as accepting a
+/// schema-valid request.
+fn config() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/e2e/schemathesis.toml")
+}
+
+#[test]
+fn every_route_keeps_its_openapi_contract_for_every_role() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(dir.path());
+    let admin = server.admin();
+    let mut tokens = vec![("admin", ADMIN_TOKEN.to_owned())];
+    for role in ["engine", "reader"] {
+        let created = expect_status(
+            &admin.post(
+                "/api/v1/tokens",
+                &json!({ "name": format!("schemathesis-{role}"), "role": role }),
+            ),
+            201,
+        );
+        tokens.push((role, created["secret"].as_str().expect("secret").to_owned()));
+    }
+    let schema = format!("http://{}/api/v1/openapi.json", server.addr);
+    // Readers and engines first: the admin run changes what they would see.
+    for (role, token) in tokens.iter().rev() {
+        let out = Command::new(schemathesis())
+            .current_dir(dir.path())
+            .arg("--config-file")
+            .arg(config())
+            .args(["run", &schema, "--no-color"])
+            .args(["-H", &format!("Authorization: Bearer {token}")])
+            .args(["--checks", "all"])
+            .args(["--phases", "examples,coverage,fuzzing"])
+            .args(["--max-examples", "10", "--workers", "2"])
+            .args(["--seed", "20261126", "--generation-deterministic"])
+            .args(["--suppress-health-check", "all"])
+            .args(["--exclude-operation-id", "upload_unit"])
+            .args(["--exclude-operation-id", "replace_module"])
+            .args(["--exclude-operation-id", "revoke_token"])
+            .args(["--exclude-path-regex", "^/k8s/"])
+            .args(["--request-timeout", "60", "--max-response-time", "60"])
+            .arg("--baseline")
+            .arg(baseline())
+            .args(std::env::var_os("SANDPIPER_UPDATE_BASELINE").map(|_| "--baseline-update"))
+            .output()
+            .expect("run schemathesis");
+        assert!(
+            out.status.success(),
+            "schemathesis with the {role} token found failures:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(server.stop().success());
+}
