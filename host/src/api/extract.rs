@@ -151,9 +151,12 @@ fn with_whole_numbers_as_integers<T: DeserializeOwned>(
                 }
                 _ => false,
             },
-            serde_json::Value::Array(items) => items.iter_mut().fold(false, |c, v| walk(v) || c),
+            serde_json::Value::Array(items) => {
+                // Every item, not the first that changed.
+                items.iter_mut().map(walk).fold(false, |a, b| a | b)
+            }
             serde_json::Value::Object(members) => {
-                members.values_mut().fold(false, |c, v| walk(v) || c)
+                members.values_mut().map(walk).fold(false, |a, b| a | b)
             }
             _ => false,
         }
