@@ -13,6 +13,10 @@
 //!   components);
 //! * revoking tokens: the admin run would revoke its own token mid-run
 //!   (tests/api/tokens.rs covers revocation and the last-admin rule);
+//! * the operations queue's long poll (`lease`, which may wait 30 s for
+//!   nothing) and its event stream (which never ends): each generated case
+//!   would hold the run for its whole wait (tests/api/operations.rs covers
+//!   both, bad input included);
 //! * kube-scheduler's extender routes (`/k8s/...`): the extender protocol
 //!   answers a bad body with 200 and its own `Error` field, by design
 //!   (tests/api/extender.rs).
@@ -75,6 +79,8 @@ fn every_route_keeps_its_openapi_contract_for_every_role() {
     }
     let schema = format!("http://{}/api/v1/openapi.json", server.addr);
     // Readers and engines first: the admin run changes what they would see.
+    // Every role runs, so one run records every role's failures.
+    let mut failed = Vec::new();
     for (role, token) in tokens.iter().rev() {
         let out = Command::new(schemathesis())
             .current_dir(dir.path())
@@ -84,12 +90,14 @@ fn every_route_keeps_its_openapi_contract_for_every_role() {
             .args(["-H", &format!("Authorization: Bearer {token}")])
             .args(["--checks", "all"])
             .args(["--phases", "examples,coverage,fuzzing"])
-            .args(["--max-examples", "10", "--workers", "2"])
+            .args(["--max-examples", "5", "--workers", "1"])
             .args(["--seed", "20261126", "--generation-deterministic"])
             .args(["--suppress-health-check", "all"])
             .args(["--exclude-operation-id", "upload_unit"])
             .args(["--exclude-operation-id", "replace_module"])
             .args(["--exclude-operation-id", "revoke_token"])
+            .args(["--exclude-operation-id", "lease_operation"])
+            .args(["--exclude-operation-id", "operation_events"])
             .args(["--exclude-path-regex", "^/k8s/"])
             .args(["--request-timeout", "60", "--max-response-time", "60"])
             .arg("--baseline")
@@ -97,12 +105,14 @@ fn every_route_keeps_its_openapi_contract_for_every_role() {
             .args(std::env::var_os("SANDPIPER_UPDATE_BASELINE").map(|_| "--baseline-update"))
             .output()
             .expect("run schemathesis");
-        assert!(
-            out.status.success(),
-            "schemathesis with the {role} token found failures:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        if !out.status.success() {
+            failed.push(format!(
+                "schemathesis with the {role} token found failures:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
     }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
     assert!(server.stop().success());
 }
