@@ -90,7 +90,7 @@ fn status_meaning(status: &str) -> &'static str {
 /// description, drops the security requirement of public routes, adds the
 /// error statuses the extractors answer for every route that takes input
 /// (400; 408, 413 and 415 with a body), says that `vms` needs `hosts`
-/// ([`VMS_NEED_HOSTS`]), and gives every response without a description
+/// (`VMS_NEED_HOSTS`), and gives every response without a description
 /// its status's meaning.
 pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     if let Some(components) = doc.components.as_mut() {
