@@ -203,6 +203,14 @@ pub fn id_schema() -> utoipa::openapi::schema::Object {
     schema
 }
 
+/// [`id_schema`], or empty (a VM to place that has no id yet).
+pub fn optional_id_schema() -> utoipa::openapi::schema::Object {
+    let mut schema = id_schema();
+    schema.min_length = None;
+    schema.pattern = Some(format!("^$|{}", name_pattern()));
+    schema
+}
+
 /// A string under the name rules of at most `max_chars` characters.
 pub fn text_schema(max_chars: usize) -> utoipa::openapi::schema::Object {
     utoipa::openapi::schema::ObjectBuilder::new()

@@ -175,7 +175,9 @@ impl RunningVm {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VmSpec {
+    /// Empty for a dry run of a VM that has none yet.
     #[serde(default)]
+    #[schema(schema_with = crate::names::optional_id_schema)]
     pub id: String,
     /// Display name; the id when absent.
     #[serde(default)]

@@ -26,8 +26,10 @@
 //! **Known gaps** are listed in `schemathesis-baseline.json` beside this
 //! file (schemathesis's own baseline: the run fails on any failure not in
 //! it). Each is a rule the server applies that the document does not say
-//! yet; fixing one and running with `SANDPIPER_UPDATE_BASELINE=1` shrinks
-//! the file. docs/api.md lists them.
+//! yet. To rewrite it after fixing one, delete the file and run this test
+//! with `SANDPIPER_UPDATE_BASELINE=1` (every role records what it finds;
+//! schemathesis's own pruning would let one role's run drop another's
+//! entries). docs/security.md lists them.
 
 use std::path::PathBuf;
 use std::process::Command;

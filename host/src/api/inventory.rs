@@ -48,7 +48,6 @@ pub struct InventoryUpdates {
     /// `{"op": "upsert", "generation": n, "host": {...}, "vms": [...]}`
     /// (`vms` optional: absent keeps the host's VMs) or
     /// `{"op": "remove", "generation": n, "host_id": "..."}`.
-    #[schema(value_type = Vec<Object>)]
     pub updates: Vec<HostUpdate>,
 }
 

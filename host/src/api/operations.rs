@@ -162,6 +162,7 @@ pub struct ListQuery {
     #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
     /// Only operations submitted after the one with this `seq`.
+    #[param(maximum = 9223372036854775807_i64)]
     pub after: Option<u64>,
 }
 
@@ -439,6 +440,16 @@ pub async fn list_operations(
         return Err(ApiError::InvalidValue {
             field: "limit".to_owned(),
             message: format!("must be from 1 to {MAX_LIST_LIMIT}"),
+        });
+    }
+    // Sequence numbers are SQLite integers: none is above i64::MAX.
+    if query
+        .after
+        .is_some_and(|after| i64::try_from(after).is_err())
+    {
+        return Err(ApiError::InvalidValue {
+            field: "after".to_owned(),
+            message: format!("must be at most {}", i64::MAX),
         });
     }
     exists(&state, cluster_id).await?;

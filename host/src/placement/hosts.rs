@@ -47,7 +47,7 @@ pub struct HostRecord {
     clippy::large_enum_variant,
     reason = "updates are parsed and applied at once, never stored in bulk"
 )]
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum HostUpdate {
     /// Adds the host or replaces what is known about it.
@@ -60,7 +60,11 @@ pub enum HostUpdate {
         vms: Option<Vec<RunningVm>>,
     },
     /// The host left the cluster.
-    Remove { generation: u64, host_id: String },
+    Remove {
+        generation: u64,
+        #[schema(schema_with = crate::names::id_schema, required = true)]
+        host_id: String,
+    },
 }
 
 impl HostUpdate {
