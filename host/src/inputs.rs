@@ -29,36 +29,9 @@ use crate::names::{self, NameError};
 use sandpiper_model::Vm;
 
 use crate::snapshot::{
-    Cluster, Host, HostIndex, RunningVm, Snapshot, SnapshotError, SnapshotErrorKind, VmSpec,
+    Cluster, Host, HostIndex, MAY_BE_NEGATIVE, RunningVm, Snapshot, SnapshotError,
+    SnapshotErrorKind, VmSpec,
 };
-
-/// Host metrics that may be negative: free memory and free disk after an
-/// engine's overcommit. Nova computes `free_ram_mb` and `free_disk_gb` as
-/// total minus used, which goes below zero on an oversubscribed host (its
-/// RAM and disk weighers and filters are tested with such hosts; see
-/// `policies/nova-ram/cases/nova_tests.json`), and oVirt's free memory
-/// does the same past its overcommit (`policies/memory/cases/memory.json`).
-/// Refusing them would refuse the whole report of an overcommitted cluster.
-/// Every other metric (totals, counts, percentages, versions) is refused
-/// when negative.
-pub const MAY_BE_NEGATIVE: &[&str] = &["memory_free_mib", "disk_free_gib"];
-
-/// The schema of a host's `metrics`: numbers, not negative but for
-/// [`MAY_BE_NEGATIVE`], as [`check_host`] checks them.
-pub fn metrics_schema() -> utoipa::openapi::schema::Object {
-    use utoipa::openapi::RefOr;
-    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
-    let number = || ObjectBuilder::new().schema_type(Type::Number);
-    let not_negative = Schema::Object(number().minimum(Some(0.0)).build());
-    MAY_BE_NEGATIVE
-        .iter()
-        .fold(
-            ObjectBuilder::new().schema_type(Type::Object),
-            |schema, name| schema.property(*name, number()),
-        )
-        .additional_properties(Some(AdditionalProperties::RefOr(RefOr::T(not_negative))))
-        .build()
-}
 
 fn invalid(path: impl std::fmt::Display, message: impl Into<String>) -> SnapshotError {
     SnapshotError {
