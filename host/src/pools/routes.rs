@@ -118,11 +118,14 @@ pub struct VmPoolAdd {
     /// Members, 1 to 1000 (oVirt's `MaxVmsInPool`).
     #[schema(minimum = 1, maximum = 1000)]
     pub size: u32,
+    /// Free members to keep starting or up, 0 to `size`.
     #[serde(default)]
+    #[schema(maximum = 1000)]
     pub prestarted_vms: u32,
     #[serde(default)]
     pub stateful: bool,
     /// Without `id`, `name` or `current_host`.
+    #[schema(schema_with = member_vm_schema)]
     pub vm: VmSpec,
 }
 
@@ -141,6 +144,7 @@ pub struct VmPoolUpdate {
     pub prestarted_vms: Option<u32>,
     pub stateful: Option<bool>,
     /// Applies to members started from now on.
+    #[schema(schema_with = optional_member_vm_schema)]
     pub vm: Option<VmSpec>,
 }
 
@@ -279,6 +283,39 @@ fn check_settings(name: &str, size: u32, prestarted: u32, vm: &VmSpec) -> Result
         ));
     }
     crate::inputs::check_vm(vm, "vm").map_err(invalid_snapshot)
+}
+
+/// The schedule request's VM as a member's shape: no `id` (or an empty
+/// one), `name` or `current_host`, which the pool gives each member
+/// (as `check_settings` checks it).
+fn member_vm_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::RefOr;
+    use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+    let RefOr::T(Schema::Object(mut vm)) = <VmSpec as utoipa::PartialSchema>::schema() else {
+        unreachable!("VmSpec derives an object schema")
+    };
+    vm.properties.insert(
+        "id".to_owned(),
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .max_length(Some(0))
+            .into(),
+    );
+    for taken in ["name", "current_host"] {
+        vm.properties.insert(
+            taken.to_owned(),
+            ObjectBuilder::new().schema_type(Type::Null).into(),
+        );
+    }
+    vm
+}
+
+/// [`member_vm_schema`], or `null` (the shape stays as it is).
+fn optional_member_vm_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{SchemaType, Type};
+    let mut vm = member_vm_schema();
+    vm.schema_type = SchemaType::from_iter([Type::Object, Type::Null]);
+    vm
 }
 
 fn encode_vm(vm: &VmSpec) -> Result<String, ApiError> {
