@@ -36,6 +36,14 @@ impl std::fmt::Display for Role {
 }
 
 impl Exports {
+    /// The roles exported, in pipeline order (filter, score, balance).
+    pub fn roles(&self) -> Vec<Role> {
+        [Role::Filter, Role::Score, Role::Balance]
+            .into_iter()
+            .filter(|&role| self.has(role))
+            .collect()
+    }
+
     pub fn has(&self, role: Role) -> bool {
         match role {
             Role::Filter => self.filter,

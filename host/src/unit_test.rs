@@ -190,15 +190,12 @@ fn write_header(
     hosts: usize,
 ) -> std::io::Result<()> {
     let info = unit.info();
-    let exports = unit.exports();
-    let roles: Vec<&str> = [
-        (exports.filter, "filter"),
-        (exports.score, "score"),
-        (exports.balance, "balance"),
-    ]
-    .into_iter()
-    .filter_map(|(has, name)| has.then_some(name))
-    .collect();
+    let roles: Vec<String> = unit
+        .exports()
+        .roles()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     let limits = unit.limits();
     writeln!(
         out,
@@ -425,20 +422,11 @@ mod json {
         cases: Vec<Value>,
         summary: Summary,
     ) -> Value {
-        let exports = unit.exports();
-        let roles: Vec<&str> = [
-            (exports.filter, "filter"),
-            (exports.score, "score"),
-            (exports.balance, "balance"),
-        ]
-        .into_iter()
-        .filter_map(|(has, name)| has.then_some(name))
-        .collect();
         let limits = unit.limits();
         json!({
             "unit": {
                 "name": unit.info().name,
-                "roles": roles,
+                "roles": unit.exports().roles(),
                 "sha256": crate::sandbox::hex(&unit.sha256()),
                 "loaded_us": loaded.as_micros() as u64,
                 "limits": {

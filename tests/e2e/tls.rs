@@ -140,32 +140,25 @@ fn the_api_is_served_over_tls_to_clients_that_trust_its_ca() {
 fn an_unreadable_certificate_stops_the_start_naming_the_file() {
     let dir = tempfile::tempdir().expect("temp dir");
     certificates(dir.path());
-    let missing = dir.path().join("missing.pem");
-    let key = dir.path().join("key.pem");
-    let out = Command::new(env!("CARGO_BIN_EXE_sandpiper"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--db"])
-        .arg(dir.path().join("sandpiper.db"))
-        .arg("--tls-cert")
-        .arg(&missing)
-        .arg("--tls-key")
-        .arg(&key)
-        .env("SANDPIPER_ADMIN_TOKEN", ADMIN_TOKEN)
-        .output()
-        .expect("run sandpiper serve");
+    // A start that must fail: `sandpiper serve` with `cert` and `key`.
+    let serve = |cert: &Path, key: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_sandpiper"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+            .arg(dir.path().join("sandpiper.db"))
+            .arg("--tls-cert")
+            .arg(cert)
+            .arg("--tls-key")
+            .arg(key)
+            .env("SANDPIPER_ADMIN_TOKEN", ADMIN_TOKEN)
+            .output()
+            .expect("run sandpiper serve")
+    };
+    let cert = dir.path().join("cert.pem");
+    let out = serve(&dir.path().join("missing.pem"), &dir.path().join("key.pem"));
     assert!(!out.status.success());
     assert!(stderr(&out).contains("missing.pem"), "{}", stderr(&out));
-    // A key that is not the certificate's: refused too.
-    let cert = dir.path().join("cert.pem");
-    let out = Command::new(env!("CARGO_BIN_EXE_sandpiper"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--db"])
-        .arg(dir.path().join("sandpiper.db"))
-        .arg("--tls-cert")
-        .arg(&cert)
-        .arg("--tls-key")
-        .arg(&cert)
-        .env("SANDPIPER_ADMIN_TOKEN", ADMIN_TOKEN)
-        .output()
-        .expect("run sandpiper serve");
+    // A key file with no key in it (the certificate given twice).
+    let out = serve(&cert, &cert);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("cert.pem"), "{}", stderr(&out));
     // One without the other: clap refuses it (usage, status 2).

@@ -118,8 +118,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             {
                 return again;
             }
-            let field = e.path().to_string();
-            return Err(json_error(e.into_inner(), field));
+            return Err(path_error(e));
         }
     };
     // Trailing characters after the value are malformed JSON too.
@@ -165,10 +164,13 @@ fn with_whole_numbers_as_integers<T: DeserializeOwned>(
     if !walk(&mut value) {
         return None;
     }
-    Some(serde_path_to_error::deserialize(value).map_err(|e| {
-        let field = e.path().to_string();
-        json_error(e.into_inner(), field)
-    }))
+    Some(serde_path_to_error::deserialize(value).map_err(path_error))
+}
+
+/// A typed read's error, naming the field where it happened.
+fn path_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+    let field = e.path().to_string();
+    json_error(e.into_inner(), field)
 }
 
 fn json_error(e: serde_json::Error, field: String) -> ApiError {
