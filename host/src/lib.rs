@@ -26,6 +26,7 @@ pub mod store;
 pub mod time;
 pub mod unit;
 pub mod unit_cases;
+pub mod unit_new;
 pub mod unit_test;
 pub mod upload;
 

@@ -139,6 +139,10 @@ fn main() -> ExitCode {
             command: UnitCommand::Test(args),
             remote,
         } => return sandpiper::unit_test::main(&args, remote.output),
+        Command::Unit {
+            command: UnitCommand::New(args),
+            ..
+        } => return sandpiper::unit_new::main(&args),
         Command::Serve(serve_command) => {
             let Serve { args, log_format } = *serve_command;
             init_logging(log_format);

@@ -16,8 +16,10 @@ pub struct Exports {
     pub balance: bool,
 }
 
-/// The three roles, for errors and explain records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+/// The three roles, for errors and explain records (and `unit new --roles`).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     Filter,

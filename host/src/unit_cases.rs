@@ -318,7 +318,8 @@ impl Prepared {
             .collect()
     }
 
-    fn migration_by_id(&self, migration: &Migration) -> ExpectedMigration {
+    /// A proposal as the fixture writes one: by VM and host ids.
+    pub fn migration_by_id(&self, migration: &Migration) -> ExpectedMigration {
         let vm = self
             .inventory
             .vm_text(VmText::Id)

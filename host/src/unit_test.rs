@@ -259,12 +259,12 @@ fn write_case(
             |out, migration: &Option<Migration>| match migration {
                 None => writeln!(out, "    no migration"),
                 Some(m) => {
-                    let destinations: Vec<String> = m.destinations.iter().map(|&h| id(h)).collect();
+                    let by_id = prepared.migration_by_id(m);
                     writeln!(
                         out,
-                        "    move VM #{} to one of {}",
-                        m.vm,
-                        destinations.join(", ")
+                        "    move VM {} to one of {}",
+                        by_id.vm,
+                        by_id.destinations.join(", ")
                     )
                 }
             },
@@ -492,10 +492,7 @@ mod json {
         }
         if let Some(result) = &answers.migration {
             case["balance"] = call(result, |migration| {
-                let migration = migration.as_ref().map(|m| {
-                    let destinations: Vec<String> = m.destinations.iter().map(|&h| id(h)).collect();
-                    json!({ "vm": m.vm, "destinations": destinations })
-                });
+                let migration = migration.as_ref().map(|m| prepared.migration_by_id(m));
                 json!({ "migration": migration })
             });
         }

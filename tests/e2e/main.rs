@@ -26,3 +26,4 @@ mod restart;
 mod schemathesis;
 mod support;
 mod tls;
+mod unit_new;

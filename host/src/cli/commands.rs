@@ -58,7 +58,9 @@ pub fn unit(remote: &Remote, command: UnitCommand) -> Result<(), CliError> {
     let out = remote.output;
     let id = |key: &str| resolve(&client, UNITS, "unit", key);
     match command {
-        UnitCommand::Test(_) => Err(CliError::Usage("`unit test` runs locally".to_owned())),
+        UnitCommand::Test(_) | UnitCommand::New(_) => Err(CliError::Usage(
+            "`unit test` and `unit new` run locally".to_owned(),
+        )),
         UnitCommand::List => {
             let list = client.get(UNITS)?;
             print(out, &list, || {

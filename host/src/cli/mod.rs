@@ -83,6 +83,9 @@ pub enum UnitCommand {
     /// Runs a unit on a fixture locally, without a server, and prints its
     /// verdicts, reasons, scores, fuel and time.
     Test(crate::unit_test::UnitTestArgs),
+    /// Writes a new unit project: source in `--lang` implementing
+    /// `--roles`, a build script and a fixture `unit test` passes.
+    New(crate::unit_new::UnitNewArgs),
 }
 
 /// Where a filter runs in its policy.
