@@ -14,8 +14,8 @@
 //!   an overcommitting engine reports below zero ([`MAY_BE_NEGATIVE`]);
 //!   engine-defined named metrics are finite;
 //! * memory, disk and CPU usage of a VM are finite and not negative; vCPUs,
-//!   sockets, cores per socket and threads per core are at least 1; a
-//!   group's priority is finite;
+//!   sockets, cores per socket and threads per core are 1 to
+//!   [`MAX_CPUS`]; a group's priority is finite;
 //! * `count` is 1 to `MAX_INSTANCES_PER_REQUEST`.
 //!
 //! JSON itself cannot carry NaN or infinity (serde_json refuses `NaN` and
@@ -29,7 +29,7 @@ use crate::names::{self, NameError};
 use sandpiper_model::Vm;
 
 use crate::snapshot::{
-    Cluster, Host, HostIndex, MAY_BE_NEGATIVE, RunningVm, Snapshot, SnapshotError,
+    Cluster, Host, HostIndex, MAX_CPUS, MAY_BE_NEGATIVE, RunningVm, Snapshot, SnapshotError,
     SnapshotErrorKind, VmSpec,
 };
 
@@ -75,11 +75,14 @@ fn non_negative(value: f64, path: impl std::fmt::Display) -> Result<(), Snapshot
 }
 
 /// A count that must be at least 1.
-fn at_least_one(value: u32, path: impl std::fmt::Display) -> Result<(), SnapshotError> {
-    if value == 0 {
-        Err(invalid(path, "must be at least 1"))
-    } else {
+fn cpu_count(value: u32, path: impl std::fmt::Display) -> Result<(), SnapshotError> {
+    if (1..=MAX_CPUS).contains(&value) {
         Ok(())
+    } else {
+        Err(invalid(
+            path,
+            format!("must be 1 to {MAX_CPUS}, not {value}"),
+        ))
     }
 }
 
@@ -153,7 +156,7 @@ pub fn check_running_vm(vm: &RunningVm, path: &str) -> Result<(), SnapshotError>
     if let Some(g) = vm.memory_guaranteed_mib {
         non_negative(g, format_args!("{path}.memory_guaranteed_mib"))?;
     }
-    at_least_one(vm.vcpus, format_args!("{path}.vcpus"))?;
+    cpu_count(vm.vcpus, format_args!("{path}.vcpus"))?;
     non_negative(
         vm.cpu_usage_percent,
         format_args!("{path}.cpu_usage_percent"),
@@ -172,15 +175,15 @@ pub fn check_vm(vm: &VmSpec, path: &str) -> Result<(), SnapshotError> {
     if let Some(g) = vm.memory_guaranteed_mib {
         non_negative(g, format_args!("{path}.memory_guaranteed_mib"))?;
     }
-    at_least_one(vm.vcpus, format_args!("{path}.vcpus"))?;
+    cpu_count(vm.vcpus, format_args!("{path}.vcpus"))?;
     if let Some(sockets) = vm.cpu_sockets {
-        at_least_one(sockets, format_args!("{path}.cpu_sockets"))?;
+        cpu_count(sockets, format_args!("{path}.cpu_sockets"))?;
     }
-    at_least_one(
+    cpu_count(
         vm.cpu_cores_per_socket,
         format_args!("{path}.cpu_cores_per_socket"),
     )?;
-    at_least_one(
+    cpu_count(
         vm.cpu_threads_per_core,
         format_args!("{path}.cpu_threads_per_core"),
     )?;
@@ -282,6 +285,11 @@ mod tests {
     fn the_vm_to_place_is_checked() {
         assert_eq!(vm_error(r#"{"memory_mib": -1}"#), "vm.memory_mib");
         assert_eq!(vm_error(r#"{"vcpus": 0}"#), "vm.vcpus");
+        assert_eq!(vm_error(r#"{"vcpus": 4097}"#), "vm.vcpus");
+        assert_eq!(
+            vm_error(r#"{"cpu_threads_per_core": 4097}"#),
+            "vm.cpu_threads_per_core"
+        );
         assert_eq!(vm_error(r#"{"cpu_sockets": 0}"#), "vm.cpu_sockets");
         assert_eq!(vm_error(r#"{"disk_gib": -2}"#), "vm.disk_gib");
         assert_eq!(vm_error(r#"{"id": "a\u2066b"}"#), "vm.id");

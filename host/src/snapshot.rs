@@ -35,6 +35,12 @@ pub struct Snapshot {
     pub vms: Vec<RunningVm>,
 }
 
+/// The most vCPUs, sockets, cores per socket or threads per core a VM may
+/// have: KVM's own ceiling (`KVM_MAX_NR_VCPUS` is 4096 on x86-64), far above
+/// any real VM, and what the OpenAPI document states as `maximum` (the
+/// `#[schema]` attributes below repeat it as a literal).
+pub const MAX_CPUS: u32 = 4096;
+
 /// Host metrics that may be negative: free memory and free disk after an
 /// engine's overcommit. Nova computes `free_ram_mb` and `free_disk_gb` as
 /// total minus used, which goes below zero on an oversubscribed host (its
@@ -162,7 +168,7 @@ pub struct RunningVm {
     #[schema(minimum = 0)]
     pub memory_guaranteed_mib: Option<f64>,
     #[serde(default = "one")]
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 4096)]
     pub vcpus: u32,
     /// CPU usage in percent of the VM's own vCPUs.
     #[serde(default)]
@@ -219,18 +225,18 @@ pub struct VmSpec {
     #[schema(minimum = 0)]
     pub memory_guaranteed_mib: Option<f64>,
     #[serde(default = "one")]
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 4096)]
     pub vcpus: u32,
     /// Sockets; `vcpus` when absent (one core of one thread per socket, as
     /// oVirt lays out a VM by default).
     #[serde(default)]
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 4096)]
     pub cpu_sockets: Option<u32>,
     #[serde(default = "one")]
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 4096)]
     pub cpu_cores_per_socket: u32,
     #[serde(default = "one")]
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 4096)]
     pub cpu_threads_per_core: u32,
     /// Measured CPU usage, for a running VM.
     #[serde(default)]
@@ -412,6 +418,18 @@ impl SnapshotError {
             kind,
         }
     }
+}
+
+/// Reads an optional list that may be left out (`#[serde(default,
+/// deserialize_with = "list_not_null")]` makes that `None`) but not sent as
+/// `null`: the documents say the field is an array, and `null` would be a
+/// second, undocumented spelling of "absent".
+pub fn list_not_null<'de, D, T>(deserializer: D) -> Result<Option<Vec<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Vec::<T>::deserialize(deserializer).map(Some)
 }
 
 /// Parses any JSON document of this module's shapes, naming the path of

@@ -231,8 +231,8 @@ async fn bad_input_is_refused_naming_the_field_and_nothing_changes() {
         ),
         (
             pool_body("p", &cluster, 2, 3, 1.0),
-            400,
-            "invalid_value",
+            422,
+            "prestarted_above_size",
             Some("prestarted_vms"),
         ),
         (
@@ -299,8 +299,8 @@ async fn bad_input_is_refused_naming_the_field_and_nothing_changes() {
         (json!({ "size": 1001 }), 400, "invalid_value", Some("size")),
         (
             json!({ "prestarted_vms": 3 }),
-            400,
-            "invalid_value",
+            422,
+            "prestarted_above_size",
             Some("prestarted_vms"),
         ),
         (

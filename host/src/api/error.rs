@@ -234,6 +234,7 @@ pub const ERROR_CODES: &[&str] = &[
     "queue_full",
     "pool_exhausted",
     "pool_vms_assigned",
+    "prestarted_above_size",
     "pool_vm_not_placed",
     "vm_not_assigned",
 ];

@@ -90,8 +90,9 @@ fn status_meaning(status: &str) -> &'static str {
 /// description, drops the security requirement of public routes, adds the
 /// error statuses the extractors answer for every route that takes input
 /// (400; 408, 413 and 415 with a body), says that `vms` needs `hosts`
-/// (`VMS_NEED_HOSTS`), and gives every response without a description
-/// its status's meaning.
+/// (`VMS_NEED_HOSTS`) and that tagged unions' variants take no other
+/// field (`CLOSED_UNIONS`), and gives every response without a
+/// description its status's meaning.
 pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     if let Some(components) = doc.components.as_mut() {
         for name in VMS_NEED_HOSTS {
@@ -102,6 +103,19 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
                     "dependentRequired".to_owned(),
                     serde_json::json!({ "vms": ["hosts"] }),
                 );
+            }
+        }
+        for name in CLOSED_UNIONS {
+            if let Some(RefOr::T(utoipa::openapi::Schema::OneOf(union))) =
+                components.schemas.get_mut(name)
+            {
+                for variant in &mut union.items {
+                    if let RefOr::T(utoipa::openapi::Schema::Object(variant)) = variant {
+                        variant.additional_properties = Some(Box::new(
+                            utoipa::openapi::schema::AdditionalProperties::FreeForm(false),
+                        ));
+                    }
+                }
             }
         }
     }
@@ -162,6 +176,11 @@ pub fn finish(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
 /// Schema's `dependentRequired` (checked in `api::schedule` and
 /// `placement::request`).
 const VMS_NEED_HOSTS: [&str; 2] = ["ScheduleBody", "BalanceBody"];
+
+/// Internally tagged enums with `deny_unknown_fields`: serde refuses an
+/// unknown field in every variant, but the derive writes
+/// `additionalProperties: false` only for structs.
+const CLOSED_UNIONS: [&str; 1] = ["HostUpdate"];
 
 /// A response with our error body, its description filled in by
 /// [`finish`] from the status.

@@ -53,11 +53,11 @@ pub struct PlaceRequest {
     /// the log; everything else has a default).
     pub vm: VmSpec,
     /// Every host of the cluster the VM could go to, in the snapshot format.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::snapshot::list_not_null")]
     #[schema(value_type = Vec<Host>)]
     pub hosts: Option<Vec<Host>>,
     /// The VMs running (or pending) on those hosts.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::snapshot::list_not_null")]
     #[schema(value_type = Vec<RunningVm>)]
     pub vms: Option<Vec<RunningVm>>,
     /// Scheduler hints (Nova's `same_host`, ...): a string or a list each.

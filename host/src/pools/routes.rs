@@ -254,11 +254,20 @@ fn check_settings(name: &str, size: u32, prestarted: u32, vm: &VmSpec) -> Result
             format!("must be 1 to {MAX_VMS_IN_POOL} (oVirt's MaxVmsInPool), not {size}"),
         ));
     }
+    // A rule between two fields, which no schema states: refused as
+    // unacceptable content (422), like the other rules about meaning.
     if prestarted > size {
-        return Err(invalid(
-            "prestarted_vms",
-            format!("must be at most the pool's size ({size}), not {prestarted}"),
-        ));
+        return Err(ApiError::Unprocessable {
+            code: "prestarted_above_size",
+            message: format!(
+                "`prestarted_vms` must be at most the pool's size ({size}), not {prestarted}"
+            ),
+            details: serde_json::json!({
+                "field": "prestarted_vms",
+                "size": size,
+                "prestarted_vms": prestarted,
+            }),
+        });
     }
     // The longest member id must be a valid VM id.
     crate::names::check_id(&member_id(name, MAX_VMS_IN_POOL)).map_err(|e| {
@@ -367,10 +376,11 @@ pub async fn list_pools(
     request_body = VmPoolAdd,
     responses(
         (status = 201, body = VmPool),
-        (status = 400, description = "`invalid_field`, `invalid_value` naming the field (`size` outside 1-1000, `prestarted_vms` above `size`, a bad `name`, a bad `vm`)", body = ErrorBody),
+        (status = 400, description = "`invalid_field`, `invalid_value` naming the field (`size` outside 1-1000, a bad `name`, a bad `vm`)", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, description = "The cluster", body = ErrorBody),
         (status = 409, description = "`name_taken`", body = ErrorBody),
+        (status = 422, description = "`prestarted_above_size`: `prestarted_vms` above `size`", body = ErrorBody),
     ))]
 pub async fn add_pool(
     State(state): State<AppState>,
@@ -442,6 +452,7 @@ pub async fn get_pool(
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, description = "`pool_vms_assigned`: `size` below the members assigned to users", body = ErrorBody),
+        (status = 422, description = "`prestarted_above_size`: `prestarted_vms` above `size` (either changed)", body = ErrorBody),
     ))]
 pub async fn update_pool(
     State(state): State<AppState>,

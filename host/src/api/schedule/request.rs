@@ -28,11 +28,11 @@ pub const PARSE_IN_PLACE_BYTES: usize = 16 * 1024;
 #[derive(Clone, Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BalanceBody {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::snapshot::list_not_null")]
     #[schema(value_type = Vec<Host>)]
     pub hosts: Option<Vec<Host>>,
     /// Running VMs of the inline `hosts`; only with them.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::snapshot::list_not_null")]
     #[schema(value_type = Vec<RunningVm>)]
     pub vms: Option<Vec<RunningVm>>,
     /// Host ids VMs may move between; every host when absent.
