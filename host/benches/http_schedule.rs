@@ -19,14 +19,15 @@
 //! `http_schedule hosts=10000 clients=... decisions_per_s=... p50_ms=... p99_ms=... sampling=... considered=...`.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, ensure};
 use serde_json::{Value, json};
+
+mod support;
+use support::{Client, Server};
 
 /// Hosts in the cluster: the seed's "more than 10,000 hypervisors".
 const HOSTS: usize = 10_000;
@@ -40,16 +41,12 @@ const BURST: usize = 1_000;
 const WARMUP: usize = 200;
 /// Memory of each VM placed, MiB.
 const VM_MEMORY_MIB: f64 = 2048.0;
-/// How long the server may take to start (compiling built-in units).
-const START_TIMEOUT: Duration = Duration::from_secs(300);
-/// The admin token the bench server starts with.
-const TOKEN: &str = "bench-admin-0123456789abcdef0123456789abcdef";
 
 fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir().context("temp dir")?;
     let db = dir.path().join("bench.db");
     // The default: a cluster of more than 1,000 hosts is sampled.
-    let mut server = Server::start(&db, "adaptive")?;
+    let mut server = Server::start(&db, &[("SANDPIPER_SAMPLE_HOSTS", "adaptive")])?;
     let result = run(server.addr, "adaptive", DECISIONS, true, None).and_then(|()| {
         // For comparison only: the four-unit policy that was the default
         // before oVirt's full `none` (CPU and Memory filters, even CPU x2
@@ -68,7 +65,7 @@ fn main() -> anyhow::Result<()> {
     result?;
     // The same over every host, for comparison: fewer decisions, same
     // database (the units' compiled artifacts are reused).
-    let mut server = Server::start(&db, "all")?;
+    let mut server = Server::start(&db, &[("SANDPIPER_SAMPLE_HOSTS", "all")])?;
     let result = run(server.addr, "all", ALL_DECISIONS, false, None);
     server.stop();
     result
@@ -330,145 +327,4 @@ fn host(i: usize, round: usize) -> Value {
 
 fn vm(id: &str) -> Value {
     json!({ "vm": { "id": id, "memory_mib": VM_MEMORY_MIB, "vcpus": 2 } })
-}
-
-/// The server under test: the real binary.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Server {
-    fn start(db: &std::path::Path, sampling: &str) -> anyhow::Result<Server> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sandpiper"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
-            .arg(db)
-            .env("SANDPIPER_ADMIN_TOKEN", TOKEN)
-            .env("SANDPIPER_LOG", "warn")
-            .env("SANDPIPER_SAMPLE_HOSTS", sampling)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .context("starting sandpiper")?;
-        let stdout = child.stdout.take().context("stdout")?;
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(addr) = line.strip_prefix("listening on ") {
-                    let _ = tx.send(addr.trim().to_owned());
-                }
-            }
-        });
-        let addr = rx
-            .recv_timeout(START_TIMEOUT)
-            .context("the server did not start")?
-            .parse()
-            .context("listening address")?;
-        Ok(Server { child, addr })
-    }
-
-    fn stop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let _ = self.child.wait();
-    }
-}
-
-/// A keep-alive HTTP/1.1 client for JSON requests.
-struct Client {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-    addr: SocketAddr,
-}
-
-impl Client {
-    fn connect(addr: SocketAddr) -> anyhow::Result<Client> {
-        let stream = TcpStream::connect(addr).context("connecting")?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(Duration::from_secs(120)))?;
-        Ok(Client {
-            reader: BufReader::new(stream.try_clone()?),
-            writer: stream,
-            addr,
-        })
-    }
-
-    fn get(&mut self, path: &str) -> anyhow::Result<Value> {
-        self.request("GET", path, None)
-    }
-
-    fn send(&mut self, method: &str, path: &str, body: &Value) -> anyhow::Result<Value> {
-        self.request(method, path, Some(serde_json::to_vec(body)?))
-    }
-
-    fn request(
-        &mut self,
-        method: &str,
-        path: &str,
-        body: Option<Vec<u8>>,
-    ) -> anyhow::Result<Value> {
-        let body = body.unwrap_or_default();
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-            self.addr,
-            body.len()
-        );
-        self.writer.write_all(head.as_bytes())?;
-        self.writer.write_all(&body)?;
-        let mut status = String::new();
-        self.reader.read_line(&mut status)?;
-        let code: u16 = status
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .with_context(|| format!("status line {status:?}"))?;
-        let mut length = None;
-        let mut chunked = false;
-        loop {
-            let mut line = String::new();
-            self.reader.read_line(&mut line)?;
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = line.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    length = Some(v.trim().parse::<usize>()?);
-                } else if k.eq_ignore_ascii_case("transfer-encoding") {
-                    chunked = v.trim().eq_ignore_ascii_case("chunked");
-                }
-            }
-        }
-        let mut bytes = Vec::new();
-        if chunked {
-            loop {
-                let mut size = String::new();
-                self.reader.read_line(&mut size)?;
-                let size = usize::from_str_radix(size.trim(), 16)?;
-                let mut chunk = vec![0; size + 2];
-                self.reader.read_exact(&mut chunk)?;
-                if size == 0 {
-                    break;
-                }
-                bytes.extend_from_slice(&chunk[..size]);
-            }
-        } else {
-            bytes.resize(length.context("no content-length")?, 0);
-            self.reader.read_exact(&mut bytes)?;
-        }
-        let value: Value = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes)?
-        };
-        if !(200..300).contains(&code) {
-            bail!("{method} {path}: {code} {value}");
-        }
-        Ok(value)
-    }
 }

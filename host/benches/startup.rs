@@ -1,0 +1,165 @@
+//! How long the `sandpiper` binary takes to be ready, and the memory it
+//! holds once busy (issue #17's start-up goals).
+//!
+//! * **First start**: a fresh database, so every built-in unit is compiled
+//!   and stored; from spawning the process to its "listening on" line,
+//!   which it prints only once every unit is loaded.
+//! * **Restart**: the same database again; the compiled code is read back,
+//!   nothing is compiled.
+//! * **Memory**: on the restarted server, a 10,000-host inventory, 50
+//!   policies (clones of the default `none`) and 200 decisions with claims;
+//!   then the process's resident set (`VmRSS`) and its peak (`VmHWM`).
+//!
+//! Run with: `cargo bench --bench startup` (figures in
+//! docs/performance.md). Prints
+//! `startup first_start_ms=... restart_ms=...` (median and minimum of
+//! `RUNS`) and `startup rss_mib=... peak_rss_mib=... hosts=... policies=...`.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::{Value, json};
+
+mod support;
+use support::{Client, Server};
+
+/// Fresh starts (each followed by a restart) measured.
+const RUNS: usize = 3;
+/// Hosts in the inventory the memory is measured with.
+const HOSTS: usize = 10_000;
+/// Policies the memory is measured with.
+const POLICIES: usize = 50;
+/// Decisions (each with a claim) made before the memory is read.
+const DECISIONS: usize = 200;
+
+fn main() -> anyhow::Result<()> {
+    let mut first = Vec::new();
+    let mut restart = Vec::new();
+    for run in 0..RUNS {
+        let dir = tempfile::tempdir().context("temp dir")?;
+        let db = dir.path().join("startup.db");
+        let started = Instant::now();
+        let mut server = Server::start(&db, &[])?;
+        first.push(started.elapsed());
+        server.stop();
+
+        let started = Instant::now();
+        let mut server = Server::start(&db, &[])?;
+        restart.push(started.elapsed());
+        let memory = if run + 1 == RUNS {
+            Some(busy_memory(&server))
+        } else {
+            None
+        };
+        server.stop();
+        if let Some(memory) = memory {
+            let (rss, peak) = memory?;
+            println!(
+                "startup rss_mib={rss:.0} peak_rss_mib={peak:.0} hosts={HOSTS} \
+                 policies={POLICIES} decisions={DECISIONS}"
+            );
+        }
+    }
+    println!(
+        "startup first_start_ms median={:.0} min={:.0} restart_ms median={:.0} min={:.0} \
+         runs={RUNS} load={}",
+        ms(median(&first)),
+        ms(min(&first)),
+        ms(median(&restart)),
+        ms(min(&restart)),
+        load_average()
+    );
+    Ok(())
+}
+
+/// Fills `server` as the memory goal states, and reads its resident set
+/// and peak, MiB.
+fn busy_memory(server: &Server) -> anyhow::Result<(f64, f64)> {
+    let mut admin = Client::connect(server.addr)?;
+    let policies = admin.get("/api/v1/schedulingpolicies")?;
+    let none = policies
+        .as_array()
+        .and_then(|all| all.iter().find(|p| p["name"] == "none"))
+        .and_then(|p| p["id"].as_str())
+        .context("the built-in policy `none`")?
+        .to_owned();
+    for i in 0..POLICIES {
+        admin.send(
+            "POST",
+            &format!("/api/v1/schedulingpolicies/{none}/clone"),
+            &json!({ "name": format!("policy-{i:02}") }),
+        )?;
+    }
+    let cluster = admin.send("POST", "/api/v1/clusters", &json!({ "name": "memory" }))?;
+    let base = format!(
+        "/api/v1/clusters/{}",
+        cluster["id"].as_str().context("cluster id")?
+    );
+    let hosts: Vec<Value> = (0..HOSTS).map(host).collect();
+    admin.send(
+        "PUT",
+        &format!("{base}/inventory"),
+        &json!({ "generation": 1, "hosts": hosts }),
+    )?;
+    for i in 0..DECISIONS {
+        admin.send(
+            "POST",
+            &format!("{base}/schedule"),
+            &json!({ "vm": { "id": format!("vm-{i}"), "memory_mib": 2048, "vcpus": 2 } }),
+        )?;
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid()))
+        .context("the server's /proc status")?;
+    let kib = |key: &str| -> anyhow::Result<f64> {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(key))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse::<f64>().ok())
+            .with_context(|| format!("{key} in /proc status"))
+    };
+    Ok((kib("VmRSS:")? / 1024.0, kib("VmHWM:")? / 1024.0))
+}
+
+/// A host like http_schedule's: 64 to 512 GiB, 30 to 80 % free.
+fn host(i: usize) -> Value {
+    let total = 65536.0 * (1 + i % 8) as f64;
+    let free = (total * (0.3 + 0.5 * ((i * 7919) % 100) as f64 / 100.0)).floor();
+    json!({
+        "id": format!("host-{i:05}"),
+        "metrics": {
+            "memory_total_mib": total,
+            "memory_free_mib": free,
+            "memory_committed_mib": total - free,
+            "cpu_sockets": 2,
+            "cpu_cores": 16 * (1 + i % 4),
+            "cpu_threads": 32 * (1 + i % 4),
+            "cpu_usage_percent": (i % 90) as f64,
+            "vm_count": (i % 20) as f64,
+        },
+        "networks": ["ovirtmgmt"],
+    })
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn median(times: &[Duration]) -> Duration {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    sorted[sorted.len() / 2]
+}
+
+fn min(times: &[Duration]) -> Duration {
+    times.iter().copied().min().unwrap_or_default()
+}
+
+/// The one-minute load average, printed beside the figures: these machines
+/// are shared and noisy.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
+}

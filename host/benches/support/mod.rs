@@ -1,0 +1,174 @@
+//! What the benchmarks that drive the real `sandpiper` binary share: the
+//! server process and a keep-alive JSON client. Included with `mod support;`
+//! by each bench that uses it; a bench may not use every item.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+/// How long the server may take to start (compiling built-in units).
+pub const START_TIMEOUT: Duration = Duration::from_secs(300);
+/// The admin token the bench server starts with.
+pub const TOKEN: &str = "bench-admin-0123456789abcdef0123456789abcdef";
+
+/// The server under test: the real binary.
+pub struct Server {
+    child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Server {
+    /// Starts `sandpiper serve` on `db` with the admin token [`TOKEN`],
+    /// warnings-only logs and the extra environment `env`, and returns once
+    /// it listens (it prints "listening on" only when every unit is
+    /// loaded).
+    pub fn start(db: &Path, env: &[(&str, &str)]) -> anyhow::Result<Server> {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sandpiper"));
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+            .arg(db)
+            .env("SANDPIPER_ADMIN_TOKEN", TOKEN)
+            .env("SANDPIPER_LOG", "warn");
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting sandpiper")?;
+        let stdout = child.stdout.take().context("stdout")?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(addr) = line.strip_prefix("listening on ") {
+                    let _ = tx.send(addr.trim().to_owned());
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(START_TIMEOUT)
+            .context("the server did not start")?
+            .parse()
+            .context("listening address")?;
+        Ok(Server { child, addr })
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGTERM, then waits for the process to exit.
+    pub fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// A keep-alive HTTP/1.1 client for JSON requests, with the admin token.
+pub struct Client {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+    addr: SocketAddr,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> anyhow::Result<Client> {
+        let stream = TcpStream::connect(addr).context("connecting")?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(Duration::from_secs(120)))?;
+        Ok(Client {
+            reader: BufReader::new(stream.try_clone()?),
+            writer: stream,
+            addr,
+        })
+    }
+
+    pub fn get(&mut self, path: &str) -> anyhow::Result<Value> {
+        self.request("GET", path, None)
+    }
+
+    pub fn send(&mut self, method: &str, path: &str, body: &Value) -> anyhow::Result<Value> {
+        self.request(method, path, Some(serde_json::to_vec(body)?))
+    }
+
+    pub fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> anyhow::Result<Value> {
+        let body = body.unwrap_or_default();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            self.addr,
+            body.len()
+        );
+        self.writer.write_all(head.as_bytes())?;
+        self.writer.write_all(&body)?;
+        let mut status = String::new();
+        self.reader.read_line(&mut status)?;
+        let code: u16 = status
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .with_context(|| format!("status line {status:?}"))?;
+        let mut length = None;
+        let mut chunked = false;
+        loop {
+            let mut line = String::new();
+            self.reader.read_line(&mut line)?;
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    length = Some(v.trim().parse::<usize>()?);
+                } else if k.eq_ignore_ascii_case("transfer-encoding") {
+                    chunked = v.trim().eq_ignore_ascii_case("chunked");
+                }
+            }
+        }
+        let mut bytes = Vec::new();
+        if chunked {
+            loop {
+                let mut size = String::new();
+                self.reader.read_line(&mut size)?;
+                let size = usize::from_str_radix(size.trim(), 16)?;
+                let mut chunk = vec![0; size + 2];
+                self.reader.read_exact(&mut chunk)?;
+                if size == 0 {
+                    break;
+                }
+                bytes.extend_from_slice(&chunk[..size]);
+            }
+        } else {
+            bytes.resize(length.context("no content-length")?, 0);
+            self.reader.read_exact(&mut bytes)?;
+        }
+        let value: Value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)?
+        };
+        if !(200..300).contains(&code) {
+            bail!("{method} {path}: {code} {value}");
+        }
+        Ok(value)
+    }
+}
