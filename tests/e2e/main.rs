@@ -24,6 +24,7 @@ mod pools;
 mod rebalance;
 mod restart;
 mod schemathesis;
+mod starting;
 mod support;
 mod tls;
 mod unit_new;

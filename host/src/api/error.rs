@@ -237,6 +237,7 @@ pub const ERROR_CODES: &[&str] = &[
     "prestarted_above_size",
     "pool_vm_not_placed",
     "vm_not_assigned",
+    "starting",
 ];
 
 /// The code of an error answer, kept in the response's extensions for the

@@ -1,6 +1,7 @@
 //! `GET /healthz`: 200 when the store answers and the units are loaded.
-//! The server only starts listening once startup has loaded every unit, so
-//! a 200 means a decision can be made.
+//! While a server starts, its socket answers every request, this one too,
+//! 503 `starting` (`server::starting`) until every unit is loaded, so a 200
+//! means a decision can be made.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -23,7 +24,7 @@ pub struct Health {
 #[utoipa::path(get, path = "/healthz", tag = "health",
     responses(
         (status = 200, body = Health),
-        (status = 503, description = "`unavailable`: the store does not answer", body = ErrorBody),
+        (status = 503, description = "`unavailable`: the store does not answer; `starting`: the server is still compiling and loading its units (with `Retry-After`)", body = ErrorBody),
     ))]
 pub async fn healthz(
     State(state): State<AppState>,

@@ -7,6 +7,7 @@
 pub(crate) mod builtins;
 mod listen;
 mod loading;
+mod starting;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -114,7 +115,6 @@ impl Server {
             (Some(cert), Some(key)) => Some(tls::Tls::load(cert, key)?),
             _ => None,
         };
-        let services = Server::build_state(&args, supplied.as_deref(), exe).await?;
         let listener = TcpListener::bind(args.listen)
             .await
             .map_err(|source| StartError::Bind {
@@ -125,6 +125,27 @@ impl Server {
             addr: args.listen,
             source,
         })?;
+        let connections = ConnectionLimits::from_args(&args);
+        // Bound before the units load: until they are, every request is
+        // answered 503 `starting` (see `starting`), not refused.
+        tracing::info!(%addr, "bound; answering 503 `starting` until the units are loaded");
+        let (loaded_tx, loaded_rx) = tokio::sync::oneshot::channel::<()>();
+        let while_starting = listen::serve(
+            &listener,
+            starting::app(),
+            connections,
+            tls.clone(),
+            async move {
+                let _ = loaded_rx.await;
+            },
+        );
+        let build = async {
+            let built = Server::build_state(&args, supplied.as_deref(), exe).await;
+            let _ = loaded_tx.send(());
+            built
+        };
+        let ((), built) = tokio::join!(while_starting, build);
+        let services = built?;
         tracing::info!(%addr, tls = tls.is_some(), "listening");
         let extender = match args.extender_listen {
             None => None,
@@ -162,7 +183,7 @@ impl Server {
             addr,
             services,
             grace: args.shutdown_grace(),
-            connections: ConnectionLimits::from_args(&args),
+            connections,
             signals,
         })
     }

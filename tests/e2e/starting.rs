@@ -1,0 +1,85 @@
+//! A first start answers before its units are loaded: from the moment the
+//! store is open, the socket is bound and every request, `/healthz`
+//! included, gets 503 `starting` with `Retry-After` and `Connection:
+//! close`; once the built-in units are compiled and loaded the real routes
+//! answer on the same socket. A fresh database makes the start compile
+//! every built-in unit, which takes seconds here, so the starting answers
+//! are seen.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::http::send;
+use crate::support::{ADMIN_TOKEN, START_TIMEOUT};
+
+/// A port no one listens on now (the OS's pick, released at once).
+fn free_port() -> u16 {
+    let probe = TcpListener::bind("127.0.0.1:0").expect("bind a probe");
+    probe.local_addr().expect("probe address").port()
+}
+
+#[test]
+fn a_first_start_answers_503_starting_until_its_units_are_loaded() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port())
+        .parse()
+        .expect("address");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandpiper"))
+        .args(["serve", "--listen", &addr.to_string(), "--db"])
+        .arg(dir.path().join("sandpiper.db"))
+        .env_remove("SANDPIPER_LOG")
+        .env("SANDPIPER_ADMIN_TOKEN", ADMIN_TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start sandpiper");
+    let bearer = format!("Bearer {ADMIN_TOKEN}");
+    let auth = [("Authorization", bearer.as_str())];
+
+    let deadline = Instant::now() + START_TIMEOUT;
+    let (mut health_starting, mut route_starting) = (0, 0);
+    loop {
+        assert!(Instant::now() < deadline, "the server never became ready");
+        if TcpStream::connect(addr).is_err() {
+            // Not bound yet: the store is being opened.
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        let health = send(addr, "GET", "/healthz", &[], None);
+        if health.status == 200 {
+            break;
+        }
+        assert_eq!(
+            health.status,
+            503,
+            "{}",
+            String::from_utf8_lossy(&health.body)
+        );
+        assert_eq!(health.json()["error"]["code"], "starting");
+        assert_eq!(health.header("retry-after"), Some("1"));
+        assert_eq!(health.header("connection"), Some("close"));
+        health_starting += 1;
+        let clusters = send(addr, "GET", "/api/v1/clusters", &auth, None);
+        if clusters.status == 503 {
+            assert_eq!(clusters.json()["error"]["code"], "starting");
+            route_starting += 1;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        health_starting > 0 && route_starting > 0,
+        "no starting answer seen ({health_starting} on /healthz, {route_starting} on a route)"
+    );
+    // Ready: the real routes answer on the same socket.
+    let clusters = send(addr, "GET", "/api/v1/clusters", &auth, None);
+    assert_eq!(clusters.status, 200);
+    assert!(send(addr, "GET", "/healthz", &[], None).json()["units_loaded"].as_u64() > Some(0));
+
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status}");
+}
