@@ -20,15 +20,15 @@
 //! `xmlrpc hosts=1000 filter_score_ms=<median> ... load=<1-minute load>` and
 //! `extender nodes=1000 filter_prioritize_ms=<median> ... load=...`.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use dxr::{MethodResponse, Value as Xml};
 use serde_json::{Value, json};
+
+mod support;
+use support::{Client, Server};
 
 /// Hosts held, and asked about in every call.
 const HOSTS: usize = 1_000;
@@ -36,22 +36,44 @@ const HOSTS: usize = 1_000;
 const WARMUP: usize = 20;
 /// Timed rounds (each two calls).
 const ROUNDS: usize = 200;
-/// How long the server may take to start (compiling built-in units).
-const START_TIMEOUT: Duration = Duration::from_secs(300);
-/// The admin token the bench server starts with.
-const TOKEN: &str = "bench-admin-0123456789abcdef0123456789abcdef";
+/// The server under test with both front doors' own listeners.
+struct Doors {
+    server: Server,
+    ovirt: SocketAddr,
+    extender: SocketAddr,
+}
 
 fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir().context("temp dir")?;
     let db = dir.path().join("bench.db");
-    let mut server = Server::start(&db)?;
-    let result = run(&server);
-    server.stop();
+    let free = || -> anyhow::Result<SocketAddr> {
+        Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+    };
+    let (ovirt, extender) = (free()?, free()?);
+    let (ovirt_flag, extender_flag) = (ovirt.to_string(), extender.to_string());
+    let server = Server::start(
+        &db,
+        &[
+            "--ovirt-listen",
+            &ovirt_flag,
+            "--extender-listen",
+            &extender_flag,
+        ],
+        &[],
+    )?;
+    let mut doors = Doors {
+        server,
+        ovirt,
+        extender,
+    };
+    let result = run(&doors);
+    doors.server.stop();
     result
 }
 
-fn run(server: &Server) -> anyhow::Result<()> {
-    let mut admin = Client::connect(server.addr, Some(TOKEN))?;
+fn run(doors: &Doors) -> anyhow::Result<()> {
+    let server = &doors.server;
+    let mut admin = Client::connect(server.addr)?;
     let policies = admin.json("GET", "/api/v1/schedulingpolicies", None)?;
     let policy_id = |name: &str| -> anyhow::Result<Value> {
         policies
@@ -84,7 +106,7 @@ fn run(server: &Server) -> anyhow::Result<()> {
     let ids: Vec<String> = (0..HOSTS)
         .map(|i| host_id("00000000-0000-0000-0000-", i))
         .collect();
-    let mut engine = Client::connect(server.ovirt, None)?;
+    let mut engine = Client::connect_as(doors.ovirt, None)?;
     let mut times = Vec::with_capacity(ROUNDS);
     let mut kept = 0;
     for round in 0..WARMUP + ROUNDS {
@@ -156,7 +178,7 @@ fn run(server: &Server) -> anyhow::Result<()> {
         "spec": { "containers": [{ "name": "compute",
             "resources": { "requests": { "cpu": "2", "memory": "2Gi" } } }] }
     });
-    let mut kube = Client::connect(server.extender, None)?;
+    let mut kube = Client::connect_as(doors.extender, None)?;
     let mut times = Vec::with_capacity(ROUNDS);
     let mut kept = 0;
     for round in 0..WARMUP + ROUNDS {
@@ -287,169 +309,4 @@ fn load() -> String {
         .ok()
         .and_then(|l| l.split_whitespace().next().map(str::to_owned))
         .unwrap_or_else(|| "?".to_owned())
-}
-
-/// The server under test: the real binary with both front doors' own
-/// listeners.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-    ovirt: SocketAddr,
-    extender: SocketAddr,
-}
-
-impl Server {
-    fn start(db: &std::path::Path) -> anyhow::Result<Server> {
-        let free = || -> anyhow::Result<SocketAddr> {
-            Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
-        };
-        let (ovirt, extender) = (free()?, free()?);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sandpiper"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
-            .arg(db)
-            .arg("--ovirt-listen")
-            .arg(ovirt.to_string())
-            .arg("--extender-listen")
-            .arg(extender.to_string())
-            .env("SANDPIPER_ADMIN_TOKEN", TOKEN)
-            .env("SANDPIPER_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .context("starting sandpiper")?;
-        let stdout = child.stdout.take().context("stdout")?;
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(addr) = line.strip_prefix("listening on ") {
-                    let _ = tx.send(addr.trim().to_owned());
-                }
-            }
-        });
-        let addr = rx
-            .recv_timeout(START_TIMEOUT)
-            .context("the server did not start")?
-            .parse()
-            .context("listening address")?;
-        Ok(Server {
-            child,
-            addr,
-            ovirt,
-            extender,
-        })
-    }
-
-    fn stop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let _ = self.child.wait();
-    }
-}
-
-/// A keep-alive HTTP/1.1 client.
-struct Client {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-    addr: SocketAddr,
-    token: Option<&'static str>,
-}
-
-impl Client {
-    fn connect(addr: SocketAddr, token: Option<&'static str>) -> anyhow::Result<Client> {
-        let stream = TcpStream::connect(addr).context("connecting")?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(Duration::from_secs(120)))?;
-        Ok(Client {
-            reader: BufReader::new(stream.try_clone()?),
-            writer: stream,
-            addr,
-            token,
-        })
-    }
-
-    /// A JSON request; an answer outside 2xx is an error.
-    fn json(&mut self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
-        let body = body
-            .map(serde_json::to_vec)
-            .transpose()?
-            .unwrap_or_default();
-        let (code, bytes) = self.raw(method, path, "application/json", body)?;
-        let value: Value = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes)?
-        };
-        if !(200..300).contains(&code) {
-            bail!("{method} {path}: {code} {value}");
-        }
-        Ok(value)
-    }
-
-    /// One request: the status and the body.
-    fn raw(
-        &mut self,
-        method: &str,
-        path: &str,
-        content_type: &str,
-        body: Vec<u8>,
-    ) -> anyhow::Result<(u16, Vec<u8>)> {
-        let auth = self
-            .token
-            .map(|t| format!("Authorization: Bearer {t}\r\n"))
-            .unwrap_or_default();
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{auth}Content-Type: {content_type}\r\n\
-             Content-Length: {}\r\n\r\n",
-            self.addr,
-            body.len()
-        );
-        self.writer.write_all(head.as_bytes())?;
-        self.writer.write_all(&body)?;
-        let mut status = String::new();
-        self.reader.read_line(&mut status)?;
-        let code: u16 = status
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .with_context(|| format!("status line {status:?}"))?;
-        let mut length = None;
-        let mut chunked = false;
-        loop {
-            let mut line = String::new();
-            self.reader.read_line(&mut line)?;
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = line.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    length = Some(v.trim().parse::<usize>()?);
-                } else if k.eq_ignore_ascii_case("transfer-encoding") {
-                    chunked = v.trim().eq_ignore_ascii_case("chunked");
-                }
-            }
-        }
-        let mut bytes = Vec::new();
-        if chunked {
-            loop {
-                let mut size = String::new();
-                self.reader.read_line(&mut size)?;
-                let size = usize::from_str_radix(size.trim(), 16)?;
-                let mut chunk = vec![0; size + 2];
-                self.reader.read_exact(&mut chunk)?;
-                if size == 0 {
-                    break;
-                }
-                bytes.extend_from_slice(&chunk[..size]);
-            }
-        } else {
-            bytes.resize(length.context("no content-length")?, 0);
-            self.reader.read_exact(&mut bytes)?;
-        }
-        Ok((code, bytes))
-    }
 }

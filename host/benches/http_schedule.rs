@@ -46,7 +46,7 @@ fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir().context("temp dir")?;
     let db = dir.path().join("bench.db");
     // The default: a cluster of more than 1,000 hosts is sampled.
-    let mut server = Server::start(&db, &[("SANDPIPER_SAMPLE_HOSTS", "adaptive")])?;
+    let mut server = Server::start(&db, &[], &[("SANDPIPER_SAMPLE_HOSTS", "adaptive")])?;
     let result = run(server.addr, "adaptive", DECISIONS, true, None).and_then(|()| {
         // For comparison only: the four-unit policy that was the default
         // before oVirt's full `none` (CPU and Memory filters, even CPU x2
@@ -65,7 +65,7 @@ fn main() -> anyhow::Result<()> {
     result?;
     // The same over every host, for comparison: fewer decisions, same
     // database (the units' compiled artifacts are reused).
-    let mut server = Server::start(&db, &[("SANDPIPER_SAMPLE_HOSTS", "all")])?;
+    let mut server = Server::start(&db, &[], &[("SANDPIPER_SAMPLE_HOSTS", "all")])?;
     let result = run(server.addr, "all", ALL_DECISIONS, false, None);
     server.stop();
     result

@@ -39,12 +39,12 @@ fn main() -> anyhow::Result<()> {
         let dir = tempfile::tempdir().context("temp dir")?;
         let db = dir.path().join("startup.db");
         let started = Instant::now();
-        let mut server = Server::start(&db, &[])?;
+        let mut server = Server::start(&db, &[], &[])?;
         first.push(started.elapsed());
         server.stop();
 
         let started = Instant::now();
-        let mut server = Server::start(&db, &[])?;
+        let mut server = Server::start(&db, &[], &[])?;
         restart.push(started.elapsed());
         let memory = if run + 1 == RUNS {
             Some(busy_memory(&server))

@@ -26,14 +26,15 @@ pub struct Server {
 
 impl Server {
     /// Starts `sandpiper serve` on `db` with the admin token [`TOKEN`],
-    /// warnings-only logs and the extra environment `env`, and returns once
-    /// it listens (it prints "listening on" only when every unit is
-    /// loaded).
-    pub fn start(db: &Path, env: &[(&str, &str)]) -> anyhow::Result<Server> {
+    /// warnings-only logs, the extra flags `args` and environment `env`,
+    /// and returns once it listens (it prints "listening on" only when
+    /// every unit is loaded).
+    pub fn start(db: &Path, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Server> {
         let mut command = Command::new(env!("CARGO_BIN_EXE_sandpiper"));
         command
             .args(["serve", "--listen", "127.0.0.1:0", "--db"])
             .arg(db)
+            .args(args)
             .env("SANDPIPER_ADMIN_TOKEN", TOKEN)
             .env("SANDPIPER_LOG", "warn");
         for (key, value) in env {
@@ -78,15 +79,22 @@ impl Server {
     }
 }
 
-/// A keep-alive HTTP/1.1 client for JSON requests, with the admin token.
+/// A keep-alive HTTP/1.1 client, with the admin token or another or none.
 pub struct Client {
     reader: BufReader<TcpStream>,
     writer: TcpStream,
     addr: SocketAddr,
+    token: Option<&'static str>,
 }
 
 impl Client {
+    /// A client with the admin token [`TOKEN`].
     pub fn connect(addr: SocketAddr) -> anyhow::Result<Client> {
+        Client::connect_as(addr, Some(TOKEN))
+    }
+
+    /// A client sending `token` (none: no `Authorization` header).
+    pub fn connect_as(addr: SocketAddr, token: Option<&'static str>) -> anyhow::Result<Client> {
         let stream = TcpStream::connect(addr).context("connecting")?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(120)))?;
@@ -94,27 +102,56 @@ impl Client {
             reader: BufReader::new(stream.try_clone()?),
             writer: stream,
             addr,
+            token,
         })
     }
 
     pub fn get(&mut self, path: &str) -> anyhow::Result<Value> {
-        self.request("GET", path, None)
+        self.json("GET", path, None)
     }
 
     pub fn send(&mut self, method: &str, path: &str, body: &Value) -> anyhow::Result<Value> {
-        self.request(method, path, Some(serde_json::to_vec(body)?))
+        self.json(method, path, Some(body))
     }
 
-    pub fn request(
+    /// A JSON request; an answer outside 2xx is an error.
+    pub fn json(
         &mut self,
         method: &str,
         path: &str,
-        body: Option<Vec<u8>>,
+        body: Option<&Value>,
     ) -> anyhow::Result<Value> {
-        let body = body.unwrap_or_default();
+        let body = body
+            .map(serde_json::to_vec)
+            .transpose()?
+            .unwrap_or_default();
+        let (code, bytes) = self.raw(method, path, "application/json", body)?;
+        let value: Value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)?
+        };
+        if !(200..300).contains(&code) {
+            bail!("{method} {path}: {code} {value}");
+        }
+        Ok(value)
+    }
+
+    /// One request: the status and the body.
+    pub fn raw(
+        &mut self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> anyhow::Result<(u16, Vec<u8>)> {
+        let auth = self
+            .token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
         let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{auth}Content-Type: {content_type}\r\n\
+             Content-Length: {}\r\n\r\n",
             self.addr,
             body.len()
         );
@@ -161,14 +198,6 @@ impl Client {
             bytes.resize(length.context("no content-length")?, 0);
             self.reader.read_exact(&mut bytes)?;
         }
-        let value: Value = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes)?
-        };
-        if !(200..300).contains(&code) {
-            bail!("{method} {path}: {code} {value}");
-        }
-        Ok(value)
+        Ok((code, bytes))
     }
 }
