@@ -374,7 +374,13 @@ fn cluster(count: usize) -> Result<(Arc<Inventory>, Request), sandpiper::snapsho
         hosts.push(host);
     }
     let cluster = Snapshot { hosts, vms }.build()?;
-    let ids = |range: std::ops::Range<usize>| range.map(|i| format!("h{i}")).collect::<Vec<_>>();
+    // Groups name hosts by id; a smaller cluster keeps the ones it has.
+    let ids = |range: std::ops::Range<usize>| {
+        range
+            .filter(|&i| i < count)
+            .map(|i| format!("h{i}"))
+            .collect::<Vec<_>>()
+    };
     let group = |id: &str, positive, enforcing, hosts| Group {
         id: id.to_owned(),
         name: id.to_owned(),

@@ -33,7 +33,9 @@
 //!   keeps document order (only matters to `<in>` on a whole object).
 //!
 //! Cost: one pass over the candidates per spec; each distinct capability
-//! text is parsed and matched once, however many hosts share it.
+//! text is parsed and matched once, however many hosts share it, and so is
+//! each of a spec's first 16 distinct numbers; a spec's mismatch and
+//! missing reasons are formatted once, not per rejected host.
 
 use sandpiper_guest::prelude::*;
 use sandpiper_nova_ops::extra_specs::{MatchError, Requirement};
@@ -141,9 +143,21 @@ impl Filter for ComputeCapabilitiesFilter {
         let mut pending: Vec<u32> = candidates.to_vec();
         for check in &checks {
             let mut judge = Judge::new(&hosts, check);
+            // Most rejected hosts share one of two reasons per check:
+            // written once, not once per host.
+            let mismatch = reason(check, &Verdict::Mismatch);
+            let missing = reason(check, &Verdict::Missing);
             pending.retain(|&host| match judge.judge(host) {
                 Verdict::Pass | Verdict::Skip => true,
-                failed => {
+                Verdict::Mismatch => {
+                    rejections.reject(host, &mismatch);
+                    false
+                }
+                Verdict::Missing => {
+                    rejections.reject(host, &missing);
+                    false
+                }
+                failed @ Verdict::Error(_) => {
                     rejections.reject(host, reason(check, &failed));
                     false
                 }
@@ -164,7 +178,15 @@ struct Judge<'a, 'c> {
     flat: Vec<Option<Verdict>>,
     /// Verdicts by value string id, for capabilities walked into.
     walked: Vec<Option<Verdict>>,
+    /// Verdicts by numeric value (its bits), the first `NUMERIC_MEMO`
+    /// distinct ones.
+    numeric: Vec<(u64, Verdict)>,
 }
+
+/// Distinct numeric values a check remembers verdicts for: a linear search
+/// beats hashing at this size, and free-memory-like attributes, where every
+/// host differs, stop being remembered once it is full.
+const NUMERIC_MEMO: usize = 16;
 
 impl<'a, 'c> Judge<'a, 'c> {
     fn new(hosts: &'c Hosts<'a>, check: &'c Check<'c>) -> Self {
@@ -183,6 +205,7 @@ impl<'a, 'c> Judge<'a, 'c> {
             path,
             flat: vec![None; strings],
             walked: vec![None; strings],
+            numeric: Vec::new(),
         }
     }
 
@@ -191,7 +214,23 @@ impl<'a, 'c> Judge<'a, 'c> {
         let requirement = &self.check.requirement;
         match &self.check.source {
             Source::Numeric(attribute) => {
-                verdict(requirement.matches_number(attribute.value(self.hosts, row)))
+                // A cluster has few distinct values (hypervisor versions,
+                // memory sizes): each is matched once.
+                let value = attribute.value(self.hosts, row);
+                match self
+                    .numeric
+                    .iter()
+                    .find(|(bits, _)| *bits == value.to_bits())
+                {
+                    Some((_, known)) => known.clone(),
+                    None => {
+                        let judged = verdict(requirement.matches_number(value));
+                        if self.numeric.len() < NUMERIC_MEMO {
+                            self.numeric.push((value.to_bits(), judged.clone()));
+                        }
+                        judged
+                    }
+                }
             }
             Source::Text(text) => verdict(requirement.matches(self.hosts.texts(*text).get(row))),
             Source::ServiceDisabled => {
