@@ -219,13 +219,44 @@ impl<'a> CapabilityPath<'a> {
     pub fn walk(&self, root_id: u32) -> Option<Value> {
         walk(self.text(root_id), &self.rest)
     }
+
+    /// [`CapabilityPath::walk`] from the root's text already [`decode`]d.
+    pub fn walk_decoded(&self, root: &Value) -> Option<Value> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        walk_decoded(root, &self.rest)
+    }
 }
 
 /// Nova's `_get_capabilities` from a string value: decode each string on
 /// the way as JSON and index objects by name.
 pub fn walk(root: &str, rest: &[String]) -> Option<Value> {
-    let mut cap = Value::String(root.to_owned());
-    for name in rest {
+    if rest.is_empty() {
+        return Some(Value::String(root.to_owned()));
+    }
+    walk_decoded(&decode(root)?, rest)
+}
+
+/// A capability's text decoded as JSON, as [`walk`]'s first step does;
+/// `None` when it is not JSON. Units that walk several paths into one
+/// capability (`cpu_info:vendor`, `cpu_info:features`) decode each distinct
+/// text once and walk it with [`walk_decoded`].
+pub fn decode(root: &str) -> Option<Value> {
+    serde_json::from_str(root).ok()
+}
+
+/// [`walk`] from a root already [`decode`]d; `rest` must not be empty.
+pub fn walk_decoded(root: &Value, rest: &[String]) -> Option<Value> {
+    let (first, more) = rest.split_first()?;
+    let mut cap = match root {
+        Value::Object(map) => map.get(first)?.clone(),
+        _ => return None,
+    };
+    if cap.is_null() {
+        return None;
+    }
+    for name in more {
         if let Value::String(text) = &cap {
             cap = serde_json::from_str(text).ok()?;
         }
@@ -279,5 +310,19 @@ mod tests {
         assert_eq!(walk(cpu_info, &path(&["vendor", "x"])), None);
         assert_eq!(walk("cpu_info", &path(&["vendor"])), None, "not JSON");
         assert_eq!(walk(" { } ", &path(&["vendor"])), None);
+        // Walking a decoded root answers as walking the text.
+        let decoded = decode(cpu_info).expect("JSON");
+        for p in [
+            &["vendor"][..],
+            &["maxphysaddr", "bits"],
+            &["none"],
+            &["vendor", "x"],
+        ] {
+            assert_eq!(
+                walk_decoded(&decoded, &path(p)),
+                walk(cpu_info, &path(p)),
+                "{p:?}"
+            );
+        }
     }
 }

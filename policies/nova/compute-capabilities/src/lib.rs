@@ -39,7 +39,7 @@
 
 use sandpiper_guest::prelude::*;
 use sandpiper_nova_ops::extra_specs::{MatchError, Requirement};
-use sandpiper_nova_ops::host_state::{CapabilityPath, Found, Source, service_disabled};
+use sandpiper_nova_ops::host_state::{CapabilityPath, Found, Source, decode, service_disabled};
 use sandpiper_nova_ops::python;
 
 /// The only extra-spec scope this filter reads.
@@ -141,13 +141,14 @@ impl Filter for ComputeCapabilitiesFilter {
         let hosts = cx.hosts();
         // Per check: which hosts are still undecided, in candidate order.
         let mut pending: Vec<u32> = candidates.to_vec();
+        let mut decoded = Decoded::default();
         for check in &checks {
             let mut judge = Judge::new(&hosts, check);
             // Most rejected hosts share one of two reasons per check:
             // written once, not once per host.
             let mismatch = reason(check, &Verdict::Mismatch);
             let missing = reason(check, &Verdict::Missing);
-            pending.retain(|&host| match judge.judge(host) {
+            pending.retain(|&host| match judge.judge(host, &mut decoded) {
                 Verdict::Pass | Verdict::Skip => true,
                 Verdict::Mismatch => {
                     rejections.reject(host, &mismatch);
@@ -164,6 +165,24 @@ impl Filter for ComputeCapabilitiesFilter {
             });
         }
         rejections.into_vec()
+    }
+}
+
+/// Capability texts decoded as JSON, by value string id, shared by the
+/// checks of one call: `cpu_info:vendor` and `cpu_info:features` decode
+/// each distinct `cpu_info` once between them.
+#[derive(Default)]
+struct Decoded(Vec<Option<Option<serde_json::Value>>>);
+
+impl Decoded {
+    fn get(&mut self, path: &CapabilityPath<'_>, id: u32) -> Option<&serde_json::Value> {
+        let index = id as usize;
+        if self.0.len() <= index {
+            self.0.resize(index + 1, None);
+        }
+        self.0[index]
+            .get_or_insert_with(|| decode(path.text(id)))
+            .as_ref()
     }
 }
 
@@ -209,7 +228,7 @@ impl<'a, 'c> Judge<'a, 'c> {
         }
     }
 
-    fn judge(&mut self, host: u32) -> Verdict {
+    fn judge(&mut self, host: u32, decoded: &mut Decoded) -> Verdict {
         let row = host as usize;
         let requirement = &self.check.requirement;
         match &self.check.source {
@@ -256,7 +275,12 @@ impl<'a, 'c> Judge<'a, 'c> {
                         let Some(slot) = self.walked.get_mut(id as usize) else {
                             return Verdict::Missing;
                         };
-                        slot.get_or_insert_with(|| match path.walk(id) {
+                        let walked = |decoded: &mut Decoded| {
+                            decoded
+                                .get(path, id)
+                                .and_then(|root| path.walk_decoded(root))
+                        };
+                        slot.get_or_insert_with(|| match walked(decoded) {
                             None => Verdict::Missing,
                             Some(value) => {
                                 verdict(requirement.matches(&python::str_of_json(&value)))
