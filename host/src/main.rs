@@ -141,8 +141,8 @@ fn main() -> ExitCode {
         } => return sandpiper::unit_test::main(&args, remote.output),
         Command::Unit {
             command: UnitCommand::New(args),
-            ..
-        } => return sandpiper::unit_new::main(&args),
+            remote,
+        } => return sandpiper::unit_new::main(&args, remote.output),
         Command::Serve(serve_command) => {
             let Serve { args, log_format } = *serve_command;
             init_logging(log_format);

@@ -23,6 +23,7 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 
+use crate::cli::output::Format;
 use crate::unit::{Exports, Role};
 
 /// The arguments of `sandpiper unit new`.
@@ -118,17 +119,38 @@ const EXIT_WRITTEN: u8 = 0;
 /// Exit status when it was not (the message says why).
 const EXIT_ERROR: u8 = 2;
 
-/// Runs `sandpiper unit new`: writes the project and says what to do next.
-pub fn main(args: &UnitNewArgs) -> ExitCode {
+/// Runs `sandpiper unit new`: writes the project and says what to do next,
+/// as text or (`-o json`) as one JSON document: the directory, the files
+/// written and the next commands.
+pub fn main(args: &UnitNewArgs, format: Format) -> ExitCode {
     match write(args) {
-        Ok(dir) => {
+        Ok((dir, files)) => {
             let name = &args.name;
-            println!("wrote {}", dir.display());
-            println!("next:");
-            println!("  cd {}", dir.display());
-            println!("  ./build.sh");
-            println!("  sandpiper unit test build/{name}.wasm cases.json");
-            println!("  sandpiper unit push build/{name}.wasm");
+            let next = [
+                format!("cd {}", dir.display()),
+                "./build.sh".to_owned(),
+                format!("sandpiper unit test build/{name}.wasm cases.json"),
+                format!("sandpiper unit push build/{name}.wasm"),
+            ];
+            match format {
+                Format::Table => {
+                    println!("wrote {}", dir.display());
+                    println!("next:");
+                    for command in &next {
+                        println!("  {command}");
+                    }
+                }
+                Format::Json => {
+                    let paths: Vec<String> =
+                        files.iter().map(|f| f.path.display().to_string()).collect();
+                    let report = json!({
+                        "dir": dir.display().to_string(),
+                        "files": paths,
+                        "next": next,
+                    });
+                    println!("{report:#}");
+                }
+            }
             ExitCode::from(EXIT_WRITTEN)
         }
         Err(error) => {
@@ -138,8 +160,8 @@ pub fn main(args: &UnitNewArgs) -> ExitCode {
     }
 }
 
-/// Writes the project `args` asks for; its directory.
-pub fn write(args: &UnitNewArgs) -> Result<PathBuf, NewError> {
+/// Writes the project `args` asks for; its directory and files.
+pub fn write(args: &UnitNewArgs) -> Result<(PathBuf, Vec<ProjectFile>), NewError> {
     let sdk = match &args.sdk {
         Some(sdk) => sdk.clone(),
         None => default_sdk(),
@@ -162,7 +184,7 @@ pub fn write(args: &UnitNewArgs) -> Result<PathBuf, NewError> {
             .and_then(|()| make_executable(&path, file.executable));
         written.map_err(|source| NewError::Write { path, source })?;
     }
-    Ok(dir)
+    Ok((dir, files))
 }
 
 /// One file of a project, relative to its directory.

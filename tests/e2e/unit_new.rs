@@ -30,6 +30,24 @@ fn expect_success(output: &Output, what: &str) {
     );
 }
 
+/// Every file under `dir`, relative to it.
+fn walk(dir: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_owned()];
+    while let Some(current) = pending.pop() {
+        for entry in std::fs::read_dir(&current).expect("read dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let relative = path.strip_prefix(dir).expect("under dir");
+                files.push(relative.display().to_string());
+            }
+        }
+    }
+    files
+}
+
 /// Where a generated Rust project builds, kept between runs so its
 /// dependencies compile once: `<target>/test-guests/unit-new`.
 fn rust_target_dir() -> PathBuf {
@@ -44,11 +62,26 @@ fn rust_target_dir() -> PathBuf {
 /// that every one of its `cases` passes, and returns the component.
 fn generate_build_and_test(dir: &Path, lang: &str, roles: &str, name: &str, cases: u64) -> Vec<u8> {
     let generated = sandpiper(
-        &["unit", "new", name, "--lang", lang, "--roles", roles],
+        &[
+            "unit", "new", name, "--lang", lang, "--roles", roles, "-o", "json",
+        ],
         dir,
     );
     expect_success(&generated, "unit new");
+    let written: Value = serde_json::from_slice(&generated.stdout).expect("a JSON report");
+    assert_eq!(written["dir"], name);
     let project = dir.join(name);
+    // Every file the report lists is there, and nothing else.
+    let mut listed: Vec<String> = written["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .map(|f| f.as_str().expect("a path").to_owned())
+        .collect();
+    listed.sort();
+    let mut on_disk = walk(&project);
+    on_disk.sort();
+    assert_eq!(listed, on_disk, "{lang}");
 
     let mut build = Command::new(project.join("build.sh"));
     // The outer build's settings must not leak into the nested cargo.
