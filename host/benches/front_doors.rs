@@ -28,7 +28,7 @@ use dxr::{MethodResponse, Value as Xml};
 use serde_json::{Value, json};
 
 mod support;
-use support::{Client, Server};
+use support::{Client, Server, load_average, ms};
 
 /// Hosts held, and asked about in every call.
 const HOSTS: usize = 1_000;
@@ -168,7 +168,7 @@ fn run(doors: &Doors) -> anyhow::Result<()> {
         "xmlrpc hosts={HOSTS} filter_score_ms={:.2} p95_ms={:.2} kept={kept} rounds={ROUNDS} load={}",
         ms(percentile(&mut times, 50)),
         ms(percentile(&mut times, 95)),
-        load()
+        load_average()
     );
 
     // kube-scheduler: filter, then prioritize on the survivors.
@@ -205,7 +205,7 @@ fn run(doors: &Doors) -> anyhow::Result<()> {
         "extender nodes={HOSTS} filter_prioritize_ms={:.2} p95_ms={:.2} kept={kept} rounds={ROUNDS} load={}",
         ms(percentile(&mut times, 50)),
         ms(percentile(&mut times, 95)),
-        load()
+        load_average()
     );
     Ok(())
 }
@@ -294,19 +294,7 @@ fn xml_result((status, body): &(u16, Vec<u8>)) -> anyhow::Result<Xml> {
     members.remove("result").context("result")
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 fn percentile(times: &mut [Duration], p: usize) -> Duration {
     times.sort();
     times[(times.len() * p / 100).min(times.len() - 1)]
-}
-
-/// The machine's one-minute load average (other work shares it).
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
-        .unwrap_or_else(|| "?".to_owned())
 }

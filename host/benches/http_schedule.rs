@@ -27,7 +27,7 @@ use anyhow::{Context, ensure};
 use serde_json::{Value, json};
 
 mod support;
-use support::{Client, Server};
+use support::{Client, Server, free_memory, host, ms};
 
 /// Hosts in the cluster: the seed's "more than 10,000 hypervisors".
 const HOSTS: usize = 10_000;
@@ -289,40 +289,6 @@ fn stream_updates(admin: &mut Client, base: &str, snapshot_ms: f64) -> anyhow::R
     );
 
     Ok(())
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-/// Physical memory of host `i`, MiB: 64 to 512 GiB.
-fn total_memory(i: usize) -> f64 {
-    65536.0 * (1 + i % 8) as f64
-}
-
-/// Free memory of host `i` in report `round`, MiB: 30 to 80 % of its memory.
-fn free_memory(i: usize, round: usize) -> f64 {
-    let total = total_memory(i);
-    (total * (0.3 + 0.5 * ((i * 7919 + round * 13) % 100) as f64 / 100.0)).floor()
-}
-
-fn host(i: usize, round: usize) -> Value {
-    let total = total_memory(i);
-    let free = free_memory(i, round);
-    json!({
-        "id": format!("host-{i:05}"),
-        "metrics": {
-            "memory_total_mib": total,
-            "memory_free_mib": free,
-            "memory_committed_mib": total - free,
-            "cpu_sockets": 2,
-            "cpu_cores": 16 * (1 + i % 4),
-            "cpu_threads": 32 * (1 + i % 4),
-            "cpu_usage_percent": (i % 90) as f64,
-            "vm_count": (i % 20) as f64,
-        },
-        "networks": ["ovirtmgmt"],
-    })
 }
 
 fn vm(id: &str) -> Value {

@@ -21,7 +21,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 mod support;
-use support::{Client, Server};
+use support::{Client, Server, host, load_average, ms};
 
 /// Fresh starts (each followed by a restart) measured.
 const RUNS: usize = 3;
@@ -95,7 +95,7 @@ fn busy_memory(server: &Server) -> anyhow::Result<(f64, f64)> {
         "/api/v1/clusters/{}",
         cluster["id"].as_str().context("cluster id")?
     );
-    let hosts: Vec<Value> = (0..HOSTS).map(host).collect();
+    let hosts: Vec<Value> = (0..HOSTS).map(|i| host(i, 0)).collect();
     admin.send(
         "PUT",
         &format!("{base}/inventory"),
@@ -121,30 +121,6 @@ fn busy_memory(server: &Server) -> anyhow::Result<(f64, f64)> {
     Ok((kib("VmRSS:")? / 1024.0, kib("VmHWM:")? / 1024.0))
 }
 
-/// A host like http_schedule's: 64 to 512 GiB, 30 to 80 % free.
-fn host(i: usize) -> Value {
-    let total = 65536.0 * (1 + i % 8) as f64;
-    let free = (total * (0.3 + 0.5 * ((i * 7919) % 100) as f64 / 100.0)).floor();
-    json!({
-        "id": format!("host-{i:05}"),
-        "metrics": {
-            "memory_total_mib": total,
-            "memory_free_mib": free,
-            "memory_committed_mib": total - free,
-            "cpu_sockets": 2,
-            "cpu_cores": 16 * (1 + i % 4),
-            "cpu_threads": 32 * (1 + i % 4),
-            "cpu_usage_percent": (i % 90) as f64,
-            "vm_count": (i % 20) as f64,
-        },
-        "networks": ["ovirtmgmt"],
-    })
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 fn median(times: &[Duration]) -> Duration {
     let mut sorted = times.to_vec();
     sorted.sort();
@@ -153,13 +129,4 @@ fn median(times: &[Duration]) -> Duration {
 
 fn min(times: &[Duration]) -> Duration {
     times.iter().copied().min().unwrap_or_default()
-}
-
-/// The one-minute load average, printed beside the figures: these machines
-/// are shared and noisy.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|text| text.split_whitespace().next().map(str::to_owned))
-        .unwrap_or_else(|| "?".to_owned())
 }

@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// How long the server may take to start (compiling built-in units).
 pub const START_TIMEOUT: Duration = Duration::from_secs(300);
@@ -200,4 +200,50 @@ impl Client {
         }
         Ok((code, bytes))
     }
+}
+
+/// Milliseconds, for printing.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Physical memory of host `i`, MiB: 64 to 512 GiB.
+pub fn total_memory(i: usize) -> f64 {
+    65536.0 * (1 + i % 8) as f64
+}
+
+/// Free memory of host `i` in report `round`, MiB: 30 to 80 % of its memory.
+pub fn free_memory(i: usize, round: usize) -> f64 {
+    let total = total_memory(i);
+    (total * (0.3 + 0.5 * ((i * 7919 + round * 13) % 100) as f64 / 100.0)).floor()
+}
+
+/// Host `i` of a synthetic oVirt-like cluster as reported in `round`: the
+/// hosts `http_schedule` and `startup` hold.
+pub fn host(i: usize, round: usize) -> Value {
+    let total = total_memory(i);
+    let free = free_memory(i, round);
+    json!({
+        "id": format!("host-{i:05}"),
+        "metrics": {
+            "memory_total_mib": total,
+            "memory_free_mib": free,
+            "memory_committed_mib": total - free,
+            "cpu_sockets": 2,
+            "cpu_cores": 16 * (1 + i % 4),
+            "cpu_threads": 32 * (1 + i % 4),
+            "cpu_usage_percent": (i % 90) as f64,
+            "vm_count": (i % 20) as f64,
+        },
+        "networks": ["ovirtmgmt"],
+    })
+}
+
+/// The one-minute load average, printed beside figures: these machines are
+/// shared and noisy.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
 }
