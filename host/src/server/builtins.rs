@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use uuid::Uuid;
 
 use super::StartError;
@@ -62,16 +63,13 @@ pub async fn register(
             stored.push(conn.artifact(sha256, &engine_hash).await?);
         }
     }
-    let compiled = compile_missing(modules, &stored).await?;
+    let artifacts = compile_missing(modules, stored).await?;
 
     let mut loaded = Vec::with_capacity(builtins.len());
     for (i, builtin) in builtins.iter().enumerate() {
-        let artifact = match (&stored[i], &compiled[i]) {
-            (Some(artifact), _) | (None, Some(artifact)) => artifact.clone(),
-            (None, None) => unreachable!("compile_missing compiles every unit not stored"),
-        };
+        // A `Bytes` clone shares the buffer: the artifact is not copied.
         let unit = modules
-            .load(&digests[i], artifact)
+            .load(&digests[i], artifacts[i].code.clone())
             .await
             .map_err(|e| builtin_error(builtin, e.to_string()))?;
         loaded.push(unit);
@@ -105,8 +103,9 @@ pub async fn register(
         }
         tx.insert_module(sha256, builtin.wasm.len() as u64, builtin.wasm)
             .await?;
-        if let Some(artifact) = &compiled[i] {
-            tx.insert_artifact(sha256, &engine_hash, artifact).await?;
+        if artifacts[i].fresh {
+            tx.insert_artifact(sha256, &engine_hash, &artifacts[i].code)
+                .await?;
         }
         match tx.unit(id).await? {
             None => tx.insert_unit(id, true, &module).await?,
@@ -142,56 +141,73 @@ fn builtin_error(builtin: &BuiltinUnit, message: String) -> StartError {
     }
 }
 
-/// Compiles the built-in units whose compiled code is not stored (`None`
-/// in `stored`), logging progress; the compiled code of each, at its index
-/// (`None` for the stored ones). One at a time: wasmtime already compiles
-/// each component's functions on every core, and compiling two units at
-/// once measured no faster (60 units, 2 cores: 12.7 s either way). Our own
-/// embedded units are trusted: they are compiled in process, not in the
-/// upload's sandboxed child.
+/// A built-in unit's compiled code, and whether this start compiled it
+/// (then it is not stored yet).
+struct Artifact {
+    code: Bytes,
+    fresh: bool,
+}
+
+/// The compiled code of every built-in unit, in `UNITS` order: the stored
+/// one where `stored` has it, else compiled now, logging progress. One at a
+/// time: wasmtime already compiles each component's functions on every
+/// core. Our own embedded units are trusted: they are compiled in process,
+/// not in the upload's sandboxed child.
 async fn compile_missing(
     modules: &Modules,
-    stored: &[Option<Vec<u8>>],
-) -> Result<Vec<Option<Vec<u8>>>, StartError> {
+    stored: Vec<Option<Vec<u8>>>,
+) -> Result<Vec<Artifact>, StartError> {
     let builtins = crate::builtin::UNITS;
-    let missing: Vec<usize> = (0..builtins.len())
-        .filter(|&i| stored[i].is_none())
-        .collect();
-    let mut compiled = vec![None; builtins.len()];
-    if missing.is_empty() {
-        return Ok(compiled);
+    let total = stored.iter().filter(|s| s.is_none()).count();
+    if total > 0 {
+        tracing::info!(
+            units = total,
+            "compiling the built-in units (once: their compiled code is stored)"
+        );
     }
-    tracing::info!(
-        units = missing.len(),
-        "compiling the built-in units (once: their compiled code is stored)"
-    );
     let runtime = Arc::clone(modules.runtime());
     let started = std::time::Instant::now();
-    let total = missing.len();
-    compiled = tokio::task::spawn_blocking(move || {
-        for (done, &i) in missing.iter().enumerate() {
-            let artifact = runtime
-                .precompile(builtins[i].wasm)
-                .map_err(|e| builtin_error(&builtins[i], e.to_string()))?;
-            compiled[i] = Some(artifact);
-            // A line per quarter, so a slow first start shows it moves.
-            let done = done + 1;
-            if done * 4 / total != (done - 1) * 4 / total {
-                tracing::info!(done, of = total, "built-in units compiled");
-            }
+    let artifacts = tokio::task::spawn_blocking(move || {
+        let mut done = 0;
+        let mut artifacts = Vec::with_capacity(builtins.len());
+        for (builtin, stored) in builtins.iter().zip(stored) {
+            let artifact = match stored {
+                Some(code) => Artifact {
+                    code: code.into(),
+                    fresh: false,
+                },
+                None => {
+                    let code = runtime
+                        .precompile(builtin.wasm)
+                        .map_err(|e| builtin_error(builtin, e.to_string()))?;
+                    // A line per quarter, so a slow first start shows it
+                    // moves.
+                    done += 1;
+                    if done * 4 / total != (done - 1) * 4 / total {
+                        tracing::info!(done, of = total, "built-in units compiled");
+                    }
+                    Artifact {
+                        code: code.into(),
+                        fresh: true,
+                    }
+                }
+            };
+            artifacts.push(artifact);
         }
-        Ok::<_, StartError>(compiled)
+        Ok::<_, StartError>(artifacts)
     })
     .await
     .map_err(|e| StartError::Builtin {
         name: "(compiling)".to_owned(),
         message: e.to_string(),
     })??;
-    tracing::info!(
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "built-in units compiled"
-    );
-    Ok(compiled)
+    if total > 0 {
+        tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "built-in units compiled"
+        );
+    }
+    Ok(artifacts)
 }
 
 /// Whether two policies have the same content (ignoring times and the
