@@ -303,17 +303,20 @@ impl Prepared {
         diffs
     }
 
+    /// A host's id, or `<out of range>` for an index outside the snapshot
+    /// (a unit's mistake, shown rather than hidden).
+    pub fn host_id(&self, host: u32) -> &str {
+        self.hosts.id(host).unwrap_or("<out of range>")
+    }
+
     /// Rejected host id → reason.
     fn reasons_by_id<'a>(&'a self, rejections: &'a [Rejection]) -> BTreeMap<&'a str, &'a str> {
         rejections
             .iter()
             .flat_map(|r| {
-                r.hosts.iter().map(move |&h| {
-                    (
-                        self.hosts.id(h).unwrap_or("<out of range>"),
-                        r.reason.as_str(),
-                    )
-                })
+                r.hosts
+                    .iter()
+                    .map(move |&h| (self.host_id(h), r.reason.as_str()))
             })
             .collect()
     }

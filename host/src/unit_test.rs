@@ -226,13 +226,7 @@ fn write_case(
     let verdict = if diffs.is_empty() { "pass" } else { "FAIL" };
     writeln!(out, "case `{}`: {verdict}", case.name)?;
     let hosts = prepared.hosts.len();
-    let id = |host: u32| {
-        prepared
-            .hosts
-            .id(host)
-            .unwrap_or("<out of range>")
-            .to_owned()
-    };
+    let id = |host: u32| prepared.host_id(host).to_owned();
 
     if let Some(result) = &answers.rejected {
         write_call(
@@ -445,13 +439,7 @@ mod json {
     /// One case: its verdict, the differences, and each call's answer by
     /// host id with what it cost (`usage`), or its typed failure.
     pub fn case(prepared: &Prepared, index: usize, answers: &Answers, diffs: &[String]) -> Value {
-        let id = |host: u32| {
-            prepared
-                .hosts
-                .id(host)
-                .unwrap_or("<out of range>")
-                .to_owned()
-        };
+        let id = |host: u32| prepared.host_id(host).to_owned();
         let mut case = json!({
             "name": prepared.fixture.cases[index].name,
             "passed": diffs.is_empty(),
