@@ -164,7 +164,7 @@ pub fn admin_token_path(db_path: &Path) -> PathBuf {
 /// [`admin_token_path`].
 pub async fn bootstrap_admin(
     store: &Store,
-    db_path: &Path,
+    token_path: &Path,
     supplied: Option<&str>,
 ) -> Result<Bootstrap, BootstrapError> {
     let mut tx = store.write().await?;
@@ -187,7 +187,7 @@ pub async fn bootstrap_admin(
         return Ok(Bootstrap::Existing);
     }
     let token = generate_token().map_err(BootstrapError::Random)?;
-    let path = admin_token_path(db_path);
+    let path = token_path.to_owned();
     write_secret(&path, &token).map_err(|source| BootstrapError::Write {
         path: path.clone(),
         source,

@@ -136,9 +136,11 @@ pub struct ServeArgs {
     #[arg(long, env = "SANDPIPER_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
 
-    /// SQLite database file; created (with its directory) if missing.
+    /// The database: an SQLite file, created (with its directory) if
+    /// missing, or a `postgres://` URL, which several replicas can share
+    /// (docs/fleet.md).
     #[arg(long, env = "SANDPIPER_DB", default_value = DEFAULT_DB)]
-    pub db: PathBuf,
+    pub db: crate::store::Location,
 
     /// Largest `.wasm` upload, MiB.
     #[arg(long, env = "SANDPIPER_MAX_MODULE_MIB", default_value_t = DEFAULT_MAX_MODULE_MIB)]

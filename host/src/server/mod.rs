@@ -11,7 +11,7 @@ mod starting;
 pub mod tls;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +24,7 @@ use crate::config::ServeArgs;
 use crate::pools::Pools;
 use crate::registry::Registry;
 use crate::sandbox::Runtime;
-use crate::store::{Store, StoreError};
+use crate::store::{Location, Store, StoreError};
 use crate::upload::Modules;
 
 pub use builtins::{BUILTIN_POLICY_NAME, builtin_unit_id};
@@ -38,8 +38,11 @@ pub enum StartError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("could not open the store at {path}: {source}")]
-    Store { path: PathBuf, source: StoreError },
+    #[error("could not open the store at {location}: {source}")]
+    Store {
+        location: crate::store::Location,
+        source: StoreError,
+    },
     #[error(transparent)]
     Bootstrap(#[from] auth::BootstrapError),
     #[error("invalid unit limits: {0}")]
@@ -205,7 +208,13 @@ impl Server {
         admin_token: Option<&str>,
         exe: PathBuf,
     ) -> Result<Services, StartError> {
-        if let Some(dir) = args.db.parent().filter(|d| !d.as_os_str().is_empty()) {
+        // SQLite keeps the generated admin token beside its file; with
+        // PostgreSQL it goes where the default database would be.
+        let token_path = auth::admin_token_path(match &args.db {
+            Location::Sqlite(path) => path,
+            Location::Postgres(_) => Path::new(crate::config::DEFAULT_DB),
+        });
+        if let Some(dir) = token_path.parent().filter(|d| !d.as_os_str().is_empty()) {
             use std::os::unix::fs::DirBuilderExt as _;
             // 0700: the directory holds the database and the admin token.
             let mut builder = std::fs::DirBuilder::new();
@@ -215,16 +224,16 @@ impl Server {
                 source,
             })?;
         }
-        let store = Store::open_with(&args.db, args.store_limits())
+        let store = Store::connect(&args.db, args.store_limits())
             .await
             .map_err(|source| StartError::Store {
-                path: args.db.clone(),
+                location: args.db.clone(),
                 source,
             })?;
         store.set_decision_log_budget(args.decision_log_bytes());
-        tracing::info!(db = %args.db.display(), "store open, migrations applied");
+        tracing::info!(db = %args.db, "store open, migrations applied");
 
-        match auth::bootstrap_admin(&store, &args.db, admin_token).await? {
+        match auth::bootstrap_admin(&store, &token_path, admin_token).await? {
             Bootstrap::Generated(path) => tracing::warn!(
                 path = %std::path::absolute(&path).unwrap_or(path).display(),
                 "first start: generated an admin token and wrote it to this file (mode 0600); \

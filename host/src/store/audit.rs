@@ -78,10 +78,10 @@ impl Db {
         entry: &NewAuditEntry,
         retained: Duration,
     ) -> Result<(), StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         sqlx::query(
             "INSERT INTO audit_log (token_id, token_name, role, method, route, target, status, \
-             error_code, request_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             error_code, request_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
         .bind(entry.token_id.to_string())
         .bind(&entry.token_name)
@@ -97,7 +97,7 @@ impl Db {
         let cutoff = Timestamp::now()
             .0
             .saturating_sub(u64::try_from(retained.as_millis()).unwrap_or(u64::MAX));
-        sqlx::query("DELETE FROM audit_log WHERE at < ?")
+        sqlx::query("DELETE FROM audit_log WHERE at < $1")
             .bind(Timestamp(cutoff).to_rfc3339())
             .execute(conn)
             .await?;
@@ -111,10 +111,10 @@ impl Db {
         before: Option<i64>,
         limit: u32,
     ) -> Result<Vec<AuditEntry>, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         sqlx::query_as::<_, Row>(
             "SELECT id, at, token_id, token_name, role, method, route, target, status, \
-             error_code, request_id FROM audit_log WHERE id < ? ORDER BY id DESC LIMIT ?",
+             error_code, request_id FROM audit_log WHERE id < $1 ORDER BY id DESC LIMIT $2",
         )
         .bind(before.unwrap_or(i64::MAX))
         .bind(i64::from(limit))
@@ -153,7 +153,7 @@ mod tests {
         let mut tx = store.write().await.expect("tx");
         tx.insert_audit(&entry("old"), retained).await.expect("old");
         sqlx::query("UPDATE audit_log SET at = '2020-01-01T00:00:00.000Z'")
-            .execute(tx.sqlite())
+            .execute(tx.conn())
             .await
             .expect("age it");
         tx.insert_audit(&entry("a"), retained).await.expect("a");

@@ -7,7 +7,9 @@ use uuid::Uuid;
 
 use std::collections::BTreeMap;
 
-use super::{Db, ROWS_PER_STATEMENT, StoreError, generation, parse_id, placeholders, unsigned};
+use super::{
+    Db, ROWS_PER_STATEMENT, StoreError, generation, list, parse_id, placeholders, unsigned,
+};
 
 /// A stored claim.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,10 +42,10 @@ impl Db {
         type Row = (String, String, String, String, i64, i64, Option<i64>);
         let rows: Vec<Row> = sqlx::query_as(
             "SELECT vm_id, host_id, resources, decision_id, created_at_ms, expires_at_ms, \
-             covered_from FROM claims WHERE cluster_id = ?",
+             covered_from FROM claims WHERE cluster_id = $1",
         )
         .bind(cluster_id.to_string())
-        .fetch_all(self.sqlite())
+        .fetch_all(self.conn())
         .await?;
         rows.into_iter()
             .map(
@@ -69,7 +71,7 @@ impl Db {
         cluster_id: Uuid,
         writes: &ClaimWrites,
     ) -> Result<(), StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         let cluster = cluster_id.to_string();
         let gone: Vec<&str> = writes
             .iter()
@@ -78,8 +80,8 @@ impl Db {
             .collect();
         for chunk in gone.chunks(ROWS_PER_STATEMENT) {
             let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DELETE FROM claims WHERE cluster_id = ? AND vm_id IN ({})",
-                vec!["?"; chunk.len()].join(", ")
+                "DELETE FROM claims WHERE cluster_id = $1 AND vm_id IN ({})",
+                list(2, chunk.len())
             )))
             .bind(&cluster);
             for vm in chunk {
@@ -96,7 +98,7 @@ impl Db {
                  resources = excluded.resources, decision_id = excluded.decision_id, \
                  created_at_ms = excluded.created_at_ms, expires_at_ms = excluded.expires_at_ms, \
                  covered_from = excluded.covered_from",
-                placeholders(chunk.len(), 8)
+                placeholders(1, chunk.len(), 8)
             )));
             for claim in chunk {
                 let covered_from = claim.covered_from.map(generation).transpose()?;

@@ -2,7 +2,7 @@
 
 use uuid::Uuid;
 
-use super::{Db, SqliteConnection, StoreError, parse_id};
+use super::{Db, StoreError, flag, parse_id};
 use crate::pipeline::ParamValues;
 
 /// A stored cluster.
@@ -37,6 +37,17 @@ pub const MIN_BALANCE_INTERVAL_SECONDS: u32 = 1;
 /// A day: a cluster balanced less often than that should disable it.
 pub const MAX_BALANCE_INTERVAL_SECONDS: u32 = 86_400;
 
+impl PeriodicBalance {
+    /// The settings as stored (a 0/1 flag and seconds).
+    fn stored(enabled: i64, interval_seconds: i64) -> PeriodicBalance {
+        PeriodicBalance {
+            enabled: flag(enabled),
+            interval_seconds: u32::try_from(interval_seconds)
+                .unwrap_or(MAX_BALANCE_INTERVAL_SECONDS),
+        }
+    }
+}
+
 impl Default for PeriodicBalance {
     fn default() -> Self {
         PeriodicBalance {
@@ -52,8 +63,8 @@ struct Row {
     name: String,
     description: String,
     policy_id: String,
-    periodic_balance: bool,
-    balance_interval_seconds: u32,
+    periodic_balance: i64,
+    balance_interval_seconds: i64,
     created_at: String,
     updated_at: String,
 }
@@ -61,9 +72,9 @@ struct Row {
 const SELECT: &str = "SELECT id, name, description, policy_id, periodic_balance, \
                       balance_interval_seconds, created_at, updated_at FROM clusters";
 
-async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<ClusterRecord, StoreError> {
+async fn complete(conn: &mut sqlx::AnyConnection, row: Row) -> Result<ClusterRecord, StoreError> {
     let params = sqlx::query_as::<_, (String, String)>(
-        "SELECT name, value FROM cluster_params WHERE cluster_id = ? ORDER BY name",
+        "SELECT name, value FROM cluster_params WHERE cluster_id = $1 ORDER BY name",
     )
     .bind(&row.id)
     .fetch_all(conn)
@@ -76,10 +87,7 @@ async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<ClusterRecord
         description: row.description,
         policy_id: parse_id(&row.policy_id)?,
         params,
-        balance: PeriodicBalance {
-            enabled: row.periodic_balance,
-            interval_seconds: row.balance_interval_seconds,
-        },
+        balance: PeriodicBalance::stored(row.periodic_balance, row.balance_interval_seconds),
         created_at: row.created_at,
         updated_at: row.updated_at,
     })
@@ -88,7 +96,7 @@ async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<ClusterRecord
 impl Db {
     /// Every cluster, by name.
     pub async fn clusters(&mut self) -> Result<Vec<ClusterRecord>, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         let rows = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY name")))
             .fetch_all(&mut *conn)
             .await?;
@@ -100,8 +108,8 @@ impl Db {
     }
 
     pub async fn cluster(&mut self, id: Uuid) -> Result<Option<ClusterRecord>, StoreError> {
-        let conn = self.sqlite();
-        let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = ?")))
+        let conn = self.conn();
+        let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = $1")))
             .bind(id.to_string())
             .fetch_optional(&mut *conn)
             .await?;
@@ -116,19 +124,16 @@ impl Db {
     /// [`ClusterRecord`] would cost a statement per cluster for its
     /// overrides.
     pub async fn balance_settings(&mut self) -> Result<Vec<(Uuid, PeriodicBalance)>, StoreError> {
-        let rows = sqlx::query_as::<_, (String, bool, u32)>(
+        let rows = sqlx::query_as::<_, (String, i64, i64)>(
             "SELECT id, periodic_balance, balance_interval_seconds FROM clusters",
         )
-        .fetch_all(self.sqlite())
+        .fetch_all(self.conn())
         .await?;
         rows.into_iter()
             .map(|(id, enabled, interval_seconds)| {
                 Ok((
                     parse_id(&id)?,
-                    PeriodicBalance {
-                        enabled,
-                        interval_seconds,
-                    },
+                    PeriodicBalance::stored(enabled, interval_seconds),
                 ))
             })
             .collect()
@@ -139,9 +144,9 @@ impl Db {
         &mut self,
         policy_id: Uuid,
     ) -> Result<Vec<ClusterRecord>, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         let rows = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!(
-            "{SELECT} WHERE policy_id = ? ORDER BY name"
+            "{SELECT} WHERE policy_id = $1 ORDER BY name"
         )))
         .bind(policy_id.to_string())
         .fetch_all(&mut *conn)
@@ -155,29 +160,29 @@ impl Db {
 
     /// Writes `cluster` as a whole (row and overrides), inserting or replacing.
     pub async fn save_cluster(&mut self, cluster: &ClusterRecord) -> Result<(), StoreError> {
-        let conn = self.sqlite();
+        let now = self.now();
+        let conn = self.conn();
         let id = cluster.id.to_string();
-        sqlx::query(
+        sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO clusters (id, name, description, policy_id, periodic_balance, \
-             balance_interval_seconds) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
-             ON CONFLICT (id) DO UPDATE SET name = ?2, description = ?3, policy_id = ?4, \
-             periodic_balance = ?5, balance_interval_seconds = ?6, \
-             updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-        )
+             balance_interval_seconds) VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (id) DO UPDATE SET name = $2, description = $3, policy_id = $4, \
+             periodic_balance = $5, balance_interval_seconds = $6, updated_at = {now}"
+        )))
         .bind(&id)
         .bind(&cluster.name)
         .bind(&cluster.description)
         .bind(cluster.policy_id.to_string())
-        .bind(cluster.balance.enabled)
-        .bind(cluster.balance.interval_seconds)
+        .bind(i64::from(cluster.balance.enabled))
+        .bind(i64::from(cluster.balance.interval_seconds))
         .execute(&mut *conn)
         .await?;
-        sqlx::query("DELETE FROM cluster_params WHERE cluster_id = ?")
+        sqlx::query("DELETE FROM cluster_params WHERE cluster_id = $1")
             .bind(&id)
             .execute(&mut *conn)
             .await?;
         for (name, value) in &cluster.params {
-            sqlx::query("INSERT INTO cluster_params (cluster_id, name, value) VALUES (?, ?, ?)")
+            sqlx::query("INSERT INTO cluster_params (cluster_id, name, value) VALUES ($1, $2, $3)")
                 .bind(&id)
                 .bind(name)
                 .bind(value)
@@ -188,8 +193,8 @@ impl Db {
     }
 
     pub async fn delete_cluster(&mut self, id: Uuid) -> Result<(), StoreError> {
-        let conn = self.sqlite();
-        sqlx::query("DELETE FROM clusters WHERE id = ?")
+        let conn = self.conn();
+        sqlx::query("DELETE FROM clusters WHERE id = $1")
             .bind(id.to_string())
             .execute(conn)
             .await?;
@@ -198,8 +203,12 @@ impl Db {
 
     /// The id of the cluster called `name`, if any.
     pub async fn cluster_id_by_name(&mut self, name: &str) -> Result<Option<Uuid>, StoreError> {
-        let conn = self.sqlite();
-        sqlx::query_scalar::<_, String>("SELECT id FROM clusters WHERE name = ? COLLATE NOCASE")
+        let sql = format!(
+            "SELECT id FROM clusters WHERE {}",
+            self.name_equals("name", 1)
+        );
+        let conn = self.conn();
+        sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql))
             .bind(name)
             .fetch_optional(conn)
             .await?

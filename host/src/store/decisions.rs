@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::{Db, ROWS_PER_STATEMENT, StoreError, parse_id, placeholders};
+use super::{Backend, Db, ROWS_PER_STATEMENT, StoreError, parse_id, placeholders};
 use crate::time::Timestamp;
 
 /// The byte budget of the whole decisions log unless configured
@@ -183,9 +183,9 @@ impl Db {
         cluster_id: Uuid,
         limit: u32,
     ) -> Result<Vec<DecisionRecord>, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!(
-            "{SELECT} WHERE cluster_id = ? ORDER BY rowid DESC LIMIT ?"
+            "{SELECT} WHERE cluster_id = $1 ORDER BY rowid DESC LIMIT $2"
         )))
         .bind(cluster_id.to_string())
         .bind(i64::from(limit))
@@ -197,8 +197,8 @@ impl Db {
     }
 
     pub async fn decision(&mut self, id: Uuid) -> Result<Option<DecisionRecord>, StoreError> {
-        let conn = self.sqlite();
-        sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = ?")))
+        let conn = self.conn();
+        sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = $1")))
             .bind(id.to_string())
             .fetch_optional(conn)
             .await?
@@ -209,11 +209,11 @@ impl Db {
     /// The answer decision `id` returned: its row's, or the full answer
     /// kept apart from its summary. `None` when no such decision is logged.
     pub async fn full_answer(&mut self, id: Uuid) -> Result<Option<FullAnswer>, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         let row: Option<(String, Option<String>)> = sqlx::query_as(
             "SELECT d.cluster_id, CASE WHEN d.summarized = 0 THEN d.answer ELSE a.answer END \
              FROM decisions d LEFT JOIN decision_answers a ON a.decision_id = d.id \
-             WHERE d.id = ?",
+             WHERE d.id = $1",
         )
         .bind(id.to_string())
         .fetch_optional(conn)
@@ -229,7 +229,7 @@ impl Db {
 
     /// The log's size as the byte budget counts it.
     pub async fn decision_log_bytes(&mut self) -> Result<LogBytes, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         let (rows, full): (i64, i64) =
             sqlx::query_as("SELECT row_bytes, full_bytes FROM decision_log_bytes WHERE id = 0")
                 .fetch_one(conn)
@@ -246,13 +246,13 @@ impl Db {
         &mut self,
         decisions: &[LoggedDecision],
     ) -> Result<(), StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         for chunk in decisions.chunks(ROWS_PER_STATEMENT) {
             let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO decisions \
                  (id, cluster_id, kind, vm_id, host_id, answer, summarized, answer_bytes) \
                  VALUES {}",
-                placeholders(chunk.len(), 8)
+                placeholders(1, chunk.len(), 8)
             )));
             for decision in chunk {
                 query = query
@@ -272,7 +272,7 @@ impl Db {
         for decision in decisions {
             if let Some(full) = &decision.full {
                 sqlx::query(
-                    "INSERT INTO decision_answers (decision_id, bytes, answer) VALUES (?, ?, ?)",
+                    "INSERT INTO decision_answers (decision_id, bytes, answer) VALUES ($1, $2, $3)",
                 )
                 .bind(decision.id.to_string())
                 .bind(text_bytes(full))
@@ -292,7 +292,7 @@ impl Db {
         for chunk in claims.chunks(ROWS_PER_STATEMENT) {
             let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO decision_claims (decision_id, vm_id, host_id) VALUES {}",
-                placeholders(chunk.len(), 3)
+                placeholders(1, chunk.len(), 3)
             )));
             for (id, vm, host) in chunk {
                 query = query.bind(id.to_string()).bind(*vm).bind(*host);
@@ -312,22 +312,22 @@ impl Db {
         retention: Retention,
         now: Timestamp,
     ) -> Result<(), StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         let cluster = cluster_id.to_string();
         let cutoff = Timestamp(
             now.0
                 .saturating_sub(u64::try_from(retention.max_age.as_millis()).unwrap_or(u64::MAX)),
         )
         .to_rfc3339();
-        sqlx::query("DELETE FROM decisions WHERE cluster_id = ? AND created_at < ?")
+        sqlx::query("DELETE FROM decisions WHERE cluster_id = $1 AND created_at < $2")
             .bind(&cluster)
             .bind(cutoff)
             .execute(&mut *conn)
             .await?;
         sqlx::query(
-            "DELETE FROM decisions WHERE cluster_id = ?1 AND rowid <= ( \
-                 SELECT rowid FROM decisions WHERE cluster_id = ?1 \
-                 ORDER BY rowid DESC LIMIT 1 OFFSET ?2)",
+            "DELETE FROM decisions WHERE cluster_id = $1 AND rowid <= ( \
+                 SELECT rowid FROM decisions WHERE cluster_id = $1 \
+                 ORDER BY rowid DESC LIMIT 1 OFFSET $2)",
         )
         .bind(&cluster)
         .bind(i64::from(retention.count))
@@ -345,7 +345,7 @@ impl Db {
         if size.rows.saturating_add(size.full) <= max_bytes {
             return Ok(());
         }
-        let conn = self.sqlite();
+        let conn = self.conn();
         if size.full > 0 {
             // Keep the newest full answers that fit beside the rows.
             let room = max_bytes.saturating_sub(size.rows);
@@ -353,8 +353,8 @@ impl Db {
                 "DELETE FROM decision_answers WHERE rowid IN ( \
                      SELECT rowid FROM ( \
                          SELECT rowid, sum(bytes) OVER (ORDER BY rowid DESC) AS newer \
-                         FROM decision_answers) \
-                     WHERE newer > ?)",
+                         FROM decision_answers) AS running \
+                     WHERE newer > $1)",
             )
             .bind(stored_bytes(room))
             .execute(&mut *conn)
@@ -365,8 +365,8 @@ impl Db {
                 "DELETE FROM decisions WHERE rowid IN ( \
                      SELECT rowid FROM ( \
                          SELECT rowid, sum(answer_bytes) OVER (ORDER BY rowid DESC) AS newer \
-                         FROM decisions) \
-                     WHERE newer > ?)",
+                         FROM decisions) AS running \
+                     WHERE newer > $1)",
             )
             .bind(stored_bytes(max_bytes))
             .execute(&mut *conn)
@@ -381,20 +381,28 @@ impl Db {
         &mut self,
         query: &DecisionQuery,
     ) -> Result<Vec<DecisionWithClaims>, StoreError> {
-        let conn = self.sqlite();
-        let rows: Vec<PageRow> = sqlx::query_as(
+        // Each decision's claims as one JSON array of `[vm, host]` pairs.
+        let claims = match self.backend() {
+            Backend::Sqlite => "json_group_array(json_array(c.vm_id, c.host_id) ORDER BY c.rowid)",
+            Backend::Postgres => {
+                "coalesce(json_agg(json_build_array(c.vm_id, c.host_id) ORDER BY c.rowid), \
+                 '[]'::json)::text"
+            }
+        };
+        let conn = self.conn();
+        let rows: Vec<PageRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT d.id, d.cluster_id, d.kind, d.vm_id, d.host_id, d.answer, d.summarized, \
                     d.created_at, \
-                    (SELECT json_group_array(json_array(c.vm_id, c.host_id) ORDER BY c.rowid) \
+                    (SELECT {claims} \
                      FROM decision_claims c WHERE c.decision_id = d.id) AS claims \
              FROM decisions d \
-             WHERE (?1 IS NULL OR d.cluster_id = ?1) \
-               AND (?2 IS NULL OR d.vm_id = ?2 \
-                    OR d.id IN (SELECT decision_id FROM decision_claims WHERE vm_id = ?2)) \
-               AND (?3 IS NULL OR d.created_at >= ?3) \
-               AND (?4 IS NULL OR d.created_at < ?4) \
-             ORDER BY d.created_at DESC, d.rowid DESC LIMIT ?5",
-        )
+             WHERE ($1 IS NULL OR d.cluster_id = $1) \
+               AND ($2 IS NULL OR d.vm_id = $2 \
+                    OR d.id IN (SELECT decision_id FROM decision_claims WHERE vm_id = $2)) \
+               AND ($3 IS NULL OR d.created_at >= $3) \
+               AND ($4 IS NULL OR d.created_at < $4) \
+             ORDER BY d.created_at DESC, d.rowid DESC LIMIT $5"
+        )))
         .bind(query.cluster_id.map(|id| id.to_string()))
         .bind(&query.vm_id)
         .bind(query.since.map(Timestamp::to_rfc3339))
@@ -459,7 +467,7 @@ mod tests {
 
     async fn count(db: &mut Db, table: &str) -> i64 {
         sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
-            .fetch_one(db.sqlite())
+            .fetch_one(db.conn())
             .await
             .expect("count")
     }

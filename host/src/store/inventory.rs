@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use std::collections::HashMap;
 
-use super::{Db, ROWS_PER_STATEMENT, StoreError, generation, placeholders, unsigned};
+use super::{Db, ROWS_PER_STATEMENT, StoreError, generation, list, placeholders, unsigned};
 
 /// A cluster's stored inventory, as [`Db::inventory`] reads it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -70,22 +70,22 @@ impl InventoryWrites {
 impl Db {
     /// The inventory stored for `cluster_id`; empty when none was.
     pub async fn inventory(&mut self, cluster_id: Uuid) -> Result<StoredInventory, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         let cluster = cluster_id.to_string();
         let generations: Option<(i64, i64)> = sqlx::query_as(
-            "SELECT generation, snapshot_generation FROM inventory_clusters WHERE cluster_id = ?",
+            "SELECT generation, snapshot_generation FROM inventory_clusters WHERE cluster_id = $1",
         )
         .bind(&cluster)
         .fetch_optional(&mut *conn)
         .await?;
         let records: Vec<String> = sqlx::query_scalar(
-            "SELECT record FROM inventory_hosts WHERE cluster_id = ? ORDER BY rowid",
+            "SELECT record FROM inventory_hosts WHERE cluster_id = $1 ORDER BY rowid",
         )
         .bind(&cluster)
         .fetch_all(&mut *conn)
         .await?;
         let removed: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT host_id, generation FROM inventory_removed WHERE cluster_id = ?",
+            "SELECT host_id, generation FROM inventory_removed WHERE cluster_id = $1",
         )
         .bind(&cluster)
         .fetch_all(&mut *conn)
@@ -111,12 +111,12 @@ impl Db {
         cluster_id: Uuid,
         writes: &InventoryWrites,
     ) -> Result<(), StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         let cluster = cluster_id.to_string();
         if writes.replaced {
             for table in ["inventory_hosts", "inventory_removed"] {
                 sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "DELETE FROM {table} WHERE cluster_id = ?"
+                    "DELETE FROM {table} WHERE cluster_id = $1"
                 )))
                 .bind(&cluster)
                 .execute(&mut *conn)
@@ -138,7 +138,7 @@ impl Db {
                 "INSERT INTO inventory_hosts (cluster_id, host_id, generation, record) VALUES {} \
                  ON CONFLICT (cluster_id, host_id) \
                  DO UPDATE SET generation = excluded.generation, record = excluded.record",
-                placeholders(chunk.len(), 4)
+                placeholders(1, chunk.len(), 4)
             )));
             for (id, at, record) in chunk {
                 query = query
@@ -150,8 +150,8 @@ impl Db {
             query.execute(&mut *conn).await?;
             if !writes.replaced {
                 let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "DELETE FROM inventory_removed WHERE cluster_id = ? AND host_id IN ({})",
-                    vec!["?"; chunk.len()].join(", ")
+                    "DELETE FROM inventory_removed WHERE cluster_id = $1 AND host_id IN ({})",
+                    list(2, chunk.len())
                 )))
                 .bind(&cluster);
                 for (id, _, _) in chunk {
@@ -170,8 +170,8 @@ impl Db {
             .collect();
         for chunk in removed.chunks(ROWS_PER_STATEMENT) {
             let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DELETE FROM inventory_hosts WHERE cluster_id = ? AND host_id IN ({})",
-                vec!["?"; chunk.len()].join(", ")
+                "DELETE FROM inventory_hosts WHERE cluster_id = $1 AND host_id IN ({})",
+                list(2, chunk.len())
             )))
             .bind(&cluster);
             for (id, _) in chunk {
@@ -181,7 +181,7 @@ impl Db {
             let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO inventory_removed (cluster_id, host_id, generation) VALUES {} \
                  ON CONFLICT (cluster_id, host_id) DO UPDATE SET generation = excluded.generation",
-                placeholders(chunk.len(), 3)
+                placeholders(1, chunk.len(), 3)
             )));
             for (id, removed_at) in chunk {
                 query = query
@@ -194,7 +194,7 @@ impl Db {
         if let Some((held, snapshot_generation)) = writes.generations {
             sqlx::query(
                 "INSERT INTO inventory_clusters (cluster_id, generation, snapshot_generation) \
-                 VALUES (?, ?, ?) ON CONFLICT (cluster_id) DO UPDATE SET \
+                 VALUES ($1, $2, $3) ON CONFLICT (cluster_id) DO UPDATE SET \
                  generation = excluded.generation, snapshot_generation = excluded.snapshot_generation",
             )
             .bind(&cluster)

@@ -45,13 +45,14 @@ pub mod units;
 pub mod vm_pools;
 pub mod writer;
 
-use std::path::Path;
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::pool::PoolConnection;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
+use sqlx::{Any, AnyConnection, AnyPool, ConnectOptions as _, Executor as _, Transaction};
 use uuid::Uuid;
 
 pub use writer::{Ack, PersistError, Rows};
@@ -123,6 +124,14 @@ pub enum StoreError {
     Source(std::io::Error),
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The database was migrated by a newer Sandpiper (it has migration
+    /// `version`, which this build does not know): starting against it
+    /// could misread or damage what the newer one stored.
+    #[error(
+        "the database was migrated by a newer Sandpiper (migration {version} is unknown to this \
+         build); upgrade this replica, or point it at another database"
+    )]
+    NewerSchema { version: i64 },
     /// A stored value does not parse (an id that is not a UUID, a role the
     /// code does not know): the database was edited by hand or by a newer
     /// version.
@@ -147,17 +156,95 @@ impl StoreError {
     }
 }
 
-/// The database: one SQLite file in WAL mode with foreign keys enforced,
-/// a pool of connections for reads and the API's write transactions, and
-/// the queue to its one background writer, which has a connection of its
-/// own ([`WRITER_CONNECTIONS`]).
+/// Where the database lives: an SQLite file (the embedded default) or a
+/// PostgreSQL server, which several replicas can share (docs/fleet.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    Sqlite(PathBuf),
+    /// A `postgres://` or `postgresql://` URL.
+    Postgres(String),
+}
+
+impl Location {
+    /// Reads `--db`: a PostgreSQL URL, or else an SQLite file's path.
+    pub fn parse(value: &str) -> Location {
+        if value.starts_with("postgres://") || value.starts_with("postgresql://") {
+            Location::Postgres(value.to_owned())
+        } else {
+            Location::Sqlite(PathBuf::from(value))
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self {
+            Location::Sqlite(_) => Backend::Sqlite,
+            Location::Postgres(_) => Backend::Postgres,
+        }
+    }
+}
+
+impl FromStr for Location {
+    type Err = std::convert::Infallible;
+    fn from_str(value: &str) -> Result<Location, Self::Err> {
+        Ok(Location::parse(value))
+    }
+}
+
+/// Shown in logs and errors: a PostgreSQL URL without its password.
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::Sqlite(path) => write!(f, "{}", path.display()),
+            Location::Postgres(url) => f.write_str(&redact_password(url)),
+        }
+    }
+}
+
+/// `postgres://user:secret@host/db` as `postgres://user:***@host/db`.
+fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((credentials, host)) => match credentials.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+/// The SQL dialect behind a [`Store`]. Statements are written once, with
+/// `$1` placeholders, in the SQL both understand; the few that differ
+/// (case-insensitive names, the write lock, the WAL checkpoint) ask
+/// [`Db::backend`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// The advisory lock every PostgreSQL write transaction takes, the fleet's
+/// twin of SQLite's one write lock: API transactions take it exclusively,
+/// so a read-check-write sequence is never overtaken by another replica;
+/// the background writers take it shared (`Tx` vs `writer`), so replicas
+/// store decisions of their own clusters side by side. The number is
+/// arbitrary, only fixed ("SNDP" in ASCII).
+pub(crate) const WRITE_LOCK_KEY: i64 = 0x534E_4450;
+
+/// The database: an SQLite file in WAL mode with foreign keys enforced, or
+/// a PostgreSQL database; a pool of connections for reads and the API's
+/// write transactions, and the queue to its one background writer, which
+/// has a connection of its own ([`WRITER_CONNECTIONS`]).
 #[derive(Clone, Debug)]
 pub struct Store {
-    pool: SqlitePool,
+    pool: AnyPool,
+    backend: Backend,
     /// How long [`Store::read`] and [`Store::write`] wait for `pool`.
     acquire_timeout: Duration,
     /// The writer's own pool, kept here only to close it.
-    writer_pool: SqlitePool,
+    writer_pool: AnyPool,
     writer: writer::Queue,
 }
 
@@ -165,33 +252,62 @@ pub struct Store {
 /// transaction ([`Tx`]): every operation of the store is a method of it.
 pub struct Db {
     session: Session,
+    backend: Backend,
 }
 
 enum Session {
-    Read(PoolConnection<Sqlite>),
-    Write(Transaction<'static, Sqlite>),
+    Read(PoolConnection<Any>),
+    Write(Transaction<'static, Any>),
 }
 
 impl Db {
-    /// The SQLite connection underneath, for the store's own statements.
-    fn sqlite(&mut self) -> &mut SqliteConnection {
+    /// The connection underneath, for the store's own statements.
+    fn conn(&mut self) -> &mut AnyConnection {
         match &mut self.session {
             Session::Read(conn) => conn,
             Session::Write(tx) => tx,
         }
     }
+
+    /// Which dialect the statements run on.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The current time as the store writes timestamps (text like
+    /// `2026-11-27T05:02:44.123Z`, UTC, milliseconds), as SQL.
+    pub(crate) fn now(&self) -> &'static str {
+        match self.backend {
+            Backend::Sqlite => "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+            Backend::Postgres => {
+                "to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+            }
+        }
+    }
+
+    /// `column = $n`, compared without regard to ASCII case: names are
+    /// unique that way (`names.rs`), SQLite's `NOCASE` collation, an index
+    /// on `lower(column)` on PostgreSQL.
+    pub(crate) fn name_equals(&self, column: &str, n: usize) -> String {
+        match self.backend {
+            Backend::Sqlite => format!("{column} = ${n} COLLATE NOCASE"),
+            Backend::Postgres => format!("lower({column}) = lower(${n})"),
+        }
+    }
 }
 
-/// A write transaction. It takes SQLite's write lock when it begins
-/// (`BEGIN IMMEDIATE`), so a read-check-write sequence inside it cannot be
-/// overtaken by another writer. Dropped without [`Tx::commit`], it rolls back.
+/// A write transaction. It takes the database's write lock when it begins
+/// (SQLite: `BEGIN IMMEDIATE`; PostgreSQL: the [`WRITE_LOCK_KEY`] advisory
+/// lock), so a read-check-write sequence inside it cannot be overtaken by
+/// another writer, in this process or another replica. Dropped without
+/// [`Tx::commit`], it rolls back.
 pub struct Tx {
     db: Db,
 }
 
 impl Tx {
     pub async fn commit(self) -> Result<(), StoreError> {
-        // Always a write session: only `write_session` makes a `Tx`.
+        // Always a write session: only `begin` makes a `Tx`.
         if let Session::Write(tx) = self.db.session {
             tx.commit().await?;
         }
@@ -230,50 +346,85 @@ impl std::ops::DerefMut for Conn {
     }
 }
 
+/// SQLite's settings for every connection: WAL with NORMAL is durable
+/// against application crashes and loses at most the last commits on
+/// power loss, which the engine tolerates (it retries a decision it did
+/// not get an answer to).
+const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+     PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;";
+
+/// The SQLite migrations and their PostgreSQL twins (one schema, written
+/// in each dialect: every change goes into both folders).
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
 impl Store {
-    /// Opens (creating if needed) the database at `path` with the default
-    /// [`StoreLimits`] and applies every pending migration.
+    /// Opens (creating if needed) the SQLite database at `path` with the
+    /// default [`StoreLimits`] and applies every pending migration.
     pub async fn open(path: &Path) -> Result<Store, StoreError> {
         Store::open_with(path, StoreLimits::default()).await
     }
 
-    /// Opens (creating if needed) the database at `path` and applies every
-    /// pending migration.
+    /// Opens (creating if needed) the SQLite database at `path` and
+    /// applies every pending migration.
     pub async fn open_with(path: &Path, limits: StoreLimits) -> Result<Store, StoreError> {
-        files::make_private(path)?;
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            // WAL with NORMAL is durable against application crashes and
-            // loses at most the last commits on power loss, which the engine
-            // tolerates: it retries a decision it did not get an answer to.
-            .synchronous(SqliteSynchronous::Normal)
-            .foreign_keys(true)
-            .busy_timeout(BUSY_TIMEOUT);
-        let pool = SqlitePoolOptions::new()
+        Store::connect(&Location::Sqlite(path.to_owned()), limits).await
+    }
+
+    /// Opens the database at `location` (an SQLite file is created if
+    /// missing) and applies every pending migration. A database migrated
+    /// by a newer Sandpiper is refused ([`StoreError::NewerSchema`]), and
+    /// so are two replicas migrating at once: sqlx holds a PostgreSQL
+    /// advisory lock while it migrates, so the second waits and then finds
+    /// nothing left to do.
+    pub async fn connect(location: &Location, limits: StoreLimits) -> Result<Store, StoreError> {
+        sqlx::any::install_default_drivers();
+        let backend = location.backend();
+        let options = match location {
+            Location::Sqlite(path) => {
+                files::make_private(path)?;
+                AnyConnectOptions::from_str(&sqlite_url(path))?
+            }
+            Location::Postgres(url) => AnyConnectOptions::from_str(url)?,
+        }
+        .disable_statement_logging();
+        let pool = pool_options(backend)
             .max_connections(limits.read_connections.max(1))
             .acquire_timeout(limits.acquire_timeout)
             .connect_with(options.clone())
             .await?;
-        sqlx::migrate!("./migrations").run(&pool).await?;
+        let migrator = match backend {
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+        };
+        migrator.run(&pool).await.map_err(|e| match e {
+            sqlx::migrate::MigrateError::VersionMissing(version) => {
+                StoreError::NewerSchema { version }
+            }
+            e => StoreError::Migrate(e),
+        })?;
         // Opened after the migrations, so it never sees an old schema; and
         // kept open (`min_connections`), so the writer never waits to
         // connect while decisions wait for it.
-        let writer_pool = SqlitePoolOptions::new()
+        let writer_pool = pool_options(backend)
             .max_connections(WRITER_CONNECTIONS)
             .min_connections(WRITER_CONNECTIONS)
             .idle_timeout(None)
             .max_lifetime(None)
             .connect_with(options)
             .await?;
-        let writer = writer::Queue::start(writer_pool.clone());
+        let writer = writer::Queue::start(writer_pool.clone(), backend);
         Ok(Store {
             pool,
+            backend,
             acquire_timeout: limits.acquire_timeout,
             writer_pool,
             writer,
         })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
     }
 
     /// A pool error, with a timed-out acquire as [`StoreError::Busy`].
@@ -296,16 +447,19 @@ impl Store {
                         .await
                         .map_err(|e| self.acquire_error(e))?,
                 ),
+                backend: self.backend,
             },
         })
     }
 
     /// Begins a write transaction.
     pub async fn write(&self) -> Result<Tx, StoreError> {
-        begin(&self.pool).await.map_err(|e| match e {
-            StoreError::Database(e) => self.acquire_error(e),
-            e => e,
-        })
+        begin(&self.pool, self.backend, LockMode::Exclusive)
+            .await
+            .map_err(|e| match e {
+                StoreError::Database(e) => self.acquire_error(e),
+                e => e,
+            })
     }
 
     /// Queues `rows` for the background writer, which stores them (with
@@ -340,14 +494,16 @@ impl Store {
         Ok(())
     }
 
-    /// Waits for every connection to be returned, checkpoints the WAL and
-    /// closes the file, so a stopped server leaves a self-contained database.
+    /// Waits for every connection to be returned, checkpoints SQLite's
+    /// WAL and closes the database, so a stopped server leaves a
+    /// self-contained file.
     pub async fn close(&self) {
         // A failed checkpoint only leaves the WAL file beside the database,
         // which SQLite replays on the next open.
-        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-            .execute(&self.pool)
-            .await
+        if self.backend == Backend::Sqlite
+            && let Err(e) = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                .execute(&self.pool)
+                .await
         {
             tracing::warn!(error = %e, "could not checkpoint the write-ahead log");
         }
@@ -359,11 +515,66 @@ impl Store {
     }
 }
 
-/// Begins a write transaction (`BEGIN IMMEDIATE`: see [`Tx`]).
-async fn begin(pool: &SqlitePool) -> Result<Tx, StoreError> {
+/// Pool settings per dialect: SQLite's pragmas on every new connection.
+fn pool_options(backend: Backend) -> AnyPoolOptions {
+    let options = AnyPoolOptions::new();
+    match backend {
+        Backend::Sqlite => options.after_connect(|conn, _| {
+            Box::pin(async move {
+                conn.execute(SQLITE_PRAGMAS).await?;
+                Ok(())
+            })
+        }),
+        Backend::Postgres => options,
+    }
+}
+
+/// `sqlite://PATH?mode=rwc`, the path percent-encoded (sqlx decodes it).
+fn sqlite_url(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut url = String::from("sqlite://");
+    for &byte in path.as_os_str().as_bytes() {
+        if byte.is_ascii_alphanumeric() || b"/._-".contains(&byte) {
+            url.push(char::from(byte));
+        } else {
+            url.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    url.push_str("?mode=rwc");
+    url
+}
+
+/// How a write transaction holds the write lock on PostgreSQL (SQLite has
+/// one mode: `BEGIN IMMEDIATE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LockMode {
+    /// The API's read-check-write transactions: one at a time, fleet-wide.
+    Exclusive,
+    /// The background writers' batches: side by side, but never beside an
+    /// exclusive one.
+    Shared,
+}
+
+/// Begins a write transaction (see [`Tx`]).
+async fn begin(pool: &AnyPool, backend: Backend, mode: LockMode) -> Result<Tx, StoreError> {
+    let mut tx = match backend {
+        Backend::Sqlite => pool.begin_with("BEGIN IMMEDIATE").await?,
+        Backend::Postgres => pool.begin().await?,
+    };
+    if backend == Backend::Postgres {
+        let lock = match mode {
+            LockMode::Exclusive => "SELECT pg_advisory_xact_lock($1)",
+            LockMode::Shared => "SELECT pg_advisory_xact_lock_shared($1)",
+        };
+        sqlx::query(lock)
+            .bind(WRITE_LOCK_KEY)
+            .execute(&mut *tx)
+            .await?;
+    }
     Ok(Tx {
         db: Db {
-            session: Session::Write(pool.begin_with("BEGIN IMMEDIATE").await?),
+            session: Session::Write(tx),
+            backend,
         },
     })
 }
@@ -373,10 +584,28 @@ async fn begin(pool: &SqlitePool) -> Result<Tx, StoreError> {
 /// staying far under SQLite's 32,766-variable limit.
 pub(crate) const ROWS_PER_STATEMENT: usize = 200;
 
-/// `(?, ?, ...)` with `columns` placeholders, `rows` times, comma-separated.
-pub(crate) fn placeholders(rows: usize, columns: usize) -> String {
-    let row = format!("({})", vec!["?"; columns].join(", "));
-    vec![row; rows].join(", ")
+/// `($f, $f+1, ...), (...)` with `columns` numbered placeholders per row,
+/// `rows` times, comma-separated, numbered from `first` on (the statement's
+/// placeholders before them are `$1` to `$first-1`).
+pub(crate) fn placeholders(first: usize, rows: usize, columns: usize) -> String {
+    (0..rows)
+        .map(|row| {
+            let cells: Vec<String> = (0..columns)
+                .map(|column| format!("${}", first + row * columns + column))
+                .collect();
+            format!("({})", cells.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `$first, $first+1, ...`: `count` numbered placeholders for an `IN (...)`
+/// list.
+pub(crate) fn list(first: usize, count: usize) -> String {
+    (first..first + count)
+        .map(|n| format!("${n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A stored generation, which SQLite keeps as a signed integer.

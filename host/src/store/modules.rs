@@ -9,7 +9,7 @@
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::{Db, SqliteConnection, StoreError};
+use super::{Db, StoreError};
 
 /// Bytes per stored chunk. A megabyte makes the largest module (64 MiB)
 /// 64 rows, each written and read by its key, while the memory a store or
@@ -42,13 +42,13 @@ impl Blob<'_> {
     /// Stores chunk `seq`.
     async fn insert_chunk(
         &self,
-        conn: &mut SqliteConnection,
+        conn: &mut sqlx::AnyConnection,
         seq: i64,
         bytes: Vec<u8>,
     ) -> Result<(), StoreError> {
         let query = match self {
             Blob::Module { sha256 } => sqlx::query(
-                "INSERT INTO module_chunks (module_sha256, seq, bytes) VALUES (?, ?, ?)",
+                "INSERT INTO module_chunks (module_sha256, seq, bytes) VALUES ($1, $2, $3)",
             )
             .bind(*sha256),
             Blob::Artifact {
@@ -56,7 +56,7 @@ impl Blob<'_> {
                 engine_hash,
             } => sqlx::query(
                 "INSERT INTO artifact_chunks (module_sha256, engine_hash, seq, bytes) \
-                 VALUES (?, ?, ?, ?)",
+                 VALUES ($1, $2, $3, $4)",
             )
             .bind(*sha256)
             .bind(*engine_hash),
@@ -69,12 +69,12 @@ impl Blob<'_> {
     /// Chunk `seq`, if there is one.
     async fn chunk(
         &self,
-        conn: &mut SqliteConnection,
+        conn: &mut sqlx::AnyConnection,
         seq: i64,
     ) -> Result<Option<Vec<u8>>, StoreError> {
         let query = match self {
             Blob::Module { sha256 } => sqlx::query_scalar::<_, Vec<u8>>(
-                "SELECT bytes FROM module_chunks WHERE module_sha256 = ? AND seq = ?",
+                "SELECT bytes FROM module_chunks WHERE module_sha256 = $1 AND seq = $2",
             )
             .bind(*sha256),
             Blob::Artifact {
@@ -82,7 +82,7 @@ impl Blob<'_> {
                 engine_hash,
             } => sqlx::query_scalar::<_, Vec<u8>>(
                 "SELECT bytes FROM artifact_chunks \
-                 WHERE module_sha256 = ? AND engine_hash = ? AND seq = ?",
+                 WHERE module_sha256 = $1 AND engine_hash = $2 AND seq = $3",
             )
             .bind(*sha256)
             .bind(*engine_hash),
@@ -94,7 +94,7 @@ impl Blob<'_> {
     /// fails if `source` yields another number of bytes.
     async fn write(
         &self,
-        conn: &mut SqliteConnection,
+        conn: &mut sqlx::AnyConnection,
         size_bytes: u64,
         mut source: impl AsyncRead + Unpin,
     ) -> Result<(), StoreError> {
@@ -130,7 +130,7 @@ impl Blob<'_> {
     /// to `size_bytes`.
     async fn copy_to(
         &self,
-        conn: &mut SqliteConnection,
+        conn: &mut sqlx::AnyConnection,
         size_bytes: u64,
         out: &mut (impl AsyncWrite + Unpin),
     ) -> Result<(), StoreError> {
@@ -188,9 +188,9 @@ impl Db {
         size_bytes: u64,
         wasm: impl AsyncRead + Unpin,
     ) -> Result<bool, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         let done = sqlx::query(
-            "INSERT INTO modules (sha256, size_bytes) VALUES (?, ?) \
+            "INSERT INTO modules (sha256, size_bytes) VALUES ($1, $2) \
              ON CONFLICT (sha256) DO NOTHING",
         )
         .bind(sha256)
@@ -208,9 +208,9 @@ impl Db {
 
     /// Whether a module is stored under `sha256`.
     pub async fn has_module(&mut self, sha256: &str) -> Result<bool, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         Ok(
-            sqlx::query_scalar::<_, i64>("SELECT 1 FROM modules WHERE sha256 = ?")
+            sqlx::query_scalar::<_, i64>("SELECT 1 FROM modules WHERE sha256 = $1")
                 .bind(sha256)
                 .fetch_optional(conn)
                 .await?
@@ -226,8 +226,8 @@ impl Db {
         sha256: &str,
         out: &mut (impl AsyncWrite + Unpin),
     ) -> Result<Option<u64>, StoreError> {
-        let conn = self.sqlite();
-        let size = sqlx::query_scalar::<_, i64>("SELECT size_bytes FROM modules WHERE sha256 = ?")
+        let conn = self.conn();
+        let size = sqlx::query_scalar::<_, i64>("SELECT size_bytes FROM modules WHERE sha256 = $1")
             .bind(sha256)
             .fetch_optional(&mut *conn)
             .await?;
@@ -247,9 +247,9 @@ impl Db {
         sha256: &str,
         engine_hash: &str,
     ) -> Result<Option<Vec<u8>>, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         let size = sqlx::query_scalar::<_, i64>(
-            "SELECT size_bytes FROM artifacts WHERE module_sha256 = ? AND engine_hash = ?",
+            "SELECT size_bytes FROM artifacts WHERE module_sha256 = $1 AND engine_hash = $2",
         )
         .bind(sha256)
         .bind(engine_hash)
@@ -277,16 +277,16 @@ impl Db {
         engine_hash: &str,
         artifact: &[u8],
     ) -> Result<(), StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         // Replacing deletes the old chunks with the old row (cascade).
-        sqlx::query("DELETE FROM artifacts WHERE module_sha256 = ? AND engine_hash = ?")
+        sqlx::query("DELETE FROM artifacts WHERE module_sha256 = $1 AND engine_hash = $2")
             .bind(sha256)
             .bind(engine_hash)
             .execute(&mut *conn)
             .await?;
         let size = artifact.len() as u64;
         sqlx::query(
-            "INSERT INTO artifacts (module_sha256, engine_hash, size_bytes) VALUES (?, ?, ?)",
+            "INSERT INTO artifacts (module_sha256, engine_hash, size_bytes) VALUES ($1, $2, $3)",
         )
         .bind(sha256)
         .bind(engine_hash)
@@ -305,14 +305,14 @@ impl Db {
     /// (and, by cascade, their chunks and compiled code), and compiled code
     /// for engines other than `engine_hash`.
     pub async fn collect_module_garbage(&mut self, engine_hash: &str) -> Result<(), StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         sqlx::query(
             "DELETE FROM modules WHERE sha256 NOT IN (SELECT module_sha256 FROM policy_units) \
              AND sha256 NOT IN (SELECT module_sha256 FROM unit_versions)",
         )
         .execute(&mut *conn)
         .await?;
-        sqlx::query("DELETE FROM artifacts WHERE engine_hash <> ?")
+        sqlx::query("DELETE FROM artifacts WHERE engine_hash <> $1")
             .bind(engine_hash)
             .execute(&mut *conn)
             .await?;

@@ -121,7 +121,7 @@ impl Db {
     pub async fn insert_operation(&mut self, op: &OperationRow) -> Result<(), StoreError> {
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO operations ({COLUMNS}) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
         )))
         .bind(op.id.to_string())
         .bind(op.cluster_id.to_string())
@@ -141,7 +141,7 @@ impl Db {
         .bind(op.lease.as_ref().map(|l| millis(l.expires_at_ms)))
         .bind(op.finished_at_ms.map(millis))
         .bind(&op.outcome)
-        .execute(self.sqlite())
+        .execute(self.conn())
         .await?;
         Ok(())
     }
@@ -151,9 +151,9 @@ impl Db {
     /// deleted meanwhile).
     pub async fn update_operation(&mut self, op: &OperationRow) -> Result<bool, StoreError> {
         let done = sqlx::query(
-            "UPDATE operations SET state = ?, attempts = ?, lease_id = ?, lease_holder = ?, \
-             lease_expires_at_ms = ?, finished_at_ms = ?, outcome = ? \
-             WHERE id = ? AND cluster_id = ?",
+            "UPDATE operations SET state = $1, attempts = $2, lease_id = $3, lease_holder = $4, \
+             lease_expires_at_ms = $5, finished_at_ms = $6, outcome = $7 \
+             WHERE id = $8 AND cluster_id = $9",
         )
         .bind(&op.state)
         .bind(i64::from(op.attempts))
@@ -164,7 +164,7 @@ impl Db {
         .bind(&op.outcome)
         .bind(op.id.to_string())
         .bind(op.cluster_id.to_string())
-        .execute(self.sqlite())
+        .execute(self.conn())
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -175,7 +175,7 @@ impl Db {
         let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {COLUMNS} FROM operations WHERE state IN ('queued', 'leased') ORDER BY seq"
         )))
-        .fetch_all(self.sqlite())
+        .fetch_all(self.conn())
         .await?;
         rows.into_iter().map(OperationRow::try_from).collect()
     }
@@ -184,7 +184,7 @@ impl Db {
     /// was ever stored, or all were deleted with their clusters).
     pub async fn last_operation_seq(&mut self) -> Result<Option<u64>, StoreError> {
         let last: Option<i64> = sqlx::query_scalar("SELECT MAX(seq) FROM operations")
-            .fetch_one(self.sqlite())
+            .fetch_one(self.conn())
             .await?;
         Ok(last.map(unsigned))
     }
@@ -196,11 +196,11 @@ impl Db {
         id: Uuid,
     ) -> Result<Option<OperationRow>, StoreError> {
         let row: Option<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT {COLUMNS} FROM operations WHERE id = ? AND cluster_id = ?"
+            "SELECT {COLUMNS} FROM operations WHERE id = $1 AND cluster_id = $2"
         )))
         .bind(id.to_string())
         .bind(cluster_id.to_string())
-        .fetch_optional(self.sqlite())
+        .fetch_optional(self.conn())
         .await?;
         row.map(OperationRow::try_from).transpose()
     }
@@ -213,11 +213,11 @@ impl Db {
         limit: u32,
     ) -> Result<u64, StoreError> {
         let done = sqlx::query(
-            "DELETE FROM operations WHERE id IN (SELECT id FROM operations              WHERE state IN ('succeeded', 'failed', 'cancelled') AND finished_at_ms < ?              ORDER BY finished_at_ms LIMIT ?)",
+            "DELETE FROM operations WHERE id IN (SELECT id FROM operations              WHERE state IN ('succeeded', 'failed', 'cancelled') AND finished_at_ms < $1              ORDER BY finished_at_ms LIMIT $2)",
         )
         .bind(millis(before_ms))
         .bind(i64::from(limit))
-        .execute(self.sqlite())
+        .execute(self.conn())
         .await?;
         Ok(done.rows_affected())
     }
@@ -232,15 +232,15 @@ impl Db {
         limit: u32,
     ) -> Result<Vec<OperationRow>, StoreError> {
         let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT {COLUMNS} FROM operations WHERE cluster_id = ? \
-             AND (? IS NULL OR state = ?) AND seq > ? ORDER BY seq LIMIT ?"
+            "SELECT {COLUMNS} FROM operations WHERE cluster_id = $1 \
+             AND ($2 IS NULL OR state = $3) AND seq > $4 ORDER BY seq LIMIT $5"
         )))
         .bind(cluster_id.to_string())
         .bind(state)
         .bind(state)
         .bind(after.map_or(-1, millis))
         .bind(i64::from(limit))
-        .fetch_all(self.sqlite())
+        .fetch_all(self.conn())
         .await?;
         rows.into_iter().map(OperationRow::try_from).collect()
     }

@@ -3,7 +3,7 @@
 
 use uuid::Uuid;
 
-use super::{Db, SqliteConnection, StoreError, flag, parse_id};
+use super::{Db, StoreError, flag, parse_id};
 use crate::pipeline::{Combination, OnFailure, ParamValues, Position};
 
 /// A stored policy with everything it links to.
@@ -124,10 +124,10 @@ struct Row {
 const SELECT: &str = "SELECT id, name, description, locked, is_default, combination, \
      created_at, updated_at FROM scheduling_policies";
 
-async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<PolicyRecord, StoreError> {
+async fn complete(conn: &mut sqlx::AnyConnection, row: Row) -> Result<PolicyRecord, StoreError> {
     let filters = sqlx::query_as::<_, (String, i64, String, i64)>(
         "SELECT unit_id, position, on_failure, run_once FROM policy_filters \
-         WHERE policy_id = ? ORDER BY rowid",
+         WHERE policy_id = $1 ORDER BY rowid",
     )
     .bind(&row.id)
     .fetch_all(&mut *conn)
@@ -144,7 +144,7 @@ async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<PolicyRecord,
     })
     .collect::<Result<Vec<_>, StoreError>>()?;
     let weights = sqlx::query_as::<_, (String, i64, String)>(
-        "SELECT unit_id, factor, on_failure FROM policy_weights WHERE policy_id = ? ORDER BY rowid",
+        "SELECT unit_id, factor, on_failure FROM policy_weights WHERE policy_id = $1 ORDER BY rowid",
     )
     .bind(&row.id)
     .fetch_all(&mut *conn)
@@ -160,7 +160,7 @@ async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<PolicyRecord,
     })
     .collect::<Result<Vec<_>, StoreError>>()?;
     let balance =
-        sqlx::query_scalar::<_, String>("SELECT unit_id FROM policy_balances WHERE policy_id = ?")
+        sqlx::query_scalar::<_, String>("SELECT unit_id FROM policy_balances WHERE policy_id = $1")
             .bind(&row.id)
             .fetch_optional(&mut *conn)
             .await?
@@ -183,9 +183,9 @@ async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<PolicyRecord,
     })
 }
 
-async fn read_params(conn: &mut SqliteConnection, id: &str) -> Result<ParamValues, StoreError> {
+async fn read_params(conn: &mut sqlx::AnyConnection, id: &str) -> Result<ParamValues, StoreError> {
     Ok(sqlx::query_as::<_, (String, String)>(
-        "SELECT name, value FROM policy_params WHERE policy_id = ? ORDER BY name",
+        "SELECT name, value FROM policy_params WHERE policy_id = $1 ORDER BY name",
     )
     .bind(id)
     .fetch_all(conn)
@@ -197,7 +197,7 @@ async fn read_params(conn: &mut SqliteConnection, id: &str) -> Result<ParamValue
 impl Db {
     /// Every policy, by name.
     pub async fn policies(&mut self) -> Result<Vec<PolicyRecord>, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         let rows = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY name")))
             .fetch_all(&mut *conn)
             .await?;
@@ -209,8 +209,8 @@ impl Db {
     }
 
     pub async fn policy(&mut self, id: Uuid) -> Result<Option<PolicyRecord>, StoreError> {
-        let conn = self.sqlite();
-        let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = ?")))
+        let conn = self.conn();
+        let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = $1")))
             .bind(id.to_string())
             .fetch_optional(&mut *conn)
             .await?;
@@ -222,7 +222,7 @@ impl Db {
 
     /// The default policy's id, if there is one.
     pub async fn default_policy_id(&mut self) -> Result<Option<Uuid>, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         sqlx::query_scalar::<_, String>("SELECT id FROM scheduling_policies WHERE is_default = 1")
             .fetch_optional(conn)
             .await?
@@ -232,33 +232,36 @@ impl Db {
 
     /// The id of the policy called `name`, if any.
     pub async fn policy_id_by_name(&mut self, name: &str) -> Result<Option<Uuid>, StoreError> {
-        let conn = self.sqlite();
-        sqlx::query_scalar::<_, String>(
-            "SELECT id FROM scheduling_policies WHERE name = ? COLLATE NOCASE",
-        )
-        .bind(name)
-        .fetch_optional(conn)
-        .await?
-        .map(|id| parse_id(&id))
-        .transpose()
+        let sql = format!(
+            "SELECT id FROM scheduling_policies WHERE {}",
+            self.name_equals("name", 1)
+        );
+        let conn = self.conn();
+        sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql))
+            .bind(name)
+            .fetch_optional(conn)
+            .await?
+            .map(|id| parse_id(&id))
+            .transpose()
     }
 
     /// Writes `policy` as a whole: its row (inserted or updated), its
     /// parameters and all three slots, replacing what was stored. The default
     /// flag is left alone (see [`Db::make_default_policy`]).
     pub async fn save_policy(&mut self, policy: &PolicyRecord) -> Result<(), StoreError> {
-        let conn = self.sqlite();
+        let now = self.now();
+        let conn = self.conn();
         let id = policy.id.to_string();
-        sqlx::query(
+        sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO scheduling_policies (id, name, description, locked, combination) \
-             VALUES (?1, ?2, ?3, ?4, ?5) \
-             ON CONFLICT (id) DO UPDATE SET name = ?2, description = ?3, locked = ?4, \
-             combination = ?5, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-        )
+             VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (id) DO UPDATE SET name = $2, description = $3, locked = $4, \
+             combination = $5, updated_at = {now}"
+        )))
         .bind(&id)
         .bind(&policy.name)
         .bind(&policy.description)
-        .bind(policy.locked)
+        .bind(i64::from(policy.locked))
         .bind(combination_name(policy.combination))
         .execute(&mut *conn)
         .await?;
@@ -269,14 +272,14 @@ impl Db {
             "policy_balances",
         ] {
             sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DELETE FROM {table} WHERE policy_id = ?"
+                "DELETE FROM {table} WHERE policy_id = $1"
             )))
             .bind(&id)
             .execute(&mut *conn)
             .await?;
         }
         for (name, value) in &policy.params {
-            sqlx::query("INSERT INTO policy_params (policy_id, name, value) VALUES (?, ?, ?)")
+            sqlx::query("INSERT INTO policy_params (policy_id, name, value) VALUES ($1, $2, $3)")
                 .bind(&id)
                 .bind(name)
                 .bind(value)
@@ -286,20 +289,20 @@ impl Db {
         for filter in &policy.filters {
             sqlx::query(
                 "INSERT INTO policy_filters (policy_id, unit_id, position, on_failure, run_once) \
-                 VALUES (?, ?, ?, ?, ?)",
+                 VALUES ($1, $2, $3, $4, $5)",
             )
             .bind(&id)
             .bind(filter.unit_id.to_string())
             .bind(position_number(filter.position))
             .bind(on_failure_name(filter.on_failure))
-            .bind(filter.run_once)
+            .bind(i64::from(filter.run_once))
             .execute(&mut *conn)
             .await?;
         }
         for weight in &policy.weights {
             sqlx::query(
                 "INSERT INTO policy_weights (policy_id, unit_id, factor, on_failure) \
-                 VALUES (?, ?, ?, ?)",
+                 VALUES ($1, $2, $3, $4)",
             )
             .bind(&id)
             .bind(weight.unit_id.to_string())
@@ -309,7 +312,7 @@ impl Db {
             .await?;
         }
         if let Some(unit_id) = policy.balance {
-            sqlx::query("INSERT INTO policy_balances (policy_id, unit_id) VALUES (?, ?)")
+            sqlx::query("INSERT INTO policy_balances (policy_id, unit_id) VALUES ($1, $2)")
                 .bind(&id)
                 .bind(unit_id.to_string())
                 .execute(&mut *conn)
@@ -320,14 +323,14 @@ impl Db {
 
     /// Makes policy `id` the default and every other policy not.
     pub async fn make_default_policy(&mut self, id: Uuid) -> Result<(), StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         sqlx::query(
-            "UPDATE scheduling_policies SET is_default = 0 WHERE is_default = 1 AND id <> ?",
+            "UPDATE scheduling_policies SET is_default = 0 WHERE is_default = 1 AND id <> $1",
         )
         .bind(id.to_string())
         .execute(&mut *conn)
         .await?;
-        sqlx::query("UPDATE scheduling_policies SET is_default = 1 WHERE id = ?")
+        sqlx::query("UPDATE scheduling_policies SET is_default = 1 WHERE id = $1")
             .bind(id.to_string())
             .execute(&mut *conn)
             .await?;
@@ -335,8 +338,8 @@ impl Db {
     }
 
     pub async fn delete_policy(&mut self, id: Uuid) -> Result<(), StoreError> {
-        let conn = self.sqlite();
-        sqlx::query("DELETE FROM scheduling_policies WHERE id = ?")
+        let conn = self.conn();
+        sqlx::query("DELETE FROM scheduling_policies WHERE id = $1")
             .bind(id.to_string())
             .execute(conn)
             .await?;
@@ -345,9 +348,9 @@ impl Db {
 
     /// The names of the clusters that run policy `id`, by name.
     pub async fn clusters_using_policy(&mut self, id: Uuid) -> Result<Vec<String>, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         Ok(sqlx::query_scalar::<_, String>(
-            "SELECT name FROM clusters WHERE policy_id = ? ORDER BY name",
+            "SELECT name FROM clusters WHERE policy_id = $1 ORDER BY name",
         )
         .bind(id.to_string())
         .fetch_all(conn)
@@ -366,9 +369,9 @@ mod tests {
         let store = Store::open(&dir.path().join("t.db")).await.expect("opens");
         let mut tx = store.write().await.expect("write");
         let sha = "0".repeat(64);
-        sqlx::query("INSERT INTO modules (sha256, size_bytes) VALUES (?, 0)")
+        sqlx::query("INSERT INTO modules (sha256, size_bytes) VALUES ($1, 0)")
             .bind(&sha)
-            .execute(tx.sqlite())
+            .execute(tx.conn())
             .await
             .expect("module");
         let units: Vec<Uuid> = (0..2).map(|_| Uuid::new_v4()).collect();
@@ -376,12 +379,12 @@ mod tests {
             sqlx::query(
                 "INSERT INTO policy_units (id, name, description, internal, has_filter, \
                  has_score, has_balance, score_order, module_sha256, uploaded_by) \
-                 VALUES (?, ?, '', 0, 1, 0, 0, 'lower-is-better', ?, 'test')",
+                 VALUES ($1, $2, '', 0, 1, 0, 0, 'lower-is-better', $3, 'test')",
             )
             .bind(id.to_string())
             .bind(format!("u{i}"))
             .bind(&sha)
-            .execute(tx.sqlite())
+            .execute(tx.conn())
             .await
             .expect("unit");
         }

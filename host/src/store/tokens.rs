@@ -48,8 +48,8 @@ impl Db {
         role: Role,
         token_sha256: &str,
     ) -> Result<(), StoreError> {
-        let conn = self.sqlite();
-        sqlx::query("INSERT INTO tokens (id, name, role, token_sha256) VALUES (?, ?, ?, ?)")
+        let conn = self.conn();
+        sqlx::query("INSERT INTO tokens (id, name, role, token_sha256) VALUES ($1, $2, $3, $4)")
             .bind(id.to_string())
             .bind(name)
             .bind(role.name())
@@ -64,9 +64,9 @@ impl Db {
         &mut self,
         token_sha256: &str,
     ) -> Result<Option<TokenRecord>, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!(
-            "{SELECT} WHERE token_sha256 = ? AND revoked_at IS NULL"
+            "{SELECT} WHERE token_sha256 = $1 AND revoked_at IS NULL"
         )))
         .bind(token_sha256)
         .fetch_optional(conn)
@@ -77,7 +77,7 @@ impl Db {
 
     /// Every token, revoked ones included, oldest first.
     pub async fn tokens(&mut self) -> Result<Vec<TokenRecord>, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!(
             "{SELECT} ORDER BY created_at, id"
         )))
@@ -89,8 +89,8 @@ impl Db {
     }
 
     pub async fn token(&mut self, id: Uuid) -> Result<Option<TokenRecord>, StoreError> {
-        let conn = self.sqlite();
-        sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = ?")))
+        let conn = self.conn();
+        sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = $1")))
             .bind(id.to_string())
             .fetch_optional(conn)
             .await?
@@ -100,11 +100,11 @@ impl Db {
 
     /// Marks token `id` revoked (idempotently).
     pub async fn revoke_token(&mut self, id: Uuid) -> Result<(), StoreError> {
-        let conn = self.sqlite();
-        sqlx::query(
-            "UPDATE tokens SET revoked_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
-             WHERE id = ? AND revoked_at IS NULL",
-        )
+        let now = self.now();
+        let conn = self.conn();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE tokens SET revoked_at = {now} WHERE id = $1 AND revoked_at IS NULL"
+        )))
         .bind(id.to_string())
         .execute(conn)
         .await?;
@@ -113,7 +113,7 @@ impl Db {
 
     /// How many tokens exist at all, revoked ones included.
     pub async fn count_tokens(&mut self) -> Result<i64, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         Ok(sqlx::query_scalar::<_, i64>("SELECT count(*) FROM tokens")
             .fetch_one(conn)
             .await?)
@@ -121,7 +121,7 @@ impl Db {
 
     /// How many unrevoked admin tokens exist.
     pub async fn count_active_admins(&mut self) -> Result<i64, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         Ok(sqlx::query_scalar::<_, i64>(
             "SELECT count(*) FROM tokens WHERE role = 'admin' AND revoked_at IS NULL",
         )
@@ -131,9 +131,9 @@ impl Db {
 
     /// Whether a token with this hash was ever stored, revoked or not.
     pub async fn token_hash_known(&mut self, token_sha256: &str) -> Result<bool, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         Ok(
-            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM tokens WHERE token_sha256 = ?")
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM tokens WHERE token_sha256 = $1")
                 .bind(token_sha256)
                 .fetch_one(conn)
                 .await?

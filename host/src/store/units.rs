@@ -4,7 +4,7 @@
 use sandpiper_model::{ParamSpec, ScoreOrder};
 use uuid::Uuid;
 
-use super::{Db, SqliteConnection, StoreError, flag, parse_id};
+use super::{Db, StoreError, flag, parse_id};
 use crate::unit::Exports;
 
 /// A stored unit.
@@ -97,10 +97,10 @@ fn score_order(text: &str) -> Result<ScoreOrder, StoreError> {
         .ok_or_else(|| StoreError::Corrupt(format!("unknown score order `{text}`")))
 }
 
-async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<UnitRecord, StoreError> {
+async fn complete(conn: &mut sqlx::AnyConnection, row: Row) -> Result<UnitRecord, StoreError> {
     let params = sqlx::query_as::<_, ParamRow>(
         "SELECT name, description, default_value, pattern FROM unit_params \
-         WHERE unit_id = ? ORDER BY position",
+         WHERE unit_id = $1 ORDER BY position",
     )
     .bind(&row.id)
     .fetch_all(conn)
@@ -132,7 +132,7 @@ async fn complete(conn: &mut SqliteConnection, row: Row) -> Result<UnitRecord, S
 impl Db {
     /// Every unit, by name.
     pub async fn units(&mut self) -> Result<Vec<UnitRecord>, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         let rows =
             sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY u.name")))
                 .fetch_all(&mut *conn)
@@ -145,11 +145,12 @@ impl Db {
     }
 
     pub async fn unit(&mut self, id: Uuid) -> Result<Option<UnitRecord>, StoreError> {
-        let conn = self.sqlite();
-        let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE u.id = ?")))
-            .bind(id.to_string())
-            .fetch_optional(&mut *conn)
-            .await?;
+        let conn = self.conn();
+        let row =
+            sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE u.id = $1")))
+                .bind(id.to_string())
+                .fetch_optional(&mut *conn)
+                .await?;
         match row {
             Some(row) => Ok(Some(complete(conn, row).await?)),
             None => Ok(None),
@@ -157,13 +158,12 @@ impl Db {
     }
 
     pub async fn unit_by_name(&mut self, name: &str) -> Result<Option<UnitRecord>, StoreError> {
-        let conn = self.sqlite();
-        let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!(
-            "{SELECT} WHERE u.name = ? COLLATE NOCASE"
-        )))
-        .bind(name)
-        .fetch_optional(&mut *conn)
-        .await?;
+        let sql = format!("{SELECT} WHERE {}", self.name_equals("u.name", 1));
+        let conn = self.conn();
+        let row = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql))
+            .bind(name)
+            .fetch_optional(&mut *conn)
+            .await?;
         match row {
             Some(row) => Ok(Some(complete(conn, row).await?)),
             None => Ok(None),
@@ -177,19 +177,19 @@ impl Db {
         internal: bool,
         module: &UnitModule,
     ) -> Result<(), StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         sqlx::query(
             "INSERT INTO policy_units (id, name, description, internal, enabled, has_filter, \
              has_score, has_balance, score_order, module_sha256, uploaded_by) \
-             VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, 1, $5, $6, $7, $8, $9, $10)",
         )
         .bind(id.to_string())
         .bind(&module.name)
         .bind(&module.description)
-        .bind(internal)
-        .bind(module.exports.filter)
-        .bind(module.exports.score)
-        .bind(module.exports.balance)
+        .bind(i64::from(internal))
+        .bind(i64::from(module.exports.filter))
+        .bind(i64::from(module.exports.score))
+        .bind(i64::from(module.exports.balance))
         .bind(module.score_order.wit_name())
         .bind(&module.module_sha256)
         .bind(&module.uploaded_by)
@@ -209,36 +209,37 @@ impl Db {
         rollback_of: Option<i64>,
         keep: u32,
     ) -> Result<(), StoreError> {
-        let conn = self.sqlite();
-        sqlx::query(
-            "UPDATE policy_units SET name = ?, description = ?, has_filter = ?, has_score = ?, \
-             has_balance = ?, score_order = ?, module_sha256 = ?, uploaded_by = ?, \
-             uploaded_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?",
-        )
+        let now = self.now();
+        let conn = self.conn();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE policy_units SET name = $1, description = $2, has_filter = $3, has_score = $4, \
+             has_balance = $5, score_order = $6, module_sha256 = $7, uploaded_by = $8, \
+             uploaded_at = {now} WHERE id = $9"
+        )))
         .bind(&module.name)
         .bind(&module.description)
-        .bind(module.exports.filter)
-        .bind(module.exports.score)
-        .bind(module.exports.balance)
+        .bind(i64::from(module.exports.filter))
+        .bind(i64::from(module.exports.score))
+        .bind(i64::from(module.exports.balance))
         .bind(module.score_order.wit_name())
         .bind(&module.module_sha256)
         .bind(&module.uploaded_by)
         .bind(id.to_string())
         .execute(&mut *conn)
         .await?;
-        sqlx::query("DELETE FROM unit_params WHERE unit_id = ?")
+        sqlx::query("DELETE FROM unit_params WHERE unit_id = $1")
             .bind(id.to_string())
             .execute(&mut *conn)
             .await?;
         write_params(&mut *conn, id, &module.params).await?;
         let latest: Option<i64> =
-            sqlx::query_scalar("SELECT max(version) FROM unit_versions WHERE unit_id = ?")
+            sqlx::query_scalar("SELECT max(version) FROM unit_versions WHERE unit_id = $1")
                 .bind(id.to_string())
                 .fetch_one(&mut *conn)
                 .await?;
         let version = latest.unwrap_or(0) + 1;
         write_version(&mut *conn, id, version, module, rollback_of).await?;
-        sqlx::query("DELETE FROM unit_versions WHERE unit_id = ? AND version <= ?")
+        sqlx::query("DELETE FROM unit_versions WHERE unit_id = $1 AND version <= $2")
             .bind(id.to_string())
             .bind(version - i64::from(keep.max(1)))
             .execute(conn)
@@ -248,9 +249,9 @@ impl Db {
 
     /// Whether some unit runs the module `sha256` now.
     pub async fn module_in_use(&mut self, sha256: &str) -> Result<bool, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         let used: i64 = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM policy_units WHERE module_sha256 = ?)",
+            "SELECT EXISTS (SELECT 1 FROM policy_units WHERE module_sha256 = $1)",
         )
         .bind(sha256)
         .fetch_one(conn)
@@ -260,9 +261,9 @@ impl Db {
 
     /// The versions a unit keeps, newest first.
     pub async fn unit_versions(&mut self, id: Uuid) -> Result<Vec<UnitVersion>, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         sqlx::query_as::<_, VersionRow>(sqlx::AssertSqlSafe(format!(
-            "{SELECT_VERSION} WHERE v.unit_id = ? ORDER BY v.version DESC"
+            "{SELECT_VERSION} WHERE v.unit_id = $1 ORDER BY v.version DESC"
         )))
         .bind(id.to_string())
         .fetch_all(conn)
@@ -273,9 +274,9 @@ impl Db {
     }
 
     pub async fn set_unit_enabled(&mut self, id: Uuid, enabled: bool) -> Result<(), StoreError> {
-        let conn = self.sqlite();
-        sqlx::query("UPDATE policy_units SET enabled = ? WHERE id = ?")
-            .bind(enabled)
+        let conn = self.conn();
+        sqlx::query("UPDATE policy_units SET enabled = $1 WHERE id = $2")
+            .bind(i64::from(enabled))
             .bind(id.to_string())
             .execute(conn)
             .await?;
@@ -283,8 +284,8 @@ impl Db {
     }
 
     pub async fn delete_unit(&mut self, id: Uuid) -> Result<(), StoreError> {
-        let conn = self.sqlite();
-        sqlx::query("DELETE FROM policy_units WHERE id = ?")
+        let conn = self.conn();
+        sqlx::query("DELETE FROM policy_units WHERE id = $1")
             .bind(id.to_string())
             .execute(conn)
             .await?;
@@ -293,12 +294,12 @@ impl Db {
 
     /// The names of the policies that use unit `id` in any slot, by name.
     pub async fn policies_using_unit(&mut self, id: Uuid) -> Result<Vec<String>, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         Ok(sqlx::query_scalar::<_, String>(
             "SELECT p.name FROM scheduling_policies p WHERE p.id IN ( \
-                 SELECT policy_id FROM policy_filters WHERE unit_id = ?1 \
-                 UNION SELECT policy_id FROM policy_weights WHERE unit_id = ?1 \
-                 UNION SELECT policy_id FROM policy_balances WHERE unit_id = ?1) \
+                 SELECT policy_id FROM policy_filters WHERE unit_id = $1 \
+                 UNION SELECT policy_id FROM policy_weights WHERE unit_id = $1 \
+                 UNION SELECT policy_id FROM policy_balances WHERE unit_id = $1) \
              ORDER BY p.name",
         )
         .bind(id.to_string())
@@ -310,7 +311,7 @@ impl Db {
     pub async fn unit_names(
         &mut self,
     ) -> Result<std::collections::HashMap<Uuid, String>, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         sqlx::query_as::<_, (String, String)>("SELECT id, name FROM policy_units")
             .fetch_all(conn)
             .await?
@@ -321,7 +322,7 @@ impl Db {
 
     /// The ids of the disabled units.
     pub async fn disabled_units(&mut self) -> Result<std::collections::HashSet<Uuid>, StoreError> {
-        let conn = self.sqlite();
+        let conn = self.conn();
         sqlx::query_scalar::<_, String>("SELECT id FROM policy_units WHERE enabled = 0")
             .fetch_all(conn)
             .await?
@@ -376,7 +377,7 @@ impl VersionRow {
 }
 
 async fn write_version(
-    conn: &mut SqliteConnection,
+    conn: &mut sqlx::AnyConnection,
     id: Uuid,
     version: i64,
     module: &UnitModule,
@@ -387,16 +388,16 @@ async fn write_version(
     sqlx::query(
         "INSERT INTO unit_versions (unit_id, version, module_sha256, name, description, \
          has_filter, has_score, has_balance, score_order, params, uploaded_by, rollback_of) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     )
     .bind(id.to_string())
     .bind(version)
     .bind(&module.module_sha256)
     .bind(&module.name)
     .bind(&module.description)
-    .bind(module.exports.filter)
-    .bind(module.exports.score)
-    .bind(module.exports.balance)
+    .bind(i64::from(module.exports.filter))
+    .bind(i64::from(module.exports.score))
+    .bind(i64::from(module.exports.balance))
     .bind(module.score_order.wit_name())
     .bind(params)
     .bind(&module.uploaded_by)
@@ -407,14 +408,14 @@ async fn write_version(
 }
 
 async fn write_params(
-    conn: &mut SqliteConnection,
+    conn: &mut sqlx::AnyConnection,
     id: Uuid,
     params: &[ParamSpec],
 ) -> Result<(), StoreError> {
     for (position, p) in params.iter().enumerate() {
         sqlx::query(
             "INSERT INTO unit_params (unit_id, position, name, description, default_value, pattern) \
-             VALUES (?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(id.to_string())
         .bind(i64::try_from(position).unwrap_or(i64::MAX))

@@ -100,7 +100,7 @@ impl Db {
     /// Every pool, by name.
     pub async fn vm_pools(&mut self) -> Result<Vec<PoolRecord>, StoreError> {
         sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY name")))
-            .fetch_all(self.sqlite())
+            .fetch_all(self.conn())
             .await?
             .into_iter()
             .map(PoolRecord::try_from)
@@ -108,9 +108,9 @@ impl Db {
     }
 
     pub async fn vm_pool(&mut self, id: Uuid) -> Result<Option<PoolRecord>, StoreError> {
-        sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = ?")))
+        sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} WHERE id = $1")))
             .bind(id.to_string())
-            .fetch_optional(self.sqlite())
+            .fetch_optional(self.conn())
             .await?
             .map(PoolRecord::try_from)
             .transpose()
@@ -118,9 +118,13 @@ impl Db {
 
     /// The id of the pool called `name` (any case), if any.
     pub async fn vm_pool_id_by_name(&mut self, name: &str) -> Result<Option<Uuid>, StoreError> {
-        sqlx::query_scalar::<_, String>("SELECT id FROM vm_pools WHERE name = ? COLLATE NOCASE")
+        let sql = format!(
+            "SELECT id FROM vm_pools WHERE {}",
+            self.name_equals("name", 1)
+        );
+        sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql))
             .bind(name)
-            .fetch_optional(self.sqlite())
+            .fetch_optional(self.conn())
             .await?
             .map(|id| parse_id(&id))
             .transpose()
@@ -129,13 +133,13 @@ impl Db {
     /// Writes a pool's settings, inserting or replacing; its last run is
     /// kept ([`Db::set_vm_pool_last_run`] writes that).
     pub async fn save_vm_pool(&mut self, pool: &PoolRecord) -> Result<(), StoreError> {
-        sqlx::query(
+        let now = self.now();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO vm_pools (id, name, description, cluster_id, size, prestarted_vms, \
-             stateful, vm) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
-             ON CONFLICT (id) DO UPDATE SET name = ?2, description = ?3, size = ?5, \
-             prestarted_vms = ?6, stateful = ?7, vm = ?8, \
-             updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-        )
+             stateful, vm) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+             ON CONFLICT (id) DO UPDATE SET name = $2, description = $3, size = $5, \
+             prestarted_vms = $6, stateful = $7, vm = $8, updated_at = {now}"
+        )))
         .bind(pool.id.to_string())
         .bind(&pool.name)
         .bind(&pool.description)
@@ -144,26 +148,26 @@ impl Db {
         .bind(i64::from(pool.prestarted_vms))
         .bind(i64::from(pool.stateful))
         .bind(&pool.vm)
-        .execute(self.sqlite())
+        .execute(self.conn())
         .await?;
         Ok(())
     }
 
     /// Records the monitor's last run over a pool (JSON).
     pub async fn set_vm_pool_last_run(&mut self, id: Uuid, run: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE vm_pools SET last_run = ? WHERE id = ?")
+        sqlx::query("UPDATE vm_pools SET last_run = $1 WHERE id = $2")
             .bind(run)
             .bind(id.to_string())
-            .execute(self.sqlite())
+            .execute(self.conn())
             .await?;
         Ok(())
     }
 
     /// Deletes a pool and its members.
     pub async fn delete_vm_pool(&mut self, id: Uuid) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM vm_pools WHERE id = ?")
+        sqlx::query("DELETE FROM vm_pools WHERE id = $1")
             .bind(id.to_string())
-            .execute(self.sqlite())
+            .execute(self.conn())
             .await?;
         Ok(())
     }
@@ -185,10 +189,10 @@ impl Db {
             "SELECT m.idx, m.vm_id, m.assigned_to, m.start_operation_id, m.host_id, \
              o.state, o.finished_at_ms, o.outcome \
              FROM vm_pool_members m LEFT JOIN operations o ON o.id = m.start_operation_id \
-             WHERE m.pool_id = ? ORDER BY m.idx",
+             WHERE m.pool_id = $1 ORDER BY m.idx",
         )
         .bind(pool_id.to_string())
-        .fetch_all(self.sqlite())
+        .fetch_all(self.conn())
         .await?;
         rows.into_iter()
             .map(|r| {
@@ -220,11 +224,11 @@ impl Db {
     ) -> Result<(), StoreError> {
         let pool = pool_id.to_string();
         for (idx, vm_id) in members {
-            sqlx::query("INSERT INTO vm_pool_members (pool_id, idx, vm_id) VALUES (?, ?, ?)")
+            sqlx::query("INSERT INTO vm_pool_members (pool_id, idx, vm_id) VALUES ($1, $2, $3)")
                 .bind(&pool)
                 .bind(i64::from(*idx))
                 .bind(vm_id)
-                .execute(self.sqlite())
+                .execute(self.conn())
                 .await?;
         }
         Ok(())
@@ -238,10 +242,10 @@ impl Db {
     ) -> Result<(), StoreError> {
         let pool = pool_id.to_string();
         for idx in indices {
-            sqlx::query("DELETE FROM vm_pool_members WHERE pool_id = ? AND idx = ?")
+            sqlx::query("DELETE FROM vm_pool_members WHERE pool_id = $1 AND idx = $2")
                 .bind(&pool)
                 .bind(i64::from(*idx))
-                .execute(self.sqlite())
+                .execute(self.conn())
                 .await?;
         }
         Ok(())
@@ -254,11 +258,11 @@ impl Db {
         idx: u32,
         user: Option<&str>,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE vm_pool_members SET assigned_to = ? WHERE pool_id = ? AND idx = ?")
+        sqlx::query("UPDATE vm_pool_members SET assigned_to = $1 WHERE pool_id = $2 AND idx = $3")
             .bind(user)
             .bind(pool_id.to_string())
             .bind(i64::from(idx))
-            .execute(self.sqlite())
+            .execute(self.conn())
             .await?;
         Ok(())
     }
@@ -273,14 +277,14 @@ impl Db {
         host_id: Option<&str>,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE vm_pool_members SET start_operation_id = ?, host_id = ? \
-             WHERE pool_id = ? AND idx = ?",
+            "UPDATE vm_pool_members SET start_operation_id = $1, host_id = $2 \
+             WHERE pool_id = $3 AND idx = $4",
         )
         .bind(operation_id.map(|id| id.to_string()))
         .bind(host_id)
         .bind(pool_id.to_string())
         .bind(i64::from(idx))
-        .execute(self.sqlite())
+        .execute(self.conn())
         .await?;
         Ok(())
     }

@@ -28,14 +28,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sqlx::SqlitePool;
+use sqlx::AnyPool;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::claims::{ClaimRow, ClaimWrites};
 use super::decisions::{DEFAULT_LOG_MAX_BYTES, LoggedDecision, Retention};
 use super::inventory::{HostWrite, InventoryWrites};
-use super::{Db, StoreError, begin};
+use super::{Backend, Db, LockMode, StoreError, begin};
 use crate::time::Timestamp;
 
 /// Most queued jobs applied in one transaction. Large enough to absorb a
@@ -104,10 +104,15 @@ pub(super) struct Queue {
 
 impl Queue {
     /// Starts the writer on the current tokio runtime.
-    pub(super) fn start(pool: SqlitePool) -> Queue {
+    pub(super) fn start(pool: AnyPool, backend: Backend) -> Queue {
         let (jobs, queued) = mpsc::unbounded_channel();
         let max_log_bytes = Arc::new(AtomicU64::new(DEFAULT_LOG_MAX_BYTES));
-        tokio::spawn(write_loop(pool, queued, Arc::clone(&max_log_bytes)));
+        tokio::spawn(write_loop(
+            pool,
+            backend,
+            queued,
+            Arc::clone(&max_log_bytes),
+        ));
         Queue {
             jobs,
             max_log_bytes,
@@ -173,7 +178,8 @@ struct Retain {
 }
 
 async fn write_loop(
-    pool: SqlitePool,
+    pool: AnyPool,
+    backend: Backend,
     mut queued: mpsc::UnboundedReceiver<Job>,
     max_log_bytes: Arc<AtomicU64>,
 ) {
@@ -183,7 +189,7 @@ async fn write_loop(
         max_log_bytes,
     };
     while queued.recv_many(&mut batch, MAX_BATCH_JOBS).await > 0 {
-        let result = write_jobs(&pool, &batch, &mut keep).await;
+        let result = write_jobs(&pool, backend, &batch, &mut keep).await;
         match result {
             Ok(()) => {
                 for job in batch.drain(..) {
@@ -198,7 +204,7 @@ async fn write_loop(
                 tracing::warn!(error = %e, jobs = batch.len(), "batch not stored; storing its jobs one by one");
                 for job in batch.drain(..) {
                     let alone = std::slice::from_ref(&job);
-                    let result = write_jobs(&pool, alone, &mut keep)
+                    let result = write_jobs(&pool, backend, alone, &mut keep)
                         .await
                         .map_err(|e| PersistError(e.to_string()));
                     if let Err(e) = &result {
@@ -219,12 +225,17 @@ async fn write_loop(
 }
 
 /// Applies `jobs` in one transaction.
-async fn write_jobs(pool: &SqlitePool, jobs: &[Job], keep: &mut Retain) -> Result<(), StoreError> {
+async fn write_jobs(
+    pool: &AnyPool,
+    backend: Backend,
+    jobs: &[Job],
+    keep: &mut Retain,
+) -> Result<(), StoreError> {
     let mut batch = Batch::default();
     for job in jobs {
         job.rows.add_to(&mut batch)?;
     }
-    let mut db = begin(pool).await?;
+    let mut db = begin(pool, backend, LockMode::Shared).await?;
     for (cluster_id, writes) in &batch.clusters {
         db.write_inventory(*cluster_id, &writes.inventory).await?;
         db.write_claims(*cluster_id, &writes.claims).await?;
