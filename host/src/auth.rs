@@ -207,7 +207,14 @@ pub async fn bootstrap_admin(
 /// same directory, then renamed over `path`, so the secret is never readable
 /// by others, not even for a moment.
 pub(crate) fn write_secret(path: &Path, secret: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt};
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        // 0700: the directory holds the admin token.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
     let tmp = path.with_extension("tmp");
     // A leftover from a crash between create and rename.
     match std::fs::remove_file(&tmp) {

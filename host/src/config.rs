@@ -142,6 +142,19 @@ pub struct ServeArgs {
     #[arg(long, env = "SANDPIPER_DB", default_value = DEFAULT_DB)]
     pub db: crate::store::Location,
 
+    /// With a PostgreSQL `--db`: the URL at which the other replicas reach
+    /// this one, to forward it the requests of the clusters it owns
+    /// (docs/fleet.md). Default: `http://` and the address bound.
+    #[arg(long, env = "SANDPIPER_ADVERTISE_URL")]
+    pub advertise_url: Option<String>,
+
+    /// With a PostgreSQL `--db`: how long a replica owns a cluster without
+    /// renewing (it renews five times per lease), ms; so also how long a
+    /// dead replica's clusters wait for another owner, at most.
+    #[arg(long, env = "SANDPIPER_OWNER_LEASE_MS", default_value_t = 5000,
+          value_parser = clap::value_parser!(u64).range(500..=600_000))]
+    pub owner_lease_ms: u64,
+
     /// Largest `.wasm` upload, MiB.
     #[arg(long, env = "SANDPIPER_MAX_MODULE_MIB", default_value_t = DEFAULT_MAX_MODULE_MIB)]
     pub max_module_mib: usize,

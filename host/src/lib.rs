@@ -7,6 +7,7 @@ pub mod builtin;
 pub mod cli;
 pub mod config;
 pub mod extender;
+pub mod fleet;
 pub mod iallocator;
 pub mod inputs;
 pub mod metrics;

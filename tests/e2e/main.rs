@@ -11,6 +11,7 @@ mod catalog;
 mod cli;
 mod cluster_delete;
 mod extender;
+mod fleet;
 mod hardening_input;
 mod hardening_load;
 mod hardening_net;

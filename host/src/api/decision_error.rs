@@ -9,6 +9,7 @@ use serde_json::json;
 use super::error::ApiError;
 use crate::pipeline::{BalanceError, ScheduleError};
 use crate::placement::{ClaimError, InventoryError, PlaceError, PlacementError};
+use crate::store::PersistError;
 
 /// The API error for a placement failure.
 pub fn placement_error(e: PlacementError) -> ApiError {
@@ -87,6 +88,9 @@ pub fn placement_error(e: PlacementError) -> ApiError {
             id: vm_id,
         },
         PlacementError::Store(e) => ApiError::from(e),
+        PlacementError::Persist(PersistError::NotOwner { cluster_id }) => {
+            ApiError::cluster_moved(cluster_id)
+        }
         PlacementError::Persist(e) => ApiError::Internal(e.to_string()),
         PlacementError::Task(e) => ApiError::Internal(e),
     }

@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 use utoipa::openapi::schema::{ObjectBuilder, Type};
+use uuid::Uuid;
 
 use crate::auth::Role;
 use crate::pipeline::{ParamError, PolicyError};
@@ -224,6 +225,9 @@ pub const ERROR_CODES: &[&str] = &[
     "internal",
     "unavailable",
     "database_busy",
+    "database_unavailable",
+    "cluster_moved",
+    "owner_unreachable",
     "stale_generation",
     "no_inventory",
     "cluster_busy",
@@ -516,8 +520,56 @@ impl From<ParamError> for ApiError {
     }
 }
 
+/// Seconds a client is asked to wait when the database cannot be reached
+/// or a cluster is changing owner: a replica retries the database at once,
+/// and a cluster's new owner answers within a lease (docs/fleet.md).
+pub const FLEET_RETRY_AFTER_SECS: u64 = 1;
+
+impl ApiError {
+    /// This replica lost the cluster to another (its lease ran out) while
+    /// deciding, or a forwarded request reached a replica that no longer
+    /// owns it: nothing was stored, and a retry reaches the new owner.
+    pub fn cluster_moved(cluster_id: Uuid) -> ApiError {
+        ApiError::Busy {
+            code: "cluster_moved",
+            message: format!(
+                "cluster {cluster_id} is moving to another replica; nothing was stored, retry \
+                 the request"
+            ),
+            details: json!({ "cluster_id": cluster_id }),
+            retry_after_secs: FLEET_RETRY_AFTER_SECS,
+        }
+    }
+
+    /// The replica that owns the cluster did not answer a forwarded
+    /// request: if it died, another takes the cluster over once its lease
+    /// runs out.
+    pub fn owner_unreachable(cluster_id: Uuid, replica: &str, error: &str) -> ApiError {
+        ApiError::Busy {
+            code: "owner_unreachable",
+            message: format!(
+                "replica {replica}, which decides for cluster {cluster_id}, did not answer \
+                 ({error}); retry the request"
+            ),
+            details: json!({ "cluster_id": cluster_id, "replica": replica }),
+            retry_after_secs: FLEET_RETRY_AFTER_SECS,
+        }
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
+        if let StoreError::NotOwner { cluster_id } = e {
+            return ApiError::cluster_moved(cluster_id);
+        }
+        if e.is_unreachable() {
+            return ApiError::Busy {
+                code: "database_unavailable",
+                message: format!("the database cannot be reached: {e}; retry shortly"),
+                details: json!({}),
+                retry_after_secs: FLEET_RETRY_AFTER_SECS,
+            };
+        }
         if e.is_constraint_violation() {
             // Our own checks run first, inside the same transaction; a
             // constraint can still fire when they miss a case, and then the

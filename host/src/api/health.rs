@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
+use crate::store::Backend;
 
 /// The server is ready.
 #[derive(Clone, Debug, Serialize, ToSchema)]
@@ -18,6 +19,25 @@ pub struct Health {
     pub status: &'static str,
     /// Units loaded and ready to run.
     pub units_loaded: usize,
+    /// `sqlite` or `postgres`.
+    #[schema(example = "sqlite")]
+    pub store: &'static str,
+    /// With a PostgreSQL store: this replica and the clusters it decides
+    /// for now (docs/fleet.md); absent on SQLite, where one server decides
+    /// for every cluster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica: Option<Replica>,
+}
+
+/// One replica of a fleet, as its `/healthz` describes it.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Replica {
+    /// New at every start.
+    pub id: String,
+    /// Where the other replicas forward this one's clusters' requests.
+    pub url: String,
+    /// The clusters whose lease this replica holds.
+    pub clusters_owned: Vec<uuid::Uuid>,
 }
 
 /// Whether the server can answer.
@@ -34,11 +54,21 @@ pub async fn healthz(
         .ping()
         .await
         .map_err(|e| ApiError::Unavailable(format!("the store does not answer: {e}")))?;
+    let fleet = state.fleet();
     Ok((
         StatusCode::OK,
         axum::Json(Health {
             status: "ok",
             units_loaded: state.registry().len(),
+            store: match state.store().backend() {
+                Backend::Sqlite => "sqlite",
+                Backend::Postgres => "postgres",
+            },
+            replica: fleet.config().map(|config| Replica {
+                id: config.replica_id.clone(),
+                url: config.url.clone(),
+                clusters_owned: fleet.owned(),
+            }),
         }),
     ))
 }

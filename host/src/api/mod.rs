@@ -18,6 +18,7 @@ pub mod decisions;
 pub mod error;
 pub mod extender;
 pub mod extract;
+pub mod forward;
 pub mod health;
 pub mod inventory;
 pub mod metrics;
@@ -43,6 +44,7 @@ use utoipa_axum::routes;
 
 use self::error::ApiError;
 use self::extract::BodyLimit;
+use crate::fleet::Fleet;
 use crate::operations::OperationsService;
 use crate::placement::PlacementService;
 use crate::registry::Registry;
@@ -77,9 +79,18 @@ struct Shared {
     limits: ApiLimits,
     placement: PlacementService,
     operations: OperationsService,
+    fleet: Fleet,
     prepared: prepared::PreparedCache,
     tokens: crate::auth::TokenCache,
     retention: Retention,
+}
+
+/// What holds clusters' state in memory, and which replica owns each
+/// cluster: the services the routes of a cluster act on.
+pub struct Held {
+    pub placement: PlacementService,
+    pub operations: OperationsService,
+    pub fleet: Fleet,
 }
 
 /// How long the API keeps its own records, from the configuration.
@@ -98,8 +109,7 @@ impl AppState {
         registry: Registry,
         modules: Modules,
         limits: ApiLimits,
-        placement: PlacementService,
-        operations: OperationsService,
+        held: Held,
         retention: Retention,
     ) -> Self {
         AppState {
@@ -108,13 +118,19 @@ impl AppState {
                 registry,
                 modules,
                 limits,
-                placement,
-                operations,
+                placement: held.placement,
+                operations: held.operations,
+                fleet: held.fleet,
                 prepared: prepared::PreparedCache::default(),
                 tokens: crate::auth::TokenCache::default(),
                 retention,
             }),
         }
+    }
+
+    /// Which replica decides for each cluster (docs/fleet.md).
+    pub fn fleet(&self) -> &Fleet {
+        &self.shared.fleet
     }
 
     /// Held inventories, claims and stateful decisions.
@@ -283,6 +299,10 @@ pub fn app(state: AppState, more: OpenApiRouter<AppState>) -> Router {
         ))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
+            forward::to_owner,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
             access::authorize,
         ))
         .route_layer(axum::middleware::from_fn(observe::matched_route))
@@ -313,6 +333,10 @@ pub fn extender_app(state: AppState) -> Router {
         ))
         .split_for_parts();
     router
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            forward::to_owner,
+        ))
         .route_layer(axum::middleware::from_fn(observe::matched_route))
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES))
         .layer(axum::Extension(BodyLimit(MAX_JSON_BODY_BYTES)))

@@ -125,7 +125,9 @@ impl PreparedCache {
 }
 
 /// Middleware: after every admin route that changes something, the
-/// prepared policies are stale.
+/// prepared policies are stale, here and (with several replicas) on the
+/// others, which the raised configuration generation tells
+/// (`server::follow`).
 pub async fn track_config_changes(
     State(state): State<AppState>,
     matched: Option<axum::extract::MatchedPath>,
@@ -137,6 +139,15 @@ pub async fn track_config_changes(
     let response = next.run(request).await;
     if changes {
         state.prepared().invalidate();
+        if state.fleet().is_shared() && response.status().is_success() {
+            let bumped = async {
+                let mut conn = state.store().read().await?;
+                conn.bump_config_generation().await
+            };
+            if let Err(e) = bumped.await {
+                tracing::warn!(error = %e, "could not tell the other replicas of a configuration change");
+            }
+        }
     }
     response
 }

@@ -236,15 +236,23 @@ impl Slot {
 }
 
 impl OperationsService {
-    /// Loads every unfinished operation from the store and starts the
-    /// lease sweeper on the current tokio runtime.
+    /// Loads the unfinished operations from the store and starts the lease
+    /// sweeper on the current tokio runtime. `every_cluster`: of every
+    /// cluster, as the one server on an SQLite file does; otherwise none,
+    /// and each cluster's are loaded when this replica takes the cluster
+    /// over ([`OperationsService::adopt`], docs/fleet.md).
     pub async fn start(
         store: Store,
         placement: PlacementService,
         config: OperationsConfig,
+        every_cluster: bool,
     ) -> Result<OperationsService, StoreError> {
         let mut conn = store.read().await?;
-        let rows = conn.unfinished_operations().await?;
+        let rows = if every_cluster {
+            conn.unfinished_operations().await?
+        } else {
+            Vec::new()
+        };
         let last_seq = conn.last_operation_seq().await?;
         drop(conn);
         let mut queues: HashMap<Uuid, ClusterQueue> = HashMap::new();
@@ -303,7 +311,32 @@ impl OperationsService {
         self.inner.stopping.subscribe()
     }
 
-    /// Forgets a deleted cluster's queue (its rows went with the cluster).
+    /// Takes over a cluster's queue as stored: this replica now owns the
+    /// cluster, and whatever it held of it before (if it owned it once)
+    /// may be stale. Submit numbers continue after the highest stored for
+    /// the cluster, so its queue keeps its order.
+    pub async fn adopt(&self, cluster_id: Uuid) -> Result<(), StoreError> {
+        let mut conn = self.inner.store.read().await?;
+        let rows = conn.unfinished_operations_of(cluster_id).await?;
+        let last_seq = conn.last_operation_seq_of(cluster_id).await?;
+        drop(conn);
+        let mut queue = ClusterQueue::default();
+        for row in rows {
+            queue.insert(Operation::from_row(row)?);
+        }
+        if let Some(last) = last_seq {
+            self.inner.next_seq.fetch_max(last + 1, Ordering::Relaxed);
+        }
+        self.inner
+            .clusters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(cluster_id, Arc::new(Slot::new(queue)));
+        Ok(())
+    }
+
+    /// Forgets a cluster's queue: the cluster was deleted (its rows went
+    /// with it), or another replica owns it now.
     pub fn forget(&self, cluster_id: Uuid) {
         self.inner
             .clusters

@@ -106,7 +106,13 @@ pub async fn run_forever(state: AppState, pools: Pools) {
 /// still run.
 pub async fn run_all(state: &AppState, pools: &Pools) {
     let ids = match state.store().read().await {
-        Ok(mut conn) => conn.vm_pools().await.map(|p| p.into_iter().map(|p| p.id)),
+        // With several replicas, a pool is kept topped up by the owner of
+        // its cluster (docs/fleet.md).
+        Ok(mut conn) => conn.vm_pools().await.map(|p| {
+            p.into_iter()
+                .filter(|p| state.fleet().owns(p.cluster_id))
+                .map(|p| p.id)
+        }),
         Err(e) => Err(e),
     };
     let ids: Vec<Uuid> = match ids {

@@ -47,7 +47,10 @@ pub async fn run(state: AppState) {
         let now = Instant::now();
         let present: HashSet<Uuid> = clusters.iter().map(|(id, _)| *id).collect();
         last_round.retain(|id, _| present.contains(id));
-        for (cluster_id, balance) in clusters.iter().filter(|(_, b)| b.enabled) {
+        // With several replicas, each balances the clusters it owns
+        // (docs/fleet.md): a cluster's held inventory is only there.
+        let owned = |id: &Uuid| state.fleet().owns(*id);
+        for (cluster_id, balance) in clusters.iter().filter(|(id, b)| b.enabled && owned(id)) {
             let last = last_round.entry(*cluster_id).or_insert(now);
             let interval = Duration::from_secs(balance.interval_seconds.into());
             if now.duration_since(*last) < interval {

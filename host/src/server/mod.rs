@@ -5,6 +5,7 @@
 //! connection caps) is in `listen`.
 
 pub(crate) mod builtins;
+mod follow;
 mod listen;
 mod loading;
 mod starting;
@@ -17,18 +18,56 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::signal::unix::{Signal, SignalKind, signal};
+use uuid::Uuid;
 
 use crate::api::{self, ApiLimits, AppState};
 use crate::auth::{self, ADMIN_TOKEN_ENV, Bootstrap};
 use crate::config::ServeArgs;
+use crate::fleet::{Fleet, FleetConfig};
 use crate::pools::Pools;
 use crate::registry::Registry;
 use crate::sandbox::Runtime;
-use crate::store::{Location, Store, StoreError};
+use crate::store::{Backend, Location, Store, StoreError};
 use crate::upload::Modules;
 
 pub use builtins::{BUILTIN_POLICY_NAME, builtin_unit_id};
 pub use listen::{CONNECTION_RETRY_AFTER_SECS, ConnectionLimits};
+
+/// Whether the listeners speak TLS.
+fn tls_configured(args: &ServeArgs) -> bool {
+    args.tls_cert.is_some()
+}
+
+/// This replica's place in the fleet: a new id, and the URL the others
+/// forward to (`--advertise-url`, or the address bound).
+fn fleet_config(
+    args: &ServeArgs,
+    bound: Option<SocketAddr>,
+    tls: bool,
+) -> Result<FleetConfig, StartError> {
+    let url = match (&args.advertise_url, bound) {
+        (Some(url), _) => url.trim_end_matches('/').to_owned(),
+        (None, Some(addr)) if !addr.ip().is_unspecified() => format!("http://{addr}"),
+        (None, _) => {
+            return Err(StartError::Fleet(
+                "with a PostgreSQL database, say where the other replicas reach this one: \
+                 --advertise-url http://HOST:PORT (listening on every address names none)"
+                    .to_owned(),
+            ));
+        }
+    };
+    if tls || !url.starts_with("http://") {
+        return Err(StartError::Fleet(format!(
+            "replicas forward requests to each other over plain HTTP on a private network; \
+             `{url}` with TLS listeners is not supported yet (docs/fleet.md)"
+        )));
+    }
+    Ok(FleetConfig {
+        replica_id: Uuid::new_v4().to_string(),
+        url,
+        lease: Duration::from_millis(args.owner_lease_ms),
+    })
+}
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +84,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Bootstrap(#[from] auth::BootstrapError),
+    #[error("{0}")]
+    Fleet(String),
     #[error("invalid unit limits: {0}")]
     Limits(#[from] crate::sandbox::LimitsError),
     #[error("could not start the WebAssembly runtime: {0}")]
@@ -143,7 +184,7 @@ impl Server {
             },
         );
         let build = async {
-            let built = Server::build_state(&args, supplied.as_deref(), exe).await;
+            let built = Server::build_state(&args, supplied.as_deref(), exe, Some(addr)).await;
             let _ = loaded_tx.send(());
             built
         };
@@ -207,14 +248,20 @@ impl Server {
         args: &ServeArgs,
         admin_token: Option<&str>,
         exe: PathBuf,
+        bound: Option<SocketAddr>,
     ) -> Result<Services, StartError> {
         // SQLite keeps the generated admin token beside its file; with
-        // PostgreSQL it goes where the default database would be.
+        // PostgreSQL it goes where the default database would be (that
+        // directory is made only if a token is written there).
         let token_path = auth::admin_token_path(match &args.db {
             Location::Sqlite(path) => path,
             Location::Postgres(_) => Path::new(crate::config::DEFAULT_DB),
         });
-        if let Some(dir) = token_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let data_dir = match &args.db {
+            Location::Sqlite(path) => path.parent(),
+            Location::Postgres(_) => None,
+        };
+        if let Some(dir) = data_dir.filter(|d| !d.as_os_str().is_empty()) {
             use std::os::unix::fs::DirBuilderExt as _;
             // 0700: the directory holds the database and the admin token.
             let mut builder = std::fs::DirBuilder::new();
@@ -258,12 +305,22 @@ impl Server {
             store.clone(),
             args.placement.config(args.decisions_retained),
         );
+        let fleet = match store.backend() {
+            Backend::Sqlite => Fleet::single(store.clone()),
+            Backend::Postgres => {
+                let config = fleet_config(args, bound, tls_configured(args))?;
+                tracing::info!(replica = %config.replica_id, url = %config.url, "one replica of a fleet");
+                Fleet::shared(store.clone(), config)
+            }
+        };
         let operations = crate::operations::OperationsService::start(
             store.clone(),
             placement.clone(),
             args.operations.config(),
+            !fleet.is_shared(),
         )
         .await?;
+        fleet.start(placement.clone(), operations.clone());
         let operations_held = operations.unfinished_count().await;
         tracing::info!(operations = operations_held, "operations queue loaded");
         let pools = crate::pools::Pools::new(args.pools.config());
@@ -272,12 +329,18 @@ impl Server {
             registry,
             modules,
             args.api_limits(),
-            placement,
-            operations,
+            crate::api::Held {
+                placement,
+                operations,
+                fleet,
+            },
             args.retention(),
         );
         crate::pools::start_monitor(state.clone(), pools.clone());
         tokio::spawn(crate::rebalance::run(state.clone()));
+        if state.fleet().is_shared() {
+            tokio::spawn(follow::run(state.clone()));
+        }
         Ok(Services { state, pools })
     }
 
@@ -355,6 +418,9 @@ impl Server {
                 tracing::warn!(grace_secs = grace.as_secs(), "requests still running after the grace period; stopping anyway");
             }
         };
+        // Requests have finished: the other replicas may take this one's
+        // clusters over now rather than when the leases end.
+        state.fleet().leave().await;
         store.close().await;
         tracing::info!("store closed; bye");
         Ok(())

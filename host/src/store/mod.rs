@@ -34,6 +34,7 @@ pub mod claims;
 pub mod clusters;
 pub mod decisions;
 pub mod files;
+pub mod fleet;
 pub mod inventory;
 pub mod modules;
 pub mod operations;
@@ -55,7 +56,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, AnyPool, ConnectOptions as _, Executor as _, Transaction};
 use uuid::Uuid;
 
-pub use writer::{Ack, PersistError, Rows};
+pub use writer::{Ack, Fence, PersistError, Rows};
 
 /// How long a statement waits for another connection's write lock before it
 /// fails. Writes are short (a handful of rows, or one module blob of at most
@@ -132,6 +133,11 @@ pub enum StoreError {
          build); upgrade this replica, or point it at another database"
     )]
     NewerSchema { version: i64 },
+    /// This replica no longer owns the cluster whose placement rows it
+    /// was about to store (its lease ran out and another replica may have
+    /// taken it over): nothing was stored.
+    #[error("this replica no longer owns cluster {cluster_id}; retry the request")]
+    NotOwner { cluster_id: Uuid },
     /// A stored value does not parse (an id that is not a UUID, a role the
     /// code does not know): the database was edited by hand or by a newer
     /// version.
@@ -140,6 +146,21 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether the database could not be reached at all (refused or lost
+    /// connection, a pool closed or timed out connecting): the request may
+    /// succeed once it is back.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Database(
+                sqlx::Error::Io(_)
+                    | sqlx::Error::Tls(_)
+                    | sqlx::Error::PoolClosed
+                    | sqlx::Error::WorkerCrashed
+            )
+        )
+    }
+
     /// Whether the error is a uniqueness or foreign-key violation, which the
     /// callers' own checks should have prevented; the API reports it as a
     /// conflict rather than an internal error.
@@ -483,6 +504,12 @@ impl Store {
     /// store's writer keeps the log within it from its next decision on.
     pub fn set_decision_log_budget(&self, max_bytes: u64) {
         self.writer.set_max_log_bytes(max_bytes);
+    }
+
+    /// Makes the background writer store a cluster's placement rows only
+    /// while `fence` says this replica owns it ([`writer::Fence`]).
+    pub fn set_fence(&self, fence: std::sync::Arc<dyn writer::Fence>) {
+        self.writer.set_fence(fence);
     }
 
     /// Checks that the database answers.

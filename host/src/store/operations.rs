@@ -180,6 +180,35 @@ impl Db {
         rows.into_iter().map(OperationRow::try_from).collect()
     }
 
+    /// One cluster's unfinished operations, in submit order: what a
+    /// replica that takes the cluster over queues (docs/fleet.md).
+    pub async fn unfinished_operations_of(
+        &mut self,
+        cluster_id: Uuid,
+    ) -> Result<Vec<OperationRow>, StoreError> {
+        let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM operations \
+             WHERE cluster_id = $1 AND state IN ('queued', 'leased') ORDER BY seq"
+        )))
+        .bind(cluster_id.to_string())
+        .fetch_all(self.conn())
+        .await?;
+        rows.into_iter().map(OperationRow::try_from).collect()
+    }
+
+    /// The highest submit sequence number stored for one cluster.
+    pub async fn last_operation_seq_of(
+        &mut self,
+        cluster_id: Uuid,
+    ) -> Result<Option<u64>, StoreError> {
+        let last: Option<i64> =
+            sqlx::query_scalar("SELECT MAX(seq) FROM operations WHERE cluster_id = $1")
+                .bind(cluster_id.to_string())
+                .fetch_one(self.conn())
+                .await?;
+        Ok(last.map(unsigned))
+    }
+
     /// The highest submit sequence number stored (`None`: no operation
     /// was ever stored, or all were deleted with their clusters).
     pub async fn last_operation_seq(&mut self) -> Result<Option<u64>, StoreError> {

@@ -24,8 +24,8 @@
 //! logged (`retain`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use sqlx::AnyPool;
@@ -65,10 +65,39 @@ pub trait Rows: Send + Sync + 'static {
     fn add_to(&self, batch: &mut Batch) -> Result<(), StoreError>;
 }
 
+/// Who may write a cluster's placement rows: with several replicas
+/// (`crate::fleet`), only the cluster's owner, under the epoch it took the
+/// cluster with. The writer checks it inside each batch's transaction
+/// ([`Db::holds_cluster`]), so a replica that lost a cluster (its lease ran
+/// out while it was paused, say) cannot store a claim made on what it held
+/// in memory after another replica took over.
+pub trait Fence: Send + Sync + std::fmt::Debug + 'static {
+    /// This replica's id.
+    fn replica_id(&self) -> &str;
+    /// The epoch under which this replica holds `cluster_id`; `None`: it
+    /// does not.
+    fn epoch(&self, cluster_id: Uuid) -> Option<i64>;
+}
+
 /// A failed write, as the requests waiting on it see it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("storing placement state failed: {0}")]
-pub struct PersistError(pub String);
+pub enum PersistError {
+    #[error("storing placement state failed: {0}")]
+    Failed(String),
+    /// The fence refused the write ([`Fence`]): another replica owns the
+    /// cluster now, and the request can be retried there.
+    #[error("this replica no longer owns cluster {cluster_id}; nothing was stored")]
+    NotOwner { cluster_id: Uuid },
+}
+
+impl From<StoreError> for PersistError {
+    fn from(e: StoreError) -> PersistError {
+        match e {
+            StoreError::NotOwner { cluster_id } => PersistError::NotOwner { cluster_id },
+            e => PersistError::Failed(e.to_string()),
+        }
+    }
+}
 
 /// A job's acknowledgement, to await outside any lock.
 pub struct Ack(oneshot::Receiver<Result<(), PersistError>>);
@@ -84,7 +113,7 @@ impl Ack {
     pub async fn wait(self) -> Result<(), PersistError> {
         self.0
             .await
-            .unwrap_or_else(|_| Err(PersistError("the writer stopped".to_owned())))
+            .unwrap_or_else(|_| Err(PersistError::Failed("the writer stopped".to_owned())))
     }
 }
 
@@ -100,6 +129,8 @@ pub(super) struct Queue {
     jobs: mpsc::UnboundedSender<Job>,
     /// The decisions log's byte budget, read at every batch that logs.
     max_log_bytes: Arc<AtomicU64>,
+    /// Set once, when the server runs as one of several replicas.
+    fence: Arc<OnceLock<Arc<dyn Fence>>>,
 }
 
 impl Queue {
@@ -107,16 +138,24 @@ impl Queue {
     pub(super) fn start(pool: AnyPool, backend: Backend) -> Queue {
         let (jobs, queued) = mpsc::unbounded_channel();
         let max_log_bytes = Arc::new(AtomicU64::new(DEFAULT_LOG_MAX_BYTES));
-        tokio::spawn(write_loop(
-            pool,
-            backend,
-            queued,
-            Arc::clone(&max_log_bytes),
-        ));
+        let fence = Arc::new(OnceLock::new());
+        let keep = Retain {
+            trims: Trims::default(),
+            max_log_bytes: Arc::clone(&max_log_bytes),
+            fence: Arc::clone(&fence),
+        };
+        tokio::spawn(write_loop(pool, backend, queued, keep));
         Queue {
             jobs,
             max_log_bytes,
+            fence,
         }
+    }
+
+    /// Fences every later batch with `fence` (once; later calls are
+    /// ignored).
+    pub(super) fn set_fence(&self, fence: Arc<dyn Fence>) {
+        let _ = self.fence.set(fence);
     }
 
     /// Sets the decisions log's byte budget, applied from the next batch
@@ -131,7 +170,7 @@ impl Queue {
         if let Err(mpsc::error::SendError(job)) = self.jobs.send(Job { rows, done }) {
             let _ = job
                 .done
-                .send(Err(PersistError("the writer stopped".to_owned())));
+                .send(Err(PersistError::Failed("the writer stopped".to_owned())));
         }
         Ack(ack)
     }
@@ -175,19 +214,16 @@ impl Trims {
 struct Retain {
     trims: Trims,
     max_log_bytes: Arc<AtomicU64>,
+    fence: Arc<OnceLock<Arc<dyn Fence>>>,
 }
 
 async fn write_loop(
     pool: AnyPool,
     backend: Backend,
     mut queued: mpsc::UnboundedReceiver<Job>,
-    max_log_bytes: Arc<AtomicU64>,
+    mut keep: Retain,
 ) {
     let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH_JOBS);
-    let mut keep = Retain {
-        trims: Trims::default(),
-        max_log_bytes,
-    };
     while queued.recv_many(&mut batch, MAX_BATCH_JOBS).await > 0 {
         let result = write_jobs(&pool, backend, &batch, &mut keep).await;
         match result {
@@ -206,7 +242,7 @@ async fn write_loop(
                     let alone = std::slice::from_ref(&job);
                     let result = write_jobs(&pool, backend, alone, &mut keep)
                         .await
-                        .map_err(|e| PersistError(e.to_string()));
+                        .map_err(PersistError::from);
                     if let Err(e) = &result {
                         tracing::error!(error = %e, "placement state not stored");
                     }
@@ -214,7 +250,7 @@ async fn write_loop(
                 }
             }
             Err(e) => {
-                let e = PersistError(e.to_string());
+                let e = PersistError::from(e);
                 tracing::error!(error = %e, "placement state not stored");
                 for job in batch.drain(..) {
                     let _ = job.done.send(Err(e.clone()));
@@ -236,6 +272,20 @@ async fn write_jobs(
         job.rows.add_to(&mut batch)?;
     }
     let mut db = begin(pool, backend, LockMode::Shared).await?;
+    if let Some(fence) = keep.fence.get() {
+        for &cluster_id in batch.clusters.keys() {
+            let held = match fence.epoch(cluster_id) {
+                Some(epoch) => {
+                    db.holds_cluster(cluster_id, fence.replica_id(), epoch)
+                        .await?
+                }
+                None => false,
+            };
+            if !held {
+                return Err(StoreError::NotOwner { cluster_id });
+            }
+        }
+    }
     for (cluster_id, writes) in &batch.clusters {
         db.write_inventory(*cluster_id, &writes.inventory).await?;
         db.write_claims(*cluster_id, &writes.claims).await?;

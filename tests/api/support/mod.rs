@@ -52,7 +52,7 @@ fn serve_args(db: &Path, flags: &[&str]) -> ServeArgs {
 /// The state the server would build over `db` with `flags`.
 async fn build_state(db: &Path, flags: &[&str]) -> sandpiper::server::Services {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_sandpiper"));
-    Server::build_state(&serve_args(db, flags), Some(ADMIN_TOKEN), exe)
+    Server::build_state(&serve_args(db, flags), Some(ADMIN_TOKEN), exe, None)
         .await
         .unwrap_or_else(|e| panic!("building the server's state: {e}"))
 }

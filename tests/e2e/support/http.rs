@@ -14,7 +14,8 @@ use super::Reply;
 /// under a second.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Sends one request on a fresh connection.
+/// Sends one request on a fresh connection; a connection that fails is a
+/// test failure.
 pub fn send(
     addr: SocketAddr,
     method: &str,
@@ -22,10 +23,21 @@ pub fn send(
     headers: &[(&str, &str)],
     body: Option<Vec<u8>>,
 ) -> Reply {
-    let stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    stream
-        .set_read_timeout(Some(REQUEST_TIMEOUT))
-        .expect("read timeout");
+    try_send(addr, method, path, headers, body)
+        .unwrap_or_else(|e| panic!("{method} {path} to {addr}: {e}"))
+}
+
+/// Sends one request on a fresh connection, for tests where a server may
+/// die mid-request: a refused, reset or cut connection is an error.
+pub fn try_send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<Vec<u8>>,
+) -> std::io::Result<Reply> {
+    let stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
@@ -35,7 +47,7 @@ pub fn send(
         head.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
     head.push_str("\r\n");
-    let mut writer = stream.try_clone().expect("clone stream");
+    let mut writer = stream.try_clone()?;
     let sender = std::thread::spawn(move || {
         // The server may answer and close before reading everything; the
         // answer is what the test checks, so write errors are ignored.
@@ -48,21 +60,25 @@ pub fn send(
     reply
 }
 
-fn read_reply(stream: TcpStream) -> Reply {
+fn bad(what: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, what)
+}
+
+fn read_reply(stream: TcpStream) -> std::io::Result<Reply> {
     let mut reader = BufReader::new(stream);
     let mut status_line = String::new();
-    reader
-        .read_line(&mut status_line)
-        .unwrap_or_else(|e| panic!("reading the status line: {e}"));
+    if reader.read_line(&mut status_line)? == 0 {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
     let status: u16 = status_line
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+        .ok_or_else(|| bad(format!("bad status line {status_line:?}")))?;
     let mut headers = Vec::new();
     loop {
         let mut line = String::new();
-        reader.read_line(&mut line).expect("reading a header");
+        reader.read_line(&mut line)?;
         let line = line.trim_end();
         if line.is_empty() {
             break;
@@ -81,27 +97,30 @@ fn read_reply(stream: TcpStream) -> Reply {
     if header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
         loop {
             let mut size = String::new();
-            reader.read_line(&mut size).expect("chunk size");
-            let size = usize::from_str_radix(size.trim(), 16).expect("hex chunk size");
+            reader.read_line(&mut size)?;
+            let size = usize::from_str_radix(size.trim(), 16)
+                .map_err(|_| bad(format!("bad chunk size {size:?}")))?;
             let mut chunk = vec![0; size + 2];
-            reader.read_exact(&mut chunk).expect("chunk");
+            reader.read_exact(&mut chunk)?;
             if size == 0 {
                 break;
             }
             body.extend_from_slice(&chunk[..size]);
         }
     } else if let Some(length) = header("content-length") {
-        let length: usize = length.parse().expect("content-length");
+        let length: usize = length
+            .parse()
+            .map_err(|_| bad(format!("bad content-length {length:?}")))?;
         body.resize(length, 0);
-        reader.read_exact(&mut body).expect("body");
+        reader.read_exact(&mut body)?;
     } else {
         // Connection: close delimits the body; a reset after the answer
         // is just the server closing.
         let _ = reader.read_to_end(&mut body);
     }
-    Reply {
+    Ok(Reply {
         status,
         headers,
         body,
-    }
+    })
 }

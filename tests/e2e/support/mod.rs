@@ -60,6 +60,17 @@ impl Server {
     /// true first start (migrations, built-ins compiled, first admin token).
     pub fn start_fresh(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         let db = dir.join("sandpiper.db");
+        Server::start_on(db.as_os_str(), dir, args, env)
+    }
+
+    /// Starts a server on the database `db` (a file, or a PostgreSQL URL),
+    /// its log in `dir`.
+    pub fn start_on(
+        db: &std::ffi::OsStr,
+        dir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         let log = dir.join("server.log");
         let stderr = std::fs::OpenOptions::new()
             .create(true)
@@ -72,7 +83,7 @@ impl Server {
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--db")
-            .arg(&db)
+            .arg(db)
             .args(args)
             .env_remove("SANDPIPER_LOG")
             .env("SANDPIPER_ADMIN_TOKEN", ADMIN_TOKEN)
@@ -107,7 +118,7 @@ impl Server {
         Server {
             child: Some(child),
             addr,
-            db,
+            db: PathBuf::from(db),
             log,
         }
     }
@@ -263,6 +274,23 @@ impl Client {
 
     pub fn delete(&self, path: &str) -> Reply {
         self.send("DELETE", path, None, None, &[])
+    }
+
+    /// POSTs JSON to a server that may die meanwhile: a failed connection
+    /// is an error, not a test failure.
+    pub fn try_post(&self, path: &str, body: &Value) -> std::io::Result<Reply> {
+        let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        let mut headers = vec![("Content-Type", "application/json")];
+        if let Some(auth) = &auth {
+            headers.push(("Authorization", auth));
+        }
+        http::try_send(
+            self.addr,
+            "POST",
+            path,
+            &headers,
+            Some(body.to_string().into_bytes()),
+        )
     }
 
     pub fn post(&self, path: &str, body: &Value) -> Reply {

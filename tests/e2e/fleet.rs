@@ -1,0 +1,421 @@
+//! Issue #13: several replicas on one PostgreSQL database. Three real
+//! `sandpiper serve` processes share three clusters; engines send
+//! decisions with claims to all three at once. Afterwards no host holds
+//! more than it has room for, and every acknowledged claim is stored
+//! exactly once, also when one replica is killed with SIGKILL in the
+//! middle of the burst (its clusters move to the others within a lease).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::load::{HOSTS, capacity, capacity_policy, vm};
+use crate::support::{Client, Server, expect_status};
+
+/// Short leases, so the kill test's takeover is quick (the default is 5 s).
+const LEASE_MS: u64 = 2000;
+
+/// Copies of the load test's eight hosts per cluster: 21 of the test's VMs
+/// fit in one copy, so a cluster takes `21 * COPIES`.
+const COPIES: usize = 4;
+
+const CLUSTERS: usize = 3;
+
+/// Refusals (the cluster is full) after which an engine thread stops.
+const REFUSALS: usize = 3;
+
+/// A PostgreSQL database of its own for one test, dropped afterwards.
+struct Database {
+    server: String,
+    name: String,
+    url: String,
+}
+
+impl Database {
+    /// Creates it on the server `SANDPIPER_TEST_POSTGRES` names
+    /// (`scripts/test.sh` starts one).
+    fn create() -> Database {
+        let server = std::env::var("SANDPIPER_TEST_POSTGRES").expect(
+            "SANDPIPER_TEST_POSTGRES names the PostgreSQL server for the tests; run \
+             scripts/test.sh, which starts one",
+        );
+        let name = format!("fleet_{}", uuid::Uuid::new_v4().simple());
+        sql(&server, &format!("CREATE DATABASE \"{name}\""));
+        let base = server
+            .rsplit_once('/')
+            .map_or(server.as_str(), |(base, _)| base);
+        let url = format!("{base}/{name}");
+        Database { server, name, url }
+    }
+
+    /// Runs `query` on this database and returns the first column of each
+    /// row, as text.
+    fn column(&self, query: &str) -> Vec<String> {
+        rows(&self.url, query)
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let _ = std::panic::catch_unwind(|| {
+            sql(
+                &self.server,
+                &format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name),
+            )
+        });
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn sql(url: &str, statement: &str) {
+    use sqlx::Connection as _;
+    runtime().block_on(async {
+        let mut conn = sqlx::PgConnection::connect(url)
+            .await
+            .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
+        sqlx::raw_sql(sqlx::AssertSqlSafe(statement.to_owned()))
+            .execute(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    });
+}
+
+fn rows(url: &str, query: &str) -> Vec<String> {
+    use sqlx::Connection as _;
+    runtime().block_on(async {
+        let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
+        sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(query.to_owned()))
+            .fetch_all(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("{query}: {e}"))
+    })
+}
+
+/// Starts `n` replicas on `db`, the first alone (it migrates the database
+/// and compiles the built-in units; the others find them stored).
+fn replicas(db: &Database, dirs: &[tempfile::TempDir]) -> Vec<Server> {
+    let lease = LEASE_MS.to_string();
+    let args = ["--owner-lease-ms", lease.as_str()];
+    let env = [("SANDPIPER_RETRY_WAIT_MS", "0")];
+    dirs.iter()
+        .map(|dir| Server::start_on(db.url.as_ref(), dir.path(), &args, &env))
+        .collect()
+}
+
+/// One host of a cluster's inventory: copy `copy` of `HOSTS[index]`.
+fn host_id(index: usize, copy: usize) -> String {
+    format!("{}-{copy}", HOSTS[index].id)
+}
+
+/// How many of the test's VMs each host takes.
+fn capacities() -> BTreeMap<String, usize> {
+    (0..COPIES)
+        .flat_map(|copy| (0..HOSTS.len()).map(move |i| (host_id(i, copy), capacity(&HOSTS[i]))))
+        .collect()
+}
+
+/// Makes the test's policy and clusters through `admin`, and sends each
+/// cluster's inventory through another replica (the first request for a
+/// cluster makes the replica it reaches its owner). Returns the clusters'
+/// paths.
+fn clusters(admin: &Client, replicas: &[&Server]) -> Vec<String> {
+    let policy = capacity_policy(admin, "fleet");
+    let hosts: Vec<Value> = (0..COPIES)
+        .flat_map(|copy| {
+            HOSTS.iter().enumerate().map(move |(i, h)| {
+                let mut host = h.json();
+                host["id"] = json!(host_id(i, copy));
+                host
+            })
+        })
+        .collect();
+    (0..CLUSTERS)
+        .map(|k| {
+            let created = expect_status(
+                &admin.post(
+                    "/api/v1/clusters",
+                    &json!({ "name": format!("fleet-{k}"), "scheduling_policy": { "id": policy } }),
+                ),
+                201,
+            );
+            let path = format!("/api/v1/clusters/{}", created["id"].as_str().expect("id"));
+            let through = replicas[k % replicas.len()].admin();
+            expect_status(
+                &through.put(
+                    &format!("{path}/inventory"),
+                    &json!({ "generation": 1, "hosts": hosts }),
+                ),
+                200,
+            );
+            path
+        })
+        .collect()
+}
+
+/// What the engines saw, over every thread.
+#[derive(Default)]
+struct Seen {
+    /// Acknowledged claims: (cluster path, VM) → host.
+    acked: BTreeMap<(String, String), String>,
+    /// VMs whose request got no clear answer (a cut connection, or a
+    /// 503 from a replica that could not reach the owner after sending):
+    /// each may or may not have been placed, but at most once.
+    unknown: BTreeSet<(String, String)>,
+    /// When each claim was acknowledged, by cluster.
+    acked_at: Vec<(String, Instant)>,
+    /// Every status other than 200, with its error code.
+    refusals: BTreeMap<String, usize>,
+}
+
+/// One engine thread: single VMs to `cluster` through `replica` until the
+/// cluster refused [`REFUSALS`] times, or the replica is gone.
+fn engine(replica: Client, cluster: String, name: String, seen: Arc<Mutex<Seen>>) {
+    let mut refusals = 0;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    for n in 0.. {
+        assert!(
+            Instant::now() < deadline,
+            "{name}: the cluster never filled"
+        );
+        let vm_id = format!("{name}-{n}");
+        let key = (cluster.clone(), vm_id.clone());
+        let reply = replica.try_post(&format!("{cluster}/schedule"), &json!({ "vm": vm(&vm_id) }));
+        let mut seen_now = seen.lock().expect("seen");
+        match reply {
+            Ok(reply) if reply.status == 200 => {
+                let answer = reply.json();
+                if answer["complete"] == false {
+                    refusals += 1;
+                    if refusals == REFUSALS {
+                        return;
+                    }
+                    continue;
+                }
+                let host = answer["claims"][0]["host_id"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("a claim: {answer:#}"))
+                    .to_owned();
+                seen_now.acked.insert(key, host);
+                seen_now.acked_at.push((cluster.clone(), Instant::now()));
+            }
+            Ok(reply) => {
+                let answer = reply.json();
+                let code = answer["error"]["code"].as_str().unwrap_or("?").to_owned();
+                assert_eq!(reply.status, 503, "{name}: {answer:#}");
+                *seen_now.refusals.entry(code).or_default() += 1;
+                seen_now.unknown.insert(key);
+                drop(seen_now);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            // The replica this thread talks to died.
+            Err(_) => {
+                seen_now.unknown.insert(key);
+                return;
+            }
+        }
+    }
+}
+
+/// Every claim stored, as (cluster path, VM) → host.
+fn stored_claims(db: &Database) -> BTreeMap<(String, String), String> {
+    db.column("SELECT cluster_id || ' ' || vm_id || ' ' || host_id FROM claims")
+        .into_iter()
+        .map(|row| {
+            let mut parts = row.split(' ');
+            let cluster = format!("/api/v1/clusters/{}", parts.next().expect("cluster"));
+            let vm = parts.next().expect("vm").to_owned();
+            let host = parts.next().expect("host").to_owned();
+            ((cluster, vm), host)
+        })
+        .collect()
+}
+
+/// No host holds more of the test's VMs than it has room for.
+fn assert_no_overcommit(stored: &BTreeMap<(String, String), String>) {
+    let capacities = capacities();
+    let mut per_host: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for ((cluster, _), host) in stored {
+        *per_host.entry((cluster, host)).or_default() += 1;
+    }
+    for ((cluster, host), count) in per_host {
+        assert!(
+            count <= capacities[host],
+            "{cluster}: host {host} holds {count} VMs, room for {}",
+            capacities[host]
+        );
+    }
+}
+
+/// The clusters each replica says it owns, by replica.
+fn owners(replicas: &[&Server]) -> Vec<Vec<String>> {
+    replicas
+        .iter()
+        .map(|r| {
+            let health = expect_status(&r.client(None).get("/healthz"), 200);
+            assert_eq!(health["store"], "postgres", "{health:#}");
+            health["replica"]["clusters_owned"]
+                .as_array()
+                .expect("clusters_owned")
+                .iter()
+                .map(|id| format!("/api/v1/clusters/{}", id.as_str().expect("id")))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn three_replicas_decide_for_shared_clusters_without_double_booking() {
+    let db = Database::create();
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let replicas = replicas(&db, &dirs);
+    let all: Vec<&Server> = replicas.iter().collect();
+    let paths = clusters(&replicas[0].admin(), &all);
+
+    // Every cluster through every replica at once.
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let threads: Vec<_> = paths
+        .iter()
+        .flat_map(|path| replicas.iter().enumerate().map(move |(r, s)| (path, r, s)))
+        .enumerate()
+        .map(|(t, (path, _, server))| {
+            let (client, path, seen) = (server.admin(), path.clone(), Arc::clone(&seen));
+            std::thread::spawn(move || engine(client, path, format!("e{t}"), seen))
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("engine thread");
+    }
+    let seen = seen.lock().expect("seen");
+
+    let stored = stored_claims(&db);
+    assert_no_overcommit(&stored);
+    // With every replica up, nothing is in doubt: what was acknowledged
+    // is exactly what is stored (the claims table's key is cluster and VM,
+    // so a claim is stored once or not at all).
+    assert!(seen.unknown.is_empty(), "{:?}", seen.refusals);
+    assert_eq!(stored, seen.acked);
+    // The clusters are full: every room was taken, by exactly one VM.
+    let room: usize = capacities().values().sum();
+    for path in &paths {
+        let placed = stored.keys().filter(|(c, _)| c == path).count();
+        assert_eq!(placed, room, "{path}");
+    }
+    // Each cluster has exactly one owner, and the replicas' in-memory
+    // claims (served by the owner, asked through another replica) are the
+    // stored ones.
+    let owned: Vec<String> = owners(&all).into_iter().flatten().collect();
+    assert_eq!(
+        owned.iter().collect::<BTreeSet<_>>(),
+        paths.iter().collect::<BTreeSet<_>>(),
+        "each cluster owned once: {owned:?}"
+    );
+    assert_eq!(owned.len(), paths.len(), "{owned:?}");
+    for (k, path) in paths.iter().enumerate() {
+        let through = replicas[(k + 1) % replicas.len()].admin();
+        let claims = expect_status(&through.get(&format!("{path}/claims")), 200);
+        let held: BTreeSet<String> = claims["claims"]
+            .as_array()
+            .expect("claims")
+            .iter()
+            .map(|c| c["vm_id"].as_str().expect("vm").to_owned())
+            .collect();
+        let stored_here: BTreeSet<String> = stored
+            .keys()
+            .filter(|(c, _)| c == path)
+            .map(|(_, vm)| vm.clone())
+            .collect();
+        assert_eq!(held, stored_here, "{path}");
+    }
+}
+
+#[test]
+fn a_killed_replica_s_clusters_move_to_the_others_and_nothing_is_lost() {
+    let db = Database::create();
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let mut replicas: Vec<Option<Server>> = replicas(&db, &dirs).into_iter().map(Some).collect();
+    let up: Vec<&Server> = replicas.iter().flatten().collect();
+    let paths = clusters(&up[0].admin(), &up);
+    // The victim: the owner of the first cluster.
+    let owned = owners(&up);
+    let victim = owned
+        .iter()
+        .position(|clusters| clusters.contains(&paths[0]))
+        .expect("the first cluster has an owner");
+
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let mut threads = Vec::new();
+    for (t, (path, server)) in paths
+        .iter()
+        .flat_map(|p| replicas.iter().flatten().map(move |s| (p, s)))
+        .enumerate()
+    {
+        let (client, path, seen) = (server.admin(), path.clone(), Arc::clone(&seen));
+        threads.push(std::thread::spawn(move || {
+            engine(client, path, format!("e{t}"), seen)
+        }));
+    }
+    // Mid-burst: a third of the room taken.
+    let room: usize = capacities().values().sum();
+    while seen.lock().expect("seen").acked.len() < room * CLUSTERS / 3 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let killed_at = Instant::now();
+    replicas[victim].take().expect("running").kill();
+    for thread in threads {
+        thread.join().expect("engine thread");
+    }
+    let seen = seen.lock().expect("seen");
+    // How long the dead replica's cluster went without a decision: from
+    // the kill to the first claim acknowledged by its new owner.
+    let moved_after = seen
+        .acked_at
+        .iter()
+        .filter(|(c, at)| c == &paths[0] && *at > killed_at)
+        .map(|(_, at)| at.duration_since(killed_at))
+        .min()
+        .expect("the cluster decided again after the kill");
+
+    let stored = stored_claims(&db);
+    assert_no_overcommit(&stored);
+    // Every acknowledged claim is stored, on the host acknowledged.
+    for (key, host) in &seen.acked {
+        assert_eq!(stored.get(key), Some(host), "acknowledged claim {key:?}");
+    }
+    // Whatever else is stored was in doubt (its answer was lost with the
+    // replica), never a VM an engine was told was refused or not sent.
+    for key in stored.keys().filter(|k| !seen.acked.contains_key(*k)) {
+        assert!(seen.unknown.contains(key), "unacknowledged claim {key:?}");
+    }
+    // The dead replica's cluster kept deciding, on another replica: it
+    // filled up after the kill.
+    let placed = stored.keys().filter(|(c, _)| c == &paths[0]).count();
+    assert_eq!(
+        placed, room,
+        "the dead replica's cluster filled up on the others"
+    );
+    let survivors: Vec<Vec<String>> = owners(&replicas.iter().flatten().collect::<Vec<_>>());
+    assert!(
+        survivors.iter().any(|owned| owned.contains(&paths[0])),
+        "a survivor owns the first cluster: {survivors:?}"
+    );
+    eprintln!(
+        "fleet: replica killed with SIGKILL; its cluster's first claim on a new owner \
+         acknowledged {} ms after the kill (lease {LEASE_MS} ms); requests in doubt: {}; \
+         503s by code: {:?}",
+        moved_after.as_millis(),
+        seen.unknown.len(),
+        seen.refusals
+    );
+    assert!(
+        moved_after < Duration::from_millis(LEASE_MS) + Duration::from_secs(60),
+        "the cluster moved within a bound"
+    );
+}
