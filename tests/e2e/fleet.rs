@@ -419,3 +419,134 @@ fn a_killed_replica_s_clusters_move_to_the_others_and_nothing_is_lost() {
         "the cluster moved within a bound"
     );
 }
+
+/// A TCP relay between a replica and PostgreSQL that the test can cut
+/// (every connection closed, new ones refused) and restore: the database
+/// going away and coming back, as a replica sees it.
+struct Relay {
+    addr: std::net::SocketAddr,
+    down: Arc<std::sync::atomic::AtomicBool>,
+    open: Arc<Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Relay {
+    fn start(to: std::net::SocketAddr) -> Relay {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the relay");
+        let addr = listener.local_addr().expect("relay address");
+        let down = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let open: Arc<Mutex<Vec<std::net::TcpStream>>> = Arc::default();
+        let (is_down, streams) = (Arc::clone(&down), Arc::clone(&open));
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if is_down.load(Ordering::SeqCst) {
+                    continue; // dropped: the connection closes at once
+                }
+                let Ok(server) = std::net::TcpStream::connect(to) else {
+                    continue;
+                };
+                let mut held = streams.lock().expect("streams");
+                for (from, into) in [(&client, &server), (&server, &client)] {
+                    let (mut from, mut into) = (
+                        from.try_clone().expect("clone"),
+                        into.try_clone().expect("clone"),
+                    );
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut into);
+                        let _ = into.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+                held.push(client);
+                held.push(server);
+            }
+        });
+        Relay { addr, down, open }
+    }
+
+    /// The database is gone: every connection is cut, new ones refused.
+    fn cut(&self) {
+        self.down.store(true, std::sync::atomic::Ordering::SeqCst);
+        for stream in self.open.lock().expect("streams").drain(..) {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn restore(&self) {
+        self.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Polls `check` every 100 ms until it holds, for at most `within`.
+fn eventually(within: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !check() {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_replica_answers_503_while_its_database_is_gone_and_recovers_by_itself() {
+    let db = Database::create();
+    // The replica reaches PostgreSQL through the relay.
+    let authority = db
+        .url
+        .split_once('@')
+        .and_then(|(_, rest)| rest.split_once('/'))
+        .map(|(authority, _)| authority)
+        .expect("host:port in the URL");
+    let relay = Relay::start(authority.parse().expect("an address"));
+    let through = db.url.replacen(authority, &relay.addr.to_string(), 1);
+    let dir = tempfile::tempdir().expect("dir");
+    let lease = LEASE_MS.to_string();
+    let server = Server::start_on(
+        through.as_ref(),
+        dir.path(),
+        &["--owner-lease-ms", &lease],
+        &[("SANDPIPER_RETRY_WAIT_MS", "0")],
+    );
+    let admin = server.admin();
+    let path = clusters(&admin, &[&server]).remove(0);
+    let schedule =
+        |vm_id: &str| admin.try_post(&format!("{path}/schedule"), &json!({ "vm": vm(vm_id) }));
+    let placed = expect_status(&schedule("before").expect("answered"), 200);
+    let host = placed["claims"][0]["host_id"].clone();
+
+    relay.cut();
+    eventually(Duration::from_secs(30), "healthz says not ready", || {
+        server.client(None).get("/healthz").status == 503
+    });
+    let refused = schedule("during").expect("answered");
+    let answer = refused.json();
+    assert_eq!(refused.status, 503, "{answer:#}");
+    assert_eq!(
+        answer["error"]["code"], "database_unavailable",
+        "{answer:#}"
+    );
+    assert!(
+        refused
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("retry-after")),
+        "Retry-After"
+    );
+
+    relay.restore();
+    eventually(Duration::from_secs(30), "healthz is ready again", || {
+        server.client(None).get("/healthz").status == 200
+    });
+    eventually(Duration::from_secs(30), "decisions again", || {
+        schedule("after").is_ok_and(|r| r.status == 200 && r.json()["complete"] != false)
+    });
+    // What was acknowledged before the outage is still stored, once.
+    let stored = stored_claims(&db);
+    assert_eq!(
+        stored
+            .get(&(path.clone(), "before".to_owned()))
+            .map(|h| json!(h)),
+        Some(host)
+    );
+    assert!(!stored.contains_key(&(path.clone(), "during".to_owned())));
+    assert!(stored.contains_key(&(path, "after".to_owned())));
+}

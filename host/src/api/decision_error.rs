@@ -91,6 +91,9 @@ pub fn placement_error(e: PlacementError) -> ApiError {
         PlacementError::Persist(PersistError::NotOwner { cluster_id }) => {
             ApiError::cluster_moved(cluster_id)
         }
+        PlacementError::Persist(e @ PersistError::Unavailable(_)) => {
+            ApiError::database_unavailable(&e)
+        }
         PlacementError::Persist(e) => ApiError::Internal(e.to_string()),
         PlacementError::Task(e) => ApiError::Internal(e),
     }

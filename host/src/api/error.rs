@@ -541,6 +541,18 @@ impl ApiError {
         }
     }
 
+    /// The database cannot be reached (refused or lost connections): the
+    /// server recovers by itself once it is back, and nothing the request
+    /// asked for was stored.
+    pub fn database_unavailable(error: &dyn std::fmt::Display) -> ApiError {
+        ApiError::Busy {
+            code: "database_unavailable",
+            message: format!("the database cannot be reached ({error}); retry shortly"),
+            details: json!({}),
+            retry_after_secs: FLEET_RETRY_AFTER_SECS,
+        }
+    }
+
     /// The replica that owns the cluster did not answer a forwarded
     /// request: if it died, another takes the cluster over once its lease
     /// runs out.
@@ -563,12 +575,7 @@ impl From<StoreError> for ApiError {
             return ApiError::cluster_moved(cluster_id);
         }
         if e.is_unreachable() {
-            return ApiError::Busy {
-                code: "database_unavailable",
-                message: format!("the database cannot be reached: {e}; retry shortly"),
-                details: json!({}),
-                retry_after_secs: FLEET_RETRY_AFTER_SECS,
-            };
+            return ApiError::database_unavailable(&e);
         }
         if e.is_constraint_violation() {
             // Our own checks run first, inside the same transaction; a

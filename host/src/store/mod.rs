@@ -115,6 +115,13 @@ pub enum StoreError {
         waited.as_millis()
     )]
     Busy { waited: Duration },
+    /// No connection could be opened within the acquire timeout, though
+    /// the pool had room for one: the database is down or unreachable.
+    #[error(
+        "the database cannot be reached: no connection could be opened in {} ms",
+        waited.as_millis()
+    )]
+    Unreachable { waited: Duration },
     /// The database file could not be created or made private
     /// (`files::make_private`).
     #[error("database file: {0}")]
@@ -152,12 +159,13 @@ impl StoreError {
     pub fn is_unreachable(&self) -> bool {
         matches!(
             self,
-            StoreError::Database(
-                sqlx::Error::Io(_)
-                    | sqlx::Error::Tls(_)
-                    | sqlx::Error::PoolClosed
-                    | sqlx::Error::WorkerCrashed
-            )
+            StoreError::Unreachable { .. }
+                | StoreError::Database(
+                    sqlx::Error::Io(_)
+                        | sqlx::Error::Tls(_)
+                        | sqlx::Error::PoolClosed
+                        | sqlx::Error::WorkerCrashed
+                )
         )
     }
 
@@ -448,9 +456,18 @@ impl Store {
         self.backend
     }
 
-    /// A pool error, with a timed-out acquire as [`StoreError::Busy`].
+    /// A pool error, with a timed-out acquire as [`StoreError::Busy`] when
+    /// every connection was in use, or [`StoreError::Unreachable`] when the
+    /// pool could not even open one (the database is down).
     fn acquire_error(&self, e: sqlx::Error) -> StoreError {
         match e {
+            sqlx::Error::PoolTimedOut
+                if self.pool.size() < self.pool.options().get_max_connections() =>
+            {
+                StoreError::Unreachable {
+                    waited: self.acquire_timeout,
+                }
+            }
             sqlx::Error::PoolTimedOut => StoreError::Busy {
                 waited: self.acquire_timeout,
             },
@@ -695,6 +712,27 @@ mod tests {
         .await;
         assert!(matches!(stored, Ok(Ok(()))), "{stored:?}");
         drop(held);
+    }
+
+    #[tokio::test]
+    async fn a_database_migrated_by_a_newer_sandpiper_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("newer.db");
+        let store = Store::open(&path).await.expect("store");
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations \
+             (version, description, success, checksum, execution_time) \
+             VALUES (9999, 'from a newer sandpiper', 1, x'00', 0)",
+        )
+        .execute(store.read().await.expect("read").conn())
+        .await
+        .expect("a migration this build does not have");
+        store.close().await;
+        let refused = Store::open(&path).await.err();
+        assert!(
+            matches!(refused, Some(StoreError::NewerSchema { version: 9999 })),
+            "{refused:?}"
+        );
     }
 
     #[tokio::test]

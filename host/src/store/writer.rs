@@ -84,6 +84,10 @@ pub trait Fence: Send + Sync + std::fmt::Debug + 'static {
 pub enum PersistError {
     #[error("storing placement state failed: {0}")]
     Failed(String),
+    /// The database could not be reached ([`StoreError::is_unreachable`]):
+    /// nothing was stored, and a retry may succeed once it is back.
+    #[error("storing placement state failed, the database cannot be reached: {0}")]
+    Unavailable(String),
     /// The fence refused the write ([`Fence`]): another replica owns the
     /// cluster now, and the request can be retried there.
     #[error("this replica no longer owns cluster {cluster_id}; nothing was stored")]
@@ -94,6 +98,7 @@ impl From<StoreError> for PersistError {
     fn from(e: StoreError) -> PersistError {
         match e {
             StoreError::NotOwner { cluster_id } => PersistError::NotOwner { cluster_id },
+            e if e.is_unreachable() => PersistError::Unavailable(e.to_string()),
             e => PersistError::Failed(e.to_string()),
         }
     }
