@@ -652,36 +652,38 @@ mod tests {
 
     #[tokio::test]
     async fn decisions_are_stored_while_every_read_connection_is_held() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let (store, cluster) = test_support::store_with_cluster_limited(dir.path(), LIMITS).await;
-        let held = [
-            store.read().await.expect("first read"),
-            store.read().await.expect("second read"),
-        ];
-        // Bounded only so that a regression fails instead of hanging: with
-        // one shared pool the writer waits for a read connection and gives
-        // up after the acquire timeout.
-        let stored = tokio::time::timeout(
-            Duration::from_secs(30),
-            store.submit(Generations(cluster)).wait(),
-        )
-        .await;
-        assert!(matches!(stored, Ok(Ok(()))), "{stored:?}");
-        drop(held);
+        for db in test_support::backends().await {
+            let (store, cluster) = test_support::store_with_cluster_limited(&db, LIMITS).await;
+            let held = [
+                store.read().await.expect("first read"),
+                store.read().await.expect("second read"),
+            ];
+            // Bounded only so that a regression fails instead of hanging: with
+            // one shared pool the writer waits for a read connection and gives
+            // up after the acquire timeout.
+            let stored = tokio::time::timeout(
+                Duration::from_secs(30),
+                store.submit(Generations(cluster)).wait(),
+            )
+            .await;
+            assert!(matches!(stored, Ok(Ok(()))), "{stored:?}");
+            drop(held);
+        }
     }
 
     #[tokio::test]
     async fn a_request_finding_no_free_connection_gives_up_busy() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let (store, _) = test_support::store_with_cluster_limited(dir.path(), LIMITS).await;
-        let held = [
-            store.read().await.expect("first read"),
-            store.read().await.expect("second read"),
-        ];
-        let busy = |e: Option<StoreError>| matches!(e, Some(StoreError::Busy { waited }) if waited == LIMITS.acquire_timeout);
-        assert!(busy(store.read().await.err()), "a read");
-        assert!(busy(store.write().await.err()), "a write transaction");
-        drop(held);
-        store.read().await.expect("a connection came free");
+        for db in test_support::backends().await {
+            let (store, _) = test_support::store_with_cluster_limited(&db, LIMITS).await;
+            let held = [
+                store.read().await.expect("first read"),
+                store.read().await.expect("second read"),
+            ];
+            let busy = |e: Option<StoreError>| matches!(e, Some(StoreError::Busy { waited }) if waited == LIMITS.acquire_timeout);
+            assert!(busy(store.read().await.err()), "a read");
+            assert!(busy(store.write().await.err()), "a write transaction");
+            drop(held);
+            store.read().await.expect("a connection came free");
+        }
     }
 }

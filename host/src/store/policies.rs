@@ -361,63 +361,64 @@ impl Db {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
+    use crate::store::test_support::backends;
 
     #[tokio::test]
     async fn a_filter_keeps_its_run_once_flag() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store = Store::open(&dir.path().join("t.db")).await.expect("opens");
-        let mut tx = store.write().await.expect("write");
-        let sha = "0".repeat(64);
-        sqlx::query("INSERT INTO modules (sha256, size_bytes) VALUES ($1, 0)")
-            .bind(&sha)
-            .execute(tx.conn())
-            .await
-            .expect("module");
-        let units: Vec<Uuid> = (0..2).map(|_| Uuid::new_v4()).collect();
-        for (i, id) in units.iter().enumerate() {
-            sqlx::query(
-                "INSERT INTO policy_units (id, name, description, internal, has_filter, \
-                 has_score, has_balance, score_order, module_sha256, uploaded_by) \
-                 VALUES ($1, $2, '', 0, 1, 0, 0, 'lower-is-better', $3, 'test')",
-            )
-            .bind(id.to_string())
-            .bind(format!("u{i}"))
-            .bind(&sha)
-            .execute(tx.conn())
-            .await
-            .expect("unit");
+        for db in backends().await {
+            let store = db.open().await;
+            let mut tx = store.write().await.expect("write");
+            let sha = "0".repeat(64);
+            sqlx::query("INSERT INTO modules (sha256, size_bytes) VALUES ($1, 0)")
+                .bind(&sha)
+                .execute(tx.conn())
+                .await
+                .expect("module");
+            let units: Vec<Uuid> = (0..2).map(|_| Uuid::new_v4()).collect();
+            for (i, id) in units.iter().enumerate() {
+                sqlx::query(
+                    "INSERT INTO policy_units (id, name, description, internal, has_filter, \
+                     has_score, has_balance, score_order, module_sha256, uploaded_by) \
+                     VALUES ($1, $2, '', 0, 1, 0, 0, 'lower-is-better', $3, 'test')",
+                )
+                .bind(id.to_string())
+                .bind(format!("u{i}"))
+                .bind(&sha)
+                .execute(tx.conn())
+                .await
+                .expect("unit");
+            }
+            let policy = PolicyRecord {
+                id: Uuid::new_v4(),
+                name: "p".to_owned(),
+                description: String::new(),
+                locked: false,
+                is_default: false,
+                combination: Combination::Normalised,
+                params: ParamValues::new(),
+                filters: vec![
+                    FilterLink {
+                        unit_id: units[0],
+                        position: Position::Middle,
+                        on_failure: OnFailure::FailClosed,
+                        run_once: true,
+                    },
+                    FilterLink {
+                        unit_id: units[1],
+                        position: Position::Middle,
+                        on_failure: OnFailure::FailClosed,
+                        run_once: false,
+                    },
+                ],
+                weights: Vec::new(),
+                balance: None,
+                created_at: String::new(),
+                updated_at: String::new(),
+            };
+            tx.save_policy(&policy).await.expect("saved");
+            let read = tx.policy(policy.id).await.expect("read").expect("found");
+            let flags: Vec<bool> = read.filters.iter().map(|f| f.run_once).collect();
+            assert_eq!(flags, [true, false]);
         }
-        let policy = PolicyRecord {
-            id: Uuid::new_v4(),
-            name: "p".to_owned(),
-            description: String::new(),
-            locked: false,
-            is_default: false,
-            combination: Combination::Normalised,
-            params: ParamValues::new(),
-            filters: vec![
-                FilterLink {
-                    unit_id: units[0],
-                    position: Position::Middle,
-                    on_failure: OnFailure::FailClosed,
-                    run_once: true,
-                },
-                FilterLink {
-                    unit_id: units[1],
-                    position: Position::Middle,
-                    on_failure: OnFailure::FailClosed,
-                    run_once: false,
-                },
-            ],
-            weights: Vec::new(),
-            balance: None,
-            created_at: String::new(),
-            updated_at: String::new(),
-        };
-        tx.save_policy(&policy).await.expect("saved");
-        let read = tx.policy(policy.id).await.expect("read").expect("found");
-        let flags: Vec<bool> = read.filters.iter().map(|f| f.run_once).collect();
-        assert_eq!(flags, [true, false]);
     }
 }

@@ -441,6 +441,10 @@ mod tests {
     /// A database made by the Sandpiper before unit versions (migrations up
     /// to 0010) with an uploaded unit: opening it migrates, and the unit's
     /// current module becomes its version 1, parameters in order.
+    ///
+    /// SQLite only: the PostgreSQL schema starts at the end state of the
+    /// SQLite migrations (`migrations/postgres/0001_store.sql`), so no
+    /// PostgreSQL database predates unit versions.
     #[tokio::test]
     async fn units_stored_before_versions_become_their_version_one() {
         let dir = tempfile::tempdir().expect("tempdir");
