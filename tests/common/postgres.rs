@@ -90,12 +90,19 @@ impl TestDatabase {
     /// be connected to meanwhile: PostgreSQL refuses to copy a database in
     /// use).
     pub async fn create_from(template: Option<&str>) -> TestDatabase {
+        let options = template
+            .map(|template| format!("TEMPLATE {}", quote_identifier(template)))
+            .unwrap_or_default();
+        TestDatabase::create_with(&options).await
+    }
+
+    /// A new database made with `options`, the rest of the
+    /// `CREATE DATABASE name ...` statement (`TEMPLATE template0
+    /// LOCALE_PROVIDER icu ICU_LOCALE 'en-US'`).
+    pub async fn create_with(options: &str) -> TestDatabase {
         let server = server_url();
         let name = format!("t_{}", uuid::Uuid::new_v4().simple());
-        let mut sql = format!("CREATE DATABASE {}", quote_identifier(&name));
-        if let Some(template) = template {
-            sql.push_str(&format!(" TEMPLATE {}", quote_identifier(template)));
-        }
+        let sql = format!("CREATE DATABASE {} {options}", quote_identifier(&name));
         if let Err(e) = run_on_server(&server, sql).await {
             panic!(
                 "creating a test database on {SERVER_VARIABLE}={server} (the user must be \

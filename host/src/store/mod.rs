@@ -285,6 +285,21 @@ impl Db {
         }
     }
 
+    /// `column` to `ORDER BY`, compared byte by byte (code point order, as
+    /// UTF-8 is), which is SQLite's `BINARY` collation. PostgreSQL sorts
+    /// text by the database's collation, which on any locale but `C`
+    /// orders `B`, `_x`, `a` as `_x`, `a`, `B`: lists by name would come
+    /// out in another order than on SQLite, so the statements that order
+    /// by a name ask for `COLLATE "C"`, which every PostgreSQL has.
+    /// (Fixed-format text, timestamps and UUIDs, sorts alike in every
+    /// collation and keeps its index: it is not wrapped.)
+    pub(crate) fn by_bytes(&self, column: &str) -> String {
+        match self.backend {
+            Backend::Sqlite => column.to_owned(),
+            Backend::Postgres => format!("{column} COLLATE \"C\""),
+        }
+    }
+
     /// `column = $n`, compared without regard to ASCII case: names are
     /// unique that way (`names.rs`), SQLite's `NOCASE` collation, an index
     /// on `lower(column)` on PostgreSQL.

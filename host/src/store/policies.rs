@@ -197,10 +197,12 @@ async fn read_params(conn: &mut sqlx::AnyConnection, id: &str) -> Result<ParamVa
 impl Db {
     /// Every policy, by name.
     pub async fn policies(&mut self) -> Result<Vec<PolicyRecord>, StoreError> {
+        let name = self.by_bytes("name");
         let conn = self.conn();
-        let rows = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY name")))
-            .fetch_all(&mut *conn)
-            .await?;
+        let rows =
+            sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY {name}")))
+                .fetch_all(&mut *conn)
+                .await?;
         let mut policies = Vec::with_capacity(rows.len());
         for row in rows {
             policies.push(complete(conn, row).await?);
@@ -348,10 +350,11 @@ impl Db {
 
     /// The names of the clusters that run policy `id`, by name.
     pub async fn clusters_using_policy(&mut self, id: Uuid) -> Result<Vec<String>, StoreError> {
+        let name = self.by_bytes("name");
         let conn = self.conn();
-        Ok(sqlx::query_scalar::<_, String>(
-            "SELECT name FROM clusters WHERE policy_id = $1 ORDER BY name",
-        )
+        Ok(sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(format!(
+            "SELECT name FROM clusters WHERE policy_id = $1 ORDER BY {name}"
+        )))
         .bind(id.to_string())
         .fetch_all(conn)
         .await?)

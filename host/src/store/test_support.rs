@@ -53,7 +53,13 @@ impl TestDb {
     /// A new, empty PostgreSQL database; panics, saying how to get a
     /// server, when `SANDPIPER_TEST_POSTGRES` is not set.
     pub async fn postgres() -> TestDb {
-        let db = postgres::TestDatabase::create().await;
+        TestDb::postgres_with("").await
+    }
+
+    /// [`TestDb::postgres`] made with `options` (see
+    /// `postgres::TestDatabase::create_with`).
+    pub async fn postgres_with(options: &str) -> TestDb {
+        let db = postgres::TestDatabase::create_with(options).await;
         TestDb {
             location: Location::Postgres(db.url().to_owned()),
             _dir: None,
