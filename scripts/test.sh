@@ -2,7 +2,8 @@
 # The whole test suite from a fresh clone: installs the pinned toolchains
 # that build the Python, JavaScript and C example units and the pinned test
 # tools (idempotent: a quick check when they are there), starts a throwaway
-# PostgreSQL server, then runs every test in the workspace.
+# PostgreSQL server, then runs every test in the workspace, and the API
+# suite once more with its store on PostgreSQL (SANDPIPER_TEST_STORE).
 # Extra arguments go to `cargo test`.
 #
 # PostgreSQL: the tests of the PostgreSQL store read the server's URL from
@@ -44,4 +45,12 @@ if [ -z "${SANDPIPER_TEST_POSTGRES:-}" ]; then
 fi
 
 # Not `exec`: the EXIT trap has to stop the server after the tests.
-cargo test --workspace "$@"
+# Then the API suite (tests/api) a second time on PostgreSQL: the same
+# tests over the other implementation of the store (by default it runs on
+# SQLite; the store's own tests run on both in the first run already).
+# Both runs happen even if the first fails; the script fails if either
+# does. The extra arguments go to both (a filter, `--release`, ...).
+status=0
+cargo test --workspace "$@" || status=$?
+SANDPIPER_TEST_STORE=postgres cargo test -p sandpiper --test api "$@" || status=$?
+exit "$status"

@@ -1,12 +1,21 @@
 //! What the two HTTP suites share: the answer they check, the dump of the
-//! store they compare, real units' bytes to upload and the README tour's
+//! store they compare (SQLite or PostgreSQL), a PostgreSQL database per
+//! test, real units' bytes to upload and the README tour's
 //! hosts. `tests/api` (in process, through `app()`) and `tests/e2e` (the
 //! real binary) both include this file, so an assertion reads the same in
 //! either.
 
 use std::path::Path;
 
+use sandpiper::store::Location;
 use serde_json::{Value, json};
+
+/// A fresh PostgreSQL database per test (shared with the host's own
+/// tests, `host/src/store/test_support.rs`). Not every binary that
+/// includes this file uses all of it (`e2e` runs on SQLite only).
+#[path = "postgres.rs"]
+#[allow(dead_code)]
+pub mod postgres;
 
 /// An HTTP answer.
 #[derive(Debug, Clone)]
@@ -121,12 +130,26 @@ pub fn distinct_copy(wasm: &[u8], tag: &str) -> Vec<u8> {
 }
 
 /// Every row of every table of the database at `db`, as text, in a fixed
-/// order: two dumps are equal exactly when the stored data is. Blobs are
-/// written as their length (their identity is the row's sha256 key). The
-/// audit log is left out: it records every admin request, refused ones
-/// included, which is what the "nothing changed" checks send; its own
-/// tests (`tests/api/audit.rs`) read it through the API.
-pub async fn dump(db: &Path) -> String {
+/// order: two dumps of one database are equal exactly when the stored
+/// data is. Blobs are written as their length (their identity is the
+/// row's sha256 key). The audit log is left out: it records every admin
+/// request, refused ones included, which is what the "nothing changed"
+/// checks send; its own tests (`tests/api/audit.rs`) read it through the
+/// API. So are the database's own tables (SQLite's `sqlite_*`, sqlx's
+/// `_sqlx_migrations` on PostgreSQL).
+///
+/// Rows are in insertion order (SQLite's rowid, PostgreSQL's `rowid`
+/// identity column, else the primary key), and the rowid itself is not
+/// shown on either backend: a row deleted and written again the same is
+/// the same data.
+pub async fn dump(db: &Location) -> String {
+    match db {
+        Location::Sqlite(path) => dump_sqlite(path).await,
+        Location::Postgres(url) => dump_postgres(url).await,
+    }
+}
+
+async fn dump_sqlite(db: &Path) -> String {
     use sqlx::{Connection, Row};
     let options = sqlx::sqlite::SqliteConnectOptions::new()
         .filename(db)
@@ -178,11 +201,83 @@ pub async fn dump(db: &Path) -> String {
     out
 }
 
-/// Where the template database made by one build of `binary` lives, under
-/// `dir` in cargo's temporary directory for tests: its name carries the
-/// binary's size and modification time, so a rebuild makes a new one and
-/// the test processes of one build share it.
-pub fn template_path(binary: &Path, dir: &str) -> std::path::PathBuf {
+/// [`dump`] of a PostgreSQL database, the tables and columns read from the
+/// catalog: text quoted as SQLite's `quote()` does, numbers bare, `NULL`.
+async fn dump_postgres(url: &str) -> String {
+    use sqlx::{Connection, Row};
+    let mut conn = sqlx::PgConnection::connect(url)
+        .await
+        .expect("connect to the database");
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = current_schema() AND c.relkind = 'r' \
+         AND c.relname NOT IN ('_sqlx_migrations', 'audit_log') ORDER BY c.relname COLLATE \"C\"",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .expect("tables");
+    let mut out = String::new();
+    for table in tables {
+        let columns: Vec<(String, String)> = sqlx::query_as(
+            "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute \
+             WHERE attrelid = to_regclass(quote_ident($1)) AND attnum > 0 AND NOT attisdropped \
+             ORDER BY attnum",
+        )
+        .bind(&table)
+        .fetch_all(&mut conn)
+        .await
+        .expect("columns");
+        let order: Vec<String> = if columns.iter().any(|(name, _)| name == "rowid") {
+            vec!["rowid".to_owned()]
+        } else {
+            sqlx::query_scalar(
+                "SELECT a.attname::text FROM pg_index i \
+                 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey) \
+                 WHERE i.indrelid = to_regclass(quote_ident($1)) AND i.indisprimary \
+                 ORDER BY array_position(i.indkey::int2[], a.attnum)",
+            )
+            .bind(&table)
+            .fetch_all(&mut conn)
+            .await
+            .expect("primary key")
+        };
+        assert!(!order.is_empty(), "{table} has neither a rowid nor a key");
+        let shown: Vec<&(String, String)> =
+            columns.iter().filter(|(name, _)| name != "rowid").collect();
+        let select: Vec<String> = shown
+            .iter()
+            .map(|(name, ty)| match ty.as_str() {
+                "bytea" => format!("'<' || length(\"{name}\") || ' bytes>'"),
+                "text" => format!("quote_nullable(\"{name}\")"),
+                _ => format!("coalesce(\"{name}\"::text, 'NULL')"),
+            })
+            .collect();
+        let order: Vec<String> = order.iter().map(|c| format!("\"{c}\"")).collect();
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {} FROM \"{table}\" ORDER BY {}",
+            select.join(", "),
+            order.join(", ")
+        )))
+        .fetch_all(&mut conn)
+        .await
+        .expect("rows");
+        out.push_str(&format!("== {table}\n"));
+        for row in rows {
+            let values: Vec<String> = (0..shown.len())
+                .map(|i| row.try_get::<String, _>(i).unwrap_or_default())
+                .collect();
+            out.push_str(&values.join(" | "));
+            out.push('\n');
+        }
+    }
+    let _ = conn.close().await;
+    out
+}
+
+/// The binary's build as text (its size and modification time): what a
+/// template made by one build is named after, so a rebuild makes a new
+/// one and the test processes of one build share it.
+pub fn build_stamp(binary: &Path) -> String {
     let meta = std::fs::metadata(binary).expect("the binary's metadata");
     let built = meta
         .modified()
@@ -190,7 +285,15 @@ pub fn template_path(binary: &Path, dir: &str) -> std::path::PathBuf {
         .duration_since(std::time::UNIX_EPOCH)
         .expect("after 1970")
         .as_nanos();
+    format!("{}-{built}", meta.len())
+}
+
+/// Where the template database made by one build of `binary` lives, under
+/// `dir` in cargo's temporary directory for tests: its name carries the
+/// binary's size and modification time, so a rebuild makes a new one and
+/// the test processes of one build share it.
+pub fn template_path(binary: &Path, dir: &str) -> std::path::PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir);
     std::fs::create_dir_all(&dir).expect("template dir");
-    dir.join(format!("template-{}-{built}.db", meta.len()))
+    dir.join(format!("template-{}.db", build_stamp(binary)))
 }

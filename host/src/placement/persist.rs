@@ -194,7 +194,7 @@ mod tests {
 
     use super::*;
     use crate::placement::hosts::HostUpdate;
-    use crate::placement::test_store::store_with_cluster;
+    use crate::placement::test_store::{backends, store_with_cluster};
     use crate::snapshot::{Host, Snapshot};
 
     fn host(id: &str) -> Host {
@@ -223,107 +223,109 @@ mod tests {
 
     #[tokio::test]
     async fn what_is_written_in_batches_loads_back_the_same() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (store, cluster) = store_with_cluster(dir.path()).await;
-        let persister = Persister::start(
-            store.clone(),
-            Retention {
-                count: 10,
-                max_age: Duration::from_secs(3600),
-            },
-        );
-
-        let mut state = ClusterState::new();
-        let mut changes = state
-            .replace_snapshot(
-                3,
-                Snapshot {
-                    hosts: vec![host("c"), host("a"), host("b")],
-                    vms: Vec::new(),
+        for db in backends().await {
+            let (store, cluster) = store_with_cluster(&db).await;
+            let persister = Persister::start(
+                store.clone(),
+                Retention {
+                    count: 10,
+                    max_age: Duration::from_secs(3600),
                 },
-            )
-            .expect("snapshot");
-        let updates = vec![
-            HostUpdate::Upsert {
-                generation: 4,
-                host: host("d"),
-                vms: None,
-            },
-            HostUpdate::Remove {
-                generation: 5,
-                host_id: "a".to_owned(),
-            },
-        ];
-        changes.extend(state.apply_updates(updates).expect("valid").1);
-        for (vm, h) in [("v1", "c"), ("v2", "b"), ("v3", "d")] {
-            let c = claim(vm, h);
-            state.claims.insert(c.clone());
-            changes.push(Change::ClaimPut(c));
-        }
-        changes.extend(state.confirm("v2", Some(9)).expect("claimed").1);
-        changes.extend(state.release("v3").expect("claimed").1);
-        // Half in one job, half in another: both land, in order.
-        let later = changes.split_off(changes.len() / 2);
-        let first = persister.submit(vec![Op::Changes {
-            cluster_id: cluster,
-            changes,
-        }]);
-        let second = persister.submit(vec![Op::Changes {
-            cluster_id: cluster,
-            changes: later,
-        }]);
-        first.wait().await.expect("stored");
-        second.wait().await.expect("stored");
+            );
 
-        let loaded = load(&store, cluster).await.expect("loads");
-        let ids: Vec<&str> = loaded
-            .hosts()
-            .records()
-            .iter()
-            .map(|r| r.host.id.as_str())
-            .collect();
-        assert_eq!(ids, ["c", "b", "d"]);
-        assert_eq!(loaded.hosts().generation(), 5);
-        assert_eq!(loaded.hosts().snapshot_generation(), 3);
-        assert_eq!(loaded.hosts().removed().get("a"), Some(&5));
-        assert_eq!(loaded.claims().len(), 2);
-        assert_eq!(
-            loaded.claims().get("v2").map(|c| c.state),
-            Some(ClaimState::Confirmed { covered_from: 9 })
-        );
-        assert_eq!(loaded.claims().get("v1"), state.claims().get("v1"));
+            let mut state = ClusterState::new();
+            let mut changes = state
+                .replace_snapshot(
+                    3,
+                    Snapshot {
+                        hosts: vec![host("c"), host("a"), host("b")],
+                        vms: Vec::new(),
+                    },
+                )
+                .expect("snapshot");
+            let updates = vec![
+                HostUpdate::Upsert {
+                    generation: 4,
+                    host: host("d"),
+                    vms: None,
+                },
+                HostUpdate::Remove {
+                    generation: 5,
+                    host_id: "a".to_owned(),
+                },
+            ];
+            changes.extend(state.apply_updates(updates).expect("valid").1);
+            for (vm, h) in [("v1", "c"), ("v2", "b"), ("v3", "d")] {
+                let c = claim(vm, h);
+                state.claims.insert(c.clone());
+                changes.push(Change::ClaimPut(c));
+            }
+            changes.extend(state.confirm("v2", Some(9)).expect("claimed").1);
+            changes.extend(state.release("v3").expect("claimed").1);
+            // Half in one job, half in another: both land, in order.
+            let later = changes.split_off(changes.len() / 2);
+            let first = persister.submit(vec![Op::Changes {
+                cluster_id: cluster,
+                changes,
+            }]);
+            let second = persister.submit(vec![Op::Changes {
+                cluster_id: cluster,
+                changes: later,
+            }]);
+            first.wait().await.expect("stored");
+            second.wait().await.expect("stored");
+
+            let loaded = load(&store, cluster).await.expect("loads");
+            let ids: Vec<&str> = loaded
+                .hosts()
+                .records()
+                .iter()
+                .map(|r| r.host.id.as_str())
+                .collect();
+            assert_eq!(ids, ["c", "b", "d"]);
+            assert_eq!(loaded.hosts().generation(), 5);
+            assert_eq!(loaded.hosts().snapshot_generation(), 3);
+            assert_eq!(loaded.hosts().removed().get("a"), Some(&5));
+            assert_eq!(loaded.claims().len(), 2);
+            assert_eq!(
+                loaded.claims().get("v2").map(|c| c.state),
+                Some(ClaimState::Confirmed { covered_from: 9 })
+            );
+            assert_eq!(loaded.claims().get("v1"), state.claims().get("v1"));
+        }
     }
 
     #[tokio::test]
     async fn a_failing_job_fails_alone_not_the_batch_it_shared() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (store, cluster) = store_with_cluster(dir.path()).await;
-        let persister = Persister::start(
-            store.clone(),
-            Retention {
-                count: 10,
-                max_age: Duration::from_secs(3600),
-            },
-        );
-        // Queued before the writer runs (one-threaded runtime), so the
-        // three jobs are one batch; the middle one names a cluster that no
-        // longer exists, which the foreign key refuses.
-        let ops = |cluster_id: Uuid, vm: &str| {
-            vec![Op::Changes {
-                cluster_id,
-                changes: vec![Change::ClaimPut(claim(vm, "h"))],
-            }]
-        };
-        let before = persister.submit(ops(cluster, "v1"));
-        let deleted = persister.submit(ops(Uuid::new_v4(), "v2"));
-        let after = persister.submit(ops(cluster, "v3"));
-        before.wait().await.expect("stored");
-        assert!(deleted.wait().await.is_err(), "a deleted cluster's claim");
-        after.wait().await.expect("stored");
+        for db in backends().await {
+            let (store, cluster) = store_with_cluster(&db).await;
+            let persister = Persister::start(
+                store.clone(),
+                Retention {
+                    count: 10,
+                    max_age: Duration::from_secs(3600),
+                },
+            );
+            // Queued before the writer runs (one-threaded runtime), so the
+            // three jobs are one batch; the middle one names a cluster that no
+            // longer exists, which the foreign key refuses.
+            let ops = |cluster_id: Uuid, vm: &str| {
+                vec![Op::Changes {
+                    cluster_id,
+                    changes: vec![Change::ClaimPut(claim(vm, "h"))],
+                }]
+            };
+            let before = persister.submit(ops(cluster, "v1"));
+            let deleted = persister.submit(ops(Uuid::new_v4(), "v2"));
+            let after = persister.submit(ops(cluster, "v3"));
+            before.wait().await.expect("stored");
+            assert!(deleted.wait().await.is_err(), "a deleted cluster's claim");
+            after.wait().await.expect("stored");
 
-        let loaded = load(&store, cluster).await.expect("loads");
-        let mut vms: Vec<&str> = loaded.claims().iter().map(|c| c.vm_id.as_str()).collect();
-        vms.sort();
-        assert_eq!(vms, ["v1", "v3"]);
+            let loaded = load(&store, cluster).await.expect("loads");
+            let mut vms: Vec<&str> = loaded.claims().iter().map(|c| c.vm_id.as_str()).collect();
+            vms.sort();
+            assert_eq!(vms, ["v1", "v3"]);
+        }
     }
 }

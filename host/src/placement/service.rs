@@ -826,13 +826,13 @@ mod tests {
 
     use super::*;
     use crate::placement::request::{Mode, PlaceRequest};
-    use crate::placement::test_store::store_with_cluster;
+    use crate::placement::test_store::{TestDb, backends, store_with_cluster};
     use crate::snapshot::{Host, VmSpec};
     use crate::test_units::native;
     use crate::unit::Unit;
 
-    async fn service(dir: &std::path::Path, lock_timeout: Duration) -> (PlacementService, Uuid) {
-        let (store, cluster) = store_with_cluster(dir).await;
+    async fn service(db: &TestDb, lock_timeout: Duration) -> (PlacementService, Uuid) {
+        let (store, cluster) = store_with_cluster(db).await;
         let config = PlacementConfig {
             lock_timeout,
             retry_wait: Duration::ZERO,
@@ -921,99 +921,102 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_decision_keeps_its_cluster_until_recorded_and_a_dropped_one_still_stores() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (service, cluster) = service(dir.path(), Duration::from_millis(100)).await;
-        let policy = Policy::builder()
-            .filter(native("sandpiper-policy-memory"))
-            .build()
-            .expect("valid");
-        let mut decided = service
-            .place(cluster, job(&policy, "v1", 1024.0))
-            .await
-            .expect("decided");
-        assert_eq!(decided.outcome.claims.len(), 1);
-        // Until the decision is recorded, nothing else gets the cluster.
-        assert!(matches!(
-            service.summary(cluster).await,
-            Err(PlacementError::Busy { .. })
-        ));
-        decided.record(None).await.expect("recorded");
-        assert!(decided.record(None).await.is_err(), "recorded once");
-        assert_eq!(service.summary(cluster).await.expect("free").claims, 1);
+        for db in backends().await {
+            let (service, cluster) = service(&db, Duration::from_millis(100)).await;
+            let policy = Policy::builder()
+                .filter(native("sandpiper-policy-memory"))
+                .build()
+                .expect("valid");
+            let mut decided = service
+                .place(cluster, job(&policy, "v1", 1024.0))
+                .await
+                .expect("decided");
+            assert_eq!(decided.outcome.claims.len(), 1);
+            // Until the decision is recorded, nothing else gets the cluster.
+            assert!(matches!(
+                service.summary(cluster).await,
+                Err(PlacementError::Busy { .. })
+            ));
+            decided.record(None).await.expect("recorded");
+            assert!(decided.record(None).await.is_err(), "recorded once");
+            assert_eq!(service.summary(cluster).await.expect("free").claims, 1);
 
-        // Dropped unrecorded: the cluster is free and the claim is stored.
-        drop(
-            service
-                .place(cluster, job(&policy, "v2", 1024.0))
-                .await
-                .expect("decided"),
-        );
-        assert_eq!(service.summary(cluster).await.expect("free").claims, 2);
-        // The dropped decision's changes were queued to the store's writer
-        // without anyone waiting for them: wait until the writer has
-        // applied them (bounded, so a lost write fails the test).
-        let mut on_disk = 0;
-        for _ in 0..100 {
-            let stored = persist::load(&service.inner.store, cluster)
-                .await
-                .expect("loads");
-            on_disk = stored.claims().len();
-            if on_disk == 2 {
-                break;
+            // Dropped unrecorded: the cluster is free and the claim is stored.
+            drop(
+                service
+                    .place(cluster, job(&policy, "v2", 1024.0))
+                    .await
+                    .expect("decided"),
+            );
+            assert_eq!(service.summary(cluster).await.expect("free").claims, 2);
+            // The dropped decision's changes were queued to the store's writer
+            // without anyone waiting for them: wait until the writer has
+            // applied them (bounded, so a lost write fails the test).
+            let mut on_disk = 0;
+            for _ in 0..100 {
+                let stored = persist::load(&service.inner.store, cluster)
+                    .await
+                    .expect("loads");
+                on_disk = stored.claims().len();
+                if on_disk == 2 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert_eq!(on_disk, 2, "both claims are on disk");
         }
-        assert_eq!(on_disk, 2, "both claims are on disk");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_busy_cluster_answers_busy_after_the_lock_timeout() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (service, cluster) = service(dir.path(), Duration::from_millis(100)).await;
-        let policy = Policy::builder().filter(slow()).build().expect("valid");
-        let holder = {
-            let service = service.clone();
-            let job = job(&policy, "slow", 1.0);
-            tokio::spawn(async move { place(&service, cluster, job).await })
-        };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let started = Instant::now();
-        let waited = service.summary(cluster).await;
-        assert!(
-            matches!(waited, Err(PlacementError::Busy { .. })),
-            "{waited:?}"
-        );
-        assert!(started.elapsed() < Duration::from_millis(350));
-        let placed = holder.await.expect("joined").expect("placed");
-        assert!(placed.complete);
-        // Free again.
-        assert_eq!(service.summary(cluster).await.expect("summary").claims, 1);
+        for db in backends().await {
+            let (service, cluster) = service(&db, Duration::from_millis(100)).await;
+            let policy = Policy::builder().filter(slow()).build().expect("valid");
+            let holder = {
+                let service = service.clone();
+                let job = job(&policy, "slow", 1.0);
+                tokio::spawn(async move { place(&service, cluster, job).await })
+            };
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let started = Instant::now();
+            let waited = service.summary(cluster).await;
+            assert!(
+                matches!(waited, Err(PlacementError::Busy { .. })),
+                "{waited:?}"
+            );
+            assert!(started.elapsed() < Duration::from_millis(350));
+            let placed = holder.await.expect("joined").expect("placed");
+            assert!(placed.complete);
+            // Free again.
+            assert_eq!(service.summary(cluster).await.expect("summary").claims, 1);
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_decisions_never_overcommit() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (service, cluster) = service(dir.path(), Duration::from_secs(10)).await;
-        let policy = Policy::builder()
-            .filter(native("sandpiper-policy-memory"))
-            .build()
-            .expect("valid");
-        // Two hosts of 4 GiB: eight 1 GiB VMs fit, the other 12 do not.
-        let tasks: Vec<_> = (0..20)
-            .map(|i| {
-                let service = service.clone();
-                let job = job(&policy, &format!("v{i}"), 1024.0);
-                tokio::spawn(async move { place(&service, cluster, job).await })
-            })
-            .collect();
-        let mut placed = 0;
-        for task in tasks {
-            if task.await.expect("joined").expect("decided").complete {
-                placed += 1;
+        for db in backends().await {
+            let (service, cluster) = service(&db, Duration::from_secs(10)).await;
+            let policy = Policy::builder()
+                .filter(native("sandpiper-policy-memory"))
+                .build()
+                .expect("valid");
+            // Two hosts of 4 GiB: eight 1 GiB VMs fit, the other 12 do not.
+            let tasks: Vec<_> = (0..20)
+                .map(|i| {
+                    let service = service.clone();
+                    let job = job(&policy, &format!("v{i}"), 1024.0);
+                    tokio::spawn(async move { place(&service, cluster, job).await })
+                })
+                .collect();
+            let mut placed = 0;
+            for task in tasks {
+                if task.await.expect("joined").expect("decided").complete {
+                    placed += 1;
+                }
             }
+            assert_eq!(placed, 8);
+            let summary = service.summary(cluster).await.expect("summary");
+            assert_eq!((summary.claims, summary.pending.memory_mib), (8, 8192.0));
         }
-        assert_eq!(placed, 8);
-        let summary = service.summary(cluster).await.expect("summary");
-        assert_eq!((summary.claims, summary.pending.memory_mib), (8, 8192.0));
     }
 }

@@ -129,7 +129,7 @@ impl Db {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
+    use crate::store::test_support::backends;
 
     fn entry(target: &str) -> NewAuditEntry {
         NewAuditEntry {
@@ -147,27 +147,28 @@ mod tests {
 
     #[tokio::test]
     async fn entries_past_the_retention_go_and_pages_run_newest_first() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(&dir.path().join("a.db")).await.expect("store");
-        let retained = Duration::from_secs(400 * 86_400);
-        let mut tx = store.write().await.expect("tx");
-        tx.insert_audit(&entry("old"), retained).await.expect("old");
-        sqlx::query("UPDATE audit_log SET at = '2020-01-01T00:00:00.000Z'")
-            .execute(tx.conn())
-            .await
-            .expect("age it");
-        tx.insert_audit(&entry("a"), retained).await.expect("a");
-        tx.insert_audit(&entry("b"), retained).await.expect("b");
-        tx.commit().await.expect("commit");
+        for db in backends().await {
+            let store = db.open().await;
+            let retained = Duration::from_secs(400 * 86_400);
+            let mut tx = store.write().await.expect("tx");
+            tx.insert_audit(&entry("old"), retained).await.expect("old");
+            sqlx::query("UPDATE audit_log SET at = '2020-01-01T00:00:00.000Z'")
+                .execute(tx.conn())
+                .await
+                .expect("age it");
+            tx.insert_audit(&entry("a"), retained).await.expect("a");
+            tx.insert_audit(&entry("b"), retained).await.expect("b");
+            tx.commit().await.expect("commit");
 
-        let mut conn = store.read().await.expect("read");
-        let all = conn.audit_entries(None, 10).await.expect("list");
-        let targets: Vec<&str> = all.iter().map(|e| e.entry.target.as_str()).collect();
-        assert_eq!(targets, ["b", "a"], "the 2020 entry is past 400 days");
-        assert_eq!(all[1].entry, entry("a").with_token(all[1].entry.token_id));
-        let page = conn.audit_entries(Some(all[0].id), 1).await.expect("page");
-        assert_eq!(page.len(), 1);
-        assert_eq!(page[0].entry.target, "a");
+            let mut conn = store.read().await.expect("read");
+            let all = conn.audit_entries(None, 10).await.expect("list");
+            let targets: Vec<&str> = all.iter().map(|e| e.entry.target.as_str()).collect();
+            assert_eq!(targets, ["b", "a"], "the 2020 entry is past 400 days");
+            assert_eq!(all[1].entry, entry("a").with_token(all[1].entry.token_id));
+            let page = conn.audit_entries(Some(all[0].id), 1).await.expect("page");
+            assert_eq!(page.len(), 1);
+            assert_eq!(page[0].entry.target, "a");
+        }
     }
 
     impl NewAuditEntry {

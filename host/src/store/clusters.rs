@@ -96,10 +96,12 @@ async fn complete(conn: &mut sqlx::AnyConnection, row: Row) -> Result<ClusterRec
 impl Db {
     /// Every cluster, by name.
     pub async fn clusters(&mut self) -> Result<Vec<ClusterRecord>, StoreError> {
+        let name = self.by_bytes("name");
         let conn = self.conn();
-        let rows = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY name")))
-            .fetch_all(&mut *conn)
-            .await?;
+        let rows =
+            sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY {name}")))
+                .fetch_all(&mut *conn)
+                .await?;
         let mut clusters = Vec::with_capacity(rows.len());
         for row in rows {
             clusters.push(complete(conn, row).await?);
@@ -144,9 +146,10 @@ impl Db {
         &mut self,
         policy_id: Uuid,
     ) -> Result<Vec<ClusterRecord>, StoreError> {
+        let name = self.by_bytes("name");
         let conn = self.conn();
         let rows = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!(
-            "{SELECT} WHERE policy_id = $1 ORDER BY name"
+            "{SELECT} WHERE policy_id = $1 ORDER BY {name}"
         )))
         .bind(policy_id.to_string())
         .fetch_all(&mut *conn)
@@ -214,5 +217,109 @@ impl Db {
             .await?
             .map(|id| parse_id(&id))
             .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_support::{TestDb, backends};
+    use crate::store::{Location, Store};
+
+    fn cluster(name: &str, policy_id: Uuid) -> ClusterRecord {
+        ClusterRecord {
+            id: Uuid::new_v4(),
+            name: name.to_owned(),
+            description: String::new(),
+            policy_id,
+            params: ParamValues::new(),
+            balance: PeriodicBalance::default(),
+            created_at: String::new(),
+            updated_at: String::new(),
+        }
+    }
+
+    /// A store with one policy and clusters of these names.
+    async fn with_clusters(store: &Store, names: &[&str]) -> Uuid {
+        let policy = crate::store::policies::PolicyRecord {
+            id: Uuid::new_v4(),
+            name: "p".to_owned(),
+            description: String::new(),
+            locked: false,
+            is_default: false,
+            combination: crate::pipeline::Combination::Rank,
+            params: ParamValues::new(),
+            filters: Vec::new(),
+            weights: Vec::new(),
+            balance: None,
+            created_at: String::new(),
+            updated_at: String::new(),
+        };
+        let mut tx = store.write().await.expect("write");
+        tx.save_policy(&policy).await.expect("policy");
+        for name in names {
+            tx.save_cluster(&cluster(name, policy.id))
+                .await
+                .expect("cluster");
+        }
+        tx.commit().await.expect("commit");
+        policy.id
+    }
+
+    /// Names list in byte order, SQLite's `BINARY`, on every backend and
+    /// whatever a PostgreSQL database's collation: also on one whose
+    /// collation (ICU's en-US) would put `_x` first and `C` last.
+    #[tokio::test]
+    async fn clusters_list_by_name_in_byte_order_whatever_the_collation() {
+        let [sqlite, postgres] = backends().await;
+        let icu =
+            TestDb::postgres_with("TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'")
+                .await;
+        assert!(matches!(icu.location, Location::Postgres(_)));
+        for db in [sqlite, postgres, icu] {
+            let store = db.open().await;
+            let policy = with_clusters(&store, &["b", "C", "_x", "a"]).await;
+            let mut conn = store.read().await.expect("read");
+            let names = |clusters: Vec<ClusterRecord>| -> Vec<String> {
+                clusters.into_iter().map(|c| c.name).collect()
+            };
+            let bytes = ["C", "_x", "a", "b"];
+            assert_eq!(names(conn.clusters().await.expect("list")), bytes);
+            assert_eq!(
+                names(conn.clusters_with_policy(policy).await.expect("list")),
+                bytes
+            );
+            assert_eq!(
+                conn.clusters_using_policy(policy).await.expect("list"),
+                bytes
+            );
+        }
+    }
+
+    /// A name taken regardless of case is a constraint violation on both
+    /// backends (the API answers it 409, not 500).
+    #[tokio::test]
+    async fn a_name_taken_in_another_case_is_a_constraint_violation() {
+        for db in backends().await {
+            let store = db.open().await;
+            let policy = with_clusters(&store, &["Prod"]).await;
+            let mut tx = store.write().await.expect("write");
+            let refused = tx.save_cluster(&cluster("pROD", policy)).await;
+            assert!(
+                refused
+                    .as_ref()
+                    .is_err_and(StoreError::is_constraint_violation),
+                "{refused:?}"
+            );
+            drop(tx);
+            let mut conn = store.read().await.expect("read");
+            assert_eq!(conn.clusters().await.expect("list").len(), 1);
+            assert!(
+                conn.cluster_id_by_name("PROD")
+                    .await
+                    .expect("lookup")
+                    .is_some()
+            );
+        }
     }
 }

@@ -447,7 +447,7 @@ impl PageRow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::test_support::store_with_cluster;
+    use crate::store::test_support::{backends, store_with_cluster};
 
     fn decision(cluster_id: Uuid, i: usize) -> LoggedDecision {
         LoggedDecision {
@@ -474,126 +474,129 @@ mod tests {
 
     #[tokio::test]
     async fn decisions_are_logged_with_their_claims_and_trimmed() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (store, cluster) = store_with_cluster(dir.path()).await;
-        let roomy = Retention {
-            count: 10,
-            max_age: Duration::from_secs(3600),
-        };
-        let acks: Vec<_> = (0..5)
-            .map(|i| store.submit((decision(cluster, i), roomy)))
-            .collect();
-        for ack in acks {
-            ack.wait().await.expect("stored");
-        }
-        let mut conn = store.read().await.expect("read");
-        assert_eq!(count(&mut conn, "decision_claims").await, 10);
+        for db in backends().await {
+            let (store, cluster) = store_with_cluster(&db).await;
+            let roomy = Retention {
+                count: 10,
+                max_age: Duration::from_secs(3600),
+            };
+            let acks: Vec<_> = (0..5)
+                .map(|i| store.submit((decision(cluster, i), roomy)))
+                .collect();
+            for ack in acks {
+                ack.wait().await.expect("stored");
+            }
+            let mut conn = store.read().await.expect("read");
+            assert_eq!(count(&mut conn, "decision_claims").await, 10);
 
-        let three = Retention { count: 3, ..roomy };
-        conn.trim_decisions(cluster, three, Timestamp::now())
+            let three = Retention { count: 3, ..roomy };
+            conn.trim_decisions(cluster, three, Timestamp::now())
+                .await
+                .expect("trims");
+            let page = conn
+                .decision_page(&DecisionQuery {
+                    limit: 10,
+                    ..DecisionQuery::default()
+                })
+                .await
+                .expect("page");
+            let kept: Vec<&str> = page
+                .iter()
+                .filter_map(|d| d.record.vm_id.as_deref())
+                .collect();
+            assert_eq!(kept, ["vm4", "vm3", "vm2"], "newest first");
+            assert_eq!(
+                page[0].claims,
+                [
+                    ("vm4-1".to_owned(), "h".to_owned()),
+                    ("vm4-0".to_owned(), "g".to_owned())
+                ],
+                "claims in the order made"
+            );
+            assert_eq!(
+                count(&mut conn, "decision_claims").await,
+                6,
+                "claims go with their decisions"
+            );
+
+            // Age: everything is younger than an hour, nothing older than 0 s
+            // survives.
+            let none = Retention {
+                count: 10,
+                max_age: Duration::ZERO,
+            };
+            conn.trim_decisions(
+                cluster,
+                none,
+                Timestamp::now().after(Duration::from_secs(1)),
+            )
             .await
             .expect("trims");
-        let page = conn
-            .decision_page(&DecisionQuery {
-                limit: 10,
-                ..DecisionQuery::default()
-            })
-            .await
-            .expect("page");
-        let kept: Vec<&str> = page
-            .iter()
-            .filter_map(|d| d.record.vm_id.as_deref())
-            .collect();
-        assert_eq!(kept, ["vm4", "vm3", "vm2"], "newest first");
-        assert_eq!(
-            page[0].claims,
-            [
-                ("vm4-1".to_owned(), "h".to_owned()),
-                ("vm4-0".to_owned(), "g".to_owned())
-            ],
-            "claims in the order made"
-        );
-        assert_eq!(
-            count(&mut conn, "decision_claims").await,
-            6,
-            "claims go with their decisions"
-        );
-
-        // Age: everything is younger than an hour, nothing older than 0 s
-        // survives.
-        let none = Retention {
-            count: 10,
-            max_age: Duration::ZERO,
-        };
-        conn.trim_decisions(
-            cluster,
-            none,
-            Timestamp::now().after(Duration::from_secs(1)),
-        )
-        .await
-        .expect("trims");
-        assert_eq!(count(&mut conn, "decisions").await, 0);
+            assert_eq!(count(&mut conn, "decisions").await, 0);
+        }
     }
 
     #[tokio::test]
     async fn a_small_log_never_shows_more_than_its_count() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (store, cluster) = store_with_cluster(dir.path()).await;
-        let two = Retention {
-            count: 2,
-            max_age: Duration::from_secs(3600),
-        };
-        for i in 0..4 {
-            store
-                .log_decision(decision(cluster, i), two)
+        for db in backends().await {
+            let (store, cluster) = store_with_cluster(&db).await;
+            let two = Retention {
+                count: 2,
+                max_age: Duration::from_secs(3600),
+            };
+            for i in 0..4 {
+                store
+                    .log_decision(decision(cluster, i), two)
+                    .await
+                    .expect("logged");
+            }
+            let mut conn = store.read().await.expect("read");
+            let kept: Vec<String> = conn
+                .cluster_decisions(cluster, 10)
                 .await
-                .expect("logged");
+                .expect("list")
+                .into_iter()
+                .filter_map(|d| d.vm_id)
+                .collect();
+            assert_eq!(kept, ["vm3", "vm2"]);
         }
-        let mut conn = store.read().await.expect("read");
-        let kept: Vec<String> = conn
-            .cluster_decisions(cluster, 10)
-            .await
-            .expect("list")
-            .into_iter()
-            .filter_map(|d| d.vm_id)
-            .collect();
-        assert_eq!(kept, ["vm3", "vm2"]);
     }
 
     #[tokio::test]
     async fn the_page_filters_by_a_vm_claimed_for() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (store, cluster) = store_with_cluster(dir.path()).await;
-        let roomy = Retention {
-            count: 10,
-            max_age: Duration::from_secs(3600),
-        };
-        for i in 0..3 {
-            store
-                .log_decision(decision(cluster, i), roomy)
+        for db in backends().await {
+            let (store, cluster) = store_with_cluster(&db).await;
+            let roomy = Retention {
+                count: 10,
+                max_age: Duration::from_secs(3600),
+            };
+            for i in 0..3 {
+                store
+                    .log_decision(decision(cluster, i), roomy)
+                    .await
+                    .expect("logged");
+            }
+            let mut conn = store.read().await.expect("read");
+            let page = conn
+                .decision_page(&DecisionQuery {
+                    vm_id: Some("vm1-0".to_owned()),
+                    limit: 10,
+                    ..DecisionQuery::default()
+                })
                 .await
-                .expect("logged");
+                .expect("page");
+            assert_eq!(page.len(), 1);
+            assert_eq!(page[0].record.vm_id.as_deref(), Some("vm1"));
+            let other = conn
+                .decision_page(&DecisionQuery {
+                    cluster_id: Some(Uuid::new_v4()),
+                    limit: 10,
+                    ..DecisionQuery::default()
+                })
+                .await
+                .expect("page");
+            assert!(other.is_empty());
         }
-        let mut conn = store.read().await.expect("read");
-        let page = conn
-            .decision_page(&DecisionQuery {
-                vm_id: Some("vm1-0".to_owned()),
-                limit: 10,
-                ..DecisionQuery::default()
-            })
-            .await
-            .expect("page");
-        assert_eq!(page.len(), 1);
-        assert_eq!(page[0].record.vm_id.as_deref(), Some("vm1"));
-        let other = conn
-            .decision_page(&DecisionQuery {
-                cluster_id: Some(Uuid::new_v4()),
-                limit: 10,
-                ..DecisionQuery::default()
-            })
-            .await
-            .expect("page");
-        assert!(other.is_empty());
     }
 
     /// A decision whose row is a summary and whose full answer, `bytes`
@@ -608,134 +611,137 @@ mod tests {
 
     #[tokio::test]
     async fn a_large_answer_is_kept_apart_from_its_summary_row() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (store, cluster) = store_with_cluster(dir.path()).await;
-        let roomy = Retention {
-            count: 10,
-            max_age: Duration::from_secs(3600),
-        };
-        let big = large(cluster, 0, 100_000);
-        let small = decision(cluster, 1);
-        for d in [&big, &small] {
-            store.log_decision(d.clone(), roomy).await.expect("logged");
-        }
-        let mut conn = store.read().await.expect("read");
-        let listed = conn.cluster_decisions(cluster, 10).await.expect("list");
-        assert_eq!(
-            listed
-                .iter()
-                .map(|d| (d.answer.as_str(), d.summarized))
-                .collect::<Vec<_>>(),
-            [("{}", false), (big.answer.as_str(), true)],
-            "rows hold the summary"
-        );
-        let full = conn.full_answer(big.id).await.expect("read").expect("kept");
-        assert_eq!((full.cluster_id, full.answer), (cluster, big.full.clone()));
-        let whole = conn
-            .full_answer(small.id)
-            .await
-            .expect("read")
-            .expect("kept");
-        assert_eq!(whole.answer.as_deref(), Some("{}"), "a small row is whole");
-        assert_eq!(conn.full_answer(Uuid::new_v4()).await.expect("read"), None);
-        assert_eq!(
-            conn.decision_log_bytes().await.expect("size"),
-            LogBytes {
-                rows: (big.answer.len() + 2) as u64,
-                full: 100_000,
+        for db in backends().await {
+            let (store, cluster) = store_with_cluster(&db).await;
+            let roomy = Retention {
+                count: 10,
+                max_age: Duration::from_secs(3600),
+            };
+            let big = large(cluster, 0, 100_000);
+            let small = decision(cluster, 1);
+            for d in [&big, &small] {
+                store.log_decision(d.clone(), roomy).await.expect("logged");
             }
-        );
+            let mut conn = store.read().await.expect("read");
+            let listed = conn.cluster_decisions(cluster, 10).await.expect("list");
+            assert_eq!(
+                listed
+                    .iter()
+                    .map(|d| (d.answer.as_str(), d.summarized))
+                    .collect::<Vec<_>>(),
+                [("{}", false), (big.answer.as_str(), true)],
+                "rows hold the summary"
+            );
+            let full = conn.full_answer(big.id).await.expect("read").expect("kept");
+            assert_eq!((full.cluster_id, full.answer), (cluster, big.full.clone()));
+            let whole = conn
+                .full_answer(small.id)
+                .await
+                .expect("read")
+                .expect("kept");
+            assert_eq!(whole.answer.as_deref(), Some("{}"), "a small row is whole");
+            assert_eq!(conn.full_answer(Uuid::new_v4()).await.expect("read"), None);
+            assert_eq!(
+                conn.decision_log_bytes().await.expect("size"),
+                LogBytes {
+                    rows: (big.answer.len() + 2) as u64,
+                    full: 100_000,
+                }
+            );
+        }
     }
 
     #[tokio::test]
     async fn the_byte_budget_drops_the_oldest_full_answers_then_the_oldest_rows() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (store, cluster) = store_with_cluster(dir.path()).await;
-        let roomy = Retention {
-            count: 100,
-            max_age: Duration::from_secs(3600),
-        };
-        // Room for the rows and two full answers of 1,000 bytes, not three.
-        store.set_decision_log_budget(2_500);
-        let logged: Vec<LoggedDecision> = (0..4).map(|i| large(cluster, i, 1_000)).collect();
-        for d in &logged {
-            store.log_decision(d.clone(), roomy).await.expect("logged");
-        }
-        let mut conn = store.read().await.expect("read");
-        let mut kept = Vec::new();
-        for d in &logged {
-            let full = conn
-                .full_answer(d.id)
-                .await
-                .expect("read")
-                .expect("row kept");
-            kept.push(full.answer.is_some());
-        }
-        assert_eq!(
-            kept,
-            [false, false, true, true],
-            "oldest full answers first"
-        );
-        let size = conn.decision_log_bytes().await.expect("size");
-        assert_eq!(size.full, 2_000);
-        drop(conn);
+        for db in backends().await {
+            let (store, cluster) = store_with_cluster(&db).await;
+            let roomy = Retention {
+                count: 100,
+                max_age: Duration::from_secs(3600),
+            };
+            // Room for the rows and two full answers of 1,000 bytes, not three.
+            store.set_decision_log_budget(2_500);
+            let logged: Vec<LoggedDecision> = (0..4).map(|i| large(cluster, i, 1_000)).collect();
+            for d in &logged {
+                store.log_decision(d.clone(), roomy).await.expect("logged");
+            }
+            let mut conn = store.read().await.expect("read");
+            let mut kept = Vec::new();
+            for d in &logged {
+                let full = conn
+                    .full_answer(d.id)
+                    .await
+                    .expect("read")
+                    .expect("row kept");
+                kept.push(full.answer.is_some());
+            }
+            assert_eq!(
+                kept,
+                [false, false, true, true],
+                "oldest full answers first"
+            );
+            let size = conn.decision_log_bytes().await.expect("size");
+            assert_eq!(size.full, 2_000);
+            drop(conn);
 
-        // Rows alone over the budget: the oldest rows go, with their
-        // claims and full answers.
-        store.set_decision_log_budget(30);
-        store
-            .log_decision(decision(cluster, 9), roomy)
-            .await
-            .expect("logged");
-        let mut conn = store.read().await.expect("read");
-        let rows: Vec<String> = conn
-            .cluster_decisions(cluster, 100)
-            .await
-            .expect("list")
-            .into_iter()
-            .filter_map(|d| d.vm_id)
-            .collect();
-        // Each summary row is 13 bytes and the last one 2: 13 + 13 + 2 fit.
-        assert_eq!(rows, ["vm9", "vm3", "vm2"]);
-        let size = conn.decision_log_bytes().await.expect("size");
-        assert_eq!(size, LogBytes { rows: 28, full: 0 });
-        assert_eq!(count(&mut conn, "decision_answers").await, 0);
-        assert_eq!(count(&mut conn, "decision_claims").await, 6);
+            // Rows alone over the budget: the oldest rows go, with their
+            // claims and full answers.
+            store.set_decision_log_budget(30);
+            store
+                .log_decision(decision(cluster, 9), roomy)
+                .await
+                .expect("logged");
+            let mut conn = store.read().await.expect("read");
+            let rows: Vec<String> = conn
+                .cluster_decisions(cluster, 100)
+                .await
+                .expect("list")
+                .into_iter()
+                .filter_map(|d| d.vm_id)
+                .collect();
+            // Each summary row is 13 bytes and the last one 2: 13 + 13 + 2 fit.
+            assert_eq!(rows, ["vm9", "vm3", "vm2"]);
+            let size = conn.decision_log_bytes().await.expect("size");
+            assert_eq!(size, LogBytes { rows: 28, full: 0 });
+            assert_eq!(count(&mut conn, "decision_answers").await, 0);
+            assert_eq!(count(&mut conn, "decision_claims").await, 6);
+        }
     }
 
     #[tokio::test]
     async fn the_log_size_follows_deletions_by_count_age_and_cluster() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (store, cluster) = store_with_cluster(dir.path()).await;
-        let two = Retention {
-            count: 2,
-            max_age: Duration::from_secs(3600),
-        };
-        for i in 0..4 {
-            store
-                .log_decision(large(cluster, i, 500), two)
-                .await
-                .expect("logged");
+        for db in backends().await {
+            let (store, cluster) = store_with_cluster(&db).await;
+            let two = Retention {
+                count: 2,
+                max_age: Duration::from_secs(3600),
+            };
+            for i in 0..4 {
+                store
+                    .log_decision(large(cluster, i, 500), two)
+                    .await
+                    .expect("logged");
+            }
+            let mut conn = store.read().await.expect("read");
+            let size = conn.decision_log_bytes().await.expect("size");
+            assert_eq!(
+                size,
+                LogBytes {
+                    rows: 26,
+                    full: 1_000
+                },
+                "count trims"
+            );
+            drop(conn);
+            let mut tx = store.write().await.expect("write");
+            tx.delete_cluster(cluster).await.expect("deleted");
+            tx.commit().await.expect("commit");
+            let mut conn = store.read().await.expect("read");
+            assert_eq!(
+                conn.decision_log_bytes().await.expect("size"),
+                LogBytes::default(),
+                "cascades count too"
+            );
         }
-        let mut conn = store.read().await.expect("read");
-        let size = conn.decision_log_bytes().await.expect("size");
-        assert_eq!(
-            size,
-            LogBytes {
-                rows: 26,
-                full: 1_000
-            },
-            "count trims"
-        );
-        drop(conn);
-        let mut tx = store.write().await.expect("write");
-        tx.delete_cluster(cluster).await.expect("deleted");
-        tx.commit().await.expect("commit");
-        let mut conn = store.read().await.expect("read");
-        assert_eq!(
-            conn.decision_log_bytes().await.expect("size"),
-            LogBytes::default(),
-            "cascades count too"
-        );
     }
 }

@@ -73,6 +73,8 @@ mod tests {
             & 0o777
     }
 
+    // SQLite only, as this module: a PostgreSQL database has no files of
+    // ours to make private (the server owns them).
     #[tokio::test]
     async fn the_database_and_its_companions_are_private() {
         let dir = tempfile::tempdir().expect("tempdir");

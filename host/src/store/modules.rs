@@ -323,6 +323,7 @@ impl Db {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::test_support::backends;
 
     /// Bytes that differ in every chunk, so a chunk out of order shows.
     fn blob(len: usize) -> Vec<u8> {
@@ -331,61 +332,59 @@ mod tests {
 
     #[tokio::test]
     async fn modules_and_artifacts_come_back_as_stored_across_chunk_boundaries() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store = super::super::Store::open(&dir.path().join("t.db"))
-            .await
-            .expect("store");
-        for len in [1, CHUNK_BYTES - 1, CHUNK_BYTES, 2 * CHUNK_BYTES + 5] {
-            let wasm = blob(len);
-            let sha256 = crate::sandbox::hex(&crate::sandbox::sha256(&wasm));
-            let mut tx = store.write().await.expect("write");
-            assert!(
-                tx.insert_module(&sha256, len as u64, &wasm[..])
+        for db in backends().await {
+            let store = db.open().await;
+            for len in [1, CHUNK_BYTES - 1, CHUNK_BYTES, 2 * CHUNK_BYTES + 5] {
+                let wasm = blob(len);
+                let sha256 = crate::sandbox::hex(&crate::sandbox::sha256(&wasm));
+                let mut tx = store.write().await.expect("write");
+                assert!(
+                    tx.insert_module(&sha256, len as u64, &wasm[..])
+                        .await
+                        .expect("insert")
+                );
+                assert!(
+                    !tx.insert_module(&sha256, len as u64, &b""[..])
+                        .await
+                        .expect("again"),
+                    "the same bytes are stored once, and not read again"
+                );
+                tx.insert_artifact(&sha256, "e", &wasm[..len / 2])
                     .await
-                    .expect("insert")
-            );
-            assert!(
-                !tx.insert_module(&sha256, len as u64, &b""[..])
+                    .expect("artifact");
+                tx.insert_artifact(&sha256, "e", &wasm)
                     .await
-                    .expect("again"),
-                "the same bytes are stored once, and not read again"
-            );
-            tx.insert_artifact(&sha256, "e", &wasm[..len / 2])
-                .await
-                .expect("artifact");
-            tx.insert_artifact(&sha256, "e", &wasm)
-                .await
-                .expect("replaced");
-            tx.commit().await.expect("commit");
+                    .expect("replaced");
+                tx.commit().await.expect("commit");
 
+                let mut conn = store.read().await.expect("read");
+                assert!(conn.has_module(&sha256).await.expect("has"));
+                let mut out = Vec::new();
+                let copied = conn.copy_module_to(&sha256, &mut out).await.expect("copy");
+                assert_eq!((copied, out == wasm), (Some(len as u64), true), "{len}");
+                let artifact = conn.artifact(&sha256, "e").await.expect("artifact");
+                assert!(artifact.as_deref() == Some(&wasm[..]), "{len}");
+                assert_eq!(conn.artifact(&sha256, "other").await.expect("none"), None);
+            }
             let mut conn = store.read().await.expect("read");
-            assert!(conn.has_module(&sha256).await.expect("has"));
-            let mut out = Vec::new();
-            let copied = conn.copy_module_to(&sha256, &mut out).await.expect("copy");
-            assert_eq!((copied, out == wasm), (Some(len as u64), true), "{len}");
-            let artifact = conn.artifact(&sha256, "e").await.expect("artifact");
-            assert!(artifact.as_deref() == Some(&wasm[..]), "{len}");
-            assert_eq!(conn.artifact(&sha256, "other").await.expect("none"), None);
+            assert!(!conn.has_module(&"0".repeat(64)).await.expect("has"));
+            assert_eq!(
+                conn.copy_module_to(&"0".repeat(64), &mut Vec::new())
+                    .await
+                    .expect("copy"),
+                None
+            );
         }
-        let mut conn = store.read().await.expect("read");
-        assert!(!conn.has_module(&"0".repeat(64)).await.expect("has"));
-        assert_eq!(
-            conn.copy_module_to(&"0".repeat(64), &mut Vec::new())
-                .await
-                .expect("copy"),
-            None
-        );
     }
 
     #[tokio::test]
     async fn a_module_shorter_than_announced_is_not_stored() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store = super::super::Store::open(&dir.path().join("t.db"))
-            .await
-            .expect("store");
-        let sha256 = "1".repeat(64);
-        let mut tx = store.write().await.expect("write");
-        let refused = tx.insert_module(&sha256, 10, &b"short"[..]).await;
-        assert!(matches!(refused, Err(StoreError::Source(_))), "{refused:?}");
+        for db in backends().await {
+            let store = db.open().await;
+            let sha256 = "1".repeat(64);
+            let mut tx = store.write().await.expect("write");
+            let refused = tx.insert_module(&sha256, 10, &b"short"[..]).await;
+            assert!(matches!(refused, Err(StoreError::Source(_))), "{refused:?}");
+        }
     }
 }

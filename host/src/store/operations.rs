@@ -278,7 +278,7 @@ impl Db {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::test_support::store_with_cluster;
+    use crate::store::test_support::{backends, store_with_cluster};
 
     fn row(cluster_id: Uuid, seq: u64, state: &str) -> OperationRow {
         OperationRow {
@@ -303,78 +303,79 @@ mod tests {
 
     #[tokio::test]
     async fn rows_round_trip_and_old_finished_ones_go() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (store, cluster) = store_with_cluster(dir.path()).await;
-        let queued = row(cluster, 0, "queued");
-        let mut leased = row(cluster, 1, "queued");
-        let mut old = row(cluster, 2, "queued");
-        let mut tx = store.write().await.expect("tx");
-        for r in [&queued, &leased, &old] {
-            tx.insert_operation(r).await.expect("insert");
+        for db in backends().await {
+            let (store, cluster) = store_with_cluster(&db).await;
+            let queued = row(cluster, 0, "queued");
+            let mut leased = row(cluster, 1, "queued");
+            let mut old = row(cluster, 2, "queued");
+            let mut tx = store.write().await.expect("tx");
+            for r in [&queued, &leased, &old] {
+                tx.insert_operation(r).await.expect("insert");
+            }
+            leased.state = "leased".to_owned();
+            leased.attempts = 1;
+            leased.lease = Some(LeaseRow {
+                id: Uuid::new_v4(),
+                holder: "w".to_owned(),
+                expires_at_ms: 9_000,
+            });
+            assert!(tx.update_operation(&leased).await.expect("update"));
+            old.state = "succeeded".to_owned();
+            old.finished_at_ms = Some(5_000);
+            old.outcome = Some("{\"ok\":true}".to_owned());
+            assert!(tx.update_operation(&old).await.expect("update"));
+            tx.commit().await.expect("commit");
+
+            let mut conn = store.read().await.expect("conn");
+            assert_eq!(
+                conn.unfinished_operations().await.expect("unfinished"),
+                vec![queued.clone(), leased.clone()]
+            );
+            assert_eq!(conn.last_operation_seq().await.expect("seq"), Some(2));
+            assert_eq!(
+                conn.operation(cluster, old.id).await.expect("get"),
+                Some(old.clone())
+            );
+            assert_eq!(
+                conn.operation(Uuid::new_v4(), old.id).await.expect("get"),
+                None,
+                "another cluster's"
+            );
+            let page = conn
+                .operations(cluster, None, Some(0), 1)
+                .await
+                .expect("list");
+            assert_eq!(page, vec![leased.clone()]);
+            let done = conn
+                .operations(cluster, Some("succeeded"), None, 10)
+                .await
+                .expect("list");
+            assert_eq!(done, vec![old.clone()]);
+            drop(conn);
+
+            let mut tx = store.write().await.expect("tx");
+            assert_eq!(
+                tx.delete_finished_operations(5_000, 10)
+                    .await
+                    .expect("delete"),
+                0
+            );
+            assert_eq!(
+                tx.delete_finished_operations(5_001, 10)
+                    .await
+                    .expect("delete"),
+                1
+            );
+            tx.commit().await.expect("commit");
+            let mut conn = store.read().await.expect("conn");
+            assert_eq!(conn.operation(cluster, old.id).await.expect("get"), None);
+            assert_eq!(
+                conn.unfinished_operations()
+                    .await
+                    .expect("unfinished")
+                    .len(),
+                2
+            );
         }
-        leased.state = "leased".to_owned();
-        leased.attempts = 1;
-        leased.lease = Some(LeaseRow {
-            id: Uuid::new_v4(),
-            holder: "w".to_owned(),
-            expires_at_ms: 9_000,
-        });
-        assert!(tx.update_operation(&leased).await.expect("update"));
-        old.state = "succeeded".to_owned();
-        old.finished_at_ms = Some(5_000);
-        old.outcome = Some("{\"ok\":true}".to_owned());
-        assert!(tx.update_operation(&old).await.expect("update"));
-        tx.commit().await.expect("commit");
-
-        let mut conn = store.read().await.expect("conn");
-        assert_eq!(
-            conn.unfinished_operations().await.expect("unfinished"),
-            vec![queued.clone(), leased.clone()]
-        );
-        assert_eq!(conn.last_operation_seq().await.expect("seq"), Some(2));
-        assert_eq!(
-            conn.operation(cluster, old.id).await.expect("get"),
-            Some(old.clone())
-        );
-        assert_eq!(
-            conn.operation(Uuid::new_v4(), old.id).await.expect("get"),
-            None,
-            "another cluster's"
-        );
-        let page = conn
-            .operations(cluster, None, Some(0), 1)
-            .await
-            .expect("list");
-        assert_eq!(page, vec![leased.clone()]);
-        let done = conn
-            .operations(cluster, Some("succeeded"), None, 10)
-            .await
-            .expect("list");
-        assert_eq!(done, vec![old.clone()]);
-        drop(conn);
-
-        let mut tx = store.write().await.expect("tx");
-        assert_eq!(
-            tx.delete_finished_operations(5_000, 10)
-                .await
-                .expect("delete"),
-            0
-        );
-        assert_eq!(
-            tx.delete_finished_operations(5_001, 10)
-                .await
-                .expect("delete"),
-            1
-        );
-        tx.commit().await.expect("commit");
-        let mut conn = store.read().await.expect("conn");
-        assert_eq!(conn.operation(cluster, old.id).await.expect("get"), None);
-        assert_eq!(
-            conn.unfinished_operations()
-                .await
-                .expect("unfinished")
-                .len(),
-            2
-        );
     }
 }

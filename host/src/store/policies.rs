@@ -197,10 +197,12 @@ async fn read_params(conn: &mut sqlx::AnyConnection, id: &str) -> Result<ParamVa
 impl Db {
     /// Every policy, by name.
     pub async fn policies(&mut self) -> Result<Vec<PolicyRecord>, StoreError> {
+        let name = self.by_bytes("name");
         let conn = self.conn();
-        let rows = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY name")))
-            .fetch_all(&mut *conn)
-            .await?;
+        let rows =
+            sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY {name}")))
+                .fetch_all(&mut *conn)
+                .await?;
         let mut policies = Vec::with_capacity(rows.len());
         for row in rows {
             policies.push(complete(conn, row).await?);
@@ -348,10 +350,11 @@ impl Db {
 
     /// The names of the clusters that run policy `id`, by name.
     pub async fn clusters_using_policy(&mut self, id: Uuid) -> Result<Vec<String>, StoreError> {
+        let name = self.by_bytes("name");
         let conn = self.conn();
-        Ok(sqlx::query_scalar::<_, String>(
-            "SELECT name FROM clusters WHERE policy_id = $1 ORDER BY name",
-        )
+        Ok(sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(format!(
+            "SELECT name FROM clusters WHERE policy_id = $1 ORDER BY {name}"
+        )))
         .bind(id.to_string())
         .fetch_all(conn)
         .await?)
@@ -361,63 +364,64 @@ impl Db {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
+    use crate::store::test_support::backends;
 
     #[tokio::test]
     async fn a_filter_keeps_its_run_once_flag() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store = Store::open(&dir.path().join("t.db")).await.expect("opens");
-        let mut tx = store.write().await.expect("write");
-        let sha = "0".repeat(64);
-        sqlx::query("INSERT INTO modules (sha256, size_bytes) VALUES ($1, 0)")
-            .bind(&sha)
-            .execute(tx.conn())
-            .await
-            .expect("module");
-        let units: Vec<Uuid> = (0..2).map(|_| Uuid::new_v4()).collect();
-        for (i, id) in units.iter().enumerate() {
-            sqlx::query(
-                "INSERT INTO policy_units (id, name, description, internal, has_filter, \
-                 has_score, has_balance, score_order, module_sha256, uploaded_by) \
-                 VALUES ($1, $2, '', 0, 1, 0, 0, 'lower-is-better', $3, 'test')",
-            )
-            .bind(id.to_string())
-            .bind(format!("u{i}"))
-            .bind(&sha)
-            .execute(tx.conn())
-            .await
-            .expect("unit");
+        for db in backends().await {
+            let store = db.open().await;
+            let mut tx = store.write().await.expect("write");
+            let sha = "0".repeat(64);
+            sqlx::query("INSERT INTO modules (sha256, size_bytes) VALUES ($1, 0)")
+                .bind(&sha)
+                .execute(tx.conn())
+                .await
+                .expect("module");
+            let units: Vec<Uuid> = (0..2).map(|_| Uuid::new_v4()).collect();
+            for (i, id) in units.iter().enumerate() {
+                sqlx::query(
+                    "INSERT INTO policy_units (id, name, description, internal, has_filter, \
+                     has_score, has_balance, score_order, module_sha256, uploaded_by) \
+                     VALUES ($1, $2, '', 0, 1, 0, 0, 'lower-is-better', $3, 'test')",
+                )
+                .bind(id.to_string())
+                .bind(format!("u{i}"))
+                .bind(&sha)
+                .execute(tx.conn())
+                .await
+                .expect("unit");
+            }
+            let policy = PolicyRecord {
+                id: Uuid::new_v4(),
+                name: "p".to_owned(),
+                description: String::new(),
+                locked: false,
+                is_default: false,
+                combination: Combination::Normalised,
+                params: ParamValues::new(),
+                filters: vec![
+                    FilterLink {
+                        unit_id: units[0],
+                        position: Position::Middle,
+                        on_failure: OnFailure::FailClosed,
+                        run_once: true,
+                    },
+                    FilterLink {
+                        unit_id: units[1],
+                        position: Position::Middle,
+                        on_failure: OnFailure::FailClosed,
+                        run_once: false,
+                    },
+                ],
+                weights: Vec::new(),
+                balance: None,
+                created_at: String::new(),
+                updated_at: String::new(),
+            };
+            tx.save_policy(&policy).await.expect("saved");
+            let read = tx.policy(policy.id).await.expect("read").expect("found");
+            let flags: Vec<bool> = read.filters.iter().map(|f| f.run_once).collect();
+            assert_eq!(flags, [true, false]);
         }
-        let policy = PolicyRecord {
-            id: Uuid::new_v4(),
-            name: "p".to_owned(),
-            description: String::new(),
-            locked: false,
-            is_default: false,
-            combination: Combination::Normalised,
-            params: ParamValues::new(),
-            filters: vec![
-                FilterLink {
-                    unit_id: units[0],
-                    position: Position::Middle,
-                    on_failure: OnFailure::FailClosed,
-                    run_once: true,
-                },
-                FilterLink {
-                    unit_id: units[1],
-                    position: Position::Middle,
-                    on_failure: OnFailure::FailClosed,
-                    run_once: false,
-                },
-            ],
-            weights: Vec::new(),
-            balance: None,
-            created_at: String::new(),
-            updated_at: String::new(),
-        };
-        tx.save_policy(&policy).await.expect("saved");
-        let read = tx.policy(policy.id).await.expect("read").expect("found");
-        let flags: Vec<bool> = read.filters.iter().map(|f| f.run_once).collect();
-        assert_eq!(flags, [true, false]);
     }
 }

@@ -132,9 +132,10 @@ async fn complete(conn: &mut sqlx::AnyConnection, row: Row) -> Result<UnitRecord
 impl Db {
     /// Every unit, by name.
     pub async fn units(&mut self) -> Result<Vec<UnitRecord>, StoreError> {
+        let name = self.by_bytes("u.name");
         let conn = self.conn();
         let rows =
-            sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY u.name")))
+            sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY {name}")))
                 .fetch_all(&mut *conn)
                 .await?;
         let mut units = Vec::with_capacity(rows.len());
@@ -250,8 +251,12 @@ impl Db {
     /// Whether some unit runs the module `sha256` now.
     pub async fn module_in_use(&mut self, sha256: &str) -> Result<bool, StoreError> {
         let conn = self.conn();
+        // EXISTS is an integer in SQLite but a boolean in PostgreSQL, which
+        // sqlx's `any` driver does not read as an integer (nor SQLite's as
+        // a bool): the CASE makes it 0/1 on both.
         let used: i64 = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM policy_units WHERE module_sha256 = $1)",
+            "SELECT CASE WHEN EXISTS (SELECT 1 FROM policy_units WHERE module_sha256 = $1) \
+             THEN 1 ELSE 0 END",
         )
         .bind(sha256)
         .fetch_one(conn)
@@ -294,14 +299,15 @@ impl Db {
 
     /// The names of the policies that use unit `id` in any slot, by name.
     pub async fn policies_using_unit(&mut self, id: Uuid) -> Result<Vec<String>, StoreError> {
+        let name = self.by_bytes("p.name");
         let conn = self.conn();
-        Ok(sqlx::query_scalar::<_, String>(
+        Ok(sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(format!(
             "SELECT p.name FROM scheduling_policies p WHERE p.id IN ( \
                  SELECT policy_id FROM policy_filters WHERE unit_id = $1 \
                  UNION SELECT policy_id FROM policy_weights WHERE unit_id = $1 \
                  UNION SELECT policy_id FROM policy_balances WHERE unit_id = $1) \
-             ORDER BY p.name",
-        )
+             ORDER BY {name}"
+        )))
         .bind(id.to_string())
         .fetch_all(conn)
         .await?)
@@ -437,10 +443,40 @@ mod tests {
 
     use super::*;
     use crate::store::Store;
+    use crate::store::test_support::backends;
+
+    #[tokio::test]
+    async fn a_module_is_in_use_while_a_unit_runs_it() {
+        for db in backends().await {
+            let store = db.open().await;
+            let mut tx = store.write().await.expect("write");
+            let sha = "0".repeat(64);
+            assert!(!tx.module_in_use(&sha).await.expect("unused"));
+            for sql in [
+                format!("INSERT INTO modules (sha256, size_bytes) VALUES ('{sha}', 0)"),
+                format!(
+                    "INSERT INTO policy_units (id, name, description, internal, has_filter, \
+                     has_score, has_balance, score_order, module_sha256, uploaded_by) \
+                     VALUES ('{}', 'U', '', 0, 1, 0, 0, 'lower-is-better', '{sha}', 'test')",
+                    Uuid::new_v4()
+                ),
+            ] {
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .execute(tx.conn())
+                    .await
+                    .expect("rows");
+            }
+            assert!(tx.module_in_use(&sha).await.expect("used"));
+        }
+    }
 
     /// A database made by the Sandpiper before unit versions (migrations up
     /// to 0010) with an uploaded unit: opening it migrates, and the unit's
     /// current module becomes its version 1, parameters in order.
+    ///
+    /// SQLite only: the PostgreSQL schema starts at the end state of the
+    /// SQLite migrations (`migrations/postgres/0001_store.sql`), so no
+    /// PostgreSQL database predates unit versions.
     #[tokio::test]
     async fn units_stored_before_versions_become_their_version_one() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -99,7 +99,8 @@ impl TryFrom<Row> for PoolRecord {
 impl Db {
     /// Every pool, by name.
     pub async fn vm_pools(&mut self) -> Result<Vec<PoolRecord>, StoreError> {
-        sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY name")))
+        let name = self.by_bytes("name");
+        sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(format!("{SELECT} ORDER BY {name}")))
             .fetch_all(self.conn())
             .await?
             .into_iter()

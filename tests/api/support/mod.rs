@@ -1,6 +1,7 @@
 //! The API in process: the server's own state
 //! ([`sandpiper::server::Server::build_state`]) over a fresh copy of a
-//! template database in a temporary directory, driven through
+//! template database (an SQLite file in a temporary directory, or with
+//! `SANDPIPER_TEST_STORE=postgres` a PostgreSQL database of its own), driven through
 //! [`sandpiper::server::Services::app`] with tower's `oneshot`. No socket and no server
 //! process; uploads are still compiled by the real `sandpiper` binary in a
 //! child process, as in production.
@@ -21,6 +22,9 @@ use sandpiper::server::Server;
 #[path = "../../common/mod.rs"]
 mod common;
 
+use common::postgres;
+use sandpiper::store::Location;
+
 pub use common::{
     Reply, builtin_wasm, distinct_copy, dump, expect_status, overloaded_hosts, overloaded_vms,
     tour_hosts,
@@ -38,9 +42,12 @@ struct Serve {
     args: ServeArgs,
 }
 
-/// The serve arguments for a database at `db` plus `flags`.
-fn serve_args(db: &Path, flags: &[&str]) -> ServeArgs {
-    let db = db.to_str().expect("a UTF-8 temporary path");
+/// The serve arguments for the database at `db` plus `flags`.
+fn serve_args(db: &Location, flags: &[&str]) -> ServeArgs {
+    let db = match db {
+        Location::Sqlite(path) => path.to_str().expect("a UTF-8 temporary path"),
+        Location::Postgres(url) => url.as_str(),
+    };
     let argv = ["serve", "--db", db]
         .into_iter()
         .chain(flags.iter().copied());
@@ -50,19 +57,61 @@ fn serve_args(db: &Path, flags: &[&str]) -> ServeArgs {
 }
 
 /// The state the server would build over `db` with `flags`.
-async fn build_state(db: &Path, flags: &[&str]) -> sandpiper::server::Services {
+async fn build_state(db: &Location, flags: &[&str]) -> sandpiper::server::Services {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_sandpiper"));
     Server::build_state(&serve_args(db, flags), Some(ADMIN_TOKEN), exe, None)
         .await
         .unwrap_or_else(|e| panic!("building the server's state: {e}"))
 }
 
-/// A database the server's state has been built over once, and closed:
-/// migrated, with every built-in unit compiled and stored, and the
-/// [`ADMIN_TOKEN`]. Made once per build of this test binary (its name
-/// carries the binary's size and modification time) under cargo's
-/// temporary directory for tests, so each test copies it instead of
-/// compiling every built-in unit again.
+/// Builds the server's state over `db` once, as a first start does
+/// (migrations, every built-in unit compiled and stored, the
+/// [`ADMIN_TOKEN`]), and closes it as a stopping server does (on SQLite:
+/// the WAL checkpointed into the file, which is then all there is). On a
+/// runtime of its own: the test that asks first is itself inside one,
+/// which cannot block on another's future.
+fn build_template(db: &Location) {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                runtime.block_on(async {
+                    let services = build_state(db, &[]).await;
+                    services.state.store().close().await;
+                });
+            })
+            .join()
+            .expect("the template is built");
+    });
+}
+
+/// Which store the tests run on: `SANDPIPER_TEST_STORE=postgres` (on the
+/// server of `SANDPIPER_TEST_POSTGRES`, a database per test) or `sqlite`,
+/// the default (a file per test). scripts/test.sh runs the suite on each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StoreKind {
+    Sqlite,
+    Postgres,
+}
+
+fn store_kind() -> StoreKind {
+    match std::env::var("SANDPIPER_TEST_STORE").as_deref() {
+        Err(std::env::VarError::NotPresent) | Ok("" | "sqlite") => StoreKind::Sqlite,
+        Ok("postgres") => StoreKind::Postgres,
+        other => {
+            panic!("SANDPIPER_TEST_STORE is `sqlite` (the default) or `postgres`, not {other:?}")
+        }
+    }
+}
+
+/// An SQLite database the server's state has been built over once, and
+/// closed ([`build_template`]). Made once per build of this test binary
+/// (its name carries the binary's size and modification time) under
+/// cargo's temporary directory for tests, so each test copies it instead
+/// of compiling every built-in unit again.
 fn template_db() -> &'static Path {
     static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
     TEMPLATE.get_or_init(|| {
@@ -79,25 +128,7 @@ fn template_db() -> &'static Path {
             .into_owned();
         let work = tempfile::tempdir_in(dir).expect("template work dir");
         let db = work.path().join("sandpiper.db");
-        // A runtime of its own: the test that asks first is itself inside
-        // one, which cannot block on another's future.
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    let runtime = tokio::runtime::Builder::new_multi_thread()
-                        .enable_all()
-                        .build()
-                        .expect("runtime");
-                    runtime.block_on(async {
-                        let services = build_state(&db, &[]).await;
-                        // As a stopping server does: checkpoint the WAL
-                        // into the file, which is then all there is.
-                        services.state.store().close().await;
-                    });
-                })
-                .join()
-                .expect("the template is built");
-        });
+        build_template(&Location::Sqlite(db.clone()));
         // Atomic: a test process running at the same time sees either no
         // template or a whole one.
         std::fs::rename(&db, &path).expect("publish the template");
@@ -112,16 +143,110 @@ fn template_db() -> &'static Path {
     })
 }
 
+/// What PostgreSQL templates of this suite are called: the prefix, then
+/// the build of the test binary.
+const POSTGRES_TEMPLATE_PREFIX: &str = "sandpiper_api_template_";
+
+/// [`template_db`] on PostgreSQL: a database on the test server, built
+/// once per build of this test binary and kept there (named after the
+/// build, like the SQLite file), from which each test's database is
+/// copied (`CREATE DATABASE ... TEMPLATE`). Templates of other builds are
+/// dropped. A throwaway server (scripts/test.sh) takes them with it.
+async fn template_postgres() -> &'static str {
+    static TEMPLATE: OnceLock<String> = OnceLock::new();
+    if let Some(name) = TEMPLATE.get() {
+        return name;
+    }
+    let name = tokio::task::spawn_blocking(|| {
+        TEMPLATE.get_or_init(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime")
+                .block_on(make_template_postgres())
+        })
+    })
+    .await
+    .expect("the template database");
+    name.as_str()
+}
+
+async fn make_template_postgres() -> String {
+    use sqlx::Connection as _;
+    let server = postgres::server_url();
+    let exe = std::env::current_exe().expect("the test binary");
+    let name = format!(
+        "{POSTGRES_TEMPLATE_PREFIX}{}",
+        common::build_stamp(&exe).replace('-', "_")
+    );
+    let mut conn = sqlx::PgConnection::connect(&server)
+        .await
+        .expect("the test server");
+    if !database_exists(&mut conn, &name).await {
+        let work = postgres::TestDatabase::create().await;
+        let url = work.url().to_owned();
+        build_template(&Location::Postgres(url));
+        // Atomic, as the SQLite file's rename: a test process running at
+        // the same time sees either no template or a whole one; if one
+        // published it first, ours goes.
+        let rename = format!(
+            "ALTER DATABASE {} RENAME TO {}",
+            postgres::quote_identifier(work.name()),
+            postgres::quote_identifier(&name)
+        );
+        let renamed = postgres::run_on_server(&server, rename).await;
+        if renamed.is_ok() {
+            work.keep();
+        } else {
+            assert!(
+                database_exists(&mut conn, &name).await,
+                "publishing the template: {renamed:?}"
+            );
+        }
+    }
+    let others: Vec<String> = sqlx::query_scalar(
+        "SELECT datname::text FROM pg_database WHERE starts_with(datname, $1) AND datname <> $2",
+    )
+    .bind(POSTGRES_TEMPLATE_PREFIX)
+    .bind(&name)
+    .fetch_all(&mut conn)
+    .await
+    .expect("pg_database");
+    for other in others {
+        // Best effort: one of its build's tests may be copying it.
+        let _ = postgres::run_on_server(
+            &server,
+            format!(
+                "DROP DATABASE IF EXISTS {}",
+                postgres::quote_identifier(&other)
+            ),
+        )
+        .await;
+    }
+    let _ = conn.close().await;
+    name
+}
+
+async fn database_exists(conn: &mut sqlx::PgConnection, name: &str) -> bool {
+    sqlx::query_scalar::<_, i64>("SELECT count(*) FROM pg_database WHERE datname = $1")
+        .bind(name)
+        .fetch_one(conn)
+        .await
+        .expect("pg_database")
+        > 0
+}
+
 /// The application over its own database.
 pub struct Api {
     app: Router,
     /// The state under the router, for what Rust callers inside the
     /// server do (the operations the balance loop and pools submit).
     pub state: sandpiper::api::AppState,
-    /// The database file, for [`dump`].
-    pub db: PathBuf,
-    // Dropped last: the store's files live here.
-    _dir: tempfile::TempDir,
+    /// The database, for [`dump`].
+    pub db: Location,
+    // Dropped last: the store's files live here, or its database.
+    _dir: Option<tempfile::TempDir>,
+    _postgres: Option<postgres::TestDatabase>,
 }
 
 impl Api {
@@ -130,20 +255,33 @@ impl Api {
         Api::start_with(&[]).await
     }
 
-    /// The application with `sandpiper serve` flags (`--db` is set here).
+    /// The application with `sandpiper serve` flags (`--db` is set here),
+    /// on the store `SANDPIPER_TEST_STORE` names.
     pub async fn start_with(flags: &[&str]) -> Api {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let db = dir.path().join("sandpiper.db");
-        let template = tokio::task::spawn_blocking(template_db)
-            .await
-            .expect("the template database");
-        std::fs::copy(template, &db).expect("copy the template database");
+        let (db, dir, database) = match store_kind() {
+            StoreKind::Sqlite => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let db = dir.path().join("sandpiper.db");
+                let template = tokio::task::spawn_blocking(template_db)
+                    .await
+                    .expect("the template database");
+                std::fs::copy(template, &db).expect("copy the template database");
+                (Location::Sqlite(db), Some(dir), None)
+            }
+            StoreKind::Postgres => {
+                let template = template_postgres().await;
+                let database = postgres::TestDatabase::create_from(Some(template)).await;
+                let db = Location::Postgres(database.url().to_owned());
+                (db, None, Some(database))
+            }
+        };
         let services = build_state(&db, flags).await;
         Api {
             app: services.app(),
             state: services.state,
             db,
             _dir: dir,
+            _postgres: database,
         }
     }
 

@@ -346,7 +346,9 @@ pub fn dump(db: &Path) -> String {
         .enable_all()
         .build()
         .expect("runtime")
-        .block_on(common::dump(db))
+        .block_on(common::dump(&sandpiper::store::Location::Sqlite(
+            db.to_owned(),
+        )))
 }
 
 /// `value` without the `usage` records (time and fuel spent), which differ
