@@ -6,12 +6,13 @@
 //! middle of the burst (its clusters move to the others within a lease).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::load::{HOSTS, capacity, capacity_policy, vm};
+use crate::support::postgres::TestDatabase;
 use crate::support::{Client, Server, expect_status};
 
 /// Short leases, so the kill test's takeover is quick (the default is 5 s).
@@ -26,45 +27,34 @@ const CLUSTERS: usize = 3;
 /// Refusals (the cluster is full) after which an engine thread stops.
 const REFUSALS: usize = 3;
 
-/// A PostgreSQL database of its own for one test, dropped afterwards.
+/// A PostgreSQL database of its own for one test (dropped afterwards), a
+/// copy of [`template`]: migrated, with the built-in units compiled and
+/// stored, so that no test's first replica compiles them again.
 struct Database {
-    server: String,
-    name: String,
+    db: TestDatabase,
     url: String,
 }
 
 impl Database {
-    /// Creates it on the server `SANDPIPER_TEST_POSTGRES` names
-    /// (`scripts/test.sh` starts one).
     fn create() -> Database {
-        let server = std::env::var("SANDPIPER_TEST_POSTGRES").expect(
-            "SANDPIPER_TEST_POSTGRES names the PostgreSQL server for the tests; run \
-             scripts/test.sh, which starts one",
-        );
-        let name = format!("fleet_{}", uuid::Uuid::new_v4().simple());
-        sql(&server, &format!("CREATE DATABASE \"{name}\""));
-        let base = server
-            .rsplit_once('/')
-            .map_or(server.as_str(), |(base, _)| base);
-        let url = format!("{base}/{name}");
-        Database { server, name, url }
+        let db = runtime().block_on(TestDatabase::create_from(Some(template())));
+        let url = db.url().to_owned();
+        Database { db, url }
     }
 
     /// Runs `query` on this database and returns the first column of each
     /// row, as text.
     fn column(&self, query: &str) -> Vec<String> {
-        rows(&self.url, query)
-    }
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        let _ = std::panic::catch_unwind(|| {
-            sql(
-                &self.server,
-                &format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name),
-            )
-        });
+        use sqlx::Connection as _;
+        runtime().block_on(async {
+            let mut conn = sqlx::PgConnection::connect(self.db.url())
+                .await
+                .expect("connect");
+            sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(query.to_owned()))
+                .fetch_all(&mut conn)
+                .await
+                .unwrap_or_else(|e| panic!("{query}: {e}"))
+        })
     }
 }
 
@@ -75,27 +65,21 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-fn sql(url: &str, statement: &str) {
-    use sqlx::Connection as _;
-    runtime().block_on(async {
-        let mut conn = sqlx::PgConnection::connect(url)
-            .await
-            .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
-        sqlx::raw_sql(sqlx::AssertSqlSafe(statement.to_owned()))
-            .execute(&mut conn)
-            .await
-            .unwrap_or_else(|e| panic!("{statement}: {e}"));
-    });
-}
-
-fn rows(url: &str, query: &str) -> Vec<String> {
-    use sqlx::Connection as _;
-    runtime().block_on(async {
-        let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
-        sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(query.to_owned()))
-            .fetch_all(&mut conn)
-            .await
-            .unwrap_or_else(|e| panic!("{query}: {e}"))
+/// The database every test of this file copies: one replica started on
+/// an empty database and stopped cleanly. Made once per run of the test
+/// binary and left on the test server (a throwaway one, from
+/// scripts/test.sh, goes with it).
+fn template() -> &'static str {
+    static TEMPLATE: OnceLock<String> = OnceLock::new();
+    TEMPLATE.get_or_init(|| {
+        let db = runtime().block_on(TestDatabase::create());
+        let dir = tempfile::tempdir().expect("dir");
+        let server = Server::start_on(db.url().as_ref(), dir.path(), &[], &[]);
+        assert!(
+            server.stop().success(),
+            "the template's replica stopped cleanly"
+        );
+        db.keep()
     })
 }
 
@@ -549,4 +533,90 @@ fn a_replica_answers_503_while_its_database_is_gone_and_recovers_by_itself() {
     );
     assert!(!stored.contains_key(&(path.clone(), "during".to_owned())));
     assert!(stored.contains_key(&(path, "after".to_owned())));
+}
+
+/// An admin change made through one replica is in effect on the others
+/// within about a second (docs/fleet.md): a unit uploaded through one runs
+/// in a decision another owns, and a token revoked through one is refused
+/// by another.
+#[test]
+fn a_change_made_through_one_replica_is_in_effect_on_the_others() {
+    let db = Database::create();
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let replicas = replicas(&db, &dirs);
+    let (first, second) = (replicas[0].admin(), replicas[1].admin());
+
+    // A unit uploaded through the first replica, in a policy made there.
+    let wasm = crate::support::distinct_copy(crate::support::builtin_wasm("memory"), "fleet");
+    let unit = expect_status(
+        &first.post_wasm("/api/v1/schedulingpolicyunits?name=FleetMemory", &wasm),
+        201,
+    );
+    let policy = expect_status(
+        &first.post(
+            "/api/v1/schedulingpolicies",
+            &json!({ "name": "fleet-memory" }),
+        ),
+        201,
+    );
+    let policy = policy["id"].as_str().expect("policy id");
+    expect_status(
+        &first.post(
+            &format!("/api/v1/schedulingpolicies/{policy}/filters"),
+            &json!({ "scheduling_policy_unit": { "id": unit["id"] } }),
+        ),
+        201,
+    );
+    let cluster = expect_status(
+        &first.post(
+            "/api/v1/clusters",
+            &json!({ "name": "fleet-memory", "scheduling_policy": { "id": policy } }),
+        ),
+        201,
+    );
+    let path = format!("/api/v1/clusters/{}", cluster["id"].as_str().expect("id"));
+    // The second replica takes the cluster and decides with the unit.
+    expect_status(
+        &second.put(
+            &format!("{path}/inventory"),
+            &json!({ "generation": 1, "hosts": [HOSTS[0].json()] }),
+        ),
+        200,
+    );
+    let owned = owners(&[&replicas[0], &replicas[1]]);
+    assert!(owned[1].contains(&path), "{owned:?}");
+    let mut answer = Value::Null;
+    eventually(
+        Duration::from_secs(10),
+        "the new unit runs on the second replica",
+        || {
+            let reply = second.post(&format!("{path}/schedule"), &json!({ "vm": vm("v1") }));
+            answer = reply.json();
+            reply.status == 200
+        },
+    );
+    assert_eq!(answer["claims"][0]["host_id"], HOSTS[0].id, "{answer:#}");
+
+    // A token made and then revoked through the first replica.
+    let token = expect_status(
+        &first.post(
+            "/api/v1/tokens",
+            &json!({ "name": "fleet-reader", "role": "reader" }),
+        ),
+        201,
+    );
+    let reader = replicas[1].client(token["secret"].as_str());
+    expect_status(&reader.get("/api/v1/clusters"), 200);
+    expect_status(
+        &first.delete(&format!(
+            "/api/v1/tokens/{}",
+            token["id"].as_str().expect("token id")
+        )),
+        204,
+    );
+    eventually(
+        Duration::from_secs(10),
+        "the revoked token is refused",
+        || reader.get("/api/v1/clusters").status == 401,
+    );
 }

@@ -732,23 +732,62 @@ mod tests {
 
     #[tokio::test]
     async fn a_database_migrated_by_a_newer_sandpiper_is_refused() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("newer.db");
-        let store = Store::open(&path).await.expect("store");
-        sqlx::query(
-            "INSERT INTO _sqlx_migrations \
-             (version, description, success, checksum, execution_time) \
-             VALUES (9999, 'from a newer sandpiper', 1, x'00', 0)",
-        )
-        .execute(store.read().await.expect("read").conn())
-        .await
-        .expect("a migration this build does not have");
-        store.close().await;
-        let refused = Store::open(&path).await.err();
-        assert!(
-            matches!(refused, Some(StoreError::NewerSchema { version: 9999 })),
-            "{refused:?}"
-        );
+        for db in test_support::backends().await {
+            let store = db.open().await;
+            sqlx::query(
+                "INSERT INTO _sqlx_migrations \
+                 (version, description, success, checksum, execution_time) \
+                 VALUES (9999, 'from a newer sandpiper', TRUE, $1, 0)",
+            )
+            .bind(vec![0u8])
+            .execute(store.read().await.expect("read").conn())
+            .await
+            .expect("a migration this build does not have");
+            store.close().await;
+            let refused = Store::connect(&db.location, StoreLimits::default())
+                .await
+                .err();
+            assert!(
+                matches!(refused, Some(StoreError::NewerSchema { version: 9999 })),
+                "{refused:?}"
+            );
+        }
+    }
+
+    /// Replicas started at once on an empty PostgreSQL database: one
+    /// migrates while the others wait (sqlx's advisory lock), then find
+    /// nothing left to do.
+    #[tokio::test]
+    async fn replicas_migrating_at_once_all_start_on_one_schema() {
+        let db = test_support::TestDb::postgres().await;
+        let opened = futures_join_all((0..4).map(|_| {
+            let location = db.location.clone();
+            async move { Store::connect(&location, StoreLimits::default()).await }
+        }))
+        .await;
+        for store in &opened {
+            assert!(store.is_ok(), "{:?}", store.as_ref().err());
+        }
+        let store = opened.into_iter().next().expect("a store").expect("opened");
+        let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
+            .fetch_one(store.read().await.expect("read").conn())
+            .await
+            .expect("count");
+        assert_eq!(applied as usize, POSTGRES_MIGRATIONS.iter().count());
+    }
+
+    /// Awaits every future, side by side.
+    async fn futures_join_all<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let handles: Vec<_> = futures.map(tokio::spawn).collect();
+        let mut out = Vec::new();
+        for handle in handles {
+            out.push(handle.await.expect("task"));
+        }
+        out
     }
 
     #[tokio::test]

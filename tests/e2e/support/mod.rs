@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub use common::postgres;
 pub use common::{
     Reply, builtin_wasm, distinct_copy, expect_status, overloaded_hosts, overloaded_vms, tour_hosts,
 };
