@@ -136,7 +136,9 @@ pub fn distinct_copy(wasm: &[u8], tag: &str) -> Vec<u8> {
 /// request, refused ones included, which is what the "nothing changed"
 /// checks send; its own tests (`tests/api/audit.rs`) read it through the
 /// API. So are the database's own tables (SQLite's `sqlite_*`, sqlx's
-/// `_sqlx_migrations` on PostgreSQL).
+/// `_sqlx_migrations` on PostgreSQL) and the fleet's bookkeeping on
+/// PostgreSQL (`cluster_owners`, and `config_generation`, which every
+/// admin change raises).
 ///
 /// Rows are in insertion order (SQLite's rowid, PostgreSQL's `rowid`
 /// identity column, else the primary key), and the rowid itself is not
@@ -211,7 +213,8 @@ async fn dump_postgres(url: &str) -> String {
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
          WHERE n.nspname = current_schema() AND c.relkind = 'r' \
-         AND c.relname NOT IN ('_sqlx_migrations', 'audit_log') ORDER BY c.relname COLLATE \"C\"",
+         AND c.relname NOT IN ('_sqlx_migrations', 'audit_log', 'cluster_owners', \
+         'config_generation') ORDER BY c.relname COLLATE \"C\"",
     )
     .fetch_all(&mut conn)
     .await

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderName, HeaderValue, Uri, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hyper_util::client::legacy::Client;
@@ -37,6 +37,12 @@ pub const FORWARDED_BY: &str = "x-sandpiper-forwarded-by";
 /// How long connecting to the owner may take: replicas are on one network,
 /// so a connection not made in this time is to a replica that is gone.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long the owner may take to start answering: longer than the
+/// longest wait a request may ask for (an operations lease's long poll,
+/// [`crate::operations::MAX_LEASE_WAIT`]) plus a slow decision, so that
+/// only an owner that hangs (paused, its machine frozen) runs into it.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Headers about the connection to this replica, not the request
 /// (RFC 9110 section 7.6.1): never passed on.
@@ -78,8 +84,20 @@ pub async fn to_owner(State(state): State<AppState>, request: Request, next: Nex
         Ok(Owner::There { replica_id, url }) => {
             let me = fleet.config().map_or("", |c| c.replica_id.as_str());
             match forward(request, &url, me).await {
-                Ok(response) => response,
-                Err(e) => ApiError::owner_unreachable(cluster_id, &replica_id, &e).into_response(),
+                Ok(response) => {
+                    // `cluster_moved` (or the owner's own trouble): ask
+                    // the database who owns it next time.
+                    if response.status() == StatusCode::SERVICE_UNAVAILABLE {
+                        fleet.forget_owner(cluster_id);
+                    }
+                    response
+                }
+                Err(e) => {
+                    // Ask the database again next time: the owner may be
+                    // gone, and its lease about to end.
+                    fleet.forget_owner(cluster_id);
+                    ApiError::owner_unreachable(cluster_id, &replica_id, &e).into_response()
+                }
             }
         }
         Err(e) => ApiError::from(e).into_response(),
@@ -132,9 +150,12 @@ async fn forward(request: Request, url: &str, me: &str) -> Result<Response, Stri
         HeaderName::from_static(FORWARDED_BY),
         HeaderValue::from_str(me).map_err(|e| e.to_string())?,
     );
-    let answer = client()
-        .request(Request::from_parts(parts, body))
-        .await
-        .map_err(|e| e.to_string())?;
+    let answer = tokio::time::timeout(
+        ANSWER_TIMEOUT,
+        client().request(Request::from_parts(parts, body)),
+    )
+    .await
+    .map_err(|_| format!("no answer within {} s", ANSWER_TIMEOUT.as_secs()))?
+    .map_err(|e| e.to_string())?;
     Ok(answer.map(Body::new))
 }

@@ -333,10 +333,6 @@ pub fn extender_app(state: AppState) -> Router {
         ))
         .split_for_parts();
     router
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            forward::to_owner,
-        ))
         .route_layer(axum::middleware::from_fn(observe::matched_route))
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES))
         .layer(axum::Extension(BodyLimit(MAX_JSON_BODY_BYTES)))

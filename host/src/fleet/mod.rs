@@ -87,6 +87,10 @@ struct Inner {
     /// Serialises taking clusters over, so that two requests for a free
     /// cluster load it once.
     taking: tokio::sync::Mutex<()>,
+    /// Other replicas' clusters as last read, and until when that answer
+    /// is used without asking the database again (a fifth of a lease): a
+    /// replica forwarding a burst asks once, not per request.
+    elsewhere: Mutex<HashMap<Uuid, (Owner, Instant)>>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -160,6 +164,7 @@ impl Fleet {
                 owned: Mutex::new(HashMap::new()),
                 holders: OnceLock::new(),
                 taking: tokio::sync::Mutex::new(()),
+                elsewhere: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -217,6 +222,9 @@ impl Fleet {
         if self.inner.lease(cluster_id).is_some() {
             return Ok(Owner::Here);
         }
+        if let Some(owner) = self.remembered(cluster_id) {
+            return Ok(owner);
+        }
         let _taking = self.inner.taking.lock().await;
         if self.inner.lease(cluster_id).is_some() {
             return Ok(Owner::Here);
@@ -227,16 +235,30 @@ impl Fleet {
             conn.take_cluster(cluster_id, &config.replica_id, &config.url, config.lease)
                 .await?
         };
+        // No such cluster: the route answers that, here.
+        let Some(row) = row else {
+            return Ok(Owner::Here);
+        };
         if row.replica_id != config.replica_id {
-            return Ok(Owner::There {
+            let owner = Owner::There {
                 replica_id: row.replica_id,
                 url: row.url,
-            });
+            };
+            self.inner
+                .elsewhere
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(cluster_id, (owner.clone(), asked + config.renew_every()));
+            return Ok(owner);
         }
         // Whatever this replica held of the cluster from an earlier lease
-        // may have changed under another owner since: start from the store.
+        // may have changed under another owner since: start from the store,
+        // once what this replica still had queued for it is stored (under
+        // the same epoch) or refused (under an older one).
         if let Some(holders) = self.inner.holders.get() {
-            holders.placement.forget(cluster_id);
+            if let Err(e) = holders.placement.forget_settled(cluster_id).await {
+                tracing::warn!(cluster = %cluster_id, error = %e, "settling a cluster before taking it over");
+            }
             holders.operations.adopt(cluster_id).await?;
         }
         tracing::info!(cluster = %cluster_id, epoch = row.epoch, "cluster taken over");
@@ -253,6 +275,33 @@ impl Fleet {
                 },
             );
         Ok(Owner::Here)
+    }
+
+    /// Another replica's ownership of `cluster_id`, if read recently.
+    fn remembered(&self, cluster_id: Uuid) -> Option<Owner> {
+        let mut elsewhere = self
+            .inner
+            .elsewhere
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match elsewhere.get(&cluster_id) {
+            Some((owner, until)) if *until > Instant::now() => Some(owner.clone()),
+            Some(_) => {
+                elsewhere.remove(&cluster_id);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Forgets who else owns `cluster_id` (it did not answer): the next
+    /// request asks the database.
+    pub fn forget_owner(&self, cluster_id: Uuid) {
+        self.inner
+            .elsewhere
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&cluster_id);
     }
 
     /// Gives up every cluster at once (a clean stop), so the other

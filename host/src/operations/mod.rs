@@ -375,7 +375,7 @@ impl OperationsService {
             detail: None,
         };
         let row = op.to_row()?;
-        let mut tx = self.inner.store.write().await?;
+        let mut tx = self.inner.store.write_for(op.cluster_id).await?;
         if tx.cluster(op.cluster_id).await?.is_none() {
             // Leave no queue behind for a cluster that does not exist.
             let empty = queue.queued_len() == 0 && queue.leased_len() == 0;
@@ -668,7 +668,7 @@ impl OperationsService {
     /// cluster was deleted).
     async fn write(&self, op: &Operation) -> Result<bool, OperationError> {
         let row = op.to_row()?;
-        let mut tx = self.inner.store.write().await?;
+        let mut tx = self.inner.store.write_for(op.cluster_id).await?;
         let found = tx.update_operation(&row).await?;
         tx.commit().await?;
         Ok(found)

@@ -74,6 +74,16 @@ struct Job {
 }
 
 impl Rows for Job {
+    fn clusters(&self) -> Vec<Uuid> {
+        self.ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Changes { cluster_id, .. } => Some(*cluster_id),
+                Op::Decision(_) => None,
+            })
+            .collect()
+    }
+
     fn add_to(&self, batch: &mut Batch) -> Result<(), StoreError> {
         for op in &self.ops {
             match op {

@@ -559,6 +559,26 @@ impl PlacementService {
     }
 
     /// Forgets a deleted cluster's state (its rows go with the cluster).
+    /// Forgets what this process holds of the cluster once it is settled:
+    /// the decision in progress on it (if any) has queued its changes, and
+    /// the store has applied (or refused) everything queued. What is then
+    /// read from the store is all there is. A replica taking a cluster
+    /// (back) over calls it before it decides for the cluster again
+    /// (`crate::fleet`).
+    pub async fn forget_settled(&self, cluster_id: Uuid) -> Result<(), PersistError> {
+        let slot = self
+            .inner
+            .clusters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&cluster_id);
+        if let Some(slot) = slot {
+            // Released only after its holder queued its changes.
+            drop(slot.state.lock().await);
+        }
+        self.inner.store.flush().await
+    }
+
     pub fn forget(&self, cluster_id: Uuid) {
         self.inner
             .clusters

@@ -21,6 +21,11 @@ use crate::upload::StoredLoadError;
 /// How often a replica reads the configuration generation.
 pub const POLL: Duration = Duration::from_secs(1);
 
+/// How often a replica reloads even though the generation did not move:
+/// a change whose raise was lost (the changing replica died between its
+/// commit and the raise) is in effect everywhere within this time.
+pub const REFRESH: Duration = Duration::from_secs(30);
+
 /// What a loaded unit was loaded from: a change of any reloads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Loaded {
@@ -41,8 +46,11 @@ impl Loaded {
 
 /// Follows the configuration generation until the process ends.
 pub async fn run(state: AppState) {
+    // Empty: the first poll reloads every unit, so a change made while
+    // this replica started is not missed.
     let mut loaded: HashMap<Uuid, Loaded> = HashMap::new();
     let mut seen: Option<i64> = None;
+    let mut refreshed = tokio::time::Instant::now();
     let mut ticker = tokio::time::interval(POLL);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -59,24 +67,21 @@ pub async fn run(state: AppState) {
                 continue;
             }
         };
-        if seen == Some(generation) {
+        if seen == Some(generation) && refreshed.elapsed() < REFRESH {
             continue;
         }
-        let first = seen.is_none();
-        match reload(&state, &mut loaded, first).await {
-            Ok(()) => seen = Some(generation),
+        match reload(&state, &mut loaded).await {
+            Ok(()) => {
+                seen = Some(generation);
+                refreshed = tokio::time::Instant::now();
+            }
             Err(e) => tracing::warn!(error = %e, "could not follow a configuration change"),
         }
     }
 }
 
-/// Brings the loaded units in line with the store; on the first call only
-/// records what the start loaded.
-async fn reload(
-    state: &AppState,
-    loaded: &mut HashMap<Uuid, Loaded>,
-    first: bool,
-) -> Result<(), StoreError> {
+/// Brings the loaded units in line with the store.
+async fn reload(state: &AppState, loaded: &mut HashMap<Uuid, Loaded>) -> Result<(), StoreError> {
     let units: Vec<UnitRecord> = {
         let mut conn = state.store().read().await?;
         conn.units().await?
@@ -84,10 +89,6 @@ async fn reload(
     .into_iter()
     .filter(|u| !u.internal)
     .collect();
-    if first {
-        *loaded = units.iter().map(|u| (u.id, Loaded::of(u))).collect();
-        return Ok(());
-    }
     state.prepared().invalidate();
     state.tokens().invalidate();
     let registry = state.registry();
@@ -107,7 +108,7 @@ async fn reload(
                     Arc::new(Named::new(module, &unit.name, &unit.description)),
                 );
                 loaded.insert(unit.id, now);
-                tracing::info!(unit = %unit.name, "unit changed by another replica, reloaded");
+                tracing::debug!(unit = %unit.name, "unit (re)loaded as stored");
             }
             Err(StoredLoadError::Store(e)) => return Err(e),
             Err(e) => {

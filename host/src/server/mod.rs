@@ -56,6 +56,16 @@ fn fleet_config(
             ));
         }
     };
+    // Their callers send no token, so a replica could not forward their
+    // requests to another's main listener (docs/fleet.md, limits).
+    if args.extender_listen.is_some() || args.ovirt_listen.is_some() {
+        return Err(StartError::Fleet(
+            "--extender-listen and --ovirt-listen are not supported with a PostgreSQL database \
+             yet: their calls carry no token to forward to the replica that owns a cluster; use \
+             the main listener's /k8s routes with an engine token, or one server on SQLite"
+                .to_owned(),
+        ));
+    }
     if tls || !url.starts_with("http://") {
         return Err(StartError::Fleet(format!(
             "replicas forward requests to each other over plain HTTP on a private network; \

@@ -30,19 +30,20 @@ fn millis(ttl: Duration) -> i64 {
 impl Db {
     /// Takes `cluster_id` for `replica_id` if nobody holds it (no row, or
     /// an expired one), or renews it if `replica_id` already does; either
-    /// way returns who owns it now. A new owner gets a new epoch; a renewal
-    /// keeps it.
+    /// way returns who owns it now (`None`: there is no such cluster). A
+    /// new owner gets a new epoch; a renewal keeps it.
     pub async fn take_cluster(
         &mut self,
         cluster_id: Uuid,
         replica_id: &str,
         url: &str,
         ttl: Duration,
-    ) -> Result<OwnerRow, StoreError> {
+    ) -> Result<Option<OwnerRow>, StoreError> {
         let conn = self.conn();
         let taken: Option<(String, String, i64)> = sqlx::query_as(
             "INSERT INTO cluster_owners (cluster_id, replica_id, url, epoch, expires_at) \
-             VALUES ($1, $2, $3, 1, now() + $4 * interval '1 millisecond') \
+             SELECT $1, $2, $3, 1, now() + $4 * interval '1 millisecond' \
+             WHERE EXISTS (SELECT 1 FROM clusters WHERE id = $1) \
              ON CONFLICT (cluster_id) DO UPDATE SET \
                  epoch = CASE WHEN cluster_owners.replica_id = excluded.replica_id \
                               AND cluster_owners.expires_at > now() \
@@ -59,22 +60,22 @@ impl Db {
         .bind(millis(ttl))
         .fetch_optional(&mut *conn)
         .await?;
-        let (replica_id, url, epoch) = match taken {
-            Some(row) => row,
+        let owner = match taken {
+            Some(row) => Some(row),
             None => {
                 sqlx::query_as(
                     "SELECT replica_id, url, epoch FROM cluster_owners WHERE cluster_id = $1",
                 )
                 .bind(cluster_id.to_string())
-                .fetch_one(&mut *conn)
+                .fetch_optional(&mut *conn)
                 .await?
             }
         };
-        Ok(OwnerRow {
+        Ok(owner.map(|(replica_id, url, epoch)| OwnerRow {
             replica_id,
             url,
             epoch,
-        })
+        }))
     }
 
     /// Extends every unexpired lease of `replica_id` by `ttl`; returns the

@@ -157,16 +157,24 @@ impl StoreError {
     /// connection, a pool closed or timed out connecting): the request may
     /// succeed once it is back.
     pub fn is_unreachable(&self) -> bool {
-        matches!(
-            self,
-            StoreError::Unreachable { .. }
-                | StoreError::Database(
-                    sqlx::Error::Io(_)
-                        | sqlx::Error::Tls(_)
-                        | sqlx::Error::PoolClosed
-                        | sqlx::Error::WorkerCrashed
-                )
-        )
+        match self {
+            StoreError::Unreachable { .. } => true,
+            // The writer's own pool timing out: it has one connection and
+            // is its only user, so it could not open one.
+            StoreError::Database(
+                sqlx::Error::Io(_)
+                | sqlx::Error::Tls(_)
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::WorkerCrashed,
+            ) => true,
+            // PostgreSQL's connection exceptions (class 08) and its
+            // shutting down or restarting (57P01 to 57P03).
+            StoreError::Database(sqlx::Error::Database(e)) => e.code().is_some_and(|code| {
+                code.starts_with("08") || matches!(code.as_ref(), "57P01" | "57P02" | "57P03")
+            }),
+            _ => false,
+        }
     }
 
     /// Whether the error is a uniqueness or foreign-key violation, which the
@@ -515,10 +523,41 @@ impl Store {
             })
     }
 
+    /// Begins a write transaction that changes one cluster's state kept
+    /// in memory by its owner (its operations): with several replicas,
+    /// it holds the cluster's lease row under this replica's epoch for
+    /// its length, or fails with [`StoreError::NotOwner`], as the writer
+    /// does for placement rows ([`writer::Fence`]).
+    pub async fn write_for(&self, cluster_id: Uuid) -> Result<Tx, StoreError> {
+        let mut tx = self.write().await?;
+        let Some(fence) = self.writer.fence() else {
+            return Ok(tx);
+        };
+        let held = match fence.epoch(cluster_id) {
+            Some(epoch) => {
+                tx.holds_cluster(cluster_id, fence.replica_id(), epoch)
+                    .await?
+            }
+            None => false,
+        };
+        // A cluster that does not exist is the caller's to report.
+        if held || tx.cluster(cluster_id).await?.is_none() {
+            Ok(tx)
+        } else {
+            Err(StoreError::NotOwner { cluster_id })
+        }
+    }
+
     /// Queues `rows` for the background writer, which stores them (with
     /// whatever else is queued) in one transaction, in the order queued.
     pub fn submit(&self, rows: impl Rows) -> Ack {
         self.writer.submit(Box::new(rows))
+    }
+
+    /// Waits until every job queued before this call is stored (or has
+    /// failed): the writer applies jobs in the order queued.
+    pub async fn flush(&self) -> Result<(), PersistError> {
+        self.submit(writer::Nothing).wait().await
     }
 
     /// Logs one decision through the background writer, its cluster's log

@@ -63,6 +63,25 @@ pub const TRIM_SLACK_DIVISOR: u32 = 8;
 pub trait Rows: Send + Sync + 'static {
     /// Adds this job's writes to `batch`, in the order they happened.
     fn add_to(&self, batch: &mut Batch) -> Result<(), StoreError>;
+
+    /// The clusters whose placement rows (held inventory, claims) this job
+    /// writes: with several replicas, each is stamped when the job is
+    /// queued with the epoch this replica then holds it under, and the job
+    /// is stored only if the cluster is still held under that epoch
+    /// ([`Fence`]). A job that writes placement rows of a cluster it does
+    /// not name here is refused when fenced.
+    fn clusters(&self) -> Vec<Uuid> {
+        Vec::new()
+    }
+}
+
+/// A job that writes nothing: queued by [`super::Store::flush`].
+pub(super) struct Nothing;
+
+impl Rows for Nothing {
+    fn add_to(&self, _: &mut Batch) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// Who may write a cluster's placement rows: with several replicas
@@ -124,6 +143,9 @@ impl Ack {
 
 struct Job {
     rows: Box<dyn Rows>,
+    /// With a fence: each cluster the job writes, with the epoch this
+    /// replica held it under when the job was queued (`None`: it did not).
+    epochs: Vec<(Uuid, Option<i64>)>,
     done: oneshot::Sender<Result<(), PersistError>>,
 }
 
@@ -157,6 +179,11 @@ impl Queue {
         }
     }
 
+    /// The fence, once set.
+    pub(super) fn fence(&self) -> Option<&Arc<dyn Fence>> {
+        self.fence.get()
+    }
+
     /// Fences every later batch with `fence` (once; later calls are
     /// ignored).
     pub(super) fn set_fence(&self, fence: Arc<dyn Fence>) {
@@ -172,7 +199,17 @@ impl Queue {
     /// Queues `rows`; jobs are stored in the order queued.
     pub(super) fn submit(&self, rows: Box<dyn Rows>) -> Ack {
         let (done, ack) = oneshot::channel();
-        if let Err(mpsc::error::SendError(job)) = self.jobs.send(Job { rows, done }) {
+        // Stamped now, under the caller's lock: the epoch the decision was
+        // made under, not whichever one holds when the batch is written.
+        let epochs = match self.fence.get() {
+            Some(fence) => rows
+                .clusters()
+                .into_iter()
+                .map(|cluster_id| (cluster_id, fence.epoch(cluster_id)))
+                .collect(),
+            None => Vec::new(),
+        };
+        if let Err(mpsc::error::SendError(job)) = self.jobs.send(Job { rows, epochs, done }) {
             let _ = job
                 .done
                 .send(Err(PersistError::Failed("the writer stopped".to_owned())));
@@ -278,15 +315,24 @@ async fn write_jobs(
     }
     let mut db = begin(pool, backend, LockMode::Shared).await?;
     if let Some(fence) = keep.fence.get() {
-        for &cluster_id in batch.clusters.keys() {
-            let held = match fence.epoch(cluster_id) {
-                Some(epoch) => {
-                    db.holds_cluster(cluster_id, fence.replica_id(), epoch)
-                        .await?
-                }
-                None => false,
-            };
-            if !held {
+        // In cluster order, the order lease renewals lock the same rows.
+        let mut stamped: BTreeSet<(Uuid, i64)> = BTreeSet::new();
+        for &(cluster_id, epoch) in jobs.iter().flat_map(|job| &job.epochs) {
+            let epoch = epoch.ok_or(StoreError::NotOwner { cluster_id })?;
+            stamped.insert((cluster_id, epoch));
+        }
+        if let Some(&cluster_id) = batch
+            .clusters
+            .keys()
+            .find(|id| !stamped.iter().any(|(stamped, _)| stamped == *id))
+        {
+            return Err(StoreError::NotOwner { cluster_id });
+        }
+        for (cluster_id, epoch) in stamped {
+            if !db
+                .holds_cluster(cluster_id, fence.replica_id(), epoch)
+                .await?
+            {
                 return Err(StoreError::NotOwner { cluster_id });
             }
         }

@@ -44,12 +44,16 @@ struct Serve {
 
 /// The serve arguments for the database at `db` plus `flags`.
 fn serve_args(db: &Location, flags: &[&str]) -> ServeArgs {
-    let db = match db {
-        Location::Sqlite(path) => path.to_str().expect("a UTF-8 temporary path"),
-        Location::Postgres(url) => url.as_str(),
+    // On PostgreSQL the state is one replica of a fleet, which must say
+    // where others would forward to; in process there is no socket, and
+    // no other replica.
+    let (db, fleet): (&str, &[&str]) = match db {
+        Location::Sqlite(path) => (path.to_str().expect("a UTF-8 temporary path"), &[]),
+        Location::Postgres(url) => (url.as_str(), &["--advertise-url", "http://127.0.0.1:9"]),
     };
     let argv = ["serve", "--db", db]
         .into_iter()
+        .chain(fleet.iter().copied())
         .chain(flags.iter().copied());
     Serve::try_parse_from(argv)
         .unwrap_or_else(|e| panic!("serve flags {flags:?}: {e}"))
