@@ -349,7 +349,7 @@ impl Db {
 }
 
 /// A write transaction. It takes the database's write lock when it begins
-/// (SQLite: `BEGIN IMMEDIATE`; PostgreSQL: the [`WRITE_LOCK_KEY`] advisory
+/// (SQLite: `BEGIN IMMEDIATE`; PostgreSQL: the `WRITE_LOCK_KEY` advisory
 /// lock), so a read-check-write sequence inside it cannot be overtaken by
 /// another writer, in this process or another replica. Dropped without
 /// [`Tx::commit`], it rolls back.
