@@ -6,16 +6,17 @@
 # Usage (scripts/test.sh does exactly this):
 #
 #   env=$(scripts/postgres-test-server.sh start)   # fails if it cannot start
-#   eval "$env"                                    # sets and exports both:
+#   eval "$env"                                    # sets and exports:
 #     SANDPIPER_TEST_POSTGRES       postgres://sandpiper@127.0.0.1:PORT/postgres
 #     SANDPIPER_TEST_POSTGRES_DIR   the temporary directory (data, socket, log)
+#     SANDPIPER_TEST_POSTGRES_CA    the certificate the server's TLS uses
 #   ...
 #   scripts/postgres-test-server.sh stop "$SANDPIPER_TEST_POSTGRES_DIR"
 #
 #   scripts/postgres-test-server.sh bindir   # prints the PostgreSQL bin
 #                                            # directory used; exit 1 if none
 #
-# `start` writes only those two shell assignments to stdout (ssh-agent
+# `start` writes only those shell assignments to stdout (ssh-agent
 # style, so one command substitution gets both); everything else goes to
 # stderr. The URL's user `sandpiper` is a superuser, with trust
 # authentication from 127.0.0.1 and the socket, so the tests can CREATE
@@ -136,9 +137,33 @@ start() {
     die "initdb failed"
   fi
 
+  # TLS, for the test of the store's encrypted, verified connections: a
+  # CA made now, which the tests trust (SANDPIPER_TEST_POSTGRES_CA), and
+  # the server's certificate for 127.0.0.1 signed by it (webpki refuses a
+  # self-signed certificate as a server's own). openssl comes with
+  # Debian's postgresql, through ssl-cert.
+  command -v openssl >/dev/null \
+    || die "openssl is missing (apt-get install openssl): the tests connect over TLS"
+  printf '%s\n' 'subjectAltName=IP:127.0.0.1' 'basicConstraints=CA:FALSE' \
+    'keyUsage=digitalSignature,keyEncipherment' 'extendedKeyUsage=serverAuth' \
+    >"$dir/server.ext"
+  if ! { run_as openssl req -x509 -newkey rsa:2048 -nodes -days 2 \
+           -subj /CN=sandpiper-test-ca -keyout "$dir/ca.key" -out "$dir/ca.crt" \
+      && run_as openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 \
+           -keyout "$dir/data/server.key" -out "$dir/server.csr" \
+      && run_as openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" \
+           -CAkey "$dir/ca.key" -CAcreateserial -days 2 -extfile "$dir/server.ext" \
+           -out "$dir/data/server.crt"; } >"$dir/openssl.log" 2>&1; then
+    cat "$dir/openssl.log" >&2
+    die "openssl could not make the server's certificate"
+  fi
+  run_as chmod 600 "$dir/data/server.key"
+  chmod 644 "$dir/ca.crt"
+
   cat >>"$dir/data/postgresql.conf" <<EOF
 
 # scripts/postgres-test-server.sh: a throwaway server for the tests.
+ssl = on
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$dir'
 # Tests run in parallel, each with its own database, up to three replicas
@@ -176,6 +201,7 @@ EOF
   say "$("$bindir/postgres" --version) on $url, in $dir${run_user:+, as $run_user}"
   printf 'SANDPIPER_TEST_POSTGRES=%q; export SANDPIPER_TEST_POSTGRES;\n' "$url"
   printf 'SANDPIPER_TEST_POSTGRES_DIR=%q; export SANDPIPER_TEST_POSTGRES_DIR;\n' "$dir"
+  printf 'SANDPIPER_TEST_POSTGRES_CA=%q; export SANDPIPER_TEST_POSTGRES_CA;\n' "$dir/ca.crt"
 }
 
 stop() {

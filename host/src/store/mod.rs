@@ -793,6 +793,41 @@ mod tests {
         }
     }
 
+    /// Connections to PostgreSQL are encrypted, and the server verified,
+    /// when the URL asks (`sslmode=verify-full` with `sslrootcert`): here
+    /// the test server's own certificate (scripts/postgres-test-server.sh).
+    /// Without that root, the same server is refused.
+    #[tokio::test]
+    async fn a_postgres_store_connects_over_verified_tls() {
+        let db = test_support::TestDb::postgres().await;
+        let Location::Postgres(url) = &db.location else {
+            unreachable!("a PostgreSQL database");
+        };
+        let ca = std::env::var("SANDPIPER_TEST_POSTGRES_CA").expect(
+            "SANDPIPER_TEST_POSTGRES_CA names the test server's TLS certificate \
+             (scripts/test.sh sets it with the server it starts)",
+        );
+        let with = |params: &str| {
+            let separator = if url.contains('?') { '&' } else { '?' };
+            Location::Postgres(format!("{url}{separator}{params}"))
+        };
+        let verified = with(&format!("sslmode=verify-full&sslrootcert={ca}"));
+        let store = Store::connect(&verified, StoreLimits::default())
+            .await
+            .expect("connects over verified TLS");
+        let ssl: bool =
+            sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+                .fetch_one(store.read().await.expect("read").conn())
+                .await
+                .expect("pg_stat_ssl");
+        assert!(ssl, "the connection is encrypted");
+        let unverified = Store::connect(&with("sslmode=verify-full"), StoreLimits::default()).await;
+        assert!(
+            unverified.is_err(),
+            "a certificate no root vouches for is refused"
+        );
+    }
+
     /// Replicas started at once on an empty PostgreSQL database: one
     /// migrates while the others wait (sqlx's advisory lock), then find
     /// nothing left to do.
