@@ -503,7 +503,7 @@ fn a_replica_answers_503_while_its_database_is_gone_and_recovers_by_itself() {
     });
     let refused = schedule("during").expect("answered");
     let answer = refused.json();
-    assert_eq!(refused.status, 503, "{answer:#}");
+    assert_eq!(refused.status, 503, "{answer:#}\n{}", server.log());
     assert_eq!(
         answer["error"]["code"], "database_unavailable",
         "{answer:#}"

@@ -160,10 +160,13 @@ impl StoreError {
         match self {
             StoreError::Unreachable { .. } => true,
             // The writer's own pool timing out: it has one connection and
-            // is its only user, so it could not open one.
+            // is its only user, so it could not open one. A connection cut
+            // during its handshake (a proxy in front of a database that is
+            // down accepts and closes) reads as a protocol error.
             StoreError::Database(
                 sqlx::Error::Io(_)
                 | sqlx::Error::Tls(_)
+                | sqlx::Error::Protocol(_)
                 | sqlx::Error::PoolClosed
                 | sqlx::Error::PoolTimedOut
                 | sqlx::Error::WorkerCrashed,
