@@ -206,17 +206,7 @@ impl Db {
 
     /// The id of the cluster called `name`, if any.
     pub async fn cluster_id_by_name(&mut self, name: &str) -> Result<Option<Uuid>, StoreError> {
-        let sql = format!(
-            "SELECT id FROM clusters WHERE {}",
-            self.name_equals("name", 1)
-        );
-        let conn = self.conn();
-        sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql))
-            .bind(name)
-            .fetch_optional(conn)
-            .await?
-            .map(|id| parse_id(&id))
-            .transpose()
+        self.id_by_name("clusters", name).await
     }
 }
 

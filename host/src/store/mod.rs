@@ -340,6 +340,25 @@ impl Db {
         }
     }
 
+    /// The id of the row of `table` (one of the store's own tables with
+    /// an `id` and a case-insensitively unique `name`) called `name`.
+    pub(crate) async fn id_by_name(
+        &mut self,
+        table: &'static str,
+        name: &str,
+    ) -> Result<Option<Uuid>, StoreError> {
+        let sql = format!(
+            "SELECT id FROM {table} WHERE {}",
+            self.name_equals("name", 1)
+        );
+        sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql))
+            .bind(name)
+            .fetch_optional(self.conn())
+            .await?
+            .map(|id| parse_id(&id))
+            .transpose()
+    }
+
     /// `column = $n`, compared without regard to ASCII case: names are
     /// unique that way (`names.rs`), SQLite's `NOCASE` collation, an index
     /// on `lower(column)` on PostgreSQL.

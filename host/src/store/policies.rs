@@ -234,17 +234,7 @@ impl Db {
 
     /// The id of the policy called `name`, if any.
     pub async fn policy_id_by_name(&mut self, name: &str) -> Result<Option<Uuid>, StoreError> {
-        let sql = format!(
-            "SELECT id FROM scheduling_policies WHERE {}",
-            self.name_equals("name", 1)
-        );
-        let conn = self.conn();
-        sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql))
-            .bind(name)
-            .fetch_optional(conn)
-            .await?
-            .map(|id| parse_id(&id))
-            .transpose()
+        self.id_by_name("scheduling_policies", name).await
     }
 
     /// Writes `policy` as a whole: its row (inserted or updated), its

@@ -119,16 +119,7 @@ impl Db {
 
     /// The id of the pool called `name` (any case), if any.
     pub async fn vm_pool_id_by_name(&mut self, name: &str) -> Result<Option<Uuid>, StoreError> {
-        let sql = format!(
-            "SELECT id FROM vm_pools WHERE {}",
-            self.name_equals("name", 1)
-        );
-        sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql))
-            .bind(name)
-            .fetch_optional(self.conn())
-            .await?
-            .map(|id| parse_id(&id))
-            .transpose()
+        self.id_by_name("vm_pools", name).await
     }
 
     /// Writes a pool's settings, inserting or replacing; its last run is
