@@ -4,7 +4,9 @@
 //! Enums convert case by case in exhaustive matches, both ways: a case added
 //! to the WIT but not to the model (or the reverse, or a renamed one) stops
 //! the SDK from compiling instead of shifting every later case by one.
-//! Records move their fields, so no string or list is copied.
+//! Records move their fields, so no list is copied; a string table (one
+//! text plus offsets on the wire) is split into the model's strings once,
+//! inside the unit.
 
 use crate::bindings::types as wit;
 use crate::model;
@@ -35,16 +37,35 @@ bridge_enum!(HostMetric <=> HostMetric {
     CpuOverloadedMinutes, VcpusUsed, VcpusPending, MemoryTotalMib, MemoryFreeMib,
     MemoryPendingMib, MemoryCommittedMib, MemoryReservedMib, SwapTotalMib, SwapFreeMib,
     VmCount, VmPendingCount, DiskTotalGib, DiskFreeGib, IoOps, BuildFailures, HaScore,
-    HypervisorVersion,
+    HypervisorVersion, TscFrequencyHz,
 });
 
-bridge_enum!(HostFlag <=> HostFlag { Spm, HostedEngine, Isolated, });
+bridge_enum!(HostFlag <=> HostFlag { Spm, HostedEngine, Isolated, TscScaling, });
 
-bridge_enum!(HostText <=> HostText { Id, Name, Address, Zone, });
+bridge_enum!(HostText <=> HostText { Id, Name, Address, Zone, CpuModel, });
 
 bridge_enum!(HostLabels <=> HostLabelKind {
-    Networks, Capabilities, Aggregates, AggregateMetadata, Instances,
+    Networks, Capabilities, Aggregates, AggregateMetadata, Instances, CpuFlags,
+    EmulatedMachines, ClusterLevels,
 });
+
+bridge_enum!(CellMetric <=> CellMetric {
+    MemoryTotalMib, MemoryFreeMib, Cpus, DedicatedCpus, PinnedCpus, SharedVcpusUsed,
+});
+
+bridge_enum!(PcpuFlag <=> PcpuFlag { Dedicated, Pinned, });
+
+bridge_enum!(DeviceKind <=> DeviceKind { Pci, PhysicalFunction, VirtualFunction, });
+
+bridge_enum!(CpuPolicy <=> CpuPolicy { Shared, Dedicated, Mixed, });
+
+bridge_enum!(ThreadPolicy <=> ThreadPolicy { Prefer, Isolate, Require, });
+
+bridge_enum!(EmulatorThreads <=> EmulatorThreads { Share, Isolate, });
+
+bridge_enum!(NumaTune <=> NumaTune { Strict, Interleave, Preferred, });
+
+bridge_enum!(PciNumaPolicy <=> PciNumaPolicy { Legacy, Required, Preferred, Socket, });
 
 bridge_enum!(VmMetric <=> VmMetric {
     MemoryMib, MemoryGuaranteedMib, Vcpus, CpuUsagePercent,
@@ -58,10 +79,29 @@ bridge_enum!(GroupScope <=> GroupScope { Vms, Hosts, });
 
 bridge_enum!(ScoreOrder <=> ScoreOrder { LowerIsBetter, HigherIsBetter, });
 
+/// A string table's strings. A table whose offsets do not fit its text is
+/// a broken host: the call traps (see `imports`).
+fn strings(table: wit::Strings) -> Vec<String> {
+    let text = table.text;
+    table
+        .offsets
+        .windows(2)
+        .map(|pair| match text.get(pair[0] as usize..pair[1] as usize) {
+            Some(s) => s.to_owned(),
+            None => panic!(
+                "the host sent a string table whose offsets {}..{} do not fit its {} bytes",
+                pair[0],
+                pair[1],
+                text.len()
+            ),
+        })
+        .collect()
+}
+
 impl From<wit::Interned> for model::Interned {
     fn from(value: wit::Interned) -> Self {
         model::Interned {
-            values: value.values,
+            values: strings(value.values),
             indices: value.indices,
         }
     }
@@ -70,10 +110,134 @@ impl From<wit::Interned> for model::Interned {
 impl From<wit::Labels> for model::Labels {
     fn from(value: wit::Labels) -> Self {
         model::Labels {
-            strings: value.strings,
+            strings: strings(value.strings),
             offsets: value.offsets,
             keys: value.keys,
             values: value.values,
+        }
+    }
+}
+
+impl From<wit::NumaTopology> for model::NumaTopology {
+    fn from(value: wit::NumaTopology) -> Self {
+        model::NumaTopology {
+            offsets: value.offsets,
+            node_ids: value.node_ids,
+            sockets: value.sockets,
+        }
+    }
+}
+
+impl From<wit::CellCpus> for model::CellCpus {
+    fn from(value: wit::CellCpus) -> Self {
+        model::CellCpus {
+            offsets: value.offsets,
+            cpus: value.cpus,
+            cores: value.cores,
+        }
+    }
+}
+
+impl From<wit::CellPages> for model::CellPages {
+    fn from(value: wit::CellPages) -> Self {
+        model::CellPages {
+            offsets: value.offsets,
+            size_kib: value.size_kib,
+            total: value.total,
+            free: value.free,
+        }
+    }
+}
+
+impl From<wit::CellDistances> for model::CellDistances {
+    fn from(value: wit::CellDistances) -> Self {
+        model::CellDistances {
+            offsets: value.offsets,
+            values: value.values,
+        }
+    }
+}
+
+impl From<wit::PciPools> for model::PciPools {
+    fn from(value: wit::PciPools) -> Self {
+        model::PciPools {
+            offsets: value.offsets,
+            strings: strings(value.strings),
+            vendors: value.vendors,
+            products: value.products,
+            addresses: value.addresses,
+            kinds: value.kinds.into_iter().map(Into::into).collect(),
+            cells: value.cells,
+            parents: value.parents,
+            total: value.total,
+            free: value.free,
+        }
+    }
+}
+
+impl From<wit::MdevOffers> for model::MdevOffers {
+    fn from(value: wit::MdevOffers) -> Self {
+        model::MdevOffers {
+            offsets: value.offsets,
+            strings: strings(value.strings),
+            names: value.names,
+            free: value.free,
+            pools: value.pools,
+        }
+    }
+}
+
+impl From<wit::PageSize> for model::PageSize {
+    fn from(value: wit::PageSize) -> Self {
+        match value {
+            wit::PageSize::Unspecified => model::PageSize::Unspecified,
+            wit::PageSize::Small => model::PageSize::Small,
+            wit::PageSize::Large => model::PageSize::Large,
+            wit::PageSize::Any => model::PageSize::Any,
+            wit::PageSize::Kib(kib) => model::PageSize::Kib(kib),
+        }
+    }
+}
+
+impl From<wit::VmNumaCell> for model::VmNumaCell {
+    fn from(value: wit::VmNumaCell) -> Self {
+        model::VmNumaCell {
+            shared_vcpus: value.shared_vcpus,
+            dedicated_vcpus: value.dedicated_vcpus,
+            memory_mib: value.memory_mib,
+            host_nodes: value.host_nodes,
+        }
+    }
+}
+
+impl From<wit::PciRequest> for model::PciRequest {
+    fn from(value: wit::PciRequest) -> Self {
+        model::PciRequest {
+            alias: value.alias,
+            count: value.count,
+            specs: value.specs.into_iter().map(key_values).collect(),
+            numa_policy: value.numa_policy.into(),
+        }
+    }
+}
+
+impl From<wit::VmHardware> for model::VmHardware {
+    fn from(value: wit::VmHardware) -> Self {
+        model::VmHardware {
+            numa_cells: value.numa_cells.into_iter().map(Into::into).collect(),
+            numa_tune: value.numa_tune.into(),
+            cpu_policy: value.cpu_policy.into(),
+            thread_policy: value.thread_policy.into(),
+            emulator_threads: value.emulator_threads.into(),
+            page_size: value.page_size.into(),
+            cpu_model: value.cpu_model,
+            required_cpu_flags: value.required_cpu_flags,
+            forbidden_cpu_flags: value.forbidden_cpu_flags,
+            pci_requests: value.pci_requests.into_iter().map(Into::into).collect(),
+            mdev_types: value.mdev_types,
+            compatibility_version: value.compatibility_version,
+            machine_type: value.machine_type,
+            keeps_tsc_frequency: value.keeps_tsc_frequency,
         }
     }
 }
@@ -129,6 +293,7 @@ impl From<wit::Vm> for model::Vm {
             highly_available: value.highly_available,
             hosted_engine: value.hosted_engine,
             groups: value.groups.into_iter().map(Into::into).collect(),
+            hardware: value.hardware.into(),
         }
     }
 }
@@ -157,6 +322,7 @@ impl From<model::Rejection> for wit::Rejection {
         wit::Rejection {
             reason: value.reason,
             hosts: value.hosts,
+            figures: value.figures,
         }
     }
 }
@@ -198,6 +364,46 @@ impl From<model::UnitInfo> for wit::UnitInfo {
             description: value.description,
             params: value.params.into_iter().map(Into::into).collect(),
             score_order: value.score_order.into(),
+            applies_to: value.applies_to.into(),
+        }
+    }
+}
+
+impl From<model::RequestProperty> for wit::RequestProperty {
+    fn from(value: model::RequestProperty) -> Self {
+        use model::RequestProperty as M;
+        use wit::RequestProperty as W;
+        match value {
+            M::CurrentHost => W::CurrentHost,
+            M::DedicatedHosts => W::DedicatedHosts,
+            M::Groups => W::Groups,
+            M::Networks => W::Networks,
+            M::HighlyAvailable => W::HighlyAvailable,
+            M::HostedEngine => W::HostedEngine,
+            M::Hint(key) => W::Hint(key),
+            M::ExtraSpec(prefix) => W::ExtraSpec(prefix),
+            M::ImageProperty(key) => W::ImageProperty(key),
+            M::NumaTopology => W::NumaTopology,
+            M::CpuPinning => W::CpuPinning,
+            M::PageSize => W::PageSize,
+            M::CpuModel => W::CpuModel,
+            M::CpuFlags => W::CpuFlags,
+            M::PciDevices => W::PciDevices,
+            M::MdevTypes => W::MdevTypes,
+            M::CompatibilityVersion => W::CompatibilityVersion,
+            M::MachineType => W::MachineType,
+            M::TscFrequency => W::TscFrequency,
+        }
+    }
+}
+
+impl From<model::AppliesTo> for wit::AppliesTo {
+    fn from(value: model::AppliesTo) -> Self {
+        match value {
+            model::AppliesTo::EveryRequest => wit::AppliesTo::EveryRequest,
+            model::AppliesTo::RequestsWith(properties) => {
+                wit::AppliesTo::RequestsWith(properties.into_iter().map(Into::into).collect())
+            }
         }
     }
 }

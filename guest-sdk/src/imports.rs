@@ -11,6 +11,9 @@
 use crate::Inventory;
 use crate::bindings::inventory as wit;
 use crate::inventory::Fetch;
+use crate::model::hardware::{
+    CellCpus, CellDistances, CellMetric, CellPages, MdevOffers, NumaTopology, PciPools, PcpuFlag,
+};
 use crate::model::{
     HostFlag, HostLabels, HostMetric, HostStatus, HostText, Interned, Labels, VmFlag, VmMetric,
     VmText,
@@ -95,6 +98,72 @@ impl Fetch for Imports {
             wrong_length(text.wit_name(), rows, column.indices.len());
         }
         column.into()
+    }
+
+    fn numa_topology(&self, hosts: usize) -> NumaTopology {
+        let column = NumaTopology::from(wit::numa_cells());
+        rows_of("numa-cells", hosts, column.hosts());
+        column
+    }
+
+    fn cell_metric(&self, metric: CellMetric, cells: usize) -> Vec<f64> {
+        checked(
+            metric.wit_name(),
+            cells,
+            wit::numa_cell_metrics(metric.into()),
+        )
+    }
+
+    fn cell_cpus(&self, cells: usize) -> CellCpus {
+        let column = CellCpus::from(wit::numa_cell_cpus());
+        rows_of("numa-cell-cpus", cells, column.cells());
+        column
+    }
+
+    fn pcpu_flag(&self, flag: PcpuFlag, entries: usize) -> Vec<bool> {
+        flags(checked(
+            flag.wit_name(),
+            entries,
+            wit::numa_pcpu_flags(flag.into()),
+        ))
+    }
+
+    fn cell_pages(&self, cells: usize) -> CellPages {
+        let column = CellPages::from(wit::numa_cell_pages());
+        rows_of("numa-cell-pages", cells, column.cells());
+        column
+    }
+
+    fn cell_distances(&self, cells: usize) -> CellDistances {
+        let column = CellDistances::from(wit::numa_cell_distances());
+        rows_of("numa-cell-distances", cells, column.cells());
+        column
+    }
+
+    fn pci_pools(&self, hosts: usize) -> PciPools {
+        let column = PciPools::from(wit::device_pools());
+        rows_of("device-pools", hosts, column.hosts());
+        column
+    }
+
+    fn pci_pool_labels(&self, pools: usize) -> Labels {
+        let column = Labels::from(wit::device_pool_labels());
+        rows_of("device-pool-labels", pools, column.rows());
+        column
+    }
+
+    fn mdev_offers(&self, hosts: usize) -> MdevOffers {
+        let column = MdevOffers::from(wit::mdev_types());
+        rows_of("mdev-types", hosts, column.hosts());
+        column
+    }
+}
+
+/// Stops the call when a compressed-row column describes the wrong number
+/// of rows.
+fn rows_of(column: &str, expected: usize, actual: usize) {
+    if expected != actual {
+        wrong_length(column, expected, actual);
     }
 }
 

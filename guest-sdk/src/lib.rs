@@ -62,9 +62,9 @@ pub mod prelude {
     pub use crate::Inventory;
     pub use crate::hosts::{HostRef, Hosts};
     pub use crate::model::{
-        BalanceRequest, HostFlag, HostLabels, HostMetric, HostStatus, HostText, KeyValue,
-        Migration, ParamSpec, Rejection, Request, ScoreOrder, Scores, UnitInfo, Vm, VmFlag,
-        VmMetric, VmText,
+        AppliesTo, BalanceRequest, HostFlag, HostLabels, HostMetric, HostStatus, HostText,
+        KeyValue, Migration, ParamSpec, Rejection, Request, RequestProperty, ScoreOrder, Scores,
+        UnitInfo, Vm, VmFlag, VmMetric, VmText,
     };
     pub use crate::params::{ParamError, Params};
     pub use crate::rejections::Rejections;

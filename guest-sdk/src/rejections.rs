@@ -4,6 +4,12 @@
 //! most once, so a filter that rejects 5,000 hosts for the same reason sends
 //! that sentence once. Authors call [`Rejections::reject`] per host and never
 //! build the groups themselves.
+//!
+//! A reason whose figures vary by host ("needs 4096 MiB, 1024 MiB free")
+//! is better sent as a template and figures, [`Rejections::reject_with`]:
+//! the unit formats nothing and sends one string for every such host, and
+//! the host writes the sentences only when someone reads them
+//! (`sandpiper_model::reason`).
 
 use std::collections::{HashMap, HashSet};
 
@@ -18,8 +24,14 @@ const DENSE_INDEX_LIMIT: u32 = 1 << 20;
 #[derive(Clone, Debug, Default)]
 pub struct Rejections {
     groups: Vec<Rejection>,
-    /// Position in `groups` of each reason.
+    /// Position in `groups` of each plain reason.
     by_reason: HashMap<String, usize>,
+    /// Position in `groups` of each template (kept apart: the same text is
+    /// a plain sentence without figures and a template with them).
+    by_template: HashMap<String, usize>,
+    /// The plain group the latest [`Rejections::reject`] used: consecutive
+    /// rejections usually share a reason, so it is checked before hashing.
+    last_plain: Option<usize>,
     /// Which host indices below `DENSE_INDEX_LIMIT` are already rejected,
     /// one bit each.
     rejected: Vec<u64>,
@@ -40,23 +52,42 @@ impl Rejections {
             return false;
         }
         let reason = reason.as_ref();
-        // Consecutive rejections usually share a reason: check the latest
-        // group before hashing.
-        let group = match self.groups.last() {
-            Some(last) if last.reason == reason => self.groups.len() - 1,
+        let group = match self.last_plain {
+            Some(last) if self.groups[last].reason == reason => last,
             _ => match self.by_reason.get(reason) {
                 Some(&group) => group,
                 None => {
                     self.by_reason.insert(reason.to_owned(), self.groups.len());
-                    self.groups.push(Rejection {
-                        reason: reason.to_owned(),
-                        hosts: Vec::new(),
-                    });
+                    self.groups.push(Rejection::new(reason, Vec::new()));
                     self.groups.len() - 1
                 }
             },
         };
+        self.last_plain = Some(group);
         self.groups[group].hosts.push(host);
+        true
+    }
+
+    /// Rejects `host` for `template` with its own `figures`, one per `{}`
+    /// placeholder of the template (see `types.rejection` in the WIT). A
+    /// host already rejected keeps its first reason; returns whether this
+    /// call rejected it.
+    pub fn reject_with(&mut self, host: u32, template: &str, figures: &[f64]) -> bool {
+        if !self.mark(host) {
+            return false;
+        }
+        let group = match self.by_template.get(template) {
+            Some(&group) => group,
+            None => {
+                self.by_template
+                    .insert(template.to_owned(), self.groups.len());
+                self.groups.push(Rejection::new(template, Vec::new()));
+                self.groups.len() - 1
+            }
+        };
+        let group = &mut self.groups[group];
+        group.hosts.push(host);
+        group.figures.extend_from_slice(figures);
         true
     }
 
@@ -136,16 +167,24 @@ mod tests {
         assert_eq!(
             rejections.into_vec(),
             [
-                Rejection {
-                    reason: "not up".into(),
-                    hosts: vec![3, 200, u32::MAX]
-                },
-                Rejection {
-                    reason: "too small".into(),
-                    hosts: vec![1]
-                },
+                Rejection::new("not up", vec![3, 200, u32::MAX]),
+                Rejection::new("too small", vec![1]),
             ]
         );
+    }
+
+    #[test]
+    fn templates_group_their_hosts_figures_in_host_order() {
+        let mut rejections = Rejections::new();
+        assert!(rejections.reject_with(4, "needs {} MiB, {} free", &[8.0, 2.0]));
+        assert!(rejections.reject(5, "needs {} MiB, {} free"));
+        assert!(rejections.reject_with(6, "needs {} MiB, {} free", &[8.0, 3.0]));
+        assert!(!rejections.reject_with(4, "needs {} MiB, {} free", &[1.0, 1.0]));
+        let groups = rejections.into_vec();
+        assert_eq!(groups.len(), 2, "the plain sentence is a group of its own");
+        assert_eq!(groups[0].hosts, [4, 6]);
+        assert_eq!(groups[0].figures, [8.0, 2.0, 8.0, 3.0]);
+        assert_eq!(groups[1], Rejection::new("needs {} MiB, {} free", vec![5]));
     }
 
     #[test]

@@ -586,6 +586,8 @@ impl Snapshot {
                 HostText::Name => h.name.as_deref().unwrap_or(&h.id),
                 HostText::Address => &h.address,
                 HostText::Zone => &h.zone,
+                // Hardware data has no JSON form yet (issue #16): none reported.
+                HostText::CpuModel => "",
             });
             inv.set_host_text(text, Interned::from_rows(rows))
                 .map_err(column)?;
@@ -618,6 +620,10 @@ impl Snapshot {
                             ]
                         })
                         .collect(),
+                    // Hardware data has no JSON form yet (issue #16): none reported.
+                    HostLabels::CpuFlags
+                    | HostLabels::EmulatedMachines
+                    | HostLabels::ClusterLevels => Vec::new(),
                 }
             });
             inv.set_host_labels(kind, Labels::from_rows(rows))
@@ -771,6 +777,8 @@ impl VmSpec {
             highly_available: self.highly_available,
             hosted_engine: self.hosted_engine,
             groups,
+            // Hardware requests have no JSON form yet (issue #16): none.
+            hardware: Default::default(),
         })
     }
 }

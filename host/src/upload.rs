@@ -673,8 +673,11 @@ fn rejection_code(e: &LoadError) -> &'static str {
         LoadError::Invalid(_) | LoadError::Link(_) => "module_invalid",
         LoadError::CompilerLimit { .. } => "module_compiler_limit",
         LoadError::ForbiddenImport { .. } => "module_forbidden_import",
+        // Two versions of sandpiper:policy in one component: its imports
+        // and exports do not form one unit.
         LoadError::MissingMetadata { .. }
         | LoadError::NoRole { .. }
+        | LoadError::MixedVersions { .. }
         | LoadError::WrongExportType { .. } => "module_exports",
         LoadError::Info(_) => "module_unit_failed",
         // A name declared twice made the info unusable before the check

@@ -6,11 +6,19 @@
 //! `Inventory<Imports>`, whose [`Fetch`] calls the import. Natively (the
 //! host, benchmarks, tests) the host fills the columns it has; a column
 //! nobody filled reads as its default (zeros, `up`, `false`, empty strings,
-//! no labels), with the right length ([`Defaults`]).
+//! no labels, no NUMA cells, no devices), with the right length
+//! ([`Defaults`]).
+//!
+//! Hardware columns (new in WIT 0.2.0, [`crate::hardware`]) have more than
+//! one row per host: cell-level columns have one row per NUMA cell of the
+//! cluster, so their length is read from [`Inventory::numa_topology`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::hardware::{
+    CellCpus, CellDistances, CellMetric, CellPages, MdevOffers, NumaTopology, PciPools, PcpuFlag,
+};
 use crate::{
     HostFlag, HostLabels, HostMetric, HostStatus, HostText, Interned, Labels, VmFlag, VmMetric,
     VmText,
@@ -52,6 +60,18 @@ pub trait Fetch: Sync {
     fn vm_metric(&self, metric: VmMetric, rows: usize) -> Vec<f64>;
     fn vm_flag(&self, flag: VmFlag, rows: usize) -> Vec<bool>;
     fn vm_text(&self, text: VmText, rows: usize) -> Interned;
+
+    // Hardware (WIT 0.2.0). `hosts`, `cells`, `entries` and `pools` are the
+    // rows the snapshot expects.
+    fn numa_topology(&self, hosts: usize) -> NumaTopology;
+    fn cell_metric(&self, metric: CellMetric, cells: usize) -> Vec<f64>;
+    fn cell_cpus(&self, cells: usize) -> CellCpus;
+    fn pcpu_flag(&self, flag: PcpuFlag, entries: usize) -> Vec<bool>;
+    fn cell_pages(&self, cells: usize) -> CellPages;
+    fn cell_distances(&self, cells: usize) -> CellDistances;
+    fn pci_pools(&self, hosts: usize) -> PciPools;
+    fn pci_pool_labels(&self, pools: usize) -> Labels;
+    fn mdev_offers(&self, hosts: usize) -> MdevOffers;
 }
 
 /// Natively: a column nobody set reads as its default (zeros, `up`,
@@ -92,6 +112,88 @@ impl Fetch for Defaults {
     fn vm_text(&self, _: VmText, rows: usize) -> Interned {
         default_interned(rows)
     }
+    fn numa_topology(&self, hosts: usize) -> NumaTopology {
+        NumaTopology::empty(hosts)
+    }
+    fn cell_metric(&self, _: CellMetric, cells: usize) -> Vec<f64> {
+        vec![0.0; cells]
+    }
+    fn cell_cpus(&self, cells: usize) -> CellCpus {
+        CellCpus::empty(cells)
+    }
+    fn pcpu_flag(&self, _: PcpuFlag, entries: usize) -> Vec<bool> {
+        vec![false; entries]
+    }
+    fn cell_pages(&self, cells: usize) -> CellPages {
+        CellPages::empty(cells)
+    }
+    fn cell_distances(&self, cells: usize) -> CellDistances {
+        CellDistances::empty(cells)
+    }
+    fn pci_pools(&self, hosts: usize) -> PciPools {
+        PciPools::empty(hosts)
+    }
+    fn pci_pool_labels(&self, pools: usize) -> Labels {
+        default_labels(pools)
+    }
+    fn mdev_offers(&self, hosts: usize) -> MdevOffers {
+        MdevOffers::empty(hosts)
+    }
+}
+
+/// The hardware columns of a snapshot, each set once or fetched when first
+/// read. Kept apart so that [`Inventory::share_hardware`] can hand all of
+/// them to another snapshot at once.
+struct HardwareSlots {
+    numa: OnceLock<Arc<NumaTopology>>,
+    cell_metrics: Slots<Vec<f64>, { CellMetric::COUNT }>,
+    cell_cpus: OnceLock<Arc<CellCpus>>,
+    pcpu_flags: Slots<Vec<bool>, { PcpuFlag::COUNT }>,
+    cell_pages: OnceLock<Arc<CellPages>>,
+    cell_distances: OnceLock<Arc<CellDistances>>,
+    pci_pools: OnceLock<Arc<PciPools>>,
+    pci_pool_labels: OnceLock<Arc<Labels>>,
+    mdev_offers: OnceLock<Arc<MdevOffers>>,
+}
+
+impl HardwareSlots {
+    fn new() -> Self {
+        HardwareSlots {
+            numa: OnceLock::new(),
+            cell_metrics: std::array::from_fn(|_| OnceLock::new()),
+            cell_cpus: OnceLock::new(),
+            pcpu_flags: std::array::from_fn(|_| OnceLock::new()),
+            cell_pages: OnceLock::new(),
+            cell_distances: OnceLock::new(),
+            pci_pools: OnceLock::new(),
+            pci_pool_labels: OnceLock::new(),
+            mdev_offers: OnceLock::new(),
+        }
+    }
+
+    /// The same columns, shared, not copied.
+    fn share(&self) -> Self {
+        HardwareSlots {
+            numa: share_one(&self.numa),
+            cell_metrics: share_slots(&self.cell_metrics),
+            cell_cpus: share_one(&self.cell_cpus),
+            pcpu_flags: share_slots(&self.pcpu_flags),
+            cell_pages: share_one(&self.cell_pages),
+            cell_distances: share_one(&self.cell_distances),
+            pci_pools: share_one(&self.pci_pools),
+            pci_pool_labels: share_one(&self.pci_pool_labels),
+            mdev_offers: share_one(&self.mdev_offers),
+        }
+    }
+}
+
+fn share_slots<T, const N: usize>(from: &Slots<T, N>) -> Slots<T, N> {
+    std::array::from_fn(|i| share_one(&from[i]))
+}
+
+fn share_one<T>(from: &OnceLock<Arc<T>>) -> OnceLock<Arc<T>> {
+    from.get()
+        .map_or_else(OnceLock::new, |c| OnceLock::from(Arc::clone(c)))
 }
 
 /// The cluster snapshot: hosts `0..host_count()` and running VMs
@@ -111,6 +213,7 @@ pub struct Inventory<F: Fetch = Defaults> {
     vm_metrics: Slots<Vec<f64>, { VmMetric::COUNT }>,
     vm_flags: Slots<Vec<bool>, { VmFlag::COUNT }>,
     vm_texts: Slots<Interned, { VmText::COUNT }>,
+    hardware: HardwareSlots,
 }
 
 /// A column had the wrong number of rows for the snapshot.
@@ -172,6 +275,7 @@ impl<F: Fetch> Inventory<F> {
             vm_metrics: std::array::from_fn(|_| OnceLock::new()),
             vm_flags: std::array::from_fn(|_| OnceLock::new()),
             vm_texts: std::array::from_fn(|_| OnceLock::new()),
+            hardware: HardwareSlots::new(),
         }
     }
 
@@ -265,6 +369,153 @@ impl<F: Fetch> Inventory<F> {
     pub fn vm_text(&self, text: VmText) -> &Interned {
         self.vm_texts[text as usize]
             .get_or_init(|| Arc::new(self.fetch.vm_text(text, self.vm_count)))
+    }
+
+    /// The NUMA cells of every host.
+    pub fn numa_topology(&self) -> &NumaTopology {
+        self.hardware
+            .numa
+            .get_or_init(|| Arc::new(self.fetch.numa_topology(self.host_count)))
+    }
+
+    /// A numeric per-cell column, one value per cell of the cluster.
+    pub fn cell_metric(&self, metric: CellMetric) -> &[f64] {
+        self.hardware.cell_metrics[metric as usize].get_or_init(|| {
+            let cells = self.numa_topology().cells();
+            Arc::new(self.fetch.cell_metric(metric, cells))
+        })
+    }
+
+    /// The physical CPUs of every cell.
+    pub fn cell_cpus(&self) -> &CellCpus {
+        self.hardware.cell_cpus.get_or_init(|| {
+            let cells = self.numa_topology().cells();
+            Arc::new(self.fetch.cell_cpus(cells))
+        })
+    }
+
+    /// A yes/no column over the entries of [`Inventory::cell_cpus`].
+    pub fn pcpu_flag(&self, flag: PcpuFlag) -> &[bool] {
+        self.hardware.pcpu_flags[flag as usize].get_or_init(|| {
+            let entries = self.cell_cpus().cpus.len();
+            Arc::new(self.fetch.pcpu_flag(flag, entries))
+        })
+    }
+
+    /// Memory pages per cell and page size.
+    pub fn cell_pages(&self) -> &CellPages {
+        self.hardware.cell_pages.get_or_init(|| {
+            let cells = self.numa_topology().cells();
+            Arc::new(self.fetch.cell_pages(cells))
+        })
+    }
+
+    /// Distances between the cells of each host.
+    pub fn cell_distances(&self) -> &CellDistances {
+        self.hardware.cell_distances.get_or_init(|| {
+            let cells = self.numa_topology().cells();
+            Arc::new(self.fetch.cell_distances(cells))
+        })
+    }
+
+    /// The hosts' assignable PCI devices, as pools.
+    pub fn pci_pools(&self) -> &PciPools {
+        self.hardware
+            .pci_pools
+            .get_or_init(|| Arc::new(self.fetch.pci_pools(self.host_count)))
+    }
+
+    /// Each PCI pool's tags, one row per pool.
+    pub fn pci_pool_labels(&self) -> &Labels {
+        self.hardware.pci_pool_labels.get_or_init(|| {
+            let pools = self.pci_pools().pools();
+            Arc::new(self.fetch.pci_pool_labels(pools))
+        })
+    }
+
+    /// Mediated device types with free instances.
+    pub fn mdev_offers(&self) -> &MdevOffers {
+        self.hardware
+            .mdev_offers
+            .get_or_init(|| Arc::new(self.fetch.mdev_offers(self.host_count)))
+    }
+
+    /// Sets the NUMA topology (one row per host); set it before any
+    /// per-cell column, whose lengths it gives.
+    pub fn set_numa_topology(&mut self, column: NumaTopology) -> Result<(), ColumnLengthError> {
+        check_len("numa-cells", self.host_count, column.hosts())?;
+        check_len("numa-cells.sockets", column.cells(), column.sockets.len())?;
+        self.hardware.numa = OnceLock::from(Arc::new(column));
+        Ok(())
+    }
+
+    pub fn set_cell_metric(
+        &mut self,
+        metric: CellMetric,
+        column: Vec<f64>,
+    ) -> Result<(), ColumnLengthError> {
+        check_len(
+            metric.wit_name(),
+            self.numa_topology().cells(),
+            column.len(),
+        )?;
+        self.hardware.cell_metrics[metric as usize] = OnceLock::from(Arc::new(column));
+        Ok(())
+    }
+
+    pub fn set_cell_cpus(&mut self, column: CellCpus) -> Result<(), ColumnLengthError> {
+        check_len("cell-cpus", self.numa_topology().cells(), column.cells())?;
+        check_len("cell-cpus.cores", column.cpus.len(), column.cores.len())?;
+        self.hardware.cell_cpus = OnceLock::from(Arc::new(column));
+        Ok(())
+    }
+
+    pub fn set_pcpu_flag(
+        &mut self,
+        flag: PcpuFlag,
+        column: Vec<bool>,
+    ) -> Result<(), ColumnLengthError> {
+        check_len(flag.wit_name(), self.cell_cpus().cpus.len(), column.len())?;
+        self.hardware.pcpu_flags[flag as usize] = OnceLock::from(Arc::new(column));
+        Ok(())
+    }
+
+    pub fn set_cell_pages(&mut self, column: CellPages) -> Result<(), ColumnLengthError> {
+        check_len("cell-pages", self.numa_topology().cells(), column.cells())?;
+        self.hardware.cell_pages = OnceLock::from(Arc::new(column));
+        Ok(())
+    }
+
+    pub fn set_cell_distances(&mut self, column: CellDistances) -> Result<(), ColumnLengthError> {
+        check_len(
+            "cell-distances",
+            self.numa_topology().cells(),
+            column.cells(),
+        )?;
+        self.hardware.cell_distances = OnceLock::from(Arc::new(column));
+        Ok(())
+    }
+
+    pub fn set_pci_pools(&mut self, column: PciPools) -> Result<(), ColumnLengthError> {
+        check_len("device-pools", self.host_count, column.hosts())?;
+        self.hardware.pci_pools = OnceLock::from(Arc::new(column));
+        Ok(())
+    }
+
+    pub fn set_pci_pool_labels(&mut self, column: Labels) -> Result<(), ColumnLengthError> {
+        check_len(
+            "device-pool-labels",
+            self.pci_pools().pools(),
+            column.rows(),
+        )?;
+        self.hardware.pci_pool_labels = OnceLock::from(Arc::new(column));
+        Ok(())
+    }
+
+    pub fn set_mdev_offers(&mut self, column: MdevOffers) -> Result<(), ColumnLengthError> {
+        check_len("mdev-types", self.host_count, column.hosts())?;
+        self.hardware.mdev_offers = OnceLock::from(Arc::new(column));
+        Ok(())
     }
 
     // Setters, used natively by the host to build a snapshot. Each checks the
@@ -375,13 +626,6 @@ impl<F: Fetch + Clone> Inventory<F> {
     /// instead of a copy of every column (tens of megabytes per second at
     /// 10,000 hosts and thousands of decisions a second).
     pub fn share(&self) -> Inventory<F> {
-        fn slots<T, const N: usize>(from: &Slots<T, N>) -> Slots<T, N> {
-            std::array::from_fn(|i| one(&from[i]))
-        }
-        fn one<T>(from: &OnceLock<Arc<T>>) -> OnceLock<Arc<T>> {
-            from.get()
-                .map_or_else(OnceLock::new, |c| OnceLock::from(Arc::clone(c)))
-        }
         let named = self
             .named_metrics
             .lock()
@@ -391,17 +635,27 @@ impl<F: Fetch + Clone> Inventory<F> {
             fetch: self.fetch.clone(),
             host_count: self.host_count,
             vm_count: self.vm_count,
-            host_metrics: slots(&self.host_metrics),
-            host_statuses: one(&self.host_statuses),
-            host_flags: slots(&self.host_flags),
-            host_texts: slots(&self.host_texts),
-            host_labels: slots(&self.host_labels),
+            host_metrics: share_slots(&self.host_metrics),
+            host_statuses: share_one(&self.host_statuses),
+            host_flags: share_slots(&self.host_flags),
+            host_texts: share_slots(&self.host_texts),
+            host_labels: share_slots(&self.host_labels),
             named_metrics: Mutex::new(named),
-            vm_hosts: one(&self.vm_hosts),
-            vm_metrics: slots(&self.vm_metrics),
-            vm_flags: slots(&self.vm_flags),
-            vm_texts: slots(&self.vm_texts),
+            vm_hosts: share_one(&self.vm_hosts),
+            vm_metrics: share_slots(&self.vm_metrics),
+            vm_flags: share_slots(&self.vm_flags),
+            vm_texts: share_slots(&self.vm_texts),
+            hardware: self.hardware.share(),
         }
+    }
+
+    /// Takes every hardware column already filled in `from` (a snapshot of
+    /// the same hosts), sharing them: for a snapshot rebuilt with other VM
+    /// rows whose hosts are unchanged.
+    pub fn share_hardware(&mut self, from: &Inventory<F>) -> Result<(), ColumnLengthError> {
+        check_len("hosts", self.host_count, from.host_count)?;
+        self.hardware = from.hardware.share();
+        Ok(())
     }
 
     /// Sets a numeric host column that other snapshots may share (see

@@ -1,6 +1,12 @@
 //! Sandpiper's data model, shared by the host and the guests: the Rust twin
-//! of the WIT types in `wit/policy.wit` (this crate's root) and the column
-//! store a unit reads ([`inventory`]).
+//! of the WIT types in `wit/policy.wit` (`sandpiper:policy@0.2.0`, the
+//! current version), the column store a unit reads ([`inventory`]), the
+//! hardware data new in 0.2.0 ([`hardware`]), which requests a unit applies
+//! to ([`applies`]) and rejection reasons with figures ([`reason`]).
+//!
+//! Older versions of the WIT (`wit/0.1.0/`) have no twin of their own: the
+//! host converts them to and from these types, which hold everything every
+//! version can say.
 //!
 //! These types compile on every target. Inside a component the guest SDK
 //! (`sandpiper-guest`, which re-exports this crate as `sandpiper_guest::model`
@@ -48,6 +54,17 @@ macro_rules! wit_enum {
         }
     };
 }
+
+pub mod applies;
+pub mod hardware;
+pub mod reason;
+
+pub use applies::{AppliesTo, RequestProperty};
+pub use hardware::{
+    CellCpus, CellDistances, CellMetric, CellPages, CpuPolicy, DeviceKind, EmulatorThreads,
+    MdevOffers, NumaTopology, NumaTune, PageSize, PciNumaPolicy, PciPools, PciRequest, PcpuFlag,
+    ThreadPolicy, VmHardware, VmNumaCell,
+};
 
 wit_enum! {
     /// Lifecycle state of a host. See `types.host-status` in the WIT.
@@ -97,6 +114,7 @@ wit_enum! {
         BuildFailures = "build-failures",
         HaScore = "ha-score",
         HypervisorVersion = "hypervisor-version",
+        TscFrequencyHz = "tsc-frequency-hz",
     }
 }
 
@@ -106,6 +124,7 @@ wit_enum! {
         Spm = "spm",
         HostedEngine = "hosted-engine",
         Isolated = "isolated",
+        TscScaling = "tsc-scaling",
     }
 }
 
@@ -116,6 +135,7 @@ wit_enum! {
         Name = "name",
         Address = "address",
         Zone = "zone",
+        CpuModel = "cpu-model",
     }
 }
 
@@ -127,6 +147,9 @@ wit_enum! {
         Aggregates = "aggregates",
         AggregateMetadata = "aggregate-metadata",
         Instances = "instances",
+        CpuFlags = "cpu-flags",
+        EmulatedMachines = "emulated-machines",
+        ClusterLevels = "cluster-levels",
     }
 }
 
@@ -358,6 +381,9 @@ pub struct Vm {
     pub highly_available: bool,
     pub hosted_engine: bool,
     pub groups: Vec<VmGroup>,
+    /// What the VM needs of the host's hardware (new in WIT 0.2.0); the
+    /// default needs nothing.
+    pub hardware: VmHardware,
 }
 
 impl Default for Vm {
@@ -384,6 +410,7 @@ impl Default for Vm {
             highly_available: false,
             hosted_engine: false,
             groups: Vec::new(),
+            hardware: VmHardware::default(),
         }
     }
 }
@@ -398,12 +425,29 @@ pub struct Request {
     pub hints: Vec<KeyValue>,
 }
 
-/// Hosts a filter rejected for one reason; see `types.rejection`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Hosts a filter rejected for one reason; see `types.rejection`. With
+/// `figures`, `reason` is a template ([`reason`] renders it).
+#[derive(Clone, Debug, Default, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Rejection {
     pub reason: String,
     pub hosts: Vec<u32>,
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Vec::is_empty")
+    )]
+    pub figures: Vec<f64>,
+}
+
+impl Rejection {
+    /// Hosts rejected for one plain sentence.
+    pub fn new(reason: impl Into<String>, hosts: Vec<u32>) -> Self {
+        Rejection {
+            reason: reason.into(),
+            hosts,
+            figures: Vec::new(),
+        }
+    }
 }
 
 /// A score unit's answer; see `types.scores`.
@@ -462,6 +506,10 @@ pub struct UnitInfo {
     pub description: String,
     pub params: Vec<ParamSpec>,
     pub score_order: ScoreOrder,
+    /// Which requests the unit has something to say about (new in WIT
+    /// 0.2.0; a 0.1.0 unit applies to every request).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub applies_to: AppliesTo,
 }
 
 impl ParamSpec {
@@ -489,7 +537,15 @@ impl UnitInfo {
             description: description.into(),
             params: Vec::new(),
             score_order: ScoreOrder::LowerIsBetter,
+            applies_to: AppliesTo::EveryRequest,
         }
+    }
+
+    /// Says the unit has something to say only about requests with at
+    /// least one of `properties` (see [`AppliesTo::RequestsWith`]).
+    pub fn applies_to(mut self, properties: impl IntoIterator<Item = RequestProperty>) -> Self {
+        self.applies_to = AppliesTo::RequestsWith(properties.into_iter().collect());
+        self
     }
 
     /// Adds a parameter declaration.

@@ -82,6 +82,7 @@ fn with_vms(base: &Inventory, extra: &[(u32, &PendingVm<'_>)]) -> Inventory {
     let hosts = base.host_count();
     let mut inventory = Inventory::new(hosts, base.vm_count() + extra.len());
     // Lengths match by construction; see `with_pending`.
+    let _ = inventory.share_hardware(base);
     for &text in HostText::ALL {
         let _ = inventory.set_host_text(text, base.host_text(text).clone());
     }

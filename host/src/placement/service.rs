@@ -901,6 +901,7 @@ mod tests {
                 description: String::new(),
                 params: Vec::new(),
                 score_order: sandpiper_model::ScoreOrder::LowerIsBetter,
+                applies_to: Default::default(),
             },
             filter: Some(filter),
             score: None,

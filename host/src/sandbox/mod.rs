@@ -5,6 +5,10 @@
 //!   sha256 of its bytes, after checking it is a component that imports
 //!   only what the sandbox provides and exports `metadata` plus at least
 //!   one role; it then calls `info()` once and keeps the answer.
+//! * Every version of the WIT package is served side by side
+//!   ([`PolicyVersion`]: `sandpiper:policy@0.1.0` and `@0.2.0`): a unit
+//!   uses exactly one, read from its imports and exports at load, and each
+//!   call goes through that version's bindings.
 //! * [`WasmUnit`] implements [`crate::unit::Unit`]: every call gets a new
 //!   `Store` and instance (microseconds with the pooling allocator), a fuel
 //!   budget and an epoch deadline that grow with the host count, a memory
@@ -32,6 +36,7 @@ mod validate;
 mod wasi;
 mod wasm_unit;
 
+pub use bindings::PolicyVersion;
 pub use engine::{
     EPOCH_TICK, KEEP_RESIDENT_BYTES, MAX_WASM_STACK_BYTES, POOL_CONCURRENT_CALLS,
     POOL_CORE_INSTANCES, POOL_MEMORIES, POOL_TABLES, TABLE_KEEP_RESIDENT_BYTES,

@@ -10,8 +10,8 @@ use sandpiper_model::{Migration, Rejection, Scores};
 pub const MAX_REASON_BYTES: usize = 1024;
 
 /// Answer bytes any call may return, counted as reason bytes plus 16 per
-/// rejection, 4 per host index and 8 per score: room for a few dozen
-/// reasons whatever the candidate count.
+/// rejection, 4 per host index and 8 per score or figure: room for a few
+/// dozen reasons whatever the candidate count.
 pub const OUTPUT_BASE_BYTES: usize = 64 << 10;
 
 /// Answer bytes allowed per candidate host: its index or score plus a
@@ -60,7 +60,8 @@ pub(crate) fn check_rejections(rejections: &[Rejection], candidates: usize) -> R
         bytes = bytes
             .saturating_add(REJECTION_RECORD_BYTES)
             .saturating_add(rejection.reason.len())
-            .saturating_add(rejection.hosts.len().saturating_mul(4));
+            .saturating_add(rejection.hosts.len().saturating_mul(4))
+            .saturating_add(rejection.figures.len().saturating_mul(8));
     }
     check_size(bytes, candidates)
 }
@@ -86,10 +87,7 @@ mod tests {
     use super::*;
 
     fn rejection(reason: &str, hosts: Vec<u32>) -> Rejection {
-        Rejection {
-            reason: reason.to_owned(),
-            hosts,
-        }
+        Rejection::new(reason.to_owned(), hosts)
     }
 
     #[test]

@@ -8,13 +8,13 @@ use sandpiper_model::Inventory;
 use sandpiper_model::UnitInfo;
 use wasmtime::component::{Component, HasSelf, Linker};
 
-use super::bindings::{FullUnit, InventoryImport, balance, filter, metadata, score};
+use super::bindings::{Guests, InventoryImport, PolicyVersion, v0_1, v0_2};
 use super::engine::{self, EpochTicker};
 use super::limits::{Limits, LimitsError};
 use super::module_limits::ModuleLimit;
 use super::validate::{self, BALANCE_EXPORT, FILTER_EXPORT, METADATA_EXPORT, SCORE_EXPORT};
 use super::wasi;
-use super::wasm_unit::{CallState, Compiled, Guests, Session, Shared, WasmUnit, blocking};
+use super::wasm_unit::{CallState, Compiled, Session, Shared, WasmUnit, blocking};
 use crate::pipeline::SpecError;
 use crate::unit::UnitError;
 
@@ -51,11 +51,20 @@ pub enum LoadError {
     },
     #[error(
         "the component imports `{import}`, which units may not use: units may import only \
-         `sandpiper:policy/inventory@0.1.x` and the WASI 0.2 interfaces io, clocks, random, \
-         cli (environment, exit, std streams, terminals) and filesystem (types, preopens)"
+         `sandpiper:policy/inventory` (0.1.x or 0.2.x) and the WASI 0.2 interfaces io, \
+         clocks, random, cli (environment, exit, std streams, terminals) and filesystem \
+         (types, preopens)"
     )]
     ForbiddenImport { import: String },
-    #[error("the component does not export `{METADATA_EXPORT}`, which every unit must (it exports: {})", exports.join(", "))]
+    /// The component uses two versions of `sandpiper:policy` (say, imports
+    /// 0.1.0's inventory and exports 0.2.0's metadata): a unit is built
+    /// against one version, and its calls go through that version alone.
+    #[error(
+        "the component uses both `{first}` and `{second}`: a unit must be built against one \
+         version of sandpiper:policy (0.1.x or 0.2.x), not a mix"
+    )]
+    MixedVersions { first: String, second: String },
+    #[error("the component does not export `{METADATA_EXPORT}` (0.1.x or 0.2.x), which every unit must (it exports: {})", exports.join(", "))]
     MissingMetadata { exports: Vec<String> },
     #[error(
         "the component exports none of `{FILTER_EXPORT}`, `{SCORE_EXPORT}` or \
@@ -63,7 +72,8 @@ pub enum LoadError {
     )]
     NoRole { exports: Vec<String> },
     #[error(
-        "the export `{interface}` does not have the type `sandpiper:policy@0.1.0` gives it: {detail}"
+        "the export `{interface}` does not have the type its version of sandpiper:policy gives \
+         it: {detail}"
     )]
     WrongExportType { interface: String, detail: String },
     #[error("the component's imports cannot be satisfied: {0}")]
@@ -123,12 +133,21 @@ impl Runtime {
         limits.validate()?;
         let engine = engine::build().map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
         let mut linker = Linker::new(&engine);
-        let linked = wasi::add_to_linker(&mut linker).and_then(|()| {
-            FullUnit::add_to_linker::<CallState, HasSelf<InventoryImport>>(
-                &mut linker,
-                CallState::inventory,
-            )
-        });
+        // Every version's inventory, side by side: their instance names
+        // differ by version, so a unit links to the one it was built for.
+        let linked = wasi::add_to_linker(&mut linker)
+            .and_then(|()| {
+                v0_1::FullUnit::add_to_linker::<CallState, HasSelf<InventoryImport>>(
+                    &mut linker,
+                    CallState::inventory,
+                )
+            })
+            .and_then(|()| {
+                v0_2::FullUnit::add_to_linker::<CallState, HasSelf<InventoryImport>>(
+                    &mut linker,
+                    CallState::inventory,
+                )
+            });
         linked.map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
         let ticker = EpochTicker::start(engine.clone())?;
         Ok(Runtime {
@@ -243,24 +262,29 @@ impl Runtime {
 
     /// Checks imports and exports, then instantiates the unit once (under
     /// the default limits, over an empty snapshot) to type-check its exports
-    /// and read its info.
+    /// and read its info. The version of `sandpiper:policy` the unit uses
+    /// decides which bindings every later call goes through.
     fn prepare(&self, sha256: [u8; 32], component: &Component) -> Result<Compiled, LoadError> {
         let engine = &self.shared.engine;
         validate::check_imports(engine, component)?;
+        let version = validate::policy_version(engine, component)?;
         let pre = self
             .linker
             .instantiate_pre(component)
             .map_err(|e| LoadError::Link(format!("{e:#}")))?;
-        let Ok(metadata) = metadata::GuestIndices::new(&pre) else {
+        let guests: Option<Box<dyn Guests>> = match version {
+            Some(PolicyVersion::V0_1) => {
+                v0_1::Guests::find(&pre).map(|g| Box::new(g) as Box<dyn Guests>)
+            }
+            Some(PolicyVersion::V0_2) => {
+                v0_2::Guests::find(&pre).map(|g| Box::new(g) as Box<dyn Guests>)
+            }
+            None => None,
+        };
+        let Some(guests) = guests else {
             return Err(LoadError::MissingMetadata {
                 exports: validate::export_names(engine, component),
             });
-        };
-        let guests = Guests {
-            metadata,
-            filter: filter::GuestIndices::new(&pre).ok(),
-            score: score::GuestIndices::new(&pre).ok(),
-            balance: balance::GuestIndices::new(&pre).ok(),
         };
         if guests.exports() == Default::default() {
             return Err(LoadError::NoRole {
@@ -273,33 +297,14 @@ impl Runtime {
             .map_err(|f| LoadError::Info(f.error))?;
         let instance = session.instance;
         let store = &mut session.store;
-        let wrong_type = |interface: &'static str| {
-            move |e: wasmtime::Error| LoadError::WrongExportType {
-                interface: interface.to_owned(),
+        guests
+            .check_types(store, &instance)
+            .map_err(|(interface, e)| LoadError::WrongExportType {
+                interface,
                 detail: format!("{e:#}"),
-            }
-        };
-        if let Some(filter) = &guests.filter {
-            filter
-                .load(&mut *store, &instance)
-                .map_err(wrong_type(FILTER_EXPORT))?;
-        }
-        if let Some(score) = &guests.score {
-            score
-                .load(&mut *store, &instance)
-                .map_err(wrong_type(SCORE_EXPORT))?;
-        }
-        if let Some(balance) = &guests.balance {
-            balance
-                .load(&mut *store, &instance)
-                .map_err(wrong_type(BALANCE_EXPORT))?;
-        }
-        let metadata = guests
-            .metadata
-            .load(&mut *store, &instance)
-            .map_err(wrong_type(METADATA_EXPORT))?;
-        let info: UnitInfo = match metadata.call_info(&mut *store) {
-            Ok(info) => info.into(),
+            })?;
+        let info: UnitInfo = match guests.info(store, &instance) {
+            Ok(info) => info,
             Err(error) => return Err(LoadError::Info(session.fail(&error).error)),
         };
         validate::check_info(&info)?;

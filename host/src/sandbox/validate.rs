@@ -1,14 +1,16 @@
 //! Checks a unit must pass before it is accepted: it is a component (not a
 //! core module, not a precompiled artifact), it imports only what the
-//! sandbox provides, it exports `metadata` and at least one role, and what
+//! sandbox provides, it uses one version of `sandpiper:policy` (0.1.x or
+//! 0.2.x, not a mix), it exports `metadata` and at least one role, and what
 //! its `info()` says is usable.
 
-use sandpiper_model::UnitInfo;
+use sandpiper_model::{AppliesTo, UnitInfo};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 use wasmtime::component::types::ComponentItem;
 
 use super::LoadError;
+use super::bindings::PolicyVersion;
 
 /// Largest component accepted, in bytes. componentize-py's units are about
 /// 18 MiB and componentize-js's about 12 MiB; Rust units are tens of KiB.
@@ -20,9 +22,6 @@ pub const MAX_INFO_BYTES: usize = 64 << 10;
 
 /// The WIT package and version range units are built against.
 pub const POLICY_PACKAGE: &str = "sandpiper:policy";
-/// Versions of [`POLICY_PACKAGE`] accepted: `0.1.x`, semver-compatible with
-/// the `0.1.0` the host implements.
-const POLICY_VERSION_PREFIX: &str = "0.1.";
 /// Versions of WASI accepted: 0.2.x, which wasmtime-wasi implements by
 /// semver compatibility (Rust std uses 0.2.6, componentize-py 0.2.9, ...).
 const WASI_VERSION_PREFIX: &str = "0.2.";
@@ -47,12 +46,13 @@ pub const ALLOWED_IMPORTS: &[(&str, &str)] = &[
     ("wasi:filesystem", "preopens"),
 ];
 
-/// Export names of the four interfaces, as the host's bindings look them up
-/// (wasmtime matches semver-compatible `0.1.x` exports to these).
-pub const METADATA_EXPORT: &str = "sandpiper:policy/metadata@0.1.0";
-pub const FILTER_EXPORT: &str = "sandpiper:policy/filter@0.1.0";
-pub const SCORE_EXPORT: &str = "sandpiper:policy/score@0.1.0";
-pub const BALANCE_EXPORT: &str = "sandpiper:policy/balance@0.1.0";
+/// Export names of the four interfaces, for errors: each version's bindings
+/// look them up with their own `@version` (wasmtime matches
+/// semver-compatible `0.1.x` and `0.2.x` exports to them).
+pub const METADATA_EXPORT: &str = "sandpiper:policy/metadata";
+pub const FILTER_EXPORT: &str = "sandpiper:policy/filter";
+pub const SCORE_EXPORT: &str = "sandpiper:policy/score";
+pub const BALANCE_EXPORT: &str = "sandpiper:policy/balance";
 
 /// Refuses bytes that are not a component, or whose core modules pass one
 /// of the validator's limits, before anything compiles them.
@@ -85,7 +85,7 @@ fn import_allowed(name: &str) -> bool {
         return false;
     };
     let version_ok = if package == POLICY_PACKAGE {
-        version.starts_with(POLICY_VERSION_PREFIX)
+        PolicyVersion::of(version).is_some()
     } else {
         version.starts_with(WASI_VERSION_PREFIX)
     };
@@ -111,6 +111,47 @@ pub(crate) fn check_imports(engine: &Engine, component: &Component) -> Result<()
         }
     }
     Ok(())
+}
+
+/// The one version of `sandpiper:policy` a component's imports and exports
+/// use; `None` when it names the package nowhere (it then lacks
+/// `metadata`). Two versions are refused: a unit's calls go through one
+/// version's bindings, and a component importing 0.1.0's inventory but
+/// exporting 0.2.0's filter was built from a broken mix of bindings.
+pub(crate) fn policy_version(
+    engine: &Engine,
+    component: &Component,
+) -> Result<Option<PolicyVersion>, LoadError> {
+    let ty = component.component_type();
+    let names = ty
+        .imports(engine)
+        .map(|(name, _)| name)
+        .chain(ty.exports(engine).map(|(name, _)| name));
+    let mut found: Option<(PolicyVersion, &str)> = None;
+    for name in names {
+        let Some((package, _, version)) = parse_interface_name(name) else {
+            continue;
+        };
+        if package != POLICY_PACKAGE {
+            continue;
+        }
+        // An export of an unserved version is no export at all (the unit
+        // then lacks `metadata`); imports were checked already.
+        let Some(version) = PolicyVersion::of(version) else {
+            continue;
+        };
+        match found {
+            None => found = Some((version, name)),
+            Some((first, first_name)) if first != version => {
+                return Err(LoadError::MixedVersions {
+                    first: first_name.to_owned(),
+                    second: name.to_owned(),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(found.map(|(version, _)| version))
 }
 
 /// The names a component exports, for error messages.
@@ -143,6 +184,13 @@ pub(crate) fn check_info(info: &UnitInfo) -> Result<(), LoadError> {
             "info() gives an empty name".to_owned(),
         ));
     }
+    if info.applies_to == AppliesTo::RequestsWith(Vec::new()) {
+        return Err(LoadError::InvalidInfo(
+            "info() says the unit applies to requests with one of no properties, so to none; \
+             a unit that always runs says `every-request`"
+                .to_owned(),
+        ));
+    }
     crate::pipeline::check_specs(&info.name, &info.params)?;
     Ok(())
 }
@@ -158,6 +206,8 @@ mod tests {
         for allowed in [
             "sandpiper:policy/inventory@0.1.0",
             "sandpiper:policy/types@0.1.3",
+            "sandpiper:policy/inventory@0.2.0",
+            "sandpiper:policy/types@0.2.1",
             "wasi:io/streams@0.2.6",
             "wasi:io/error@0.2.9",
             "wasi:clocks/wall-clock@0.2.12",
@@ -172,7 +222,8 @@ mod tests {
             "wasi:http/outgoing-handler@0.2.10",
             "wasi:cli/run@0.2.6",
             "wasi:io/streams@0.3.0",
-            "sandpiper:policy/inventory@0.2.0",
+            "sandpiper:policy/inventory@0.3.0",
+            "sandpiper:policy/inventory@1.0.0",
             "sandpiper:policy/filter@0.1.0",
             "example:evil/backdoor@1.0.0",
             "inventory",
@@ -217,5 +268,10 @@ mod tests {
             check_info(&twice),
             Err(LoadError::Params(SpecError::DuplicateKey { .. }))
         ));
+        let never = UnitInfo::new("Never", "").applies_to([]);
+        assert!(matches!(check_info(&never), Err(LoadError::InvalidInfo(_))));
+        let groups =
+            UnitInfo::new("Groups", "").applies_to([sandpiper_model::RequestProperty::Groups]);
+        assert!(check_info(&groups).is_ok());
     }
 }

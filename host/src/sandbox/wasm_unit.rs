@@ -11,7 +11,7 @@ use wasmtime::component::{Instance, InstancePre, ResourceTable};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::{InventoryImport, balance, filter, metadata, score, types};
+use super::bindings::{Guests, InventoryImport, PolicyVersion};
 use super::engine::{EpochTicker, deadline_ticks};
 use super::failure::{Evidence, Phase, classify, thread_cpu_time};
 use super::limits::{Limits, LimitsError, MemoryLimiter};
@@ -51,31 +51,15 @@ pub(crate) struct Shared {
     pub(crate) _ticker: EpochTicker,
 }
 
-/// Indices of the exports a unit has, found once at load.
-pub(crate) struct Guests {
-    pub(crate) metadata: metadata::GuestIndices,
-    pub(crate) filter: Option<filter::GuestIndices>,
-    pub(crate) score: Option<score::GuestIndices>,
-    pub(crate) balance: Option<balance::GuestIndices>,
-}
-
-impl Guests {
-    pub(crate) fn exports(&self) -> Exports {
-        Exports {
-            filter: self.filter.is_some(),
-            score: self.score.is_some(),
-            balance: self.balance.is_some(),
-        }
-    }
-}
-
 /// A compiled, validated unit: shared by every `WasmUnit` made from the same
 /// bytes, whatever their limits.
 pub(crate) struct Compiled {
     pub(crate) shared: Arc<Shared>,
     pub(crate) sha256: [u8; 32],
     pub(crate) pre: InstancePre<CallState>,
-    pub(crate) guests: Guests,
+    /// The unit's exports in the version of the WIT it was built against,
+    /// which every call goes through.
+    pub(crate) guests: Box<dyn Guests>,
     pub(crate) info: UnitInfo,
 }
 
@@ -103,6 +87,11 @@ impl WasmUnit {
     /// The sha256 of the component's bytes: its identity.
     pub fn sha256(&self) -> [u8; 32] {
         self.compiled.sha256
+    }
+
+    /// The version of `sandpiper:policy` the unit was built against.
+    pub fn policy_version(&self) -> PolicyVersion {
+        self.compiled.guests.version()
     }
 
     /// The limits each call of this unit runs under.
@@ -300,6 +289,11 @@ fn checked<T>(
     }
 }
 
+/// A role's call, which the unit was checked to export before calling.
+fn exported<T>(call: Option<wasmtime::Result<T>>) -> wasmtime::Result<T> {
+    call.unwrap_or_else(|| Err(wasmtime::Error::msg("the role is not exported")))
+}
+
 fn not_exported<T>(role: Role) -> CallResult<T> {
     Err(Failed {
         error: UnitError::NotExported(role),
@@ -322,14 +316,13 @@ impl Unit for WasmUnit {
         request: &Request,
         candidates: &[u32],
     ) -> CallResult<Vec<Rejection>> {
-        let Some(indices) = &self.compiled.guests.filter else {
+        let guests = &self.compiled.guests;
+        if !guests.exports().filter {
             return not_exported(Role::Filter);
-        };
-        let request = types::Request::from(request);
+        }
+        let request = guests.lower(request);
         let result = self.call(inventory, |store, instance| {
-            let guest = indices.load(&mut *store, instance)?;
-            let rejections = guest.call_filter(&mut *store, &request, candidates)?;
-            Ok(rejections.into_iter().map(Rejection::from).collect())
+            exported(guests.filter(store, instance, &request, candidates))
         });
         checked(result, |r| output::check_rejections(r, candidates.len()))
     }
@@ -340,13 +333,13 @@ impl Unit for WasmUnit {
         request: &Request,
         candidates: &[u32],
     ) -> CallResult<Scores> {
-        let Some(indices) = &self.compiled.guests.score else {
+        let guests = &self.compiled.guests;
+        if !guests.exports().score {
             return not_exported(Role::Score);
-        };
-        let request = types::Request::from(request);
+        }
+        let request = guests.lower(request);
         let result = self.call(inventory, |store, instance| {
-            let guest = indices.load(&mut *store, instance)?;
-            Ok(guest.call_score(&mut *store, &request, candidates)?.into())
+            exported(guests.score(store, instance, &request, candidates))
         });
         checked(result, |s| output::check_scores(s, candidates.len()))
     }
@@ -356,16 +349,13 @@ impl Unit for WasmUnit {
         inventory: &Arc<Inventory>,
         request: &BalanceRequest,
     ) -> CallResult<Option<Migration>> {
-        let Some(indices) = &self.compiled.guests.balance else {
+        let guests = &self.compiled.guests;
+        if !guests.exports().balance {
             return not_exported(Role::Balance);
-        };
+        }
         let candidates = request.candidates.len();
-        let request = types::BalanceRequest::from(request);
         let result = self.call(inventory, |store, instance| {
-            let guest = indices.load(&mut *store, instance)?;
-            Ok(guest
-                .call_balance(&mut *store, &request)?
-                .map(Migration::from))
+            exported(guests.balance(store, instance, request))
         });
         checked(result, |m| output::check_migration(m, candidates))
     }

@@ -143,10 +143,10 @@ fn every_language_answers_identically_on_a_generated_cluster() {
     );
     assert_eq!(
         refused.rejections,
-        [Rejection {
-            reason: "parameter `HeadroomMib` is \"0x10\", not an unsigned 32-bit integer".into(),
-            hosts: unreadable.candidates.clone(),
-        }],
+        [Rejection::new(
+            "parameter `HeadroomMib` is \"0x10\", not an unsigned 32-bit integer",
+            unreadable.candidates.clone()
+        )],
         "an unreadable parameter fails closed, naming itself"
     );
 

@@ -8,3 +8,4 @@ mod placement_model;
 mod sandbox;
 mod unit_cases;
 mod units_doc;
+mod versions;

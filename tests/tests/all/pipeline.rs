@@ -1039,6 +1039,7 @@ impl Starved {
             description: String::new(),
             params: Vec::new(),
             score_order: ScoreOrder::LowerIsBetter,
+            applies_to: Default::default(),
         }))
     }
 

@@ -493,6 +493,22 @@ fn refuses_what_is_not_a_usable_component() {
             import: "wasi:http/outgoing-handler@0.2.6".to_owned()
         }
     );
+    // Two versions of the contract in one component: a broken mix.
+    assert_eq!(
+        refused(&importing_all(&[
+            "sandpiper:policy/types@0.1.0",
+            "sandpiper:policy/types@0.2.0"
+        ])),
+        LoadError::MixedVersions {
+            first: "sandpiper:policy/types@0.1.0".to_owned(),
+            second: "sandpiper:policy/types@0.2.0".to_owned(),
+        }
+    );
+    // One version, but no metadata: refused for that, not for the version.
+    assert!(matches!(
+        refused(&importing("sandpiper:policy/types@0.2.0")),
+        LoadError::MissingMetadata { .. }
+    ));
     let artifact = runtime
         .precompile(SANDPIPER_TEST_HOSTILE.bytes)
         .expect("the hostile unit compiles");
@@ -505,13 +521,20 @@ fn refuses_what_is_not_a_usable_component() {
 
 /// A component importing an (empty) instance called `name`.
 fn importing(name: &str) -> Vec<u8> {
+    importing_all(&[name])
+}
+
+/// A component importing an (empty) instance for each of `names`.
+fn importing_all(names: &[&str]) -> Vec<u8> {
     use wasm_encoder::{
         Component, ComponentImportSection, ComponentTypeRef, ComponentTypeSection, InstanceType,
     };
     let mut types = ComponentTypeSection::new();
     types.instance(&InstanceType::new());
     let mut imports = ComponentImportSection::new();
-    imports.import(name, ComponentTypeRef::Instance(0));
+    for name in names {
+        imports.import(*name, ComponentTypeRef::Instance(0));
+    }
     let mut component = Component::new();
     component.section(&types).section(&imports);
     component.finish()

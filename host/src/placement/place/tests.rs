@@ -318,10 +318,7 @@ fn one_vm_per_host() -> Arc<dyn Unit> {
             .copied()
             .filter(|h| busy.contains(h))
             .collect();
-        vec![sandpiper_model::Rejection {
-            reason: "runs a VM".to_owned(),
-            hosts,
-        }]
+        vec![sandpiper_model::Rejection::new("runs a VM", hosts)]
     }
     Arc::new(sandpiper_guest::native::NativeUnit {
         info: sandpiper_model::UnitInfo {
@@ -329,6 +326,7 @@ fn one_vm_per_host() -> Arc<dyn Unit> {
             description: String::new(),
             params: Vec::new(),
             score_order: sandpiper_model::ScoreOrder::LowerIsBetter,
+            applies_to: Default::default(),
         },
         filter: Some(filter),
         score: None,
@@ -414,6 +412,7 @@ fn move_big() -> Arc<dyn Unit> {
             description: String::new(),
             params: Vec::new(),
             score_order: sandpiper_model::ScoreOrder::LowerIsBetter,
+            applies_to: Default::default(),
         },
         filter: None,
         score: None,

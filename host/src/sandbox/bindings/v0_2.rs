@@ -1,11 +1,6 @@
-//! The host side of the WIT contract: `bindgen!` over `wit/`, the
-//! `sandpiper:policy/inventory` import served from the call's snapshot, and
-//! conversions between the generated types and `sandpiper_model`.
-
-use std::sync::Arc;
-
-use sandpiper_model as model;
-use sandpiper_model::Inventory;
+//! `sandpiper:policy@0.2.0`, the current version (`wit/policy.wit`):
+//! everything the model holds, hardware included, crosses in both
+//! directions.
 
 wasmtime::component::bindgen!({
     path: "../wit",
@@ -14,211 +9,203 @@ wasmtime::component::bindgen!({
     world: "sandpiper:policy/full-unit",
 });
 
-pub(crate) use self::exports::sandpiper::policy::{balance, filter, metadata, score};
-pub(crate) use self::sandpiper::policy::{inventory, types};
+use self::sandpiper::policy::inventory;
+pub(crate) use self::sandpiper::policy::types;
+use sandpiper_model as model;
 
-/// The `inventory` import of one call: reads the call's snapshot.
-///
-/// Columns are copied out of the shared snapshot for each request the unit
-/// makes (the bindings take owned lists); a unit fetches each column at most
-/// once per call (the SDK caches them), so this is one copy per column read.
-pub(crate) struct InventoryImport {
-    inventory: Arc<Inventory>,
-}
+use super::{InventoryImport, lower_vm, same_enum};
 
-impl InventoryImport {
-    pub(crate) fn new(inventory: Arc<Inventory>) -> Self {
-        InventoryImport { inventory }
-    }
-}
+super::shared_conversions!();
+super::guest_calls!(V0_2);
 
-/// A count as the WIT's `u32`. Snapshots are far smaller than 4 billion
-/// rows; saturating keeps an impossible one from wrapping.
-fn count(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
-}
-
-impl inventory::Host for InventoryImport {
-    fn host_count(&mut self) -> u32 {
-        count(self.inventory.host_count())
-    }
-
-    fn host_metrics(&mut self, metric: types::HostMetric) -> Vec<f64> {
-        self.inventory.host_metric(metric.into()).to_vec()
-    }
-
-    fn host_statuses(&mut self) -> Vec<types::HostStatus> {
-        self.inventory
-            .host_statuses()
-            .iter()
-            .map(|&s| s.into())
-            .collect()
-    }
-
-    fn host_flags(&mut self, flag: types::HostFlag) -> Vec<u8> {
-        flag_bytes(self.inventory.host_flag(flag.into()))
-    }
-
-    fn host_texts(&mut self, text: types::HostText) -> types::Interned {
-        interned(self.inventory.host_text(text.into()))
-    }
-
-    fn host_labels(&mut self, kind: types::HostLabelKind) -> types::Labels {
-        let labels = self.inventory.host_labels(kind.into());
-        types::Labels {
-            strings: labels.strings.clone(),
-            offsets: labels.offsets.clone(),
-            keys: labels.keys.clone(),
-            values: labels.values.clone(),
-        }
-    }
-
-    fn host_named_metric(&mut self, name: String) -> Vec<f64> {
-        self.inventory.host_named_metric(&name).to_vec()
-    }
-
-    fn vm_count(&mut self) -> u32 {
-        count(self.inventory.vm_count())
-    }
-
-    fn vm_hosts(&mut self) -> Vec<u32> {
-        self.inventory.vm_hosts().to_vec()
-    }
-
-    fn vm_metrics(&mut self, metric: types::VmMetric) -> Vec<f64> {
-        self.inventory.vm_metric(metric.into()).to_vec()
-    }
-
-    fn vm_flags(&mut self, flag: types::VmFlag) -> Vec<u8> {
-        flag_bytes(self.inventory.vm_flag(flag.into()))
-    }
-
-    fn vm_texts(&mut self, text: types::VmText) -> types::Interned {
-        interned(self.inventory.vm_text(text.into()))
-    }
-}
-
-/// A yes/no column as the WIT sends it: one byte per row, 1 or 0 (a
-/// `list<u8>` crosses in one copy, a `list<bool>` value by value).
-fn flag_bytes(column: &[bool]) -> Vec<u8> {
-    column.iter().map(|&flag| u8::from(flag)).collect()
-}
-
-fn interned(column: &model::Interned) -> types::Interned {
-    types::Interned {
-        values: column.values.clone(),
-        indices: column.indices.clone(),
-    }
-}
-
-/// `From` between a generated enum and its `model` twin, case by case: the
-/// compiler checks both lists are complete, so the two cannot drift.
-macro_rules! same_enum {
-    ($from:ty => $to:ty { $($case:ident),+ $(,)? }) => {
-        impl From<$from> for $to {
-            fn from(value: $from) -> Self {
-                match value {
-                    $(<$from>::$case => <$to>::$case,)+
-                }
-            }
-        }
-    };
-}
-
-// Enums a unit sends (arguments of `inventory` functions, its own info).
+// Enums a unit sends (arguments of `inventory` functions).
 same_enum!(types::HostMetric => model::HostMetric {
     CpuSockets, CpuCores, CpuThreads, CpuUsagePercent, CpuPendingPercent,
     CpuOverloadedMinutes, VcpusUsed, VcpusPending, MemoryTotalMib, MemoryFreeMib,
     MemoryPendingMib, MemoryCommittedMib, MemoryReservedMib, SwapTotalMib, SwapFreeMib,
     VmCount, VmPendingCount, DiskTotalGib, DiskFreeGib, IoOps, BuildFailures, HaScore,
-    HypervisorVersion,
+    HypervisorVersion, TscFrequencyHz,
 });
-same_enum!(types::HostFlag => model::HostFlag { Spm, HostedEngine, Isolated });
-same_enum!(types::HostText => model::HostText { Id, Name, Address, Zone });
+same_enum!(types::HostFlag => model::HostFlag { Spm, HostedEngine, Isolated, TscScaling });
+same_enum!(types::HostText => model::HostText { Id, Name, Address, Zone, CpuModel });
 same_enum!(types::HostLabelKind => model::HostLabels {
-    Networks, Capabilities, Aggregates, AggregateMetadata, Instances,
+    Networks, Capabilities, Aggregates, AggregateMetadata, Instances, CpuFlags,
+    EmulatedMachines, ClusterLevels,
 });
-same_enum!(types::VmMetric => model::VmMetric {
-    MemoryMib, MemoryGuaranteedMib, Vcpus, CpuUsagePercent,
+same_enum!(types::CellMetric => model::CellMetric {
+    MemoryTotalMib, MemoryFreeMib, Cpus, DedicatedCpus, PinnedCpus, SharedVcpusUsed,
 });
-same_enum!(types::VmFlag => model::VmFlag { Migratable, HighlyAvailable, HostedEngine, Pending });
-same_enum!(types::VmText => model::VmText { Id, Name });
-same_enum!(types::ScoreOrder => model::ScoreOrder { LowerIsBetter, HigherIsBetter });
+same_enum!(types::PcpuFlag => model::PcpuFlag { Dedicated, Pinned });
 
 // Enums the host sends.
-same_enum!(model::HostStatus => types::HostStatus {
-    Up, Disabled, Maintenance, Down, NonOperational,
-});
-same_enum!(model::GroupScope => types::GroupScope { Vms, Hosts });
+same_enum!(model::DeviceKind => types::DeviceKind { Pci, PhysicalFunction, VirtualFunction });
+same_enum!(model::NumaTune => types::NumaTune { Strict, Interleave, Preferred });
+same_enum!(model::CpuPolicy => types::CpuPolicy { Shared, Dedicated, Mixed });
+same_enum!(model::ThreadPolicy => types::ThreadPolicy { Prefer, Isolate, Require });
+same_enum!(model::EmulatorThreads => types::EmulatorThreads { Share, Isolate });
+same_enum!(model::PciNumaPolicy => types::PciNumaPolicy { Legacy, Required, Preferred, Socket });
 
-fn key_values(pairs: &[model::KeyValue]) -> Vec<types::KeyValue> {
-    pairs
-        .iter()
-        .map(|kv| types::KeyValue {
-            key: kv.key.clone(),
-            value: kv.value.clone(),
-        })
-        .collect()
+/// A table of strings as one text plus offsets (see `types.strings`).
+fn strings(table: &[String]) -> types::Strings {
+    let mut text = String::with_capacity(table.iter().map(String::len).sum());
+    let mut offsets = Vec::with_capacity(table.len() + 1);
+    offsets.push(0);
+    for s in table {
+        text.push_str(s);
+        offsets.push(super::count(text.len()));
+    }
+    types::Strings { text, offsets }
 }
 
-impl From<&model::VmGroup> for types::VmGroup {
-    fn from(group: &model::VmGroup) -> Self {
-        types::VmGroup {
-            id: group.id.clone(),
-            name: group.name.clone(),
-            scope: group.scope.into(),
-            positive: group.positive,
-            enforcing: group.enforcing,
-            priority: group.priority,
-            hosts: group.hosts.clone(),
+fn interned(column: &model::Interned) -> types::Interned {
+    types::Interned {
+        values: strings(&column.values),
+        indices: column.indices.clone(),
+    }
+}
+
+fn labels(column: &model::Labels) -> types::Labels {
+    types::Labels {
+        strings: strings(&column.strings),
+        offsets: column.offsets.clone(),
+        keys: column.keys.clone(),
+        values: column.values.clone(),
+    }
+}
+
+impl inventory::Host for InventoryImport {
+    super::shared_inventory!();
+
+    fn numa_cells(&mut self) -> types::NumaTopology {
+        let numa = self.inventory.numa_topology();
+        types::NumaTopology {
+            offsets: numa.offsets.clone(),
+            node_ids: numa.node_ids.clone(),
+            sockets: numa.sockets.clone(),
+        }
+    }
+
+    fn numa_cell_metrics(&mut self, metric: types::CellMetric) -> Vec<f64> {
+        self.inventory.cell_metric(metric.into()).to_vec()
+    }
+
+    fn numa_cell_cpus(&mut self) -> types::CellCpus {
+        let cpus = self.inventory.cell_cpus();
+        types::CellCpus {
+            offsets: cpus.offsets.clone(),
+            cpus: cpus.cpus.clone(),
+            cores: cpus.cores.clone(),
+        }
+    }
+
+    fn numa_pcpu_flags(&mut self, flag: types::PcpuFlag) -> Vec<u8> {
+        super::flag_bytes(self.inventory.pcpu_flag(flag.into()))
+    }
+
+    fn numa_cell_pages(&mut self) -> types::CellPages {
+        let pages = self.inventory.cell_pages();
+        types::CellPages {
+            offsets: pages.offsets.clone(),
+            size_kib: pages.size_kib.clone(),
+            total: pages.total.clone(),
+            free: pages.free.clone(),
+        }
+    }
+
+    fn numa_cell_distances(&mut self) -> types::CellDistances {
+        let distances = self.inventory.cell_distances();
+        types::CellDistances {
+            offsets: distances.offsets.clone(),
+            values: distances.values.clone(),
+        }
+    }
+
+    fn device_pools(&mut self) -> types::PciPools {
+        let pools = self.inventory.pci_pools();
+        types::PciPools {
+            offsets: pools.offsets.clone(),
+            strings: strings(&pools.strings),
+            vendors: pools.vendors.clone(),
+            products: pools.products.clone(),
+            addresses: pools.addresses.clone(),
+            kinds: pools.kinds.iter().map(|&k| k.into()).collect(),
+            cells: pools.cells.clone(),
+            parents: pools.parents.clone(),
+            total: pools.total.clone(),
+            free: pools.free.clone(),
+        }
+    }
+
+    fn device_pool_labels(&mut self) -> types::Labels {
+        labels(self.inventory.pci_pool_labels())
+    }
+
+    fn mdev_types(&mut self) -> types::MdevOffers {
+        let offers = self.inventory.mdev_offers();
+        types::MdevOffers {
+            offsets: offers.offsets.clone(),
+            strings: strings(&offers.strings),
+            names: offers.names.clone(),
+            free: offers.free.clone(),
+            pools: offers.pools.clone(),
+        }
+    }
+}
+
+impl From<model::PageSize> for types::PageSize {
+    fn from(size: model::PageSize) -> Self {
+        match size {
+            model::PageSize::Unspecified => types::PageSize::Unspecified,
+            model::PageSize::Small => types::PageSize::Small,
+            model::PageSize::Large => types::PageSize::Large,
+            model::PageSize::Any => types::PageSize::Any,
+            model::PageSize::Kib(kib) => types::PageSize::Kib(kib),
+        }
+    }
+}
+
+impl From<&model::VmHardware> for types::VmHardware {
+    fn from(hw: &model::VmHardware) -> Self {
+        types::VmHardware {
+            numa_cells: hw
+                .numa_cells
+                .iter()
+                .map(|cell| types::VmNumaCell {
+                    shared_vcpus: cell.shared_vcpus.clone(),
+                    dedicated_vcpus: cell.dedicated_vcpus.clone(),
+                    memory_mib: cell.memory_mib,
+                    host_nodes: cell.host_nodes.clone(),
+                })
+                .collect(),
+            numa_tune: hw.numa_tune.into(),
+            cpu_policy: hw.cpu_policy.into(),
+            thread_policy: hw.thread_policy.into(),
+            emulator_threads: hw.emulator_threads.into(),
+            page_size: hw.page_size.into(),
+            cpu_model: hw.cpu_model.clone(),
+            required_cpu_flags: hw.required_cpu_flags.clone(),
+            forbidden_cpu_flags: hw.forbidden_cpu_flags.clone(),
+            pci_requests: hw
+                .pci_requests
+                .iter()
+                .map(|request| types::PciRequest {
+                    alias: request.alias.clone(),
+                    count: request.count,
+                    specs: request.specs.iter().map(|spec| key_values(spec)).collect(),
+                    numa_policy: request.numa_policy.into(),
+                })
+                .collect(),
+            mdev_types: hw.mdev_types.clone(),
+            compatibility_version: hw.compatibility_version.clone(),
+            machine_type: hw.machine_type.clone(),
+            keeps_tsc_frequency: hw.keeps_tsc_frequency,
         }
     }
 }
 
 impl From<&model::Vm> for types::Vm {
     fn from(vm: &model::Vm) -> Self {
-        types::Vm {
-            id: vm.id.clone(),
-            name: vm.name.clone(),
-            memory_mib: vm.memory_mib,
-            memory_guaranteed_mib: vm.memory_guaranteed_mib,
-            vcpus: vm.vcpus,
-            cpu_sockets: vm.cpu_sockets,
-            cpu_cores_per_socket: vm.cpu_cores_per_socket,
-            cpu_threads_per_core: vm.cpu_threads_per_core,
-            cpu_usage_percent: vm.cpu_usage_percent,
-            disk_gib: vm.disk_gib,
-            current_host: vm.current_host,
-            dedicated_hosts: vm.dedicated_hosts.clone(),
-            pinned: vm.pinned,
-            networks: vm.networks.clone(),
-            extra_specs: key_values(&vm.extra_specs),
-            image_properties: key_values(&vm.image_properties),
-            tenant: vm.tenant.clone(),
-            instance_type: vm.instance_type.clone(),
-            highly_available: vm.highly_available,
-            hosted_engine: vm.hosted_engine,
-            groups: vm.groups.iter().map(types::VmGroup::from).collect(),
-        }
-    }
-}
-
-impl From<&model::Request> for types::Request {
-    fn from(request: &model::Request) -> Self {
-        types::Request {
-            vm: (&request.vm).into(),
-            params: key_values(&request.params),
-            hints: key_values(&request.hints),
-        }
-    }
-}
-
-impl From<&model::BalanceRequest> for types::BalanceRequest {
-    fn from(request: &model::BalanceRequest) -> Self {
-        types::BalanceRequest {
-            params: key_values(&request.params),
-            candidates: request.candidates.clone(),
-        }
+        lower_vm!(vm, { hardware: (&vm.hardware).into() })
     }
 }
 
@@ -227,48 +214,50 @@ impl From<types::Rejection> for model::Rejection {
         model::Rejection {
             reason: rejection.reason,
             hosts: rejection.hosts,
+            figures: rejection.figures,
         }
     }
 }
 
-impl From<types::Scores> for model::Scores {
-    fn from(scores: types::Scores) -> Self {
-        model::Scores {
-            values: scores.values,
-            floor: scores.floor,
-            ceiling: scores.ceiling,
+impl From<types::RequestProperty> for model::RequestProperty {
+    fn from(property: types::RequestProperty) -> Self {
+        use model::RequestProperty as M;
+        use types::RequestProperty as W;
+        match property {
+            W::CurrentHost => M::CurrentHost,
+            W::DedicatedHosts => M::DedicatedHosts,
+            W::Groups => M::Groups,
+            W::Networks => M::Networks,
+            W::HighlyAvailable => M::HighlyAvailable,
+            W::HostedEngine => M::HostedEngine,
+            W::Hint(key) => M::Hint(key),
+            W::ExtraSpec(prefix) => M::ExtraSpec(prefix),
+            W::ImageProperty(key) => M::ImageProperty(key),
+            W::NumaTopology => M::NumaTopology,
+            W::CpuPinning => M::CpuPinning,
+            W::PageSize => M::PageSize,
+            W::CpuModel => M::CpuModel,
+            W::CpuFlags => M::CpuFlags,
+            W::PciDevices => M::PciDevices,
+            W::MdevTypes => M::MdevTypes,
+            W::CompatibilityVersion => M::CompatibilityVersion,
+            W::MachineType => M::MachineType,
+            W::TscFrequency => M::TscFrequency,
         }
     }
 }
 
-impl From<types::Migration> for model::Migration {
-    fn from(migration: types::Migration) -> Self {
-        model::Migration {
-            vm: migration.vm,
-            destinations: migration.destinations,
-        }
+fn unit_info(info: types::UnitInfo) -> model::UnitInfo {
+    model::UnitInfo {
+        name: info.name,
+        description: info.description,
+        params: param_specs(info.params),
+        score_order: info.score_order.into(),
+        applies_to: match info.applies_to {
+            types::AppliesTo::EveryRequest => model::AppliesTo::EveryRequest,
+            types::AppliesTo::RequestsWith(properties) => {
+                model::AppliesTo::RequestsWith(properties.into_iter().map(Into::into).collect())
+            }
+        },
     }
 }
-
-impl From<types::UnitInfo> for model::UnitInfo {
-    fn from(info: types::UnitInfo) -> Self {
-        model::UnitInfo {
-            name: info.name,
-            description: info.description,
-            params: info
-                .params
-                .into_iter()
-                .map(|p| model::ParamSpec {
-                    name: p.name,
-                    description: p.description,
-                    default_value: p.default_value,
-                    pattern: p.pattern,
-                })
-                .collect(),
-            score_order: info.score_order.into(),
-        }
-    }
-}
-
-/// `types` has no functions; the linker still needs an instance for it.
-impl types::Host for InventoryImport {}

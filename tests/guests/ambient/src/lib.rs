@@ -122,10 +122,7 @@ impl Filter for Ambient {
     fn filter(_cx: &Context<'_>, _candidates: &[u32]) -> Vec<Rejection> {
         observe()
             .into_iter()
-            .map(|(key, value)| Rejection {
-                reason: format!("{key}={value}"),
-                hosts: Vec::new(),
-            })
+            .map(|(key, value)| Rejection::new(format!("{key}={value}"), Vec::new()))
             .collect()
     }
 }

@@ -166,28 +166,18 @@ impl Filter for Hostile {
         mode.misbehave_anywhere();
         let first = candidates.first().copied();
         match (mode, first) {
-            (Mode::BadIndex, _) => vec![Rejection {
-                reason: "bad index".into(),
-                hosts: vec![cx.hosts().len() as u32],
-            }],
+            (Mode::BadIndex, _) => vec![Rejection::new("bad index", vec![cx.hosts().len() as u32])],
             (Mode::DuplicateIndex, Some(first)) => vec![
-                Rejection {
-                    reason: "first".into(),
-                    hosts: vec![first],
-                },
-                Rejection {
-                    reason: "again".into(),
-                    hosts: vec![first],
-                },
+                Rejection::new("first", vec![first]),
+                Rejection::new("again", vec![first]),
             ],
-            (Mode::HugeOutput, _) => vec![Rejection {
-                reason: "huge output".into(),
-                hosts: repeat_first(candidates, HUGE_OUTPUT_ITEMS),
-            }],
-            (Mode::HugeReason, Some(first)) => vec![Rejection {
-                reason: "x".repeat(HUGE_REASON_BYTES),
-                hosts: vec![first],
-            }],
+            (Mode::HugeOutput, _) => vec![Rejection::new(
+                "huge output",
+                repeat_first(candidates, HUGE_OUTPUT_ITEMS),
+            )],
+            (Mode::HugeReason, Some(first)) => {
+                vec![Rejection::new("x".repeat(HUGE_REASON_BYTES), vec![first])]
+            }
             _ => Vec::new(),
         }
     }

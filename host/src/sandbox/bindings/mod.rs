@@ -1,0 +1,508 @@
+//! The host side of the WIT contract, every version side by side: one
+//! `bindgen!` per version of `sandpiper:policy` (`v0_1` over the frozen
+//! `wit/0.1.0/`, `v0_2` over the current `wit/`), both inventories served
+//! from the call's snapshot, and each version's conversions to and from
+//! `sandpiper_model`, which holds everything every version can say.
+//!
+//! Why one module per version and not one `bindgen!` over a host world
+//! including both (as Spin does): each version's generated types stay in a
+//! module named for it, so a 0.1.0 type can never be passed where a 0.2.0
+//! one is meant, and freezing a version is leaving its module alone. What
+//! the versions share is written once, here, as macros each version module
+//! expands over its own generated types: the conversions of the types
+//! whose shape did not change ([`shared_conversions!`]), the inventory
+//! functions both have ([`shared_inventory!`]) and the calls into a
+//! unit's exports ([`guest_calls!`]). What differs (the new cases of an
+//! enum, the string tables, the hardware) is written in the version's own
+//! module.
+
+use std::sync::Arc;
+
+use sandpiper_model::Inventory;
+use sandpiper_model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
+use wasmtime::Store;
+use wasmtime::component::Instance;
+
+use super::wasm_unit::CallState;
+use crate::unit::Exports;
+
+pub(crate) mod v0_1;
+pub(crate) mod v0_2;
+
+/// A version of `sandpiper:policy` the host serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum PolicyVersion {
+    /// `0.1.x`: the first contract, frozen in `wit/0.1.0/`.
+    #[serde(rename = "0.1")]
+    V0_1,
+    /// `0.2.x`: hardware data, `applies-to`, reasons with figures, string
+    /// tables as one text (`wit/policy.wit`).
+    #[serde(rename = "0.2")]
+    V0_2,
+}
+
+impl PolicyVersion {
+    /// Every version served, oldest first.
+    pub const ALL: [PolicyVersion; 2] = [PolicyVersion::V0_1, PolicyVersion::V0_2];
+
+    /// The version a `sandpiper:policy` name's `@version` belongs to:
+    /// `0.1.x` or `0.2.x` (semver-compatible with what the host
+    /// implements), `None` for any other.
+    pub fn of(version: &str) -> Option<PolicyVersion> {
+        if version.starts_with("0.1.") {
+            Some(PolicyVersion::V0_1)
+        } else if version.starts_with("0.2.") {
+            Some(PolicyVersion::V0_2)
+        } else {
+            None
+        }
+    }
+
+    /// The version the host implements, as written in the WIT package.
+    pub fn package_version(self) -> &'static str {
+        match self {
+            PolicyVersion::V0_1 => "0.1.0",
+            PolicyVersion::V0_2 => "0.2.0",
+        }
+    }
+}
+
+impl std::fmt::Display for PolicyVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "sandpiper:policy@{}", self.package_version())
+    }
+}
+
+/// The `inventory` import of one call, every version: reads the call's
+/// snapshot.
+///
+/// Columns are copied out of the shared snapshot for each request the unit
+/// makes (the bindings take owned lists); a unit fetches each column at most
+/// once per call (the SDK caches them), so this is one copy per column read.
+pub(crate) struct InventoryImport {
+    inventory: Arc<Inventory>,
+}
+
+impl InventoryImport {
+    pub(crate) fn new(inventory: Arc<Inventory>) -> Self {
+        InventoryImport { inventory }
+    }
+}
+
+/// A count as the WIT's `u32`. Snapshots are far smaller than 4 billion
+/// rows; saturating keeps an impossible one from wrapping.
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// A yes/no column as the WIT sends it: one byte per row, 1 or 0 (a
+/// `list<u8>` crosses in one copy, a `list<bool>` value by value).
+fn flag_bytes(column: &[bool]) -> Vec<u8> {
+    column.iter().map(|&flag| u8::from(flag)).collect()
+}
+
+/// The calls into a unit's exports, whatever its version: the pipeline's
+/// side of the dispatch by version. Each version module implements it
+/// with [`guest_calls!`]; a role the unit does not export answers `None`.
+pub(crate) trait Guests: Send + Sync {
+    fn version(&self) -> PolicyVersion;
+    fn exports(&self) -> Exports;
+    /// Type-checks every export the unit has against the version's WIT,
+    /// naming (as `ns:pkg/interface@version`) the first that does not match.
+    fn check_types(
+        &self,
+        store: &mut Store<CallState>,
+        instance: &Instance,
+    ) -> Result<(), (String, wasmtime::Error)>;
+    /// `metadata.info`, converted to the model; call after `check_types`.
+    fn info(&self, store: &mut Store<CallState>, instance: &Instance)
+    -> wasmtime::Result<UnitInfo>;
+    /// Lowers the request once, before the call's clock starts.
+    fn lower(&self, request: &Request) -> Lowered;
+    fn filter(
+        &self,
+        store: &mut Store<CallState>,
+        instance: &Instance,
+        request: &Lowered,
+        candidates: &[u32],
+    ) -> Option<wasmtime::Result<Vec<Rejection>>>;
+    fn score(
+        &self,
+        store: &mut Store<CallState>,
+        instance: &Instance,
+        request: &Lowered,
+        candidates: &[u32],
+    ) -> Option<wasmtime::Result<Scores>>;
+    fn balance(
+        &self,
+        store: &mut Store<CallState>,
+        instance: &Instance,
+        request: &BalanceRequest,
+    ) -> Option<wasmtime::Result<Option<Migration>>>;
+}
+
+/// A request lowered to one version's generated type.
+pub(crate) enum Lowered {
+    V0_1(v0_1::types::Request),
+    V0_2(v0_2::types::Request),
+}
+
+/// `From` between a generated enum and its `model` twin, case by case: the
+/// compiler checks both lists are complete, so the two cannot drift.
+macro_rules! same_enum {
+    ($from:ty => $to:ty { $($case:ident),+ $(,)? }) => {
+        impl From<$from> for $to {
+            fn from(value: $from) -> Self {
+                match value {
+                    $(<$from>::$case => <$to>::$case,)+
+                }
+            }
+        }
+    };
+}
+pub(crate) use same_enum;
+
+/// The conversions of the types every version has in the same shape,
+/// expanded in each version module over its own `types`.
+macro_rules! shared_conversions {
+    () => {
+
+        // Enums a unit sends.
+        same_enum!(types::VmMetric => model::VmMetric {
+            MemoryMib, MemoryGuaranteedMib, Vcpus, CpuUsagePercent,
+        });
+        same_enum!(types::VmFlag => model::VmFlag { Migratable, HighlyAvailable, HostedEngine, Pending });
+        same_enum!(types::VmText => model::VmText { Id, Name });
+        same_enum!(types::ScoreOrder => model::ScoreOrder { LowerIsBetter, HigherIsBetter });
+
+        // Enums the host sends.
+        same_enum!(model::HostStatus => types::HostStatus {
+            Up, Disabled, Maintenance, Down, NonOperational,
+        });
+        same_enum!(model::GroupScope => types::GroupScope { Vms, Hosts });
+
+        fn key_values(pairs: &[model::KeyValue]) -> Vec<types::KeyValue> {
+            pairs
+                .iter()
+                .map(|kv| types::KeyValue {
+                    key: kv.key.clone(),
+                    value: kv.value.clone(),
+                })
+                .collect()
+        }
+
+        impl From<&model::VmGroup> for types::VmGroup {
+            fn from(group: &model::VmGroup) -> Self {
+                types::VmGroup {
+                    id: group.id.clone(),
+                    name: group.name.clone(),
+                    scope: group.scope.into(),
+                    positive: group.positive,
+                    enforcing: group.enforcing,
+                    priority: group.priority,
+                    hosts: group.hosts.clone(),
+                }
+            }
+        }
+
+        impl From<&model::Request> for types::Request {
+            fn from(request: &model::Request) -> Self {
+                types::Request {
+                    vm: (&request.vm).into(),
+                    params: key_values(&request.params),
+                    hints: key_values(&request.hints),
+                }
+            }
+        }
+
+        impl From<&model::BalanceRequest> for types::BalanceRequest {
+            fn from(request: &model::BalanceRequest) -> Self {
+                types::BalanceRequest {
+                    params: key_values(&request.params),
+                    candidates: request.candidates.clone(),
+                }
+            }
+        }
+
+        impl From<types::Scores> for model::Scores {
+            fn from(scores: types::Scores) -> Self {
+                model::Scores {
+                    values: scores.values,
+                    floor: scores.floor,
+                    ceiling: scores.ceiling,
+                }
+            }
+        }
+
+        impl From<types::Migration> for model::Migration {
+            fn from(migration: types::Migration) -> Self {
+                model::Migration {
+                    vm: migration.vm,
+                    destinations: migration.destinations,
+                }
+            }
+        }
+
+        fn param_specs(params: Vec<types::ParamSpec>) -> Vec<model::ParamSpec> {
+            params
+                .into_iter()
+                .map(|p| model::ParamSpec {
+                    name: p.name,
+                    description: p.description,
+                    default_value: p.default_value,
+                    pattern: p.pattern,
+                })
+                .collect()
+        }
+
+        /// `types` has no functions; the linker still needs an instance for it.
+        impl types::Host for $crate::sandbox::bindings::InventoryImport {}
+    };
+}
+pub(crate) use shared_conversions;
+
+/// A version's `types::Vm` from the model's: the fields every version
+/// has, plus the version's own (expanded where `types`, `model` and
+/// `key_values` are the version's).
+macro_rules! lower_vm {
+    ($vm:expr, { $($field:ident: $value:expr),* $(,)? }) => {{
+        let vm: &model::Vm = $vm;
+        types::Vm {
+            id: vm.id.clone(),
+            name: vm.name.clone(),
+            memory_mib: vm.memory_mib,
+            memory_guaranteed_mib: vm.memory_guaranteed_mib,
+            vcpus: vm.vcpus,
+            cpu_sockets: vm.cpu_sockets,
+            cpu_cores_per_socket: vm.cpu_cores_per_socket,
+            cpu_threads_per_core: vm.cpu_threads_per_core,
+            cpu_usage_percent: vm.cpu_usage_percent,
+            disk_gib: vm.disk_gib,
+            current_host: vm.current_host,
+            dedicated_hosts: vm.dedicated_hosts.clone(),
+            pinned: vm.pinned,
+            networks: vm.networks.clone(),
+            extra_specs: key_values(&vm.extra_specs),
+            image_properties: key_values(&vm.image_properties),
+            tenant: vm.tenant.clone(),
+            instance_type: vm.instance_type.clone(),
+            highly_available: vm.highly_available,
+            hosted_engine: vm.hosted_engine,
+            groups: vm.groups.iter().map(types::VmGroup::from).collect(),
+            $($field: $value,)*
+        }
+    }};
+}
+pub(crate) use lower_vm;
+
+/// The `inventory` functions every version has, as items of the version's
+/// `inventory::Host` impl; the version module provides `interned` and
+/// `labels`, which lower the string columns in its own shape.
+macro_rules! shared_inventory {
+    () => {
+        fn host_count(&mut self) -> u32 {
+            $crate::sandbox::bindings::count(self.inventory.host_count())
+        }
+
+        fn host_metrics(&mut self, metric: types::HostMetric) -> Vec<f64> {
+            self.inventory.host_metric(metric.into()).to_vec()
+        }
+
+        fn host_statuses(&mut self) -> Vec<types::HostStatus> {
+            self.inventory
+                .host_statuses()
+                .iter()
+                .map(|&s| s.into())
+                .collect()
+        }
+
+        fn host_flags(&mut self, flag: types::HostFlag) -> Vec<u8> {
+            $crate::sandbox::bindings::flag_bytes(self.inventory.host_flag(flag.into()))
+        }
+
+        fn host_texts(&mut self, text: types::HostText) -> types::Interned {
+            interned(self.inventory.host_text(text.into()))
+        }
+
+        fn host_labels(&mut self, kind: types::HostLabelKind) -> types::Labels {
+            labels(self.inventory.host_labels(kind.into()))
+        }
+
+        fn host_named_metric(&mut self, name: String) -> Vec<f64> {
+            self.inventory.host_named_metric(&name).to_vec()
+        }
+
+        fn vm_count(&mut self) -> u32 {
+            $crate::sandbox::bindings::count(self.inventory.vm_count())
+        }
+
+        fn vm_hosts(&mut self) -> Vec<u32> {
+            self.inventory.vm_hosts().to_vec()
+        }
+
+        fn vm_metrics(&mut self, metric: types::VmMetric) -> Vec<f64> {
+            self.inventory.vm_metric(metric.into()).to_vec()
+        }
+
+        fn vm_flags(&mut self, flag: types::VmFlag) -> Vec<u8> {
+            $crate::sandbox::bindings::flag_bytes(self.inventory.vm_flag(flag.into()))
+        }
+
+        fn vm_texts(&mut self, text: types::VmText) -> types::Interned {
+            interned(self.inventory.vm_text(text.into()))
+        }
+    };
+}
+pub(crate) use shared_inventory;
+
+/// The version's [`Guests`]: export indices found once at load, and the
+/// calls. `$version` is the version's [`PolicyVersion`] and [`Lowered`]
+/// case; the module's `unit_info` converts its `unit-info`.
+macro_rules! guest_calls {
+    ($version:ident) => {
+        use wasmtime::Store;
+        use wasmtime::component::{Instance, InstancePre};
+        use $crate::sandbox::bindings::{Lowered, PolicyVersion};
+        use $crate::sandbox::wasm_unit::CallState;
+        use $crate::unit::Exports;
+
+        /// Indices of the exports a unit of this version has.
+        pub(crate) struct Guests {
+            metadata: exports::sandpiper::policy::metadata::GuestIndices,
+            filter: Option<exports::sandpiper::policy::filter::GuestIndices>,
+            score: Option<exports::sandpiper::policy::score::GuestIndices>,
+            balance: Option<exports::sandpiper::policy::balance::GuestIndices>,
+        }
+
+        impl Guests {
+            /// The exports of a unit of this version; `None` when it does
+            /// not export this version's `metadata`.
+            pub(crate) fn find(pre: &InstancePre<CallState>) -> Option<Guests> {
+                use exports::sandpiper::policy::{balance, filter, metadata, score};
+                Some(Guests {
+                    metadata: metadata::GuestIndices::new(pre).ok()?,
+                    filter: filter::GuestIndices::new(pre).ok(),
+                    score: score::GuestIndices::new(pre).ok(),
+                    balance: balance::GuestIndices::new(pre).ok(),
+                })
+            }
+        }
+
+        /// The export's name in this version, for errors.
+        fn export_name(interface: &str) -> String {
+            format!(
+                "sandpiper:policy/{interface}@{}",
+                PolicyVersion::$version.package_version()
+            )
+        }
+
+        impl $crate::sandbox::bindings::Guests for Guests {
+            fn version(&self) -> PolicyVersion {
+                PolicyVersion::$version
+            }
+
+            fn exports(&self) -> Exports {
+                Exports {
+                    filter: self.filter.is_some(),
+                    score: self.score.is_some(),
+                    balance: self.balance.is_some(),
+                }
+            }
+
+            fn check_types(
+                &self,
+                store: &mut Store<CallState>,
+                instance: &Instance,
+            ) -> Result<(), (String, wasmtime::Error)> {
+                self.metadata
+                    .load(&mut *store, instance)
+                    .map_err(|e| (export_name("metadata"), e))?;
+                if let Some(filter) = &self.filter {
+                    filter
+                        .load(&mut *store, instance)
+                        .map_err(|e| (export_name("filter"), e))?;
+                }
+                if let Some(score) = &self.score {
+                    score
+                        .load(&mut *store, instance)
+                        .map_err(|e| (export_name("score"), e))?;
+                }
+                if let Some(balance) = &self.balance {
+                    balance
+                        .load(&mut *store, instance)
+                        .map_err(|e| (export_name("balance"), e))?;
+                }
+                Ok(())
+            }
+
+            fn info(
+                &self,
+                store: &mut Store<CallState>,
+                instance: &Instance,
+            ) -> wasmtime::Result<model::UnitInfo> {
+                let metadata = self.metadata.load(&mut *store, instance)?;
+                Ok(unit_info(metadata.call_info(&mut *store)?))
+            }
+
+            fn lower(&self, request: &model::Request) -> Lowered {
+                Lowered::$version(types::Request::from(request))
+            }
+
+            fn filter(
+                &self,
+                store: &mut Store<CallState>,
+                instance: &Instance,
+                request: &Lowered,
+                candidates: &[u32],
+            ) -> Option<wasmtime::Result<Vec<model::Rejection>>> {
+                let indices = self.filter.as_ref()?;
+                let Lowered::$version(request) = request else {
+                    return Some(Err(wasmtime::Error::msg(
+                        "a request lowered for another version of the WIT",
+                    )));
+                };
+                Some((|| {
+                    let guest = indices.load(&mut *store, instance)?;
+                    let rejections = guest.call_filter(&mut *store, request, candidates)?;
+                    Ok(rejections.into_iter().map(model::Rejection::from).collect())
+                })())
+            }
+
+            fn score(
+                &self,
+                store: &mut Store<CallState>,
+                instance: &Instance,
+                request: &Lowered,
+                candidates: &[u32],
+            ) -> Option<wasmtime::Result<model::Scores>> {
+                let indices = self.score.as_ref()?;
+                let Lowered::$version(request) = request else {
+                    return Some(Err(wasmtime::Error::msg(
+                        "a request lowered for another version of the WIT",
+                    )));
+                };
+                Some((|| {
+                    let guest = indices.load(&mut *store, instance)?;
+                    Ok(guest.call_score(&mut *store, request, candidates)?.into())
+                })())
+            }
+
+            fn balance(
+                &self,
+                store: &mut Store<CallState>,
+                instance: &Instance,
+                request: &model::BalanceRequest,
+            ) -> Option<wasmtime::Result<Option<model::Migration>>> {
+                let indices = self.balance.as_ref()?;
+                let request = types::BalanceRequest::from(request);
+                Some((|| {
+                    let guest = indices.load(&mut *store, instance)?;
+                    Ok(guest
+                        .call_balance(&mut *store, &request)?
+                        .map(model::Migration::from))
+                })())
+            }
+        }
+    };
+}
+pub(crate) use guest_calls;

@@ -1,0 +1,195 @@
+//! Rejection reasons with figures (`types.rejection`, new in WIT 0.2.0): a
+//! template such as `needs {} MiB, {} MiB free` and, per rejected host, as
+//! many figures as it has placeholders. The one place that counts a
+//! template's placeholders and writes its sentences, for the host and for
+//! native runs alike.
+//!
+//! Why: a filter giving every rejected host its own sentence formatted
+//! numbers and built a string per host inside the sandbox, and every string
+//! crossed the boundary; with figures it sends one template and numbers,
+//! and the host writes sentences natively.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use crate::Rejection;
+
+/// Where a template is malformed: a lone `{` or `}` (write `{{` and `}}`
+/// for the braces themselves), or `{` followed by anything but `}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TemplateError {
+    /// Byte offset of the offending brace.
+    pub at: usize,
+}
+
+impl std::fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the reason has a lone brace at byte {} (a figure is `{{}}`, a brace is `{{{{` or `}}}}`)",
+            self.at
+        )
+    }
+}
+
+impl std::error::Error for TemplateError {}
+
+/// One piece of a parsed template.
+enum Piece<'a> {
+    Text(&'a str),
+    Figure,
+}
+
+/// Calls `each` with the template's pieces in order.
+fn parse<'a>(template: &'a str, mut each: impl FnMut(Piece<'a>)) -> Result<(), TemplateError> {
+    let bytes = template.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], bytes.get(i + 1)) {
+            (b'{', Some(b'}')) | (b'{', Some(b'{')) | (b'}', Some(b'}')) => {
+                each(Piece::Text(&template[start..i]));
+                if bytes[i] == b'{' && bytes[i + 1] == b'}' {
+                    each(Piece::Figure);
+                } else {
+                    each(Piece::Text(&template[i..i + 1]));
+                }
+                i += 2;
+                start = i;
+            }
+            (b'{' | b'}', _) => return Err(TemplateError { at: i }),
+            _ => i += 1,
+        }
+    }
+    each(Piece::Text(&template[start..]));
+    Ok(())
+}
+
+/// How many figures one host's sentence takes.
+pub fn placeholders(template: &str) -> Result<usize, TemplateError> {
+    let mut count = 0;
+    parse(template, |piece| {
+        if let Piece::Figure = piece {
+            count += 1;
+        }
+    })?;
+    Ok(count)
+}
+
+/// Writes the sentence for one host: `template` with `figures` in its
+/// placeholders, each as the shortest decimal that reads back as the same
+/// number (`4096`, `0.5`). Missing figures are written as `?`; a malformed
+/// template is written as it is.
+pub fn render(template: &str, figures: &[f64]) -> String {
+    let mut out = String::with_capacity(template.len() + 8 * figures.len());
+    let mut next = figures.iter();
+    let parsed = parse(template, |piece| match piece {
+        Piece::Text(text) => out.push_str(text),
+        Piece::Figure => match next.next() {
+            Some(figure) => {
+                let _ = write!(out, "{figure}");
+            }
+            None => out.push('?'),
+        },
+    });
+    match parsed {
+        Ok(()) => out,
+        Err(_) => template.to_owned(),
+    }
+}
+
+/// Checks a rejection's figures against its template and host count: the
+/// host's check of a unit's answer. With no figures the reason is a plain
+/// sentence, braces and all, as in WIT 0.1.0.
+pub fn check(template: &str, hosts: usize, figures: usize) -> Result<(), String> {
+    if figures == 0 {
+        return Ok(());
+    }
+    let per_host = placeholders(template).map_err(|e| e.to_string())?;
+    let expected = per_host.saturating_mul(hosts);
+    if figures != expected {
+        return Err(format!(
+            "the reason `{template}` takes {per_host} figures per host, so {expected} for \
+             {hosts} hosts, but {figures} were given"
+        ));
+    }
+    Ok(())
+}
+
+/// Writes out a filter's answer as plain sentences: each group with
+/// figures becomes one group per distinct sentence, in the order the
+/// sentences first appear; groups without figures are kept as they are.
+/// The figures must have been checked ([`check`]).
+pub fn into_sentences(rejections: Vec<Rejection>) -> Vec<Rejection> {
+    if rejections.iter().all(|r| r.figures.is_empty()) {
+        return rejections;
+    }
+    let mut out: Vec<Rejection> = Vec::with_capacity(rejections.len());
+    for group in rejections {
+        if group.figures.is_empty() {
+            out.push(group);
+            continue;
+        }
+        let per_host = placeholders(&group.reason).unwrap_or(0);
+        let mut by_sentence: HashMap<String, usize> = HashMap::new();
+        for (i, &host) in group.hosts.iter().enumerate() {
+            let figures = group
+                .figures
+                .get(i * per_host..(i + 1) * per_host)
+                .unwrap_or(&[]);
+            let sentence = render(&group.reason, figures);
+            let at = *by_sentence.entry(sentence).or_insert_with_key(|sentence| {
+                out.push(Rejection::new(sentence.clone(), Vec::new()));
+                out.len() - 1
+            });
+            out[at].hosts.push(host);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_become_one_group_per_sentence() {
+        let answer = vec![
+            Rejection::new("not up", vec![9]),
+            Rejection {
+                reason: "needs {} MiB, {} free".to_owned(),
+                hosts: vec![1, 2, 3],
+                figures: vec![8.0, 1.0, 8.0, 2.0, 8.0, 1.0],
+            },
+        ];
+        assert_eq!(
+            into_sentences(answer),
+            [
+                Rejection::new("not up", vec![9]),
+                Rejection::new("needs 8 MiB, 1 free", vec![1, 3]),
+                Rejection::new("needs 8 MiB, 2 free", vec![2]),
+            ]
+        );
+    }
+
+    #[test]
+    fn templates_render_figures_in_order_and_escape_braces() {
+        assert_eq!(placeholders("not up"), Ok(0));
+        assert_eq!(placeholders("needs {} MiB, {} MiB free"), Ok(2));
+        assert_eq!(
+            render("needs {} MiB, {} MiB free", &[4096.0, 1024.5]),
+            "needs 4096 MiB, 1024.5 MiB free"
+        );
+        assert_eq!(render("{{literal}} {}", &[1.0]), "{literal} 1");
+        assert_eq!(render("a {} b {}", &[1.0]), "a 1 b ?");
+        assert!(placeholders("lone { brace").is_err());
+        assert!(placeholders("lone } brace").is_err());
+        assert_eq!(render("lone { brace", &[]), "lone { brace");
+        assert!(check("needs {}", 3, 3).is_ok());
+        assert!(check("needs {}", 3, 2).is_err());
+        assert!(check("not up", 3, 1).is_err());
+        assert!(check("not up", 3, 0).is_ok());
+        assert!(check("a {plain} sentence", 3, 0).is_ok());
+        assert!(check("a {plain} sentence", 1, 1).is_err());
+    }
+}
