@@ -77,7 +77,8 @@ pub fn merge(lists: impl IntoIterator<Item = Vec<Degraded>>) -> Vec<Degraded> {
 /// call's time and fuel, and a fail-open failure as a failed and skipped
 /// call. Called by `schedule` for every pick that answered.
 pub(crate) fn observe(explain: &Explain) {
-    for f in &explain.filters {
+    // A skipped filter was not called; a skipped score has no usage.
+    for f in explain.filters.iter().filter(|f| f.skipped.is_none()) {
         observe_call(&f.unit, Role::Filter, &f.usage, f.failure.as_ref());
     }
     for s in &explain.scores {
@@ -125,10 +126,7 @@ mod tests {
     }
 
     fn too_many(_: &Inventory, _: &Request, _: &[u32]) -> Vec<Rejection> {
-        vec![Rejection {
-            reason: "not a candidate".to_owned(),
-            hosts: vec![u32::MAX],
-        }]
+        vec![Rejection::new("not a candidate", vec![u32::MAX])]
     }
 
     fn unit(name: &str, score: fn(&Inventory, &Request, &[u32]) -> Scores) -> Arc<dyn Unit> {

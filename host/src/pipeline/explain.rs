@@ -56,6 +56,9 @@ pub struct FilterRecord {
     pub usage: Usage,
     /// Set when the filter failed and, being fail-open, was skipped.
     pub failure: Option<FailureRecord>,
+    /// Set when the filter was not called because it declared it has
+    /// nothing to say about the request (`applies-to`): why.
+    pub skipped: Option<String>,
 }
 
 /// Where a score unit stands each candidate, by combination mode.
@@ -69,6 +72,21 @@ pub enum Standing {
     Normalised(Vec<f64>),
 }
 
+impl Standing {
+    /// Candidates it stands, 0 for `None`.
+    pub fn len(&self) -> usize {
+        match self {
+            Standing::None => 0,
+            Standing::Ranks(ranks) => ranks.len(),
+            Standing::Normalised(shares) => shares.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// What one score unit did. The per-candidate vectors follow
 /// `Explain::scored`.
 #[derive(Clone, Debug, PartialEq)]
@@ -76,17 +94,21 @@ pub struct ScoreRecord {
     pub unit: String,
     pub factor: u32,
     pub score_order: ScoreOrder,
-    /// False when the factor is 0: the unit cannot change the outcome, so it
-    /// is not run.
+    /// False when the factor is 0 (the unit cannot change the outcome) or
+    /// the unit was skipped (`skipped`): it was not run.
     pub called: bool,
     pub usage: Option<Usage>,
     /// Set when the unit failed (trap, limit, invalid output) and was skipped.
     pub failure: Option<FailureRecord>,
     pub floor: Option<f64>,
     pub ceiling: Option<f64>,
-    /// The unit's raw scores.
+    /// The unit's raw scores; empty when it was not called.
     pub raw: Vec<f64>,
     pub standing: Standing,
+    /// Set when the unit was not called because it declared it has nothing
+    /// to say about the request (`applies-to`): why. Its standing is the
+    /// answer it promised, the same value for every candidate.
+    pub skipped: Option<String>,
 }
 
 impl ScoreRecord {
@@ -265,6 +287,8 @@ struct FilterView<'a> {
     survivors: usize,
     usage: &'a Usage,
     failure: &'a Option<FailureRecord>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    skipped: &'a Option<String>,
 }
 
 #[derive(Serialize)]
@@ -283,13 +307,17 @@ struct ScoreView<'a> {
     failure: &'a Option<FailureRecord>,
     floor: Option<f64>,
     ceiling: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    skipped: &'a Option<String>,
     hosts: Vec<ScoredHostView<'a>>,
 }
 
 #[derive(Serialize)]
 struct ScoredHostView<'a> {
     host: HostId<'a>,
-    raw: f64,
+    /// `None` for a skipped unit, which gave no raw score.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raw: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     rank: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -342,6 +370,7 @@ impl Serialize for Explain {
                 survivors: f.survivors,
                 usage: &f.usage,
                 failure: &f.failure,
+                skipped: &f.skipped,
             })
             .collect();
         let scores = self
@@ -356,13 +385,11 @@ impl Serialize for Explain {
                 failure: &u.failure,
                 floor: u.floor,
                 ceiling: u.ceiling,
-                hosts: u
-                    .raw
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &raw)| ScoredHostView {
+                skipped: &u.skipped,
+                hosts: (0..u.raw.len().max(u.standing.len()))
+                    .map(|i| ScoredHostView {
                         host: host(self.scored.get(i).copied().unwrap_or(u32::MAX)),
-                        raw,
+                        raw: u.raw.get(i).copied(),
                         rank: match &u.standing {
                             Standing::Ranks(r) => r.get(i).copied(),
                             _ => None,

@@ -35,4 +35,6 @@ pub use policy::{
     Combination, DEFAULT_FACTOR, DEFAULT_WEIGHT_ON_FAILURE, FilterStep, OnFailure, Policy,
     PolicyBuilder, PolicyError, Position, ScoreStep, only_declared,
 };
-pub use schedule::{Decision, Ranked, ScheduleError, ScheduleRequest, schedule};
+pub use schedule::{
+    Decision, Ranked, ScheduleError, ScheduleRequest, schedule, schedule_calling_every_unit,
+};

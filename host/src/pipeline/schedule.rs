@@ -17,6 +17,15 @@
 //!   is skipped and recorded when fail-open (a weight's default), and ends
 //!   the decision with an error naming it when fail-closed. Scores combine
 //!   by rank or normalised (see `combine`), the highest total wins.
+//! * A unit that declares which requests it applies to (`applies-to` in
+//!   the WIT, 0.2.0) is not called for a request with none of the declared
+//!   properties (kube-scheduler's PreFilter `Skip`): a skipped filter
+//!   rejects nothing, a skipped score is combined as the answer it
+//!   promised (the same value for every candidate: equal ranks, which still
+//!   add their points in rank mode, or no share in normalised mode), so a
+//!   skip never changes a decision; the explain record says "skipped" and
+//!   why. [`schedule_calling_every_unit`] decides without skipping, for the
+//!   equality test and the benchmark.
 //! * **Ties** go to the candidate that comes first in candidate order — the
 //!   order of the request's `candidates`, or host order when it gives none.
 //!   Filters keep that order, so a caller that wants a different preference
@@ -25,7 +34,8 @@
 use std::sync::Arc;
 
 use sandpiper_model::Inventory;
-use sandpiper_model::{KeyValue, Rejection, Request, Vm};
+use sandpiper_model::reason;
+use sandpiper_model::{AppliesTo, KeyValue, Rejection, Request, Scores, UnitInfo, Vm};
 
 use super::combine;
 use super::degraded;
@@ -34,7 +44,7 @@ use super::explain::{
 };
 use super::params::{ParamError, ParamValues};
 use super::policy::{Combination, OnFailure, Policy};
-use crate::unit::{Failed, Role, UnitError};
+use crate::unit::{Called, Failed, Role, UnitError, Usage};
 
 /// What to place and where it may go.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -115,15 +125,52 @@ pub fn schedule(
     inventory: &Arc<Inventory>,
     request: &ScheduleRequest,
 ) -> Result<Decision, ScheduleError> {
-    let decision = decide(policy, inventory, request)?;
+    let decision = decide(policy, inventory, request, Skips::Allowed)?;
     degraded::observe(&decision.explain);
     Ok(decision)
+}
+
+/// [`schedule`] calling every unit, even one that declared it has nothing
+/// to say about the request: the decision as it was before units could be
+/// skipped. For the test that skipping never changes a decision, and for
+/// the benchmark that measures what skipping saves.
+pub fn schedule_calling_every_unit(
+    policy: &Policy,
+    inventory: &Arc<Inventory>,
+    request: &ScheduleRequest,
+) -> Result<Decision, ScheduleError> {
+    let decision = decide(policy, inventory, request, Skips::Never)?;
+    degraded::observe(&decision.explain);
+    Ok(decision)
+}
+
+/// Whether units may be skipped (see the module doc).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Skips {
+    Allowed,
+    Never,
+}
+
+/// Why `info`'s unit has nothing to say about `call`, or `None` when it
+/// must run.
+fn skip_reason(skips: Skips, info: &UnitInfo, call: &Request) -> Option<String> {
+    match (&info.applies_to, skips) {
+        (_, Skips::Never) | (AppliesTo::EveryRequest, _) => None,
+        (AppliesTo::RequestsWith(properties), Skips::Allowed) => {
+            if properties.iter().any(|p| p.present_in(call)) {
+                return None;
+            }
+            let names: Vec<String> = properties.iter().map(|p| p.describe()).collect();
+            Some(format!("the request has none of: {}", names.join(", ")))
+        }
+    }
 }
 
 fn decide(
     policy: &Policy,
     inventory: &Arc<Inventory>,
     request: &ScheduleRequest,
+    skips: Skips,
 ) -> Result<Decision, ScheduleError> {
     let resolved = policy.param_table().resolve(&request.params)?;
     let host_count = inventory.host_count();
@@ -174,6 +221,20 @@ fn decide(
         }
         let unit = &step.unit;
         call.params = resolved.for_slot(policy.filter_slot(index)).to_vec();
+        if let Some(reason) = skip_reason(skips, unit.info(), &call) {
+            explain.filters.push(FilterRecord {
+                unit: unit.info().name.clone(),
+                position: step.position,
+                on_failure: step.on_failure,
+                input: survivors.len(),
+                rejected: Vec::new(),
+                survivors: survivors.len(),
+                usage: Usage::default(),
+                failure: None,
+                skipped: Some(reason),
+            });
+            continue;
+        }
         let answer = unit
             .filter(inventory, &call, &survivors)
             .and_then(|called| {
@@ -195,7 +256,9 @@ fn decide(
                     }
                     *mark == Mark::Survivor
                 });
-                let mut rejected = called.value;
+                // Templates with figures are written out here, natively,
+                // so every reader of the record sees sentences.
+                let mut rejected = reason::into_sentences(called.value);
                 rejected.retain(|r| !r.hosts.is_empty());
                 explain.filters.push(FilterRecord {
                     unit: unit.info().name.clone(),
@@ -206,6 +269,7 @@ fn decide(
                     survivors: survivors.len(),
                     usage: called.usage,
                     failure: None,
+                    skipped: None,
                 });
             }
             Err(failed) if failed.error.is_overload() => {
@@ -232,6 +296,7 @@ fn decide(
                         survivors: input,
                         usage: failed.usage,
                         failure: Some(failure),
+                        skipped: None,
                     });
                 }
             },
@@ -278,14 +343,28 @@ fn decide(
             ceiling: None,
             raw: Vec::new(),
             standing: Standing::None,
+            skipped: None,
         };
         if step.factor == 0 {
             explain.scores.push(record);
             continue;
         }
         call.params = resolved.for_slot(policy.score_slot(index)).to_vec();
-        record.called = true;
-        let answer = unit.score(inventory, &call, &survivors).and_then(|called| {
+        // A skipped score is the answer it promised: one value for all.
+        let answer = match skip_reason(skips, info, &call) {
+            Some(reason) => {
+                record.skipped = Some(reason);
+                Ok(Called {
+                    value: Scores::new(vec![0.0; n]),
+                    usage: Usage::default(),
+                })
+            }
+            None => {
+                record.called = true;
+                unit.score(inventory, &call, &survivors)
+            }
+        };
+        let answer = answer.and_then(|called| {
             combine::check_scores(&called.value, n).map_err(|reason| Failed {
                 error: UnitError::InvalidOutput(reason),
                 usage: called.usage,
@@ -335,10 +414,12 @@ fn decide(
                         Standing::Normalised(shares)
                     }
                 };
-                record.usage = Some(called.usage);
-                record.floor = scores.floor;
-                record.ceiling = scores.ceiling;
-                record.raw = scores.values;
+                if record.called {
+                    record.usage = Some(called.usage);
+                    record.floor = scores.floor;
+                    record.ceiling = scores.ceiling;
+                    record.raw = scores.values;
+                }
             }
         }
         explain.scores.push(record);
@@ -391,6 +472,10 @@ fn check_rejections(
 ) -> Result<(), String> {
     let mut outcome = Ok(());
     'groups: for group in rejections {
+        if let Err(reason) = reason::check(&group.reason, group.hosts.len(), group.figures.len()) {
+            outcome = Err(reason);
+            break 'groups;
+        }
         for &host in &group.hosts {
             match marks.get(host as usize) {
                 Some(Mark::Survivor) => marks[host as usize] = Mark::Rejecting,

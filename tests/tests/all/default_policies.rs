@@ -3,16 +3,21 @@
 //! exports the role it is used in, positions, factors and properties pass
 //! the pipeline's rules, names and ids are unique, exactly one policy is the
 //! default, and each policy decides a placement (and, with a balancer, a
-//! balancing round) on a small cluster.
+//! balancing round) on a small cluster. Skipping the units that declare
+//! they have nothing to say about a request never changes a decision.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 use sandpiper::builtin::{BuiltinPolicy, POLICY_FILES, UNITS};
-use sandpiper::pipeline::{BalanceInput, OnFailure, Policy, ScheduleRequest, balance, schedule};
+use sandpiper::pipeline::{
+    BalanceInput, Decision, OnFailure, Policy, ScheduleRequest, balance, schedule,
+    schedule_calling_every_unit,
+};
 use sandpiper::snapshot::{Host, RunningVm, Snapshot, VmSpec};
 use sandpiper::unit::Unit;
 use sandpiper_guest::Inventory;
+use sandpiper_guest::model::{GroupScope, KeyValue, Vm, VmGroup};
 
 /// Every policy file as the binary embeds it, parsed, with its file name.
 fn default_policies() -> Vec<(String, BuiltinPolicy)> {
@@ -220,4 +225,205 @@ fn cluster_maintenance_starts_only_highly_available_vms() {
     };
     let decision = schedule(&policy, &inventory, &ordinary).expect("scheduling runs");
     assert_eq!(decision.chosen, None);
+}
+
+/// Requests that between them have every property a built-in unit
+/// declares in `applies-to`, and none: the unit skips apply to some and
+/// not others.
+fn requests_with_and_without_properties() -> Vec<(&'static str, ScheduleRequest)> {
+    let vm = Vm {
+        id: "new".to_owned(),
+        memory_mib: 1_024.0,
+        memory_guaranteed_mib: 1_024.0,
+        ..Vm::default()
+    };
+    let with = |name: &'static str, vm: Vm, hints: Vec<KeyValue>| {
+        (
+            name,
+            ScheduleRequest {
+                vm,
+                hints,
+                ..ScheduleRequest::default()
+            },
+        )
+    };
+    let group = |scope, positive, enforcing, hosts: Vec<u32>| VmGroup {
+        id: "g".to_owned(),
+        name: "g".to_owned(),
+        scope,
+        positive,
+        enforcing,
+        hosts,
+        ..VmGroup::default()
+    };
+    vec![
+        with("plain", vm.clone(), Vec::new()),
+        with(
+            "highly available",
+            Vm {
+                highly_available: true,
+                ..vm.clone()
+            },
+            Vec::new(),
+        ),
+        with(
+            "hosted engine",
+            Vm {
+                hosted_engine: true,
+                ..vm.clone()
+            },
+            Vec::new(),
+        ),
+        with(
+            "migration",
+            Vm {
+                current_host: Some(0),
+                ..vm.clone()
+            },
+            Vec::new(),
+        ),
+        with(
+            "preferred hosts",
+            Vm {
+                dedicated_hosts: vec![2],
+                ..vm.clone()
+            },
+            Vec::new(),
+        ),
+        with(
+            "pinned",
+            Vm {
+                dedicated_hosts: vec![1, 2],
+                pinned: true,
+                ..vm.clone()
+            },
+            Vec::new(),
+        ),
+        with(
+            "groups",
+            Vm {
+                groups: vec![
+                    group(GroupScope::Vms, true, false, vec![2]),
+                    group(GroupScope::Vms, false, true, vec![1]),
+                    group(GroupScope::Hosts, true, false, vec![2]),
+                ],
+                ..vm.clone()
+            },
+            Vec::new(),
+        ),
+        with(
+            "networks",
+            Vm {
+                networks: vec!["ovirtmgmt".to_owned()],
+                ..vm.clone()
+            },
+            Vec::new(),
+        ),
+        with(
+            "specs and image",
+            Vm {
+                extra_specs: vec![KeyValue::new("capabilities:hypervisor_type", "QEMU")],
+                image_properties: vec![KeyValue::new("hw_architecture", "x86_64")],
+                ..vm.clone()
+            },
+            Vec::new(),
+        ),
+        with(
+            "hints",
+            vm,
+            vec![
+                KeyValue::new("availability_zone", "nova"),
+                KeyValue::new("same_host", "v1"),
+                KeyValue::new("query", r#"[">=", "$free_ram_mb", 1024]"#),
+            ],
+        ),
+    ]
+}
+
+/// What a decision says, without the costs of its calls.
+fn verdict(decision: &Decision) -> String {
+    let rejections: Vec<(&str, &str, &[u32])> = decision.explain.rejections().collect();
+    format!(
+        "chosen {:?}, ranked {:?}, rejected {:?}",
+        decision.chosen, decision.ranked, rejections
+    )
+}
+
+#[test]
+fn skipping_units_never_changes_a_default_policy_decision() {
+    let units = units_by_name();
+    let inventory = cluster();
+    let mut skipped = 0;
+    for (file, spec) in default_policies() {
+        let policy = compose(&file, &spec, units);
+        for (name, request) in requests_with_and_without_properties() {
+            let calling_all = schedule_calling_every_unit(&policy, &inventory, &request)
+                .map(|d| verdict(&d))
+                .map_err(|e| e.to_string());
+            let decision = schedule(&policy, &inventory, &request);
+            if let Ok(decision) = &decision {
+                let explain = &decision.explain;
+                skipped += explain
+                    .filters
+                    .iter()
+                    .filter(|f| f.skipped.is_some())
+                    .count();
+                skipped += explain
+                    .scores
+                    .iter()
+                    .filter(|s| s.skipped.is_some())
+                    .count();
+            }
+            let with_skips = decision.map(|d| verdict(&d)).map_err(|e| e.to_string());
+            assert_eq!(with_skips, calling_all, "{file}, {name} request");
+        }
+    }
+    assert!(skipped > 0, "no unit was skipped: the test proves nothing");
+}
+
+#[test]
+fn the_default_policy_skips_the_units_a_plain_request_does_not_concern() {
+    let units = units_by_name();
+    let (file, spec) = default_policies()
+        .into_iter()
+        .find(|(_, p)| p.name == "none")
+        .expect("oVirt's none policy is among the defaults");
+    let policy = compose(&file, &spec, units);
+    let (_, plain) = requests_with_and_without_properties().swap_remove(0);
+    let decision = schedule(&policy, &cluster(), &plain).expect("scheduling runs");
+    let explain = &decision.explain;
+    let skipped: Vec<&str> = explain
+        .filters
+        .iter()
+        .filter(|f| f.skipped.is_some())
+        .map(|f| f.unit.as_str())
+        .chain(
+            explain
+                .scores
+                .iter()
+                .filter(|s| s.skipped.is_some())
+                .map(|s| s.unit.as_str()),
+        )
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            "PinToHost",
+            "HA",
+            "Migration",
+            "VmAffinityGroups",
+            "VmToHostsAffinityGroups",
+            "Network",
+            "PreferredHosts",
+            "HA",
+            "OptimalForHaReservation",
+            "VmAffinityGroups",
+            "VmToHostsAffinityGroups",
+        ]
+    );
+    let json = serde_json::to_value(explain).expect("the record serialises");
+    assert_eq!(
+        json["filters"][0]["skipped"],
+        "the request has none of: dedicated-hosts, current-host"
+    );
 }

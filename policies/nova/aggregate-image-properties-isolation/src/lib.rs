@@ -50,6 +50,7 @@ impl Unit for AggregateImagePropertiesIsolation {
             ".",
             "^[^\\n]*$",
         ))
+        .applies_to([RequestProperty::ImageProperty(String::new())])
     }
 }
 

@@ -43,6 +43,7 @@ impl Unit for AggregateInstanceExtraSpecsFilter {
              `aggregate_instance_extra_specs:` extra specs, with Nova's operator grammar (Nova's \
              AggregateInstanceExtraSpecsFilter).",
         )
+        .applies_to([RequestProperty::ExtraSpec(String::new())])
     }
 }
 

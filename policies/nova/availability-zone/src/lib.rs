@@ -45,6 +45,7 @@ impl Unit for AvailabilityZoneFilter {
             "nova",
             "^[^\\n]*$",
         ))
+        .applies_to([RequestProperty::Hint(AVAILABILITY_ZONE_HINT.to_owned())])
     }
 }
 

@@ -60,6 +60,7 @@ impl Unit for ComputeCapabilitiesFilter {
              unscoped) extra specs, with Nova's operator grammar (Nova's \
              ComputeCapabilitiesFilter).",
         )
+        .applies_to([RequestProperty::ExtraSpec(String::new())])
     }
 }
 

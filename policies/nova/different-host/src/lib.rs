@@ -25,6 +25,7 @@ impl Unit for DifferentHostFilter {
             "Rejects hosts running any of the instances listed in the `different_host` hint \
              (Nova's DifferentHostFilter).",
         )
+        .applies_to([RequestProperty::Hint(DIFFERENT_HOST_HINT.to_owned())])
     }
 }
 

@@ -77,6 +77,7 @@ impl Unit for JsonFilter {
             "Rejects hosts that fail the JSON query in the request's `query` hint, Nova's prefix \
              grammar over host variables such as $free_ram_mb (Nova's JsonFilter).",
         )
+        .applies_to([RequestProperty::Hint(QUERY_HINT.to_owned())])
     }
 }
 

@@ -28,6 +28,7 @@ impl Unit for RetryFilter {
             "Rejects hosts already attempted for this request, listed by name in the \
              repeated hint `retry_hosts` (Nova's legacy RetryFilter).",
         )
+        .applies_to([RequestProperty::Hint(RETRY_HOSTS_HINT.to_owned())])
     }
 }
 

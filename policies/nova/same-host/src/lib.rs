@@ -26,6 +26,7 @@ impl Unit for SameHostFilter {
             "Rejects hosts running none of the instances listed in the `same_host` hint (Nova's \
              SameHostFilter).",
         )
+        .applies_to([RequestProperty::Hint(SAME_HOST_HINT.to_owned())])
     }
 }
 

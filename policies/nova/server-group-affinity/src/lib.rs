@@ -26,6 +26,7 @@ impl Unit for ServerGroupAffinityFilter {
             "Rejects hosts other than those already running members of the VM's hard affinity \
              server group (Nova's ServerGroupAffinityFilter).",
         )
+        .applies_to([RequestProperty::Groups])
     }
 }
 

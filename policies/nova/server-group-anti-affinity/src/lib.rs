@@ -39,6 +39,7 @@ impl Unit for ServerGroupAntiAffinityFilter {
             "Rejects hosts already running max_server_per_host (hint, default 1) members of the \
              VM's hard anti-affinity server group (Nova's ServerGroupAntiAffinityFilter).",
         )
+        .applies_to([RequestProperty::Groups])
     }
 }
 

@@ -39,6 +39,7 @@ impl Unit for SimpleCidrAffinityFilter {
             "Rejects hosts whose address is outside the network of the `build_near_host_ip` \
              hint with the `cidr` hint (default /24) (Nova's SimpleCIDRAffinityFilter).",
         )
+        .applies_to([RequestProperty::Hint(BUILD_NEAR_HOST_IP_HINT.to_owned())])
     }
 }
 

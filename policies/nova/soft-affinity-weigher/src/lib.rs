@@ -29,6 +29,7 @@ impl Unit for SoftAffinityWeigher {
              (Nova's ServerGroupSoftAffinityWeigher).",
         )
         .with_score_order(ScoreOrder::HigherIsBetter)
+        .applies_to([RequestProperty::Groups])
     }
 }
 

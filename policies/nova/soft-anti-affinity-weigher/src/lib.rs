@@ -29,6 +29,7 @@ impl Unit for SoftAntiAffinityWeigher {
              (Nova's ServerGroupSoftAntiAffinityWeigher).",
         )
         .with_score_order(ScoreOrder::HigherIsBetter)
+        .applies_to([RequestProperty::Groups])
     }
 }
 

@@ -43,6 +43,7 @@ impl Unit for HaReservation {
         .with_param(params::scale_down())
         .with_param(params::ha_reservation())
         .with_score_order(ScoreOrder::LowerIsBetter)
+        .applies_to([RequestProperty::HighlyAvailable])
     }
 }
 

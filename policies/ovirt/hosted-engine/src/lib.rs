@@ -46,6 +46,7 @@ impl Unit for HostedEngineHa {
              HA scores are preferred.",
         )
         .with_score_order(ScoreOrder::LowerIsBetter)
+        .applies_to([RequestProperty::HostedEngine])
     }
 }
 

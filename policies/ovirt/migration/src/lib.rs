@@ -33,6 +33,7 @@ impl Unit for MigrationFilter {
             "For a running VM, keeps its current host and rejects other hosts with the same or \
              a loopback address.",
         )
+        .applies_to([RequestProperty::CurrentHost])
     }
 }
 

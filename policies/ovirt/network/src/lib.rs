@@ -31,6 +31,7 @@ impl Unit for NetworkFilter {
             "Network",
             "Rejects hosts that are not attached to every network the VM's interfaces need.",
         )
+        .applies_to([RequestProperty::Networks])
     }
 }
 

@@ -23,6 +23,10 @@ impl Unit for PinToHost {
             "Rejects every host a VM pinned to its hosts is not pinned to; a running pinned VM \
              without dedicated hosts cannot move at all.",
         )
+        .applies_to([
+            RequestProperty::DedicatedHosts,
+            RequestProperty::CurrentHost,
+        ])
     }
 }
 

@@ -31,6 +31,7 @@ impl Unit for PreferredHosts {
              host 10000.",
         )
         .with_score_order(ScoreOrder::LowerIsBetter)
+        .applies_to([RequestProperty::DedicatedHosts])
     }
 }
 

@@ -56,6 +56,7 @@ impl Unit for VmAffinity {
              rejected; as a weight, hosts breaking fewer and lower-priority groups are preferred.",
         )
         .with_score_order(ScoreOrder::LowerIsBetter)
+        .applies_to([RequestProperty::Groups])
     }
 }
 

@@ -40,6 +40,7 @@ impl Unit for VmToHostsAffinity {
              lower-priority soft groups are preferred.",
         )
         .with_score_order(ScoreOrder::LowerIsBetter)
+        .applies_to([RequestProperty::Groups])
     }
 }
 
