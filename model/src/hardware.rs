@@ -112,10 +112,6 @@ wit_enum! {
 /// one's "no requirement".
 macro_rules! first_case_default {
     ($($name:ident => $case:ident),* $(,)?) => {$(
-        #[expect(
-            clippy::derivable_impls,
-            reason = "declared by wit_enum!, which derives no Default"
-        )]
         impl Default for $name {
             fn default() -> Self {
                 $name::$case

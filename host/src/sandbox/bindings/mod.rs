@@ -142,6 +142,10 @@ pub(crate) trait Guests: Send + Sync {
 }
 
 /// A request lowered to one version's generated type.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one lives on the stack per call; boxing it would allocate per call for nothing"
+)]
 pub(crate) enum Lowered {
     V0_1(v0_1::types::Request),
     V0_2(v0_2::types::Request),
