@@ -16,14 +16,15 @@ use std::sync::{Arc, LazyLock};
 use sandpiper::pipeline::{
     BalanceError, BalanceInput, Combination, Decision, OnFailure, Outcome, ParamError, ParamValues,
     Policy, PolicyError, Position, Ranked, ScheduleError, ScheduleRequest, Standing, balance,
-    schedule,
+    schedule, schedule_calling_every_unit,
 };
 use sandpiper::sandbox::Runtime;
 use sandpiper::snapshot::Snapshot;
 use sandpiper::unit::{Role, Unit, UnitError};
 use sandpiper_guest::Inventory;
 use sandpiper_guest::model::{
-    BalanceRequest, Migration, Rejection, Request, ScoreOrder, Scores, UnitInfo,
+    BalanceRequest, Migration, Rejection, Request, RequestProperty, ScoreOrder, Scores, UnitInfo,
+    Vm, VmGroup,
 };
 use sandpiper_guest::native::{BalanceFn, NativeUnit, ScoreFn};
 use sandpiper_test_hostile::MODE;
@@ -1118,4 +1119,105 @@ fn a_starved_unit_stops_the_decision_even_where_a_failure_would_be_skipped() {
             other => panic!("expected Overloaded, got {other:?}"),
         }
     }
+}
+
+// ---- units that declare which requests concern them ----
+
+/// Calls of `grouped_filter`, to see whether the pipeline called it.
+static GROUPED_CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Rejects host A when the VM is in a group; nothing otherwise, as its
+/// declaration promises.
+fn grouped_filter(_: &Inventory, request: &Request, candidates: &[u32]) -> Vec<Rejection> {
+    GROUPED_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    match request.vm.groups.is_empty() {
+        true => Vec::new(),
+        false => vec![Rejection::new("grouped", candidates[..1].to_vec())],
+    }
+}
+
+/// Prefers C for a VM in a group; the same score for all otherwise.
+fn grouped_score(_: &Inventory, request: &Request, candidates: &[u32]) -> Scores {
+    let grouped = !request.vm.groups.is_empty();
+    Scores::new(
+        candidates
+            .iter()
+            .map(|&h| if grouped && h == 2 { 0.0 } else { 5.0 })
+            .collect(),
+    )
+}
+
+/// A score that breaks its promise: it spreads hosts without a group.
+fn dishonest_score(_: &Inventory, _: &Request, candidates: &[u32]) -> Scores {
+    Scores::new(candidates.iter().map(|&h| f64::from(h)).collect())
+}
+
+fn grouped_unit(name: &str, score: ScoreFn) -> Arc<dyn Unit> {
+    Arc::new(NativeUnit {
+        info: UnitInfo::new(name, "concerns grouped VMs only")
+            .applies_to([RequestProperty::Groups]),
+        filter: Some(grouped_filter),
+        score: Some(score),
+        balance: None,
+    })
+}
+
+#[test]
+fn a_unit_is_skipped_for_requests_it_declared_do_not_concern_it_and_nothing_changes() {
+    let inventory = abc([r#""cpu": 3"#, r#""cpu": 1"#, r#""cpu": 2"#]);
+    let unit = grouped_unit("Grouped", grouped_score);
+    for combination in [Combination::Rank, Combination::Normalised] {
+        let policy = Policy::builder()
+            .combination(combination)
+            .filter(Arc::clone(&unit))
+            .score(Arc::clone(&unit), 3)
+            .score(native_score("ByCpu", by_cpu, ScoreOrder::LowerIsBetter), 1)
+            .build()
+            .expect("valid");
+        let plain = ScheduleRequest::default();
+        let before = GROUPED_CALLS.load(std::sync::atomic::Ordering::Relaxed);
+        let skipping = schedule(&policy, &inventory, &plain).expect("decides");
+        // Other tests may call it meanwhile; none of them skips it.
+        let calling = schedule_calling_every_unit(&policy, &inventory, &plain).expect("decides");
+        assert!(GROUPED_CALLS.load(std::sync::atomic::Ordering::Relaxed) > before);
+        assert_eq!(skipping.ranked, calling.ranked, "{combination:?}: totals too");
+        assert_eq!(skipping.chosen, Some(1));
+        let filter = &skipping.explain.filters[0];
+        assert_eq!(
+            filter.skipped.as_deref(),
+            Some("the request has none of: groups")
+        );
+        assert_eq!(filter.survivors, 3);
+        let score = &skipping.explain.scores[0];
+        assert!(!score.called && score.skipped.is_some() && score.raw.is_empty());
+        assert!(calling.explain.filters[0].skipped.is_none());
+
+        // A request with the property runs the unit.
+        let grouped = ScheduleRequest {
+            vm: Vm {
+                groups: vec![VmGroup::default()],
+                ..Vm::default()
+            },
+            ..ScheduleRequest::default()
+        };
+        let decision = schedule(&policy, &inventory, &grouped).expect("decides");
+        assert!(decision.explain.filters[0].skipped.is_none());
+        assert_eq!(decision.explain.filters[0].survivors, 2);
+        assert_eq!(decision.chosen, Some(2));
+    }
+}
+
+#[test]
+fn a_unit_breaking_its_declaration_is_caught_by_deciding_both_ways() {
+    // What the default policies' equality test relies on: a declaration
+    // that is not true changes the decision.
+    let inventory = abc([r#""cpu": 1"#, r#""cpu": 1"#, r#""cpu": 1"#]);
+    let policy = Policy::builder()
+        .score(grouped_unit("Dishonest", dishonest_score), 1)
+        .build()
+        .expect("valid");
+    let plain = ScheduleRequest::default();
+    let skipping = schedule(&policy, &inventory, &plain).expect("decides");
+    let calling = schedule_calling_every_unit(&policy, &inventory, &plain).expect("decides");
+    assert_ne!(skipping.ranked, calling.ranked);
 }
