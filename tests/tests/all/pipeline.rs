@@ -1180,7 +1180,10 @@ fn a_unit_is_skipped_for_requests_it_declared_do_not_concern_it_and_nothing_chan
         // Other tests may call it meanwhile; none of them skips it.
         let calling = schedule_calling_every_unit(&policy, &inventory, &plain).expect("decides");
         assert!(GROUPED_CALLS.load(std::sync::atomic::Ordering::Relaxed) > before);
-        assert_eq!(skipping.ranked, calling.ranked, "{combination:?}: totals too");
+        assert_eq!(
+            skipping.ranked, calling.ranked,
+            "{combination:?}: totals too"
+        );
         assert_eq!(skipping.chosen, Some(1));
         let filter = &skipping.explain.filters[0];
         assert_eq!(
