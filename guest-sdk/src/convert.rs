@@ -79,10 +79,13 @@ bridge_enum!(GroupScope <=> GroupScope { Vms, Hosts, });
 
 bridge_enum!(ScoreOrder <=> ScoreOrder { LowerIsBetter, HigherIsBetter, });
 
-/// A string table's strings. A table whose offsets do not fit its text is
-/// a broken host: the call traps (see `imports`).
+/// A string table's strings. A table that is not UTF-8, or whose offsets
+/// do not fit its text, is a broken host: the call traps (see `imports`).
 fn strings(table: wit::Strings) -> Vec<String> {
-    let text = table.text;
+    let text = match String::from_utf8(table.text) {
+        Ok(text) => text,
+        Err(error) => panic!("the host sent a string table that is not UTF-8: {error}"),
+    };
     table
         .offsets
         .windows(2)

@@ -45,13 +45,13 @@ same_enum!(model::ThreadPolicy => types::ThreadPolicy { Prefer, Isolate, Require
 same_enum!(model::EmulatorThreads => types::EmulatorThreads { Share, Isolate });
 same_enum!(model::PciNumaPolicy => types::PciNumaPolicy { Legacy, Required, Preferred, Socket });
 
-/// A table of strings as one text plus offsets (see `types.strings`).
+/// A table of strings as one UTF-8 text plus offsets (see `types.strings`).
 fn strings(table: &[String]) -> types::Strings {
-    let mut text = String::with_capacity(table.iter().map(String::len).sum());
+    let mut text = Vec::with_capacity(table.iter().map(String::len).sum());
     let mut offsets = Vec::with_capacity(table.len() + 1);
     offsets.push(0);
     for s in table {
-        text.push_str(s);
+        text.extend_from_slice(s.as_bytes());
         offsets.push(super::count(text.len()));
     }
     types::Strings { text, offsets }
