@@ -6,7 +6,10 @@
 //! memory limits on) and once with the same units' source compiled
 //! natively, interleaved in one process so both see the same machine state.
 //! Then the default policy (`none`, policies/defaults/none.json: 12 filters
-//! and 7 weights, 19 unit calls) the same way at 10,000 hosts.
+//! and 7 weights, 19 unit calls) the same way at 10,000 hosts, once calling
+//! every unit (`skips=off`, as before units could declare which requests
+//! concern them) and once skipping the units the request does not concern
+//! (`skips=on`, 11 of the 19 for this plain request), with the ratio.
 //!
 //! Every unit's median call time is printed per size (`unit ... role=`):
 //! that is each unit's cost at 10,000 hosts, sandboxed and native.
@@ -19,7 +22,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use sandpiper::builtin::{BuiltinPolicy, UNITS};
-use sandpiper::pipeline::{Decision, OnFailure, Policy, ScheduleRequest, schedule};
+use sandpiper::pipeline::{
+    Decision, OnFailure, Policy, ScheduleError, ScheduleRequest, schedule,
+    schedule_calling_every_unit,
+};
 use sandpiper::sandbox::{Limits, Runtime};
 use sandpiper::unit::Unit;
 use sandpiper_model::Inventory;
@@ -84,7 +90,13 @@ fn main() -> anyhow::Result<()> {
     for hosts in SIZES {
         let inventory = Arc::new(cluster(hosts)?);
         let label = format!("pipeline hosts={hosts} units={}", PACKAGES.len());
-        measure(&label, [&wasm_policy, &native_policy], &inventory, &request)?;
+        measure(
+            &label,
+            [&wasm_policy, &native_policy],
+            &inventory,
+            &request,
+            schedule,
+        )?;
         let instantiate = instantiate_median(wasm[0].as_ref(), &inventory, runs_for(hosts))?;
         println!(
             "  instantiate hosts={hosts} median_us={:.1}",
@@ -116,35 +128,49 @@ fn main() -> anyhow::Result<()> {
     let native_default = compose(&spec, &native_by_name)?;
     let hosts = DEFAULT_POLICY_HOSTS;
     let inventory = Arc::new(cluster(hosts)?);
-    let label = format!(
-        "default_policy name={} hosts={hosts} filters={} weights={}",
-        spec.name,
-        spec.filters.len(),
-        spec.weights.len()
-    );
-    measure(
-        &label,
-        [&wasm_default, &native_default],
+    let label = |skips: &str| {
+        format!(
+            "default_policy name={} hosts={hosts} filters={} weights={} skips={skips}",
+            spec.name,
+            spec.filters.len(),
+            spec.weights.len()
+        )
+    };
+    let policies = [&wasm_default, &native_default];
+    let (off, _) = measure(
+        &label("off"),
+        policies,
         &inventory,
         &request,
+        schedule_calling_every_unit,
     )?;
+    let (on, _) = measure(&label("on"), policies, &inventory, &request, schedule)?;
+    println!(
+        "default_policy name={} hosts={hosts} wasm_skips_off_over_on={:.2}",
+        spec.name,
+        ratio(off, on)
+    );
     Ok(())
 }
 
+/// A decision: [`schedule`] or [`schedule_calling_every_unit`].
+type Decide = fn(&Policy, &Arc<Inventory>, &ScheduleRequest) -> Result<Decision, ScheduleError>;
+
 /// Runs `policies` (`[sandboxed, native]`) interleaved over `inventory` and
 /// prints the decision's medians, each unit call's and the time outside
-/// the units.
+/// the units; returns the two medians.
 fn measure(
     label: &str,
     policies: [&Policy; 2],
     inventory: &Arc<Inventory>,
     request: &ScheduleRequest,
-) -> anyhow::Result<()> {
+    decide: Decide,
+) -> anyhow::Result<(Duration, Duration)> {
     let [wasm_policy, native_policy] = policies;
     let hosts = inventory.host_count();
     let runs = runs_for(hosts);
-    let mut wasm_runs = Runs::new(wasm_policy);
-    let mut native_runs = Runs::new(native_policy);
+    let mut wasm_runs = Runs::new(wasm_policy, decide);
+    let mut native_runs = Runs::new(native_policy, decide);
     for i in 0..WARMUP_RUNS + runs {
         let timed = i >= WARMUP_RUNS;
         // Alternate which mode goes first, so neither always runs on
@@ -188,7 +214,7 @@ fn measure(
         median(&mut native_runs.outside_units).as_micros(),
         wasm_runs.survivors
     );
-    Ok(())
+    Ok((w, n))
 }
 
 /// A built-in policy over `units` (by the names they declare), as the
@@ -234,6 +260,7 @@ fn policy(units: &[Arc<dyn Unit>]) -> anyhow::Result<Policy> {
 /// Timings of one mode: whole decisions and each unit's calls (read from
 /// the explain record, so they are the pipeline's own measurements).
 struct Runs {
+    decide: Decide,
     /// Each unit call's unit name and role, in pipeline order.
     names: Vec<(String, &'static str)>,
     total: Vec<Duration>,
@@ -248,7 +275,7 @@ struct Runs {
 }
 
 impl Runs {
-    fn new(policy: &Policy) -> Self {
+    fn new(policy: &Policy, decide: Decide) -> Self {
         let names: Vec<(String, &'static str)> = policy
             .filters()
             .iter()
@@ -261,6 +288,7 @@ impl Runs {
             )
             .collect();
         Runs {
+            decide,
             per_unit: vec![Vec::new(); names.len()],
             fuel: vec![None; names.len()],
             names,
@@ -279,7 +307,7 @@ impl Runs {
     ) -> anyhow::Result<()> {
         let start = Instant::now();
         let decision: Decision =
-            black_box(schedule(policy, inventory, request)).context("scheduling")?;
+            black_box((self.decide)(policy, inventory, request)).context("scheduling")?;
         let elapsed = start.elapsed();
         let explain = &decision.explain;
         if explain.filters.len() + explain.scores.len() != self.names.len() {
