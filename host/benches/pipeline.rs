@@ -209,10 +209,11 @@ fn measure(
         );
     }
     println!(
-        "  outside_units hosts={hosts} wasm_median_us={} native_median_us={} survivors_after_filters={}",
+        "  outside_units hosts={hosts} wasm_median_us={} native_median_us={} survivors_after_filters={} skipped_calls={}",
         median(&mut wasm_runs.outside_units).as_micros(),
         median(&mut native_runs.outside_units).as_micros(),
-        wasm_runs.survivors
+        wasm_runs.survivors,
+        wasm_runs.skipped
     );
     Ok((w, n))
 }
@@ -272,6 +273,9 @@ struct Runs {
     /// says it all); `None` natively.
     fuel: Vec<Option<u64>>,
     survivors: usize,
+    /// Unit calls the last run skipped (the unit declared the request
+    /// does not concern it).
+    skipped: usize,
 }
 
 impl Runs {
@@ -295,6 +299,7 @@ impl Runs {
             total: Vec::new(),
             outside_units: Vec::new(),
             survivors: 0,
+            skipped: 0,
         }
     }
 
@@ -342,6 +347,8 @@ impl Runs {
                 *slot = fuel;
             }
             self.survivors = explain.scored.len();
+            self.skipped = explain.filters.iter().filter(|f| f.skipped.is_some()).count()
+                + explain.scores.iter().filter(|s| s.skipped.is_some()).count();
         }
         Ok(())
     }
