@@ -347,8 +347,16 @@ impl Runs {
                 *slot = fuel;
             }
             self.survivors = explain.scored.len();
-            self.skipped = explain.filters.iter().filter(|f| f.skipped.is_some()).count()
-                + explain.scores.iter().filter(|s| s.skipped.is_some()).count();
+            self.skipped = explain
+                .filters
+                .iter()
+                .filter(|f| f.skipped.is_some())
+                .count()
+                + explain
+                    .scores
+                    .iter()
+                    .filter(|s| s.skipped.is_some())
+                    .count();
         }
         Ok(())
     }
