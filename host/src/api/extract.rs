@@ -108,7 +108,22 @@ pub fn body_timeout(error: &(dyn std::error::Error + 'static)) -> Option<BodyTim
 pub struct BodyLimit(pub usize);
 
 /// Parses `bytes` as a `T`, naming the field on error.
+///
+/// A valid body is read once, by serde_json alone; only a body it refuses
+/// is read again with its path tracked ([`parse_tracking_path`]), which costs
+/// (an allocation per field and element) on every value read. The two
+/// reads accept exactly the same bodies, so the fast one decides.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    match serde_json::from_slice(bytes) {
+        Ok(value) => Ok(value),
+        Err(_) => parse_tracking_path(bytes),
+    }
+}
+
+/// [`parse_json`]'s second read of a body it refused: the same read with
+/// each field's path tracked, so that the error names the field (or, for a
+/// whole number written as a float, the value it meant).
+fn parse_tracking_path<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = match serde_path_to_error::deserialize(&mut de) {
         Ok(value) => value,
