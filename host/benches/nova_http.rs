@@ -356,38 +356,10 @@ impl InProcess {
 
 /// Creates Nova's policy on the server; its id.
 fn nova_policy(addr: std::net::SocketAddr) -> anyhow::Result<String> {
-    let mut admin = Client::connect(addr)?;
-    let units = admin.get("/api/v1/schedulingpolicyunits")?;
-    let unit = |name: &str| -> anyhow::Result<String> {
-        units
-            .as_array()
-            .and_then(|all| all.iter().find(|u| u["name"] == name))
-            .and_then(|u| u["id"].as_str())
-            .map(str::to_owned)
-            .with_context(|| format!("unit {name}"))
-    };
-    let policy = admin.send(
-        "POST",
-        "/api/v1/schedulingpolicies",
+    support::create_policy(
+        addr,
         &json!({ "name": "bench-nova", "combination": "normalised" }),
-    )?;
-    let id = policy["id"].as_str().context("policy id")?.to_owned();
-    let base = format!("/api/v1/schedulingpolicies/{id}");
-    for name in FILTERS {
-        admin.send(
-            "POST",
-            &format!("{base}/filters"),
-            &json!({ "scheduling_policy_unit": { "id": unit(name)? } }),
-        )?;
-    }
-    admin.send(
-        "POST",
-        &format!("{base}/weights"),
-        &json!({ "scheduling_policy_unit": { "id": unit(WEIGHER)? }, "factor": 1 }),
-    )?;
-    let check = admin.get(&base)?;
-    if check["filters"].as_array().map(Vec::len) != Some(FILTERS.len()) {
-        bail!("the policy has the wrong filters: {check}");
-    }
-    Ok(id)
+        &FILTERS,
+        &[(WEIGHER, 1)],
+    )
 }
