@@ -50,7 +50,12 @@ fi
 # SQLite; the store's own tests run on both in the first run already).
 # Both runs happen even if the first fails; the script fails if either
 # does. The extra arguments go to both (a filter, `--release`, ...).
+# The second run selects `--workspace` too, not `-p sandpiper`: cargo
+# resolves features for the packages selected, and for `sandpiper` alone
+# wasmtime's `bindgen!` macro gets a different feature set, which rebuilt
+# that macro's dependencies, wasmtime and the whole host a second time
+# (minutes on CI's two cores) just to run the same tests again.
 status=0
 cargo test --workspace "$@" || status=$?
-SANDPIPER_TEST_STORE=postgres cargo test -p sandpiper --test api "$@" || status=$?
+SANDPIPER_TEST_STORE=postgres cargo test --workspace --test api "$@" || status=$?
 exit "$status"

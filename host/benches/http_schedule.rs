@@ -78,41 +78,15 @@ const FOUR_UNIT_DECISIONS: usize = 3_000;
 
 /// Creates the four-unit policy (see `main`); its id.
 fn four_unit_policy(addr: SocketAddr) -> anyhow::Result<String> {
-    let mut admin = Client::connect(addr)?;
-    let units = admin.get("/api/v1/schedulingpolicyunits")?;
-    let unit = |name: &str| -> anyhow::Result<String> {
-        units
-            .as_array()
-            .and_then(|all| all.iter().find(|u| u["name"] == name))
-            .and_then(|u| u["id"].as_str())
-            .map(str::to_owned)
-            .with_context(|| format!("unit {name}"))
-    };
-    let policy = admin.send(
-        "POST",
-        "/api/v1/schedulingpolicies",
+    support::create_policy(
+        addr,
         &json!({ "name": "bench-four-units" }),
-    )?;
-    let id = policy["id"].as_str().context("policy id")?.to_owned();
-    let base = format!("/api/v1/schedulingpolicies/{id}");
-    for name in ["CPU", "Memory"] {
-        admin.send(
-            "POST",
-            &format!("{base}/filters"),
-            &json!({ "scheduling_policy_unit": { "id": unit(name)? } }),
-        )?;
-    }
-    for (name, factor) in [
-        ("OptimalForCpuEvenDistribution", 2),
-        ("OptimalForMemoryEvenDistribution", 1),
-    ] {
-        admin.send(
-            "POST",
-            &format!("{base}/weights"),
-            &json!({ "scheduling_policy_unit": { "id": unit(name)? }, "factor": factor }),
-        )?;
-    }
-    Ok(id)
+        &["CPU", "Memory"],
+        &[
+            ("OptimalForCpuEvenDistribution", 2),
+            ("OptimalForMemoryEvenDistribution", 1),
+        ],
+    )
 }
 
 /// Pushes the inventory, then times `decisions` placements from `CLIENTS`

@@ -88,6 +88,36 @@ impl Registry {
         self.write().insert(id, unit);
     }
 
+    /// Every loaded unit, as loaded now: what [`Registry::replace_if_unchanged`]
+    /// compares against.
+    pub fn snapshot(&self) -> HashMap<Uuid, Arc<dyn Unit>> {
+        self.read().clone()
+    }
+
+    /// Replaces the unit under `id` with `unit` only if what is loaded
+    /// there is still `seen` (the same instance, or nothing): a reload
+    /// that read the store before a change made here committed must not
+    /// put the older unit back over the newer one. True when replaced.
+    pub fn replace_if_unchanged(
+        &self,
+        id: Uuid,
+        seen: Option<&Arc<dyn Unit>>,
+        unit: Arc<dyn Unit>,
+    ) -> bool {
+        let mut units = self.write();
+        let same = match (units.get(&id), seen) {
+            (None, None) => true,
+            // The data pointers: a `dyn` pointer's vtable part may differ
+            // for one instance.
+            (Some(now), Some(seen)) => std::ptr::addr_eq(Arc::as_ptr(now), Arc::as_ptr(seen)),
+            _ => false,
+        };
+        if same {
+            units.insert(id, unit);
+        }
+        same
+    }
+
     /// Forgets the unit under `id`; decisions holding it finish normally.
     pub fn remove(&self, id: Uuid) {
         self.write().remove(&id);
@@ -109,5 +139,32 @@ impl Registry {
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Uuid, Arc<dyn Unit>>> {
         self.units.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_units::native;
+
+    /// A reload that read the store before a change made here must not put
+    /// its older unit back (server/follow.rs).
+    #[test]
+    fn a_stale_replacement_loses_to_a_newer_change() {
+        let registry = Registry::new();
+        let id = Uuid::new_v4();
+        let old = native("sandpiper-policy-memory");
+        registry.insert(id, old.clone());
+        let seen = registry.snapshot();
+        let newer = native("sandpiper-policy-cpu");
+        registry.insert(id, newer.clone());
+        let stale = native("sandpiper-policy-memory");
+        assert!(!registry.replace_if_unchanged(id, seen.get(&id), stale));
+        let now = registry.get(id).expect("loaded");
+        assert!(std::ptr::addr_eq(Arc::as_ptr(&now), Arc::as_ptr(&newer)));
+        let fresh = native("sandpiper-policy-memory");
+        assert!(registry.replace_if_unchanged(id, Some(&newer), fresh));
+        assert!(!registry.replace_if_unchanged(Uuid::new_v4(), Some(&old), old.clone()));
+        assert!(registry.replace_if_unchanged(Uuid::new_v4(), None, old));
     }
 }

@@ -547,27 +547,33 @@ impl Snapshot {
 
         let mut metrics: BTreeMap<HostMetric, Vec<f64>> = BTreeMap::new();
         let mut flags: BTreeMap<HostFlag, Vec<bool>> = BTreeMap::new();
+        // Every host names its metrics and flags again; each distinct name
+        // is resolved once, not once per host and metric (a `String` each).
+        let mut metric_names: HashMap<&str, Option<HostMetric>> = HashMap::new();
+        let mut flag_names: HashMap<&str, Option<HostFlag>> = HashMap::new();
         for (i, host) in self.hosts.iter().enumerate() {
             for (name, &value) in &host.metrics {
-                let metric = snake_case_name(name)
-                    .and_then(|wit| HostMetric::from_wit_name(&wit))
-                    .ok_or_else(|| {
-                        SnapshotError::at(
-                            format_args!("hosts[{i}].metrics.{name}"),
-                            SnapshotErrorKind::UnknownMetric,
-                        )
-                    })?;
+                let metric = *metric_names.entry(name).or_insert_with(|| {
+                    snake_case_name(name).and_then(|wit| HostMetric::from_wit_name(&wit))
+                });
+                let metric = metric.ok_or_else(|| {
+                    SnapshotError::at(
+                        format_args!("hosts[{i}].metrics.{name}"),
+                        SnapshotErrorKind::UnknownMetric,
+                    )
+                })?;
                 metrics.entry(metric).or_insert_with(|| vec![0.0; n])[i] = value;
             }
             for (j, name) in host.flags.iter().enumerate() {
-                let flag = snake_case_name(name)
-                    .and_then(|wit| HostFlag::from_wit_name(&wit))
-                    .ok_or_else(|| {
-                        SnapshotError::at(
-                            format_args!("hosts[{i}].flags[{j}]"),
-                            SnapshotErrorKind::UnknownFlag(name.clone()),
-                        )
-                    })?;
+                let flag = *flag_names.entry(name).or_insert_with(|| {
+                    snake_case_name(name).and_then(|wit| HostFlag::from_wit_name(&wit))
+                });
+                let flag = flag.ok_or_else(|| {
+                    SnapshotError::at(
+                        format_args!("hosts[{i}].flags[{j}]"),
+                        SnapshotErrorKind::UnknownFlag(name.clone()),
+                    )
+                })?;
                 flags.entry(flag).or_insert_with(|| vec![false; n])[i] = true;
             }
         }
@@ -872,6 +878,37 @@ mod tests {
         assert!(
             error_of(r#"{"hosts": [{"id": "h1", "status": "upp"}]}"#)
                 .starts_with("hosts[0].status: unknown variant `upp`")
+        );
+    }
+
+    #[test]
+    fn a_name_resolved_once_still_applies_to_every_host() {
+        // Names are resolved once per build (`fill_hosts`): a known name
+        // fills every host's row, an unknown one is refused on whichever
+        // host names it.
+        let cluster = Snapshot::from_json(
+            r#"{"hosts": [{"id": "a", "metrics": {"cpu_cores": 2}, "flags": ["spm"]},
+                          {"id": "b", "metrics": {"cpu_cores": 4}, "flags": ["spm"]}]}"#,
+        )
+        .and_then(|s| s.build())
+        .expect("valid");
+        assert_eq!(
+            cluster.inventory.host_metric(HostMetric::CpuCores),
+            [2.0, 4.0]
+        );
+        assert_eq!(cluster.inventory.host_flag(HostFlag::Spm), [true, true]);
+        assert!(
+            error_of(
+                r#"{"hosts": [{"id": "a", "metrics": {"cpu_cores": 2}},
+                              {"id": "b", "metrics": {"cpu_cores": 4, "cpu_core": 4}}]}"#
+            )
+            .starts_with("hosts[1].metrics.cpu_core: unknown metric")
+        );
+        assert!(
+            error_of(
+                r#"{"hosts": [{"id": "a", "flags": ["spm"]}, {"id": "b", "flags": ["spm", "sp"]}]}"#
+            )
+            .starts_with("hosts[1].flags[1]: unknown flag")
         );
     }
 

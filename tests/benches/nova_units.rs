@@ -19,29 +19,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sandpiper::pipeline::{Combination, Decision, Policy, ScheduleRequest, schedule};
-use sandpiper::snapshot::{Group, Host, Instance, RunningVm, Scope, Snapshot, Status, VmSpec};
+use sandpiper::snapshot::hint_pairs;
 use sandpiper::unit::Unit;
 use sandpiper_guest::Inventory;
 use sandpiper_guest::model::{KeyValue, Request};
 
 mod common;
-use common::{RUNS, SplitMix, WARMUP_RUNS, elapsed, micros};
+use common::nova_cluster::{NovaCluster, nova_cluster};
+use common::{RUNS, WARMUP_RUNS, elapsed, micros};
 
 /// Hosts in the cluster: the size the catalog's cost bar is stated at.
 const HOSTS: usize = 10_000;
-/// Running VMs per host (for DifferentHost/SameHost).
-const VMS_PER_HOST: usize = 3;
-/// Every this-many hosts has a disabled compute service (Nova's bench: 2%).
-const DISABLED_EVERY: usize = 50;
-/// Seed of the cluster generator: every run sees the same cluster.
-const SEED: u64 = 0x0000_0000_4E0A_5EED;
 /// Package-name prefix of the Nova units.
 const NOVA_PREFIX: &str = "sandpiper-policy-nova-";
-/// CPU features a host may report (a random subset each, as in the
-/// reference notes' benchmark).
-const FEATURES: [&str; 8] = [
-    "aes", "avx", "avx2", "sse4_1", "sse4_2", "vmx", "pdpe1gb", "rdrand",
-];
 
 fn main() {
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
@@ -260,196 +250,20 @@ fn report(name: &str, role: &str, builds: &[&dyn Unit; 2], call: impl Fn(&dyn Un
     );
 }
 
-/// `count` Nova-shaped hosts and a request that exercises every Nova unit.
+/// `count` Nova-shaped hosts (`common/nova_cluster.rs`, shared with the
+/// HTTP benchmark) built into columns, and the request to place.
 fn cluster(count: usize) -> Result<(Arc<Inventory>, Request), sandpiper::snapshot::SnapshotError> {
-    let mut random = SplitMix(SEED);
-    let mut hosts = Vec::with_capacity(count);
-    let mut vms = Vec::with_capacity(count * VMS_PER_HOST);
-    for i in 0..count {
-        let memory = random.pick(&[131_072.0, 262_144.0, 524_288.0, 786_432.0]);
-        let threads = random.pick(&[32.0, 64.0, 96.0, 128.0]);
-        let vm_count = (random.next() % 40) as f64;
-        let mut host = Host {
-            id: format!("h{i}"),
-            name: Some(format!("compute-{i}")),
-            status: if i % DISABLED_EVERY == 0 {
-                Status::Disabled
-            } else {
-                Status::Up
-            },
-            address: format!("10.{}.{}.{}", i / 65_536, (i / 256) % 256, i % 256),
-            zone: format!("az{}", i % 3),
-            ..Host::default()
-        };
-        for (metric, value) in [
-            ("cpu_cores", threads / 2.0),
-            ("cpu_threads", threads),
-            ("vcpus_used", vm_count * 4.0),
-            ("memory_total_mib", memory),
-            ("memory_free_mib", memory * (1.5 * random.unit() - 0.5)),
-            ("disk_total_gib", 2048.0),
-            ("disk_free_gib", 2048.0 * random.unit()),
-            ("vm_count", vm_count),
-            ("io_ops", (random.next() % 10) as f64),
-            ("build_failures", (random.next() % 20 / 19) as f64),
-            (
-                "hypervisor_version",
-                random.pick(&[8_002_000.0, 9_000_000.0, 9_001_000.0]),
-            ),
-        ] {
-            host.metrics.insert(metric.to_owned(), value);
-        }
-        let vendor = if random.next().is_multiple_of(2) {
-            "Intel"
-        } else {
-            "AMD"
-        };
-        let features: Vec<String> = FEATURES
-            .iter()
-            .filter(|_| !random.next().is_multiple_of(3))
-            .map(|f| format!("\"{f}\""))
-            .collect();
-        for (key, value) in [
-            (
-                "cpu_info",
-                format!(
-                    "{{\"vendor\": \"{vendor}\", \"arch\": \"x86_64\", \"features\": [{}], \
-                     \"maxphysaddr\": {{\"bits\": 46}}}}",
-                    features.join(", ")
-                ),
-            ),
-            (
-                "hypervisor_type",
-                if i % 4 == 0 { "KVM" } else { "QEMU" }.to_owned(),
-            ),
-            (
-                "supported_instances",
-                "[[\"x86_64\", \"kvm\", \"hvm\"], [\"i686\", \"kvm\", \"hvm\"]]".to_owned(),
-            ),
-        ] {
-            host.capabilities.insert(key.to_owned(), value);
-        }
-        let mut metadata: std::collections::BTreeMap<String, String> = [
-            ("availability_zone", format!("az{}", i % 3)),
-            ("ssd", (i % 2 == 0).to_string()),
-            ("hw_vm_mode", "hvm".to_owned()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
-        if i % 10 == 0 {
-            metadata.insert("filter_tenant_id".to_owned(), "t1, t2".to_owned());
-            metadata.insert("instance_type".to_owned(), "m1.small, m1.large".to_owned());
-            metadata.insert("cpu_allocation_ratio".to_owned(), "2.0".to_owned());
-            metadata.insert("ram_allocation_ratio".to_owned(), "1.5".to_owned());
-            metadata.insert("max_io_ops_per_host".to_owned(), "6".to_owned());
-            metadata.insert("max_instances_per_host".to_owned(), "30".to_owned());
-        }
-        host.aggregates.insert(format!("agg{}", i % 20), metadata);
-        if i % 100 != 0 {
-            host.named_metrics
-                .insert("cpu.frequency".to_owned(), 2000.0 + (i % 1000) as f64);
-            host.named_metrics
-                .insert("cpu.percent".to_owned(), random.unit() * 100.0);
-        }
-        host.instances.push(Instance {
-            tenant: format!("t{}", i % 7),
-            instance_type: "m1.small".to_owned(),
-        });
-        for j in 0..VMS_PER_HOST {
-            vms.push(RunningVm {
-                id: format!("v{i}-{j}"),
-                name: None,
-                host: host.id.clone(),
-                memory_mib: 4096.0,
-                memory_guaranteed_mib: None,
-                vcpus: 2,
-                cpu_usage_percent: random.unit() * 100.0,
-                migratable: true,
-                highly_available: false,
-                hosted_engine: false,
-                pending: false,
-            });
-        }
-        hosts.push(host);
-    }
-    let cluster = Snapshot { hosts, vms }.build()?;
-    // Groups name hosts by id; a smaller cluster keeps the ones it has.
-    let ids = |range: std::ops::Range<usize>| {
-        range
-            .filter(|&i| i < count)
-            .map(|i| format!("h{i}"))
-            .collect::<Vec<_>>()
-    };
-    let group = |id: &str, positive, enforcing, hosts| Group {
-        id: id.to_owned(),
-        name: id.to_owned(),
-        scope: Scope::Vms,
-        positive,
-        enforcing,
-        priority: 1.0,
-        hosts,
-    };
-    let pairs = |items: &[(&str, &str)]| {
-        items
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    };
-    let vm = VmSpec {
-        id: "new".to_owned(),
-        memory_mib: 8192.0,
-        vcpus: 4,
-        disk_gib: 40.0,
-        tenant: "t1".to_owned(),
-        instance_type: "m1.small".to_owned(),
-        extra_specs: pairs(&[
-            ("capabilities:cpu_info:vendor", "s== Intel"),
-            ("capabilities:cpu_info:features", "<all-in> aes avx2"),
-            ("capabilities:hypervisor_version", ">= 9000000"),
-            ("capabilities:hypervisor_type", "<or> QEMU <or> KVM"),
-            ("aggregate_instance_extra_specs:ssd", "true"),
-            ("hw:cpu_policy", "shared"),
-        ]),
-        image_properties: pairs(&[
-            ("hw_architecture", "x86_64"),
-            ("img_hv_type", "kvm"),
-            ("hw_vm_mode", "hvm"),
-            ("img_hv_requested_version", ">=8.0"),
-            ("image_id", "img-1"),
-        ]),
-        groups: vec![
-            group("apart", false, true, ids(0..200)),
-            group("together", true, true, ids(0..2_000)),
-            group("near", true, false, ids(0..500)),
-            group("spread", false, false, ids(500..600)),
-        ],
-        ..VmSpec::default()
-    }
-    .to_vm(&cluster.hosts, "vm")?;
-    let hints = [
-        (
-            "query",
-            "[\"and\", [\">=\", \"$free_ram_mb\", 1024], [\">=\", \"$free_disk_mb\", 204800], \
-             [\"not\", \"$service.disabled\"]]",
-        ),
-        ("different_host", "v1-0"),
-        ("different_host", "v2-0"),
-        ("same_host", "v3-0"),
-        ("build_near_host_ip", "10.0.1.1"),
-        ("cidr", "/20"),
-        ("availability_zone", "az1"),
-        ("retry_hosts", "h1"),
-        ("retry_hosts", "compute-2"),
-        ("max_server_per_host", "1"),
-    ]
-    .iter()
-    .map(|(k, v)| KeyValue::new(*k, *v))
-    .collect();
+    let NovaCluster {
+        snapshot,
+        vm,
+        hints,
+    } = nova_cluster(count);
+    let cluster = snapshot.build()?;
+    let vm = vm.to_vm(&cluster.hosts, "vm")?;
     let request = Request {
         vm,
         params: Vec::new(),
-        hints,
+        hints: hint_pairs(&hints),
     };
     Ok((Arc::new(cluster.inventory), request))
 }

@@ -145,18 +145,17 @@ fn a_prestarted_pool_fills_through_an_engine_survives_failed_starts_and_restarts
         "{claims:#?}"
     );
 
-    // A prestarted VM is handed over at once.
-    let asked = Instant::now();
+    // A prestarted VM is handed over at once: already up, nothing to start
+    // (said by the answer, not timed: a timed assertion fails on a busy
+    // machine).
     let got = expect_status(
         &admin.post(&format!("{pool}/allocatevm"), &json!({ "user": "ann" })),
         200,
     );
-    let took = asked.elapsed();
     assert_eq!(
         (got["ready"].as_bool(), got["vm"]["run_state"].as_str()),
         (Some(true), Some("up"))
     );
-    assert!(took < Duration::from_secs(1), "allocation took {took:?}");
     let ann = got["vm"]["vm_id"].as_str().expect("id").to_owned();
 
     // Another restart: the assignment and the states are as they were,

@@ -239,6 +239,49 @@ pub fn host(i: usize, round: usize) -> Value {
     })
 }
 
+/// Creates a policy through the API: `body` (its name, combination, ...),
+/// then the built-in units named in `filters`, in order, and the
+/// `weights` with their factors. Its id.
+pub fn create_policy(
+    addr: SocketAddr,
+    body: &Value,
+    filters: &[&str],
+    weights: &[(&str, u32)],
+) -> anyhow::Result<String> {
+    let mut admin = Client::connect(addr)?;
+    let units = admin.get("/api/v1/schedulingpolicyunits")?;
+    let unit = |name: &str| -> anyhow::Result<String> {
+        units
+            .as_array()
+            .and_then(|all| all.iter().find(|u| u["name"] == name))
+            .and_then(|u| u["id"].as_str())
+            .map(str::to_owned)
+            .with_context(|| format!("unit {name}"))
+    };
+    let policy = admin.send("POST", "/api/v1/schedulingpolicies", body)?;
+    let id = policy["id"].as_str().context("policy id")?.to_owned();
+    let base = format!("/api/v1/schedulingpolicies/{id}");
+    for name in filters {
+        admin.send(
+            "POST",
+            &format!("{base}/filters"),
+            &json!({ "scheduling_policy_unit": { "id": unit(name)? } }),
+        )?;
+    }
+    for (name, factor) in weights {
+        admin.send(
+            "POST",
+            &format!("{base}/weights"),
+            &json!({ "scheduling_policy_unit": { "id": unit(name)? }, "factor": factor }),
+        )?;
+    }
+    let check = admin.get(&base)?;
+    if check["filters"].as_array().map(Vec::len) != Some(filters.len()) {
+        bail!("the policy has the wrong filters: {check}");
+    }
+    Ok(id)
+}
+
 /// The one-minute load average, printed beside figures: these machines are
 /// shared and noisy.
 pub fn load_average() -> String {

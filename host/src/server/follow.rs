@@ -81,7 +81,15 @@ pub async fn run(state: AppState) {
 }
 
 /// Brings the loaded units in line with the store.
+///
+/// A unit changed through this replica while the reload runs is left as
+/// that change loaded it: the registry is read before the store, and a
+/// unit is replaced only if its entry is still the one read then
+/// (`Registry::replace_if_unchanged`). Otherwise a reload that read the
+/// store just before the change committed would put the old module back
+/// until the next poll.
 async fn reload(state: &AppState, loaded: &mut HashMap<Uuid, Loaded>) -> Result<(), StoreError> {
+    let before = state.registry().snapshot();
     let units: Vec<UnitRecord> = {
         let mut conn = state.store().read().await?;
         conn.units().await?
@@ -103,12 +111,15 @@ async fn reload(state: &AppState, loaded: &mut HashMap<Uuid, Loaded>) -> Result<
             .await
         {
             Ok(module) => {
-                registry.insert(
-                    unit.id,
-                    Arc::new(Named::new(module, &unit.name, &unit.description)),
-                );
-                loaded.insert(unit.id, now);
-                tracing::debug!(unit = %unit.name, "unit (re)loaded as stored");
+                let named = Arc::new(Named::new(module, &unit.name, &unit.description));
+                if registry.replace_if_unchanged(unit.id, before.get(&unit.id), named) {
+                    loaded.insert(unit.id, now);
+                    tracing::debug!(unit = %unit.name, "unit (re)loaded as stored");
+                } else {
+                    // Changed here meanwhile; the change raised the
+                    // generation, so the next poll looks again.
+                    loaded.remove(&unit.id);
+                }
             }
             Err(StoredLoadError::Store(e)) => return Err(e),
             Err(e) => {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use super::rows::row_struct;
 use super::{Db, StoreError, parse_id};
 use crate::role::Role;
 use crate::time::Timestamp;
@@ -32,19 +33,20 @@ pub struct AuditEntry {
     pub entry: NewAuditEntry,
 }
 
-#[derive(sqlx::FromRow)]
-struct Row {
-    id: i64,
-    at: String,
-    token_id: String,
-    token_name: String,
-    role: String,
-    method: String,
-    route: String,
-    target: String,
-    status: i64,
-    error_code: Option<String>,
-    request_id: Option<String>,
+row_struct! {
+    struct Row {
+        id: i64,
+        at: String,
+        token_id: String,
+        token_name: String,
+        role: String,
+        method: String,
+        route: String,
+        target: String,
+        status: i64,
+        error_code: Option<String>,
+        request_id: Option<String>,
+    }
 }
 
 impl Row {

@@ -2,6 +2,7 @@
 
 use uuid::Uuid;
 
+use super::rows::row_struct;
 use super::{Db, StoreError, flag, parse_id};
 use crate::pipeline::ParamValues;
 
@@ -57,16 +58,17 @@ impl Default for PeriodicBalance {
     }
 }
 
-#[derive(sqlx::FromRow)]
-struct Row {
-    id: String,
-    name: String,
-    description: String,
-    policy_id: String,
-    periodic_balance: i64,
-    balance_interval_seconds: i64,
-    created_at: String,
-    updated_at: String,
+row_struct! {
+    struct Row {
+        id: String,
+        name: String,
+        description: String,
+        policy_id: String,
+        periodic_balance: i64,
+        balance_interval_seconds: i64,
+        created_at: String,
+        updated_at: String,
+    }
 }
 
 const SELECT: &str = "SELECT id, name, description, policy_id, periodic_balance, \

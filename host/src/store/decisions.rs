@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use super::rows::row_struct;
 use super::{Backend, Db, ROWS_PER_STATEMENT, StoreError, parse_id, placeholders};
 use crate::time::Timestamp;
 
@@ -145,16 +146,17 @@ pub struct DecisionWithClaims {
     pub claims: Vec<(String, String)>,
 }
 
-#[derive(sqlx::FromRow)]
-struct Row {
-    id: String,
-    cluster_id: String,
-    kind: String,
-    vm_id: Option<String>,
-    host_id: Option<String>,
-    answer: String,
-    summarized: i64,
-    created_at: String,
+row_struct! {
+    struct Row {
+        id: String,
+        cluster_id: String,
+        kind: String,
+        vm_id: Option<String>,
+        host_id: Option<String>,
+        answer: String,
+        summarized: i64,
+        created_at: String,
+    }
 }
 
 impl Row {
@@ -425,12 +427,21 @@ fn stored_bytes(bytes: u64) -> i64 {
     i64::try_from(bytes).unwrap_or(i64::MAX)
 }
 
-#[derive(sqlx::FromRow)]
+/// A decision's row with its claims (the page's query selects both).
 struct PageRow {
-    #[sqlx(flatten)]
     row: Row,
     /// A JSON array of `[vm_id, host_id]` pairs.
     claims: String,
+}
+
+impl<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> for PageRow {
+    fn from_row(row: &'r sqlx::any::AnyRow) -> Result<Self, sqlx::Error> {
+        use sqlx::Row as _;
+        Ok(PageRow {
+            row: Row::from_row(row)?,
+            claims: row.try_get("claims")?,
+        })
+    }
 }
 
 impl PageRow {

@@ -36,9 +36,11 @@ pub mod decisions;
 pub mod files;
 pub mod fleet;
 pub mod inventory;
+mod migrations;
 pub mod modules;
 pub mod operations;
 pub mod policies;
+mod rows;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub mod tokens;
@@ -427,11 +429,6 @@ impl std::ops::DerefMut for Conn {
 const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
      PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;";
 
-/// The SQLite migrations and their PostgreSQL twins (one schema, written
-/// in each dialect: every change goes into both folders).
-static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
-static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
-
 impl Store {
     /// Opens (creating if needed) the SQLite database at `path` with the
     /// default [`StoreLimits`] and applies every pending migration.
@@ -468,8 +465,8 @@ impl Store {
             .connect_with(options.clone())
             .await?;
         let migrator = match backend {
-            Backend::Sqlite => &SQLITE_MIGRATIONS,
-            Backend::Postgres => &POSTGRES_MIGRATIONS,
+            Backend::Sqlite => &*migrations::SQLITE,
+            Backend::Postgres => &*migrations::POSTGRES,
         };
         migrator.run(&pool).await.map_err(|e| match e {
             sqlx::migrate::MigrateError::VersionMissing(version) => {
@@ -869,7 +866,7 @@ mod tests {
             .fetch_one(store.read().await.expect("read").conn())
             .await
             .expect("count");
-        assert_eq!(applied as usize, POSTGRES_MIGRATIONS.iter().count());
+        assert_eq!(applied as usize, migrations::POSTGRES.iter().count());
     }
 
     /// Awaits every future, side by side.

@@ -8,6 +8,7 @@
 
 use uuid::Uuid;
 
+use super::rows::row_struct;
 use super::{Db, StoreError, parse_id, unsigned};
 
 /// A stored operation.
@@ -50,26 +51,27 @@ const COLUMNS: &str = "id, cluster_id, seq, kind, priority, locks, payload, orig
      vm_id, state, attempts, submitted_at_ms, lease_id, lease_holder, lease_expires_at_ms, \
      finished_at_ms, outcome";
 
-#[derive(sqlx::FromRow)]
-struct Row {
-    id: String,
-    cluster_id: String,
-    seq: i64,
-    kind: String,
-    priority: i64,
-    locks: String,
-    payload: String,
-    origin: String,
-    pool_id: Option<String>,
-    vm_id: Option<String>,
-    state: String,
-    attempts: i64,
-    submitted_at_ms: i64,
-    lease_id: Option<String>,
-    lease_holder: Option<String>,
-    lease_expires_at_ms: Option<i64>,
-    finished_at_ms: Option<i64>,
-    outcome: Option<String>,
+row_struct! {
+    struct Row {
+        id: String,
+        cluster_id: String,
+        seq: i64,
+        kind: String,
+        priority: i64,
+        locks: String,
+        payload: String,
+        origin: String,
+        pool_id: Option<String>,
+        vm_id: Option<String>,
+        state: String,
+        attempts: i64,
+        submitted_at_ms: i64,
+        lease_id: Option<String>,
+        lease_holder: Option<String>,
+        lease_expires_at_ms: Option<i64>,
+        finished_at_ms: Option<i64>,
+        outcome: Option<String>,
+    }
 }
 
 impl TryFrom<Row> for OperationRow {

@@ -3,6 +3,7 @@
 
 use uuid::Uuid;
 
+use super::rows::row_struct;
 use super::{Db, StoreError, flag, parse_id};
 use crate::pipeline::{Combination, OnFailure, ParamValues, Position};
 
@@ -109,16 +110,17 @@ fn on_failure_from_name(name: &str) -> Result<OnFailure, StoreError> {
     }
 }
 
-#[derive(sqlx::FromRow)]
-struct Row {
-    id: String,
-    name: String,
-    description: String,
-    locked: i64,
-    is_default: i64,
-    combination: String,
-    created_at: String,
-    updated_at: String,
+row_struct! {
+    struct Row {
+        id: String,
+        name: String,
+        description: String,
+        locked: i64,
+        is_default: i64,
+        combination: String,
+        created_at: String,
+        updated_at: String,
+    }
 }
 
 const SELECT: &str = "SELECT id, name, description, locked, is_default, combination, \

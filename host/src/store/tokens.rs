@@ -3,6 +3,7 @@
 
 use uuid::Uuid;
 
+use super::rows::row_struct;
 use super::{Db, StoreError, parse_id};
 use crate::role::Role;
 
@@ -16,13 +17,14 @@ pub struct TokenRecord {
     pub revoked_at: Option<String>,
 }
 
-#[derive(sqlx::FromRow)]
-struct Row {
-    id: String,
-    name: String,
-    role: String,
-    created_at: String,
-    revoked_at: Option<String>,
+row_struct! {
+    struct Row {
+        id: String,
+        name: String,
+        role: String,
+        created_at: String,
+        revoked_at: Option<String>,
+    }
 }
 
 impl Row {

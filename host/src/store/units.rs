@@ -4,6 +4,7 @@
 use sandpiper_model::{ParamSpec, ScoreOrder};
 use uuid::Uuid;
 
+use super::rows::row_struct;
 use super::{Db, StoreError, flag, parse_id};
 use crate::unit::Exports;
 
@@ -53,29 +54,31 @@ pub struct UnitModule {
     pub uploaded_by: String,
 }
 
-#[derive(sqlx::FromRow)]
-struct Row {
-    id: String,
-    name: String,
-    description: String,
-    internal: i64,
-    enabled: i64,
-    has_filter: i64,
-    has_score: i64,
-    has_balance: i64,
-    score_order: String,
-    module_sha256: String,
-    size_bytes: i64,
-    uploaded_at: String,
-    uploaded_by: String,
+row_struct! {
+    struct Row {
+        id: String,
+        name: String,
+        description: String,
+        internal: i64,
+        enabled: i64,
+        has_filter: i64,
+        has_score: i64,
+        has_balance: i64,
+        score_order: String,
+        module_sha256: String,
+        size_bytes: i64,
+        uploaded_at: String,
+        uploaded_by: String,
+    }
 }
 
-#[derive(sqlx::FromRow)]
-struct ParamRow {
-    name: String,
-    description: String,
-    default_value: String,
-    pattern: String,
+row_struct! {
+    struct ParamRow {
+        name: String,
+        description: String,
+        default_value: String,
+        pattern: String,
+    }
 }
 
 const SELECT: &str = "SELECT u.id, u.name, u.description, u.internal, u.enabled, \
@@ -338,21 +341,22 @@ impl Db {
     }
 }
 
-#[derive(sqlx::FromRow)]
-struct VersionRow {
-    version: i64,
-    module_sha256: String,
-    size_bytes: i64,
-    name: String,
-    description: String,
-    has_filter: i64,
-    has_score: i64,
-    has_balance: i64,
-    score_order: String,
-    params: String,
-    uploaded_at: String,
-    uploaded_by: String,
-    rollback_of: Option<i64>,
+row_struct! {
+    struct VersionRow {
+        version: i64,
+        module_sha256: String,
+        size_bytes: i64,
+        name: String,
+        description: String,
+        has_filter: i64,
+        has_score: i64,
+        has_balance: i64,
+        score_order: String,
+        params: String,
+        uploaded_at: String,
+        uploaded_by: String,
+        rollback_of: Option<i64>,
+    }
 }
 
 const SELECT_VERSION: &str = "SELECT v.version, v.module_sha256, m.size_bytes, v.name, \
@@ -488,7 +492,7 @@ mod tests {
         let mut conn = sqlx::SqliteConnection::connect_with(&options)
             .await
             .expect("connect");
-        let mut before = sqlx::migrate!("./migrations");
+        let mut before = crate::store::migrations::sqlite();
         let upto = before
             .migrations
             .iter()

@@ -8,6 +8,7 @@
 
 use uuid::Uuid;
 
+use super::rows::row_struct;
 use super::{Db, StoreError, flag, parse_id, unsigned};
 
 /// A stored pool.
@@ -55,19 +56,20 @@ pub struct StartRow {
     pub outcome: Option<String>,
 }
 
-#[derive(sqlx::FromRow)]
-struct Row {
-    id: String,
-    name: String,
-    description: String,
-    cluster_id: String,
-    size: i64,
-    prestarted_vms: i64,
-    stateful: i64,
-    vm: String,
-    last_run: Option<String>,
-    created_at: String,
-    updated_at: String,
+row_struct! {
+    struct Row {
+        id: String,
+        name: String,
+        description: String,
+        cluster_id: String,
+        size: i64,
+        prestarted_vms: i64,
+        stateful: i64,
+        vm: String,
+        last_run: Option<String>,
+        created_at: String,
+        updated_at: String,
+    }
 }
 
 const SELECT: &str = "SELECT id, name, description, cluster_id, size, prestarted_vms, stateful, \
@@ -166,16 +168,17 @@ impl Db {
 
     /// A pool's members, by index, each with its start operation.
     pub async fn vm_pool_members(&mut self, pool_id: Uuid) -> Result<Vec<MemberRow>, StoreError> {
-        #[derive(sqlx::FromRow)]
-        struct MemberJoin {
-            idx: i64,
-            vm_id: String,
-            assigned_to: Option<String>,
-            start_operation_id: Option<String>,
-            host_id: Option<String>,
-            state: Option<String>,
-            finished_at_ms: Option<i64>,
-            outcome: Option<String>,
+        row_struct! {
+            struct MemberJoin {
+                idx: i64,
+                vm_id: String,
+                assigned_to: Option<String>,
+                start_operation_id: Option<String>,
+                host_id: Option<String>,
+                state: Option<String>,
+                finished_at_ms: Option<i64>,
+                outcome: Option<String>,
+            }
         }
         let rows: Vec<MemberJoin> = sqlx::query_as(
             "SELECT m.idx, m.vm_id, m.assigned_to, m.start_operation_id, m.host_id, \

@@ -1,6 +1,8 @@
 //! What the per-unit benchmarks share: each built-in unit's two builds, how
-//! they are timed against each other, and the deterministic generator their
-//! synthetic clusters come from.
+//! they are timed against each other, the deterministic generator their
+//! synthetic clusters come from (`splitmix.rs`), and the Nova-shaped
+//! cluster (`nova_cluster.rs`, which the host's `nova_http` bench includes
+//! too, so the in-process and HTTP figures are over the same hosts).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +10,12 @@ use std::time::Duration;
 use sandpiper::builtin::UNITS;
 use sandpiper::unit::{CallResult, Unit};
 use sandpiper_guest::native::NativeUnit;
+
+// The catalog bench includes this folder too and has no use for it.
+#[allow(dead_code, reason = "used by nova_units, not by catalog")]
+pub mod nova_cluster;
+mod splitmix;
+pub use splitmix::SplitMix;
 
 /// Every built-in unit whose package `keep` accepts, as its embedded
 /// component loaded into the sandbox and its source built natively.
@@ -62,26 +70,4 @@ pub fn medians(builds: &[&dyn Unit; 2], call: impl Fn(&dyn Unit) -> Duration) ->
 /// A duration in microseconds.
 pub fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
-}
-
-/// SplitMix64: a tiny deterministic generator.
-pub struct SplitMix(pub u64);
-
-impl SplitMix {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    pub fn pick(&mut self, choices: &[f64]) -> f64 {
-        choices[(self.next() % choices.len() as u64) as usize]
-    }
 }

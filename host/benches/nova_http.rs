@@ -1,0 +1,365 @@
+//! Nova's policy over HTTP (issue #17): the real `sandpiper` binary deciding
+//! with Nova's policy of the reference benchmark (`RamFilter`,
+//! `ComputeFilter`, `ComputeCapabilitiesFilter` with four `capabilities:`
+//! extra specs, then `RAMWeigher`, normalised; its units as WebAssembly
+//! components) over the Nova-shaped hosts of the in-process benchmark
+//! (`tests/benches/common/nova_cluster.rs`, shared with `nova_units`), at
+//! 1,000, 10,000 and 50,000 hosts, two ways:
+//!
+//! * **held**: the hosts are put into the cluster's inventory once
+//!   (`PUT .../inventory`, timed), then each decision is
+//!   `POST .../schedule` with the VM and its hints only, as an engine that
+//!   keeps Sandpiper's inventory up to date would ask: a summary explain
+//!   (the default), `exhaustive: true` (every host considered, as inline
+//!   and in process: the request's affinity groups name hosts outside any
+//!   sampled window, so a window would be widened to every host anyway),
+//!   and a claim recorded with the decision's log entry before the answer,
+//!   as an engine placing VMs gets (each decision is a new VM). The same
+//!   with `?dry_run=true` (no claim, no log entry) separates what
+//!   recording costs.
+//! * **inline**: the same hosts and their running VMs posted in each
+//!   request's body (the JSON is encoded once, before timing), answered
+//!   with the full explain record and logged.
+//!
+//! Beside them, the same decision made in this process with the same
+//! embedded components and the sandbox's default limits (`in_process`):
+//! what the HTTP path adds is the difference.
+//!
+//! Each decision is timed at the client, from the first byte of the
+//! request to the last of the answer, over one keep-alive connection, one
+//! decision at a time; a 503 (a unit starved of CPU on a busy machine) is
+//! retried after a second, as an engine would, only the answered attempt
+//! timed, and counted (`retries=`). Prints medians and minimums with the
+//! one-minute load average beside each line:
+//! `nova_http hosts=... mode=held|held_dry_run|inline|in_process runs=... median_ms=... min_ms=... load=... retries=...`.
+//!
+//! Run with: `cargo bench --bench nova_http [hosts]` (figures in
+//! docs/performance.md, "Nova's policy over HTTP").
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use serde_json::{Value, json};
+
+use sandpiper::builtin::UNITS;
+use sandpiper::pipeline::{Combination, Policy, ScheduleRequest, schedule};
+use sandpiper::sandbox::{Limits, Runtime};
+use sandpiper::snapshot::hint_pairs;
+use sandpiper::unit::Unit;
+
+mod support;
+use support::{Client, Server, load_average, ms};
+
+/// The synthetic data the unit benchmarks use, from its one home in
+/// tests/benches/common (this package cannot depend on `sandpiper-tests`).
+#[path = "../../tests/benches/common"]
+mod bench_data {
+    pub mod nova_cluster;
+    mod splitmix;
+    pub use splitmix::SplitMix;
+}
+use bench_data::nova_cluster::{NovaCluster, nova_cluster};
+
+/// Cluster sizes measured.
+const SIZES: [usize; 3] = [1_000, 10_000, 50_000];
+/// Host-decisions per size and mode: runs = this / hosts, clamped, so
+/// that each size takes a similar time.
+const HOST_RUNS: usize = 1_000_000;
+/// Fewest and most timed decisions per size and mode.
+const MIN_RUNS: usize = 7;
+const MAX_RUNS: usize = 101;
+/// Untimed decisions first (first-touch page faults, caches, the held
+/// columns' first build).
+const WARMUP_RUNS: usize = 3;
+
+/// The server's request limit, MiB: room for the 50,000-host bodies.
+const MAX_REQUEST_MIB: &str = "256";
+
+/// Nova's policy: filters in order, then the one weigher (factor 1).
+const FILTERS: [&str; 3] = ["RamFilter", "ComputeFilter", "ComputeCapabilitiesFilter"];
+const WEIGHER: &str = "RAMWeigher";
+
+fn main() -> anyhow::Result<()> {
+    let only: Option<usize> = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .map(|a| a.parse())
+        .transpose()
+        .context("the argument is a cluster size")?;
+    let in_process = InProcess::new()?;
+    let dir = tempfile::tempdir().context("temp dir")?;
+    // 50,000 hosts with their VMs are about 79 MB of JSON, over the
+    // default limit of a request (64 MiB).
+    let mut server = Server::start(
+        &dir.path().join("bench.db"),
+        &[],
+        &[("SANDPIPER_MAX_REQUEST_MIB", MAX_REQUEST_MIB)],
+    )?;
+    let result = (|| {
+        let policy = nova_policy(server.addr)?;
+        for hosts in SIZES.into_iter().filter(|h| only.is_none_or(|o| o == *h)) {
+            run(server.addr, &policy, &in_process, hosts)?;
+        }
+        Ok(())
+    })();
+    server.stop();
+    result
+}
+
+/// Timed decisions per size and mode; `divisor` makes a costlier mode
+/// run fewer.
+fn runs_for(hosts: usize, divisor: usize) -> usize {
+    (HOST_RUNS / divisor / hosts).clamp(MIN_RUNS, MAX_RUNS)
+}
+
+/// Measures every mode at `hosts` hosts.
+fn run(
+    addr: std::net::SocketAddr,
+    policy: &str,
+    in_process: &InProcess,
+    hosts: usize,
+) -> anyhow::Result<()> {
+    let NovaCluster {
+        snapshot,
+        vm,
+        hints,
+    } = nova_cluster(hosts);
+
+    // The same decision in this process.
+    let built = snapshot.build().context("the Nova cluster builds")?;
+    let request = ScheduleRequest {
+        vm: vm.to_vm(&built.hosts, "vm")?,
+        hints: hint_pairs(&hints),
+        ..ScheduleRequest::default()
+    };
+    let inventory = Arc::new(built.inventory);
+    let mut survivors = 0;
+    let local = time(runs_for(hosts, 1), || {
+        let started = Instant::now();
+        let decision = schedule(&in_process.policy, &inventory, &request)
+            .map_err(|e| anyhow::anyhow!("in process: {e:?}"))?;
+        let took = started.elapsed();
+        survivors = decision.explain.scored.len();
+        Ok(took)
+    })?;
+    print(
+        "in_process",
+        hosts,
+        &local,
+        &format!("survivors={survivors}"),
+    );
+
+    let mut admin = Client::connect(addr)?;
+    let cluster = admin.send(
+        "POST",
+        "/api/v1/clusters",
+        &json!({ "name": format!("nova-{hosts}"), "scheduling_policy": { "id": policy } }),
+    )?;
+    let base = format!(
+        "/api/v1/clusters/{}",
+        cluster["id"].as_str().context("cluster id")?
+    );
+    let inventory_body = serde_json::to_vec(
+        &json!({ "generation": 1, "hosts": &snapshot.hosts, "vms": &snapshot.vms }),
+    )?;
+    let started = Instant::now();
+    let (code, answer) = admin.raw(
+        "PUT",
+        &format!("{base}/inventory"),
+        "application/json",
+        inventory_body.clone(),
+    )?;
+    ensure!(
+        code == 200,
+        "PUT inventory: {code} {}",
+        String::from_utf8_lossy(&answer)
+    );
+    println!(
+        "nova_http hosts={hosts} mode=put_inventory ms={:.1} body_mb={:.1} load={}",
+        ms(started.elapsed()),
+        inventory_body.len() as f64 / 1e6,
+        load_average()
+    );
+
+    // Held: each decision a new VM, claimed and logged.
+    let mut next = 0usize;
+    let mut placed = 0usize;
+    let mut answer_bytes = 0usize;
+    let held = time(runs_for(hosts, 1), || {
+        next += 1;
+        let mut vm = vm.clone();
+        vm.id = format!("held-{hosts}-{next}");
+        let body = json!({ "vm": vm, "hints": hints, "exhaustive": true });
+        let (answer, bytes, took) = decide(&mut admin, &format!("{base}/schedule"), &body)?;
+        answer_bytes = bytes;
+        placed += usize::from(answer["complete"] == true);
+        Ok(took)
+    })?;
+    let decided = held.len() + WARMUP_RUNS;
+    print(
+        "held",
+        hosts,
+        &held,
+        &format!("placed={placed}/{decided} answer_bytes={answer_bytes}"),
+    );
+
+    // Held, recording nothing.
+    let dry = time(runs_for(hosts, 1), || {
+        let body = json!({ "vm": vm, "hints": hints, "exhaustive": true });
+        decide(&mut admin, &format!("{base}/schedule?dry_run=true"), &body).map(|d| d.2)
+    })?;
+    print("held_dry_run", hosts, &dry, "");
+
+    // Inline: the same hosts in every body, encoded once.
+    let inline_body = serde_json::to_vec(&json!({
+        "vm": vm,
+        "hints": hints,
+        "hosts": &snapshot.hosts,
+        "vms": &snapshot.vms,
+    }))?;
+    let mut chosen = String::new();
+    let inline = time(runs_for(hosts, 4), || {
+        let (bytes, took) = post(&mut admin, &format!("{base}/schedule"), inline_body.clone())?;
+        answer_bytes = bytes.len();
+        let answer: Value = serde_json::from_slice(&bytes)?;
+        chosen = answer["chosen_host"].as_str().unwrap_or("none").to_owned();
+        Ok(took)
+    })?;
+    print(
+        "inline",
+        hosts,
+        &inline,
+        &format!(
+            "body_mb={:.1} answer_mb={:.1} chosen={chosen}",
+            inline_body.len() as f64 / 1e6,
+            answer_bytes as f64 / 1e6
+        ),
+    );
+    let [held_median, inline_median] = [median(&held), median(&inline)];
+    println!(
+        "nova_http hosts={hosts} held_over_in_process={:.2} inline_over_held={:.2} load={}",
+        held_median / median(&local),
+        inline_median / held_median,
+        load_average()
+    );
+    Ok(())
+}
+
+/// One held decision: its answer, its size in bytes and its time.
+fn decide(
+    client: &mut Client,
+    path: &str,
+    body: &Value,
+) -> anyhow::Result<(Value, usize, Duration)> {
+    let (bytes, took) = post(client, path, serde_json::to_vec(body)?)?;
+    Ok((serde_json::from_slice(&bytes)?, bytes.len(), took))
+}
+
+/// Runs `decide` `WARMUP_RUNS` times untimed, then `runs` times; the
+/// times in milliseconds. `decide` returns its own time: that of its
+/// answered attempt (see [`post`]).
+fn time(
+    runs: usize,
+    mut decide: impl FnMut() -> anyhow::Result<Duration>,
+) -> anyhow::Result<Vec<f64>> {
+    let mut times = Vec::with_capacity(runs);
+    for i in 0..WARMUP_RUNS + runs {
+        let took = decide()?;
+        if i >= WARMUP_RUNS {
+            times.push(ms(took));
+        }
+    }
+    Ok(times)
+}
+
+/// Attempts a decision may take: on a machine shared with other builds a
+/// unit starved of CPU answers 503 `overloaded` with `Retry-After`, and an
+/// engine retries, as this bench does.
+const ATTEMPTS: usize = 5;
+/// How long to wait before retrying a 503 (its `Retry-After` is 1 s).
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Retries the bench had to make (503s), printed with each line.
+static RETRIES: AtomicUsize = AtomicUsize::new(0);
+
+/// POSTs `body` to `path` until it is answered (503s retried, counted in
+/// [`RETRIES`]); the answer and the time of the answered attempt.
+fn post(client: &mut Client, path: &str, body: Vec<u8>) -> anyhow::Result<(Vec<u8>, Duration)> {
+    for _ in 0..ATTEMPTS {
+        let started = Instant::now();
+        let (code, bytes) = client.raw("POST", path, "application/json", body.clone())?;
+        let took = started.elapsed();
+        match code {
+            200 => return Ok((bytes, took)),
+            503 => {
+                RETRIES.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(RETRY_AFTER);
+            }
+            _ => bail!("{path}: {code} {}", String::from_utf8_lossy(&bytes)),
+        }
+    }
+    bail!("{path}: still 503 after {ATTEMPTS} attempts")
+}
+
+fn print(mode: &str, hosts: usize, times: &[f64], extra: &str) {
+    println!(
+        "nova_http hosts={hosts} mode={mode} runs={} median_ms={:.2} min_ms={:.2} load={} retries={} {extra}",
+        times.len(),
+        median(times),
+        times.iter().copied().fold(f64::INFINITY, f64::min),
+        load_average(),
+        RETRIES.swap(0, Ordering::Relaxed)
+    );
+}
+
+fn median(times: &[f64]) -> f64 {
+    let mut sorted = times.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Nova's policy in this process, from the same embedded components the
+/// server loads, under the sandbox's default limits.
+struct InProcess {
+    policy: Policy,
+}
+
+impl InProcess {
+    fn new() -> anyhow::Result<InProcess> {
+        let runtime = Runtime::new(Limits::default()).context("starting the sandbox runtime")?;
+        let mut by_name = std::collections::HashMap::new();
+        for builtin in UNITS.iter().filter(|u| u.package.contains("-nova-")) {
+            let unit: Arc<dyn Unit> = runtime
+                .load(builtin.wasm)
+                .with_context(|| format!("loading {}", builtin.package))?;
+            by_name.insert(unit.info().name.clone(), unit);
+        }
+        let unit = |name: &str| -> anyhow::Result<Arc<dyn Unit>> {
+            by_name
+                .get(name)
+                .cloned()
+                .with_context(|| format!("built-in unit {name}"))
+        };
+        let mut builder = Policy::builder().combination(Combination::Normalised);
+        for name in FILTERS {
+            builder = builder.filter(unit(name)?);
+        }
+        let policy = builder
+            .score(unit(WEIGHER)?, 1)
+            .build()
+            .map_err(|e| anyhow::anyhow!("Nova's policy: {e:?}"))?;
+        Ok(InProcess { policy })
+    }
+}
+
+/// Creates Nova's policy on the server; its id.
+fn nova_policy(addr: std::net::SocketAddr) -> anyhow::Result<String> {
+    support::create_policy(
+        addr,
+        &json!({ "name": "bench-nova", "combination": "normalised" }),
+        &FILTERS,
+        &[(WEIGHER, 1)],
+    )
+}
