@@ -51,6 +51,34 @@ void sp_unit_info(const sp_unit_t *unit, sandpiper_policy_types_unit_info_t *ret
     sp_string_copy(&spec->pattern, decl->pattern);
   }
   ret->score_order = unit->score_order;
+  if (unit->applies_to_count == 0) {
+    ret->applies_to.tag = SANDPIPER_POLICY_TYPES_APPLIES_TO_EVERY_REQUEST;
+    return;
+  }
+  ret->applies_to.tag = SANDPIPER_POLICY_TYPES_APPLIES_TO_REQUESTS_WITH;
+  sandpiper_policy_types_list_request_property_t *list = &ret->applies_to.val.requests_with;
+  list->len = unit->applies_to_count;
+  list->ptr = sp_alloc(unit->applies_to_count * sizeof(sandpiper_policy_types_request_property_t));
+  for (size_t i = 0; i < unit->applies_to_count; i++) {
+    const sp_property_t *property = &unit->applies_to[i];
+    sandpiper_policy_types_request_property_t *out = &list->ptr[i];
+    memset(out, 0, sizeof *out);
+    out->tag = property->tag;
+    const char *key = property->key == NULL ? "" : property->key;
+    switch (property->tag) {
+      case SANDPIPER_POLICY_TYPES_REQUEST_PROPERTY_HINT:
+        sp_string_copy(&out->val.hint, key);
+        break;
+      case SANDPIPER_POLICY_TYPES_REQUEST_PROPERTY_EXTRA_SPEC:
+        sp_string_copy(&out->val.extra_spec, key);
+        break;
+      case SANDPIPER_POLICY_TYPES_REQUEST_PROPERTY_IMAGE_PROPERTY:
+        sp_string_copy(&out->val.image_property, key);
+        break;
+      default:
+        break;
+    }
+  }
 }
 
 /* ---- strings ------------------------------------------------------------ */
@@ -69,6 +97,26 @@ sp_str_t sp_str(const char *text) {
 static sp_str_t sp_empty(void) {
   sp_str_t s = {NULL, 0};
   return s;
+}
+
+bool sp_row(const bindings_list_u32_t *offsets, uint32_t row, uint32_t *start, uint32_t *end) {
+  *start = 0;
+  *end = 0;
+  if ((size_t)row + 1 >= offsets->len) return false;
+  uint32_t from = offsets->ptr[row], to = offsets->ptr[row + 1];
+  if (from > to) return false;
+  *start = from;
+  *end = to;
+  return true;
+}
+
+bool sp_strings_get(const sandpiper_policy_types_strings_t *table, uint32_t index, sp_str_t *value) {
+  uint32_t start, end;
+  *value = sp_empty();
+  if (!sp_row(&table->offsets, index, &start, &end) || end > table->text.len) return false;
+  value->ptr = table->text.ptr + start;
+  value->len = end - start;
+  return true;
 }
 
 /* ---- context ------------------------------------------------------------ */
@@ -90,6 +138,17 @@ void sp_context_free(sp_context_t *cx) {
     if (cx->fetched_host_texts[i]) sandpiper_policy_types_interned_free(&cx->host_texts[i]);
   for (size_t i = 0; i < SP_HOST_LABEL_KIND_COUNT; i++)
     if (cx->fetched_host_labels[i]) sandpiper_policy_types_labels_free(&cx->host_labels[i]);
+  if (cx->fetched_numa_cells) sandpiper_policy_types_numa_topology_free(&cx->numa_cells);
+  for (size_t i = 0; i < SP_CELL_METRIC_COUNT; i++)
+    if (cx->fetched_cell_metrics[i]) bindings_list_f64_free(&cx->cell_metrics[i]);
+  if (cx->fetched_cell_cpus) sandpiper_policy_types_cell_cpus_free(&cx->cell_cpus);
+  for (size_t i = 0; i < SP_PCPU_FLAG_COUNT; i++)
+    if (cx->fetched_pcpu_flags[i]) bindings_list_u8_free(&cx->pcpu_flags[i]);
+  if (cx->fetched_cell_pages) sandpiper_policy_types_cell_pages_free(&cx->cell_pages);
+  if (cx->fetched_cell_distances) sandpiper_policy_types_cell_distances_free(&cx->cell_distances);
+  if (cx->fetched_device_pools) sandpiper_policy_types_pci_pools_free(&cx->device_pools);
+  if (cx->fetched_device_pool_labels) sandpiper_policy_types_labels_free(&cx->device_pool_labels);
+  if (cx->fetched_mdev_offers) sandpiper_policy_types_mdev_offers_free(&cx->mdev_offers);
   memset(cx, 0, sizeof *cx);
 }
 
@@ -167,24 +226,21 @@ bool sp_host_is_up(sp_context_t *cx, uint32_t host) {
 
 sp_str_t sp_host_text(sp_context_t *cx, uint32_t host, sandpiper_policy_types_host_text_t text) {
   const sandpiper_policy_types_interned_t *column = sp_host_texts(cx, text);
-  if (host >= column->indices.len) return sp_empty();
-  uint32_t value = column->indices.ptr[host];
-  return value < column->values.len ? column->values.ptr[value] : sp_empty();
+  sp_str_t value = sp_empty();
+  if (host < column->indices.len) sp_strings_get(&column->values, column->indices.ptr[host], &value);
+  return value;
 }
 
 bool sp_host_label(sp_context_t *cx, uint32_t host, sandpiper_policy_types_host_label_kind_t kind,
                    sp_str_t key, sp_str_t *value) {
   const sandpiper_policy_types_labels_t *labels = sp_host_labels(cx, kind);
-  if ((size_t)host + 1 >= labels->offsets.len) return false;
-  uint32_t start = labels->offsets.ptr[host];
-  uint32_t end = labels->offsets.ptr[host + 1];
-  if (start > end || end > labels->keys.len || end > labels->values.len) return false;
+  uint32_t start, end;
+  if (!sp_row(&labels->offsets, host, &start, &end)) return false;
+  if (end > labels->keys.len || end > labels->values.len) return false;
   for (uint32_t j = start; j < end; j++) {
-    uint32_t k = labels->keys.ptr[j];
-    uint32_t v = labels->values.ptr[j];
-    if (k < labels->strings.len && v < labels->strings.len && sp_str_eq(labels->strings.ptr[k], key)) {
-      *value = labels->strings.ptr[v];
-      return true;
+    sp_str_t k;
+    if (sp_strings_get(&labels->strings, labels->keys.ptr[j], &k) && sp_str_eq(k, key)) {
+      return sp_strings_get(&labels->strings, labels->values.ptr[j], value);
     }
   }
   return false;
@@ -192,6 +248,79 @@ bool sp_host_label(sp_context_t *cx, uint32_t host, sandpiper_policy_types_host_
 
 bool sp_host_capability(sp_context_t *cx, uint32_t host, sp_str_t key, sp_str_t *value) {
   return sp_host_label(cx, host, SANDPIPER_POLICY_TYPES_HOST_LABEL_KIND_CAPABILITIES, key, value);
+}
+
+bool sp_host_has_cpu_flag(sp_context_t *cx, uint32_t host, sp_str_t flag) {
+  sp_str_t ignored;
+  return sp_host_label(cx, host, SANDPIPER_POLICY_TYPES_HOST_LABEL_KIND_CPU_FLAGS, flag, &ignored);
+}
+
+/* ---- hardware ----------------------------------------------------------- */
+
+/* Fetches a whole-cluster part once per call: `FETCH(&cx->FIELD)`. */
+#define SP_FETCH_ONCE(cx, field, fetch)  \
+  do {                                   \
+    if (!(cx)->fetched_##field) {        \
+      fetch(&(cx)->field);               \
+      (cx)->fetched_##field = true;      \
+    }                                    \
+  } while (0)
+
+const sandpiper_policy_types_numa_topology_t *sp_numa_cells(sp_context_t *cx) {
+  SP_FETCH_ONCE(cx, numa_cells, sandpiper_policy_inventory_numa_cells);
+  return &cx->numa_cells;
+}
+
+const double *sp_cell_metric(sp_context_t *cx, sandpiper_policy_types_cell_metric_t metric) {
+  sp_check_case(metric, SP_CELL_METRIC_COUNT);
+  if (!cx->fetched_cell_metrics[metric]) {
+    sandpiper_policy_inventory_numa_cell_metrics(metric, &cx->cell_metrics[metric]);
+    cx->fetched_cell_metrics[metric] = true;
+  }
+  return cx->cell_metrics[metric].ptr;
+}
+
+const sandpiper_policy_types_cell_cpus_t *sp_cell_cpus(sp_context_t *cx) {
+  SP_FETCH_ONCE(cx, cell_cpus, sandpiper_policy_inventory_numa_cell_cpus);
+  return &cx->cell_cpus;
+}
+
+const uint8_t *sp_pcpu_flags(sp_context_t *cx, sandpiper_policy_types_pcpu_flag_t flag) {
+  sp_check_case(flag, SP_PCPU_FLAG_COUNT);
+  if (!cx->fetched_pcpu_flags[flag]) {
+    sandpiper_policy_inventory_numa_pcpu_flags(flag, &cx->pcpu_flags[flag]);
+    cx->fetched_pcpu_flags[flag] = true;
+  }
+  return cx->pcpu_flags[flag].ptr;
+}
+
+const sandpiper_policy_types_cell_pages_t *sp_cell_pages(sp_context_t *cx) {
+  SP_FETCH_ONCE(cx, cell_pages, sandpiper_policy_inventory_numa_cell_pages);
+  return &cx->cell_pages;
+}
+
+const sandpiper_policy_types_cell_distances_t *sp_cell_distances(sp_context_t *cx) {
+  SP_FETCH_ONCE(cx, cell_distances, sandpiper_policy_inventory_numa_cell_distances);
+  return &cx->cell_distances;
+}
+
+const sandpiper_policy_types_pci_pools_t *sp_device_pools(sp_context_t *cx) {
+  SP_FETCH_ONCE(cx, device_pools, sandpiper_policy_inventory_device_pools);
+  return &cx->device_pools;
+}
+
+const sandpiper_policy_types_labels_t *sp_device_pool_labels(sp_context_t *cx) {
+  SP_FETCH_ONCE(cx, device_pool_labels, sandpiper_policy_inventory_device_pool_labels);
+  return &cx->device_pool_labels;
+}
+
+const sandpiper_policy_types_mdev_offers_t *sp_mdev_offers(sp_context_t *cx) {
+  SP_FETCH_ONCE(cx, mdev_offers, sandpiper_policy_inventory_mdev_types);
+  return &cx->mdev_offers;
+}
+
+bool sp_host_cells(sp_context_t *cx, uint32_t host, uint32_t *start, uint32_t *end) {
+  return sp_row(&sp_numa_cells(cx)->offsets, host, start, end);
 }
 
 /* ---- the VM ------------------------------------------------------------- */
@@ -371,34 +500,63 @@ static void sp_push_host(bindings_list_u32_t *hosts, uint32_t host) {
   hosts->ptr[hosts->len++] = host;
 }
 
+/* The group for `reason` of the given kind, added when new. */
+static size_t sp_group(sp_rejections_t *rejections, const char *reason, bool is_template) {
+  sp_str_t wanted = sp_str(reason);
+  /* Consecutive rejections usually share a reason: check the latest first. */
+  size_t last = rejections->len;
+  if (last > 0 && rejections->is_template[last - 1] == is_template &&
+      sp_str_eq(rejections->groups[last - 1].reason, wanted))
+    return last - 1;
+  for (size_t g = 0; g < rejections->len; g++) {
+    if (rejections->is_template[g] == is_template && sp_str_eq(rejections->groups[g].reason, wanted))
+      return g;
+  }
+  if (rejections->len == rejections->capacity) {
+    rejections->capacity = rejections->capacity == 0 ? 4 : 2 * rejections->capacity;
+    rejections->groups = sp_grow(rejections->groups,
+                                 rejections->capacity * sizeof(sandpiper_policy_types_rejection_t));
+    rejections->is_template = sp_grow(rejections->is_template, rejections->capacity * sizeof(bool));
+    rejections->figure_capacity =
+        sp_grow(rejections->figure_capacity, rejections->capacity * sizeof(size_t));
+  }
+  size_t group = rejections->len++;
+  sandpiper_policy_types_rejection_t *added = &rejections->groups[group];
+  sp_string_copy(&added->reason, reason);
+  added->hosts.ptr = NULL;
+  added->hosts.len = 0;
+  added->figures.ptr = NULL;
+  added->figures.len = 0;
+  rejections->is_template[group] = is_template;
+  rejections->figure_capacity[group] = 0;
+  return group;
+}
+
 bool sp_reject(sp_rejections_t *rejections, uint32_t host, const char *reason) {
   if (sp_is_rejected(rejections, host)) return false;
   sp_mark(rejections, host);
-  sp_str_t wanted = sp_str(reason);
-  /* Consecutive rejections usually share a reason: check the latest first. */
-  size_t group = rejections->len;
-  if (group > 0 && sp_str_eq(rejections->groups[group - 1].reason, wanted)) {
-    group--;
-  } else {
-    for (size_t g = 0; g < rejections->len; g++) {
-      if (sp_str_eq(rejections->groups[g].reason, wanted)) {
-        group = g;
-        break;
-      }
-    }
-  }
-  if (group == rejections->len) {
-    if (rejections->len == rejections->capacity) {
-      rejections->capacity = rejections->capacity == 0 ? 4 : 2 * rejections->capacity;
-      rejections->groups = sp_grow(rejections->groups,
-                                   rejections->capacity * sizeof(sandpiper_policy_types_rejection_t));
-    }
-    sandpiper_policy_types_rejection_t *added = &rejections->groups[rejections->len++];
-    sp_string_copy(&added->reason, reason);
-    added->hosts.ptr = NULL;
-    added->hosts.len = 0;
-  }
+  /* Found first: adding a group may move `groups`. */
+  size_t group = sp_group(rejections, reason, false);
   sp_push_host(&rejections->groups[group].hosts, host);
+  return true;
+}
+
+bool sp_reject_with(sp_rejections_t *rejections, uint32_t host, const char *template_,
+                    const double *figures, size_t count) {
+  if (sp_is_rejected(rejections, host)) return false;
+  sp_mark(rejections, host);
+  size_t group = sp_group(rejections, template_, true);
+  sp_push_host(&rejections->groups[group].hosts, host);
+  bindings_list_f64_t *list = &rejections->groups[group].figures;
+  size_t *capacity = &rejections->figure_capacity[group];
+  if (list->len + count > *capacity) {
+    size_t grown = *capacity == 0 ? 8 : 2 * *capacity;
+    if (grown < list->len + count) grown = list->len + count;
+    list->ptr = sp_grow(list->ptr, grown * sizeof(double));
+    *capacity = grown;
+  }
+  if (count > 0) memcpy(list->ptr + list->len, figures, count * sizeof(double));
+  list->len += count;
   return true;
 }
 
@@ -407,6 +565,8 @@ void sp_rejections_finish(sp_rejections_t *rejections, sandpiper_policy_types_re
   *ptr = rejections->groups;
   *len = rejections->len;
   free(rejections->rejected);
+  free(rejections->is_template);
+  free(rejections->figure_capacity);
   memset(rejections, 0, sizeof *rejections);
 }
 

@@ -2,13 +2,15 @@
  * Sandpiper's C helper layer: the Rust SDK's friendly view of a call (hosts
  * by index, the VM, typed parameters, rejections grouped by reason) over the
  * bindings that `sandpiper-c-component bindings` generates from
- * `wit/policy.wit` (always as `bindings.h`, whatever the world).
+ * `wit/policy.wit` (`sandpiper:policy@0.2.0`; always as `bindings.h`,
+ * whatever the world).
  *
  * A unit implements the world's exported functions and, in each call, opens
  * a context over the request:
  *
  *     static const sp_unit_t UNIT = { "Example", "Says no to hosts that are down.",
- *                                     NULL, 0, SANDPIPER_POLICY_TYPES_SCORE_ORDER_LOWER_IS_BETTER };
+ *                                     NULL, 0, SANDPIPER_POLICY_TYPES_SCORE_ORDER_LOWER_IS_BETTER,
+ *                                     NULL, 0 };
  *
  *     void exports_sandpiper_policy_metadata_info(
  *         exports_sandpiper_policy_metadata_unit_info_t *ret) {
@@ -55,10 +57,12 @@ extern "C" {
 #endif
 
 /* Number of cases of the WIT enums the context caches columns for. */
-#define SP_HOST_METRIC_COUNT (SANDPIPER_POLICY_TYPES_HOST_METRIC_HYPERVISOR_VERSION + 1)
-#define SP_HOST_FLAG_COUNT (SANDPIPER_POLICY_TYPES_HOST_FLAG_ISOLATED + 1)
-#define SP_HOST_TEXT_COUNT (SANDPIPER_POLICY_TYPES_HOST_TEXT_ZONE + 1)
-#define SP_HOST_LABEL_KIND_COUNT (SANDPIPER_POLICY_TYPES_HOST_LABEL_KIND_INSTANCES + 1)
+#define SP_HOST_METRIC_COUNT (SANDPIPER_POLICY_TYPES_HOST_METRIC_TSC_FREQUENCY_HZ + 1)
+#define SP_HOST_FLAG_COUNT (SANDPIPER_POLICY_TYPES_HOST_FLAG_TSC_SCALING + 1)
+#define SP_HOST_TEXT_COUNT (SANDPIPER_POLICY_TYPES_HOST_TEXT_CPU_MODEL + 1)
+#define SP_HOST_LABEL_KIND_COUNT (SANDPIPER_POLICY_TYPES_HOST_LABEL_KIND_CLUSTER_LEVELS + 1)
+#define SP_CELL_METRIC_COUNT (SANDPIPER_POLICY_TYPES_CELL_METRIC_SHARED_VCPUS_USED + 1)
+#define SP_PCPU_FLAG_COUNT (SANDPIPER_POLICY_TYPES_PCPU_FLAG_PINNED + 1)
 
 /* A string the unit borrows (from the request or a column); not terminated. */
 typedef bindings_string_t sp_str_t;
@@ -73,6 +77,15 @@ typedef struct sp_param_decl {
   const char *pattern;
 } sp_param_decl_t;
 
+/* A request property a unit depends on (`types.request-property`): `tag`
+ * is a SANDPIPER_POLICY_TYPES_REQUEST_PROPERTY_* case, `key` the hint key,
+ * extra spec prefix or image property of the cases that carry one (else
+ * NULL). */
+typedef struct sp_property {
+  uint8_t tag;
+  const char *key;
+} sp_property_t;
+
 /* What the unit says about itself, as static data. */
 typedef struct sp_unit {
   const char *name;
@@ -80,6 +93,13 @@ typedef struct sp_unit {
   const sp_param_decl_t *params;
   size_t param_count;
   sandpiper_policy_types_score_order_t score_order;
+  /* The requests the unit has something to say about (`types.applies-to`):
+   * those with at least one of these properties; none (`NULL, 0`) means
+   * every request. For any other request the unit promises its filter
+   * rejects nothing and its score is the same for every candidate, so the
+   * host skips the call. */
+  const sp_property_t *applies_to;
+  size_t applies_to_count;
 } sp_unit_t;
 
 /* Fills `ret` (owned by the caller, freed by the generated post-return). */
@@ -102,6 +122,25 @@ typedef struct sp_context {
   bool fetched_host_texts[SP_HOST_TEXT_COUNT];
   sandpiper_policy_types_labels_t host_labels[SP_HOST_LABEL_KIND_COUNT];
   bool fetched_host_labels[SP_HOST_LABEL_KIND_COUNT];
+  /* Hardware (new in 0.2.0). */
+  sandpiper_policy_types_numa_topology_t numa_cells;
+  bool fetched_numa_cells;
+  bindings_list_f64_t cell_metrics[SP_CELL_METRIC_COUNT];
+  bool fetched_cell_metrics[SP_CELL_METRIC_COUNT];
+  sandpiper_policy_types_cell_cpus_t cell_cpus;
+  bool fetched_cell_cpus;
+  bindings_list_u8_t pcpu_flags[SP_PCPU_FLAG_COUNT];
+  bool fetched_pcpu_flags[SP_PCPU_FLAG_COUNT];
+  sandpiper_policy_types_cell_pages_t cell_pages;
+  bool fetched_cell_pages;
+  sandpiper_policy_types_cell_distances_t cell_distances;
+  bool fetched_cell_distances;
+  sandpiper_policy_types_pci_pools_t device_pools;
+  bool fetched_device_pools;
+  sandpiper_policy_types_labels_t device_pool_labels;
+  bool fetched_device_pool_labels;
+  sandpiper_policy_types_mdev_offers_t mdev_offers;
+  bool fetched_mdev_offers;
 } sp_context_t;
 
 /* Opens a context over `request` (which stays the caller's). */
@@ -114,6 +153,9 @@ void sp_context_free(sp_context_t *cx);
 bool sp_str_eq(sp_str_t a, sp_str_t b);
 bool sp_str_eq_c(sp_str_t a, const char *b);
 sp_str_t sp_str(const char *text);
+/* String `index` of a WIT `strings` table (one UTF-8 text plus offsets),
+ * borrowed from it; false (and "") when out of range or malformed. */
+bool sp_strings_get(const sandpiper_policy_types_strings_t *table, uint32_t index, sp_str_t *value);
 
 /* Hosts: whole columns (each `sp_host_count` rows) ... */
 uint32_t sp_host_count(sp_context_t *cx);
@@ -135,6 +177,31 @@ bool sp_host_label(sp_context_t *cx, uint32_t host, sandpiper_policy_types_host_
                    sp_str_t key, sp_str_t *value);
 /* The host's capability `key` (its first value if it repeats); false when absent. */
 bool sp_host_capability(sp_context_t *cx, uint32_t host, sp_str_t key, sp_str_t *value);
+/* Whether the host's CPU has feature flag `flag`. */
+bool sp_host_has_cpu_flag(sp_context_t *cx, uint32_t host, sp_str_t flag);
+
+/* Hardware (new in 0.2.0): flat columns in compressed rows over the
+ * cluster's NUMA cells, their CPUs and the hosts' device pools, as the WIT
+ * sends them (`types.numa-topology` and after). Cells, CPUs and pools are
+ * numbered across the cluster; a row's range is `offsets[row]` up to
+ * `offsets[row + 1]` (`sp_row`). */
+const sandpiper_policy_types_numa_topology_t *sp_numa_cells(sp_context_t *cx);
+/* One value per cell. */
+const double *sp_cell_metric(sp_context_t *cx, sandpiper_policy_types_cell_metric_t metric);
+const sandpiper_policy_types_cell_cpus_t *sp_cell_cpus(sp_context_t *cx);
+/* 1 or 0 per entry of `sp_cell_cpus`. */
+const uint8_t *sp_pcpu_flags(sp_context_t *cx, sandpiper_policy_types_pcpu_flag_t flag);
+const sandpiper_policy_types_cell_pages_t *sp_cell_pages(sp_context_t *cx);
+const sandpiper_policy_types_cell_distances_t *sp_cell_distances(sp_context_t *cx);
+const sandpiper_policy_types_pci_pools_t *sp_device_pools(sp_context_t *cx);
+/* Each pool's tags, one row per pool. */
+const sandpiper_policy_types_labels_t *sp_device_pool_labels(sp_context_t *cx);
+const sandpiper_policy_types_mdev_offers_t *sp_mdev_offers(sp_context_t *cx);
+/* Row `row` of a compressed-row `offsets` list as [*start, *end); false
+ * (and an empty range) when out of range or malformed. */
+bool sp_row(const bindings_list_u32_t *offsets, uint32_t row, uint32_t *start, uint32_t *end);
+/* The host's NUMA cells as cluster-wide cell indices [*start, *end). */
+bool sp_host_cells(sp_context_t *cx, uint32_t host, uint32_t *start, uint32_t *end);
 
 /* The VM's extra spec `key` (its first value); false when absent. */
 bool sp_extra_spec(const sp_context_t *cx, sp_str_t key, sp_str_t *value);
@@ -164,11 +231,18 @@ void sp_param_error(const sp_context_t *cx, const char *name, sp_param_status_t 
 #define SP_EXPECTED_BOOL "`true` or `false`"
 
 /* A filter's answer: rejected hosts grouped by reason, reasons in the order
- * they first appeared; a host already rejected keeps its first reason. */
+ * they first appeared; a host already rejected keeps its first reason. A
+ * reason whose figures vary by host is best sent as a template and figures
+ * (`sp_reject_with`): the host writes the sentences only when someone reads
+ * them. */
 typedef struct sp_rejections {
   sandpiper_policy_types_rejection_t *groups;
   size_t len;
   size_t capacity;
+  /* Per group: whether it is a template (the same text is a plain sentence
+   * without figures and a template with them), and its figures' capacity. */
+  bool *is_template;
+  size_t *figure_capacity;
   /* One bit per host index already rejected. */
   uint64_t *rejected;
   size_t rejected_words;
@@ -177,6 +251,11 @@ typedef struct sp_rejections {
 void sp_rejections_init(sp_rejections_t *rejections);
 /* Rejects `host` for `reason` (copied); false when it was already rejected. */
 bool sp_reject(sp_rejections_t *rejections, uint32_t host, const char *reason);
+/* Rejects `host` for `template` (copied) with its own `count` figures, one
+ * per `{}` of the template (`{{` and `}}` are braces); false when it was
+ * already rejected. */
+bool sp_reject_with(sp_rejections_t *rejections, uint32_t host, const char *template_,
+                    const double *figures, size_t count);
 bool sp_is_rejected(const sp_rejections_t *rejections, uint32_t host);
 /* Hands the groups to the export's return value and frees the rest. */
 void sp_rejections_finish(sp_rejections_t *rejections, sandpiper_policy_types_rejection_t **ptr,

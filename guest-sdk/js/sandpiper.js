@@ -1,6 +1,7 @@
 // Sandpiper's JavaScript helper layer: the Rust SDK's friendly view of a call
 // (hosts by index, the VM, typed parameters, rejections grouped by reason)
-// over the bindings componentize-js generates from `wit/policy.wit`.
+// over the bindings componentize-js generates from `wit/policy.wit`
+// (`sandpiper:policy@0.2.0`).
 //
 // A unit is an ES module that exports the world's interfaces (`metadata` and
 // any of `filter`, `score`, `balance`) and, in each call, wraps the request in
@@ -27,7 +28,7 @@
 // objects with camelCase fields, `option` none is `undefined`. Every number
 // in the contract is an f64 or u32, so nothing here needs BigInt.
 
-import * as inventory from 'sandpiper:policy/inventory@0.1.0';
+import * as inventory from 'sandpiper:policy/inventory@0.2.0';
 
 /** The largest value `Params.u32` accepts, as in the Rust SDK. */
 const U32_MAX = 4294967295;
@@ -43,13 +44,37 @@ export function param(name, description, defaultValue, pattern) {
   return { name, description, defaultValue, pattern };
 }
 
+/** The unit has something to say about every request (the default). */
+export function everyRequest() {
+  return { tag: 'every-request' };
+}
+
+/**
+ * The unit has something to say only about requests with at least one of
+ * `properties` (`types.request-property` values: `{ tag: 'cpu-flags' }`,
+ * `{ tag: 'hint', val: 'same_host' }`): for any other request its filter
+ * would reject nothing and its score would give every candidate the same
+ * value, so the host skips the call (`types.applies-to`).
+ */
+export function requestsWith(...properties) {
+  if (properties.length === 0) {
+    throw new Error('requestsWith needs at least one property (an empty list would mean never)');
+  }
+  return { tag: 'requests-with', val: properties };
+}
+
 /**
  * What the unit says about itself; also where parameter defaults come from
  * when a caller did not fill them in. `scoreOrder` is 'lower-is-better'
- * (costs) or 'higher-is-better' (merits).
+ * (costs) or 'higher-is-better' (merits); `appliesTo` is `everyRequest()`
+ * unless given.
  */
-export function unitInfo(name, description, { params = [], scoreOrder = 'lower-is-better' } = {}) {
-  return { name, description, params, scoreOrder };
+export function unitInfo(
+  name,
+  description,
+  { params = [], scoreOrder = 'lower-is-better', appliesTo = everyRequest() } = {},
+) {
+  return { name, description, params, scoreOrder, appliesTo };
 }
 
 /** A score unit's answer: one finite value per candidate, in order. */
@@ -128,23 +153,67 @@ export class Params {
   }
 }
 
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * A WIT `strings` table (one UTF-8 text plus byte offsets) read as strings:
+ * `table.get(i)`. Each string is decoded the first time it is read and kept,
+ * so a column of 10,000 hosts naming four racks decodes four.
+ */
+export class StringTable {
+  constructor({ text, offsets }) {
+    this.text = text;
+    this.offsets = offsets;
+    this.decoded = new Map();
+  }
+
+  get length() {
+    return Math.max(this.offsets.length - 1, 0);
+  }
+
+  get(index) {
+    let value = this.decoded.get(index);
+    if (value === undefined) {
+      if (!(index >= 0 && index < this.length)) return undefined;
+      value = UTF8.decode(this.text.subarray(this.offsets[index], this.offsets[index + 1]));
+      this.decoded.set(index, value);
+    }
+    return value;
+  }
+}
+
+/** An interned column with its strings decoded on first read. */
+function interned(column) {
+  return { values: new StringTable(column.values), indices: column.indices };
+}
+
+/** A key/value column with its strings decoded on first read. */
+function labelColumn(column) {
+  return { ...column, strings: new StringTable(column.strings) };
+}
+
+/** Row `row`'s positions in a compressed-row `offsets` list, as [start, end). */
+function rowRange(offsets, row) {
+  return row + 1 < offsets.length ? [offsets[row], offsets[row + 1]] : [0, 0];
+}
+
 /** Row `row`'s [key, value] pairs of a key/value column. */
 function labelsRow(labels, row) {
   const { strings, offsets, keys, values } = labels;
   const pairs = [];
-  if (row + 1 >= offsets.length) return pairs;
-  for (let j = offsets[row]; j < offsets[row + 1]; j++) {
-    pairs.push([strings[keys[j]], strings[values[j]]]);
+  const [start, end] = rowRange(offsets, row);
+  for (let j = start; j < end; j++) {
+    pairs.push([strings.get(keys[j]), strings.get(values[j])]);
   }
   return pairs;
 }
 
 /** The first value of `key` in row `row`, or undefined. */
 function labelsFirst(labels, row, key) {
-  const { strings, offsets, keys, values } = labels;
-  if (row + 1 >= offsets.length) return undefined;
-  for (let j = offsets[row]; j < offsets[row + 1]; j++) {
-    if (strings[keys[j]] === key) return strings[values[j]];
+  const { strings, keys, values } = labels;
+  const [start, end] = rowRange(labels.offsets, row);
+  for (let j = start; j < end; j++) {
+    if (strings.get(keys[j]) === key) return strings.get(values[j]);
   }
   return undefined;
 }
@@ -176,10 +245,13 @@ export class Hosts {
     this.count = undefined;
     this.metrics = new Columns(inventory.hostMetrics);
     this.flagColumns = new Columns(inventory.hostFlags);
-    this.textColumns = new Columns(inventory.hostTexts);
-    this.labelColumns = new Columns(inventory.hostLabels);
+    this.textColumns = new Columns((text) => interned(inventory.hostTexts(text)));
+    this.labelColumns = new Columns((kind) => labelColumn(inventory.hostLabels(kind)));
     this.namedMetrics = new Columns(inventory.hostNamedMetric);
     this.statusColumn = undefined;
+    this.cellMetrics = new Columns(inventory.numaCellMetrics);
+    this.pcpuFlagColumns = new Columns(inventory.numaPcpuFlags);
+    this.hardware = new Columns((part) => HARDWARE[part]());
   }
 
   get length() {
@@ -233,7 +305,75 @@ export class Hosts {
   namedMetric(name) {
     return this.namedMetrics.get(name);
   }
+
+  // Hardware (new in 0.2.0): flat columns in compressed rows over the
+  // cluster's NUMA cells, their CPUs and the hosts' device pools, as the WIT
+  // sends them (`types.numa-topology` and after). Cells, CPUs and pools are
+  // numbered across the cluster; `HostRef.cells` and `HostRef.devicePools`
+  // give one host's.
+
+  /** Every host's cells: `offsets`, `nodeIds`, `sockets`. */
+  numaCells() {
+    return this.hardware.get('cells');
+  }
+
+  /** A numeric column, one value per cell ('memory-free-mib', 'dedicated-cpus', ...). */
+  cellMetric(metric) {
+    return this.cellMetrics.get(metric);
+  }
+
+  /** Every cell's CPUs: `offsets` (per cell), `cpus`, `cores`. */
+  cellCpus() {
+    return this.hardware.get('cpus');
+  }
+
+  /** A yes/no `Uint8Array` over the entries of `cellCpus()` ('dedicated', 'pinned'). */
+  pcpuFlags(flag) {
+    return this.pcpuFlagColumns.get(flag);
+  }
+
+  /** Pages per cell and size: `offsets`, `sizeKib`, `total`, `free`. */
+  cellPages() {
+    return this.hardware.get('pages');
+  }
+
+  /** Each cell's distances to the cells of its host. */
+  cellDistances() {
+    return this.hardware.get('distances');
+  }
+
+  /** Every host's PCI device pools, `strings` as a `StringTable`. */
+  devicePools() {
+    return this.hardware.get('pools');
+  }
+
+  /** Each pool's tags, a key/value column with one row per pool. */
+  devicePoolLabels() {
+    return this.hardware.get('poolLabels');
+  }
+
+  /** Every host's mediated device types, `strings` as a `StringTable`. */
+  mdevOffers() {
+    return this.hardware.get('mdevs');
+  }
 }
+
+/** How each hardware part is fetched (and its strings wrapped). */
+const HARDWARE = {
+  cells: () => inventory.numaCells(),
+  cpus: () => inventory.numaCellCpus(),
+  pages: () => inventory.numaCellPages(),
+  distances: () => inventory.numaCellDistances(),
+  pools: () => {
+    const pools = inventory.devicePools();
+    return { ...pools, strings: new StringTable(pools.strings) };
+  },
+  poolLabels: () => labelColumn(inventory.devicePoolLabels()),
+  mdevs: () => {
+    const offers = inventory.mdevTypes();
+    return { ...offers, strings: new StringTable(offers.strings) };
+  },
+};
 
 /** Turns 'memory-free-mib' into 'memoryFreeMib'. */
 function camelCase(witName) {
@@ -246,7 +386,7 @@ const HOST_METRICS = [
   'cpu-overloaded-minutes', 'vcpus-used', 'vcpus-pending', 'memory-total-mib', 'memory-free-mib',
   'memory-pending-mib', 'memory-committed-mib', 'memory-reserved-mib', 'swap-total-mib',
   'swap-free-mib', 'vm-count', 'vm-pending-count', 'disk-total-gib', 'disk-free-gib', 'io-ops',
-  'build-failures', 'ha-score', 'hypervisor-version',
+  'build-failures', 'ha-score', 'hypervisor-version', 'tsc-frequency-hz',
 ];
 
 /**
@@ -282,7 +422,7 @@ export class HostRef {
 
   text(text) {
     const column = this.hosts.texts(text);
-    return column.values[column.indices[this.index]];
+    return column.values.get(column.indices[this.index]);
   }
 
   get id() {
@@ -337,6 +477,34 @@ export class HostRef {
     const value = this.hosts.namedMetric(name)[this.index];
     return Number.isNaN(value) ? undefined : value;
   }
+
+  get cpuModel() {
+    return this.text('cpu-model');
+  }
+
+  /** The host CPU's feature flags. */
+  get cpuFlags() {
+    return this.labels('cpu-flags').map(([name]) => name);
+  }
+
+  hasCpuFlag(flag) {
+    return this.cpuFlags.includes(flag);
+  }
+
+  /** This host's NUMA cells as cluster-wide indices, [start, end). */
+  get cells() {
+    return rowRange(this.hosts.numaCells().offsets, this.index);
+  }
+
+  /** This host's PCI device pools as cluster-wide indices, [start, end). */
+  get devicePools() {
+    return rowRange(this.hosts.devicePools().offsets, this.index);
+  }
+
+  /** This host's entries of `mdevOffers()`, [start, end). */
+  get mdevOffers() {
+    return rowRange(this.hosts.mdevOffers().offsets, this.index);
+  }
 }
 
 // One getter per numeric column (the Rust SDK's `metric_accessors!`),
@@ -356,7 +524,7 @@ export class Vms {
     this.hostColumn = undefined;
     this.metrics = new Columns(inventory.vmMetrics);
     this.flagColumns = new Columns(inventory.vmFlags);
-    this.textColumns = new Columns(inventory.vmTexts);
+    this.textColumns = new Columns((text) => interned(inventory.vmTexts(text)));
   }
 
   get length() {
@@ -447,7 +615,7 @@ export class VmRef {
 
   text(text) {
     const column = this.vms.texts(text);
-    return column.values[column.indices[this.index]];
+    return column.values.get(column.indices[this.index]);
   }
 
   get id() {
@@ -461,7 +629,8 @@ export class VmRef {
 
 /**
  * Everything one filter or score call can read: the VM being placed
- * (`cx.vm`, the generated record), the unit's parameters, the request's
+ * (`cx.vm`, the generated record; `cx.vm.hardware` is what it needs of the
+ * hosts' hardware), the unit's parameters, the request's
  * hints, the hosts and the running VMs.
  */
 export class Context {
@@ -487,25 +656,45 @@ export class Context {
 
 /**
  * A filter's answer: rejected hosts grouped by reason, reasons in the order
- * they first appeared. A host already rejected keeps its first reason.
+ * they first appeared. A host already rejected keeps its first reason. A
+ * reason whose figures vary by host is best sent as a template and figures
+ * (`rejectWith`): the host writes the sentences only when someone reads them.
  */
 export class Rejections {
   constructor() {
-    this.groups = new Map();
+    // One map per kind: the same text is a plain sentence without figures
+    // and a template with them. Each group is { order, reason, hosts, figures }.
+    this.plain = new Map();
+    this.templates = new Map();
+    this.count = 0;
     this.rejected = new Set();
+  }
+
+  add(host, groups, reason, figures) {
+    if (this.rejected.has(host)) return false;
+    this.rejected.add(host);
+    let group = groups.get(reason);
+    if (group === undefined) {
+      group = { order: this.count++, reason, hosts: [], figures: [] };
+      groups.set(reason, group);
+    }
+    group.hosts.push(host);
+    for (const figure of figures) group.figures.push(figure);
+    return true;
   }
 
   /** Rejects `host` for `reason`; false when it was already rejected. */
   reject(host, reason) {
-    if (this.rejected.has(host)) return false;
-    this.rejected.add(host);
-    let group = this.groups.get(reason);
-    if (group === undefined) {
-      group = [];
-      this.groups.set(reason, group);
-    }
-    group.push(host);
-    return true;
+    return this.add(host, this.plain, reason, []);
+  }
+
+  /**
+   * Rejects `host` for `template` with its own `figures`, one per `{}` of
+   * the template (`{{` and `}}` are braces); false when it was already
+   * rejected.
+   */
+  rejectWith(host, template, ...figures) {
+    return this.add(host, this.templates, template, figures);
   }
 
   rejectAll(hosts, reason) {
@@ -522,6 +711,12 @@ export class Rejections {
 
   /** The groups, ready to return from `filter.filter`. */
   build() {
-    return Array.from(this.groups, ([reason, hosts]) => ({ reason, hosts: Uint32Array.from(hosts) }));
+    return [...this.plain.values(), ...this.templates.values()]
+      .sort((a, b) => a.order - b.order)
+      .map(({ reason, hosts, figures }) => ({
+        reason,
+        hosts: Uint32Array.from(hosts),
+        figures: Float64Array.from(figures),
+      }));
   }
 }

@@ -1,6 +1,7 @@
 """Sandpiper's Python helper layer: the Rust SDK's friendly view of a call
 (hosts by index, the VM, typed parameters, rejections grouped by reason) over
-the bindings componentize-py generates from ``wit/policy.wit``.
+the bindings componentize-py generates from ``wit/policy.wit``
+(``sandpiper:policy@0.2.0``).
 
 A unit is an ordinary componentize-py app: it defines the classes the world
 exports (``Metadata`` and any of ``Filter``, ``Score``, ``Balance``) and, in
@@ -11,6 +12,9 @@ each call, wraps the request in a :class:`Context`::
 
     INFO = sandpiper.unit_info("Example", "Says no to hosts that are down.",
                                params=[sandpiper.param("Limit", "...", "4", "[0-9]+")])
+    # A unit with nothing to say about most requests declares which ones it
+    # concerns, and the host skips the call for the others:
+    #   applies_to=sandpiper.requests_with(types.RequestProperty_CpuFlags())
 
     class Metadata(exports.Metadata):
         def info(self):
@@ -36,7 +40,11 @@ import math
 import re
 
 from wit_world.imports import inventory
+from wit_world.imports import types
 from wit_world.imports.types import (
+    AppliesTo_EveryRequest,
+    AppliesTo_RequestsWith,
+    CellMetric,
     HostFlag,
     HostLabelKind,
     HostMetric,
@@ -44,6 +52,7 @@ from wit_world.imports.types import (
     HostText,
     KeyValue,
     ParamSpec,
+    PcpuFlag,
     Rejection,
     Request,
     ScoreOrder,
@@ -55,6 +64,7 @@ from wit_world.imports.types import (
 )
 
 __all__ = [
+    "CellMetric",
     "Context",
     "HostFlag",
     "HostLabelKind",
@@ -65,16 +75,21 @@ __all__ = [
     "Hosts",
     "ParamError",
     "Params",
+    "PcpuFlag",
     "Rejections",
     "ScoreOrder",
     "Scores",
+    "StringTable",
     "VmFlag",
     "VmMetric",
     "VmRef",
     "VmText",
     "Vms",
+    "every_request",
     "param",
+    "requests_with",
     "scores",
+    "types",
     "unit_info",
 ]
 
@@ -93,15 +108,39 @@ def param(name: str, description: str, default: str, pattern: str) -> ParamSpec:
     return ParamSpec(name=name, description=description, default_value=default, pattern=pattern)
 
 
+def every_request():
+    """The unit has something to say about every request (the default)."""
+    return AppliesTo_EveryRequest()
+
+
+def requests_with(*properties):
+    """The unit has something to say only about requests with at least one
+    of ``properties`` (``types.RequestProperty_...`` values, e.g.
+    ``types.RequestProperty_Hint("same_host")``): for any other request its
+    filter would reject nothing and its score would give every candidate the
+    same value, so the host skips the call (``types.applies-to``)."""
+    if not properties:
+        raise ValueError("requests_with needs at least one property (an empty list would mean never)")
+    return AppliesTo_RequestsWith(list(properties))
+
+
 def unit_info(
     name: str,
     description: str,
     params=(),
     score_order: ScoreOrder = ScoreOrder.LOWER_IS_BETTER,
+    applies_to=None,
 ) -> UnitInfo:
     """What the unit says about itself; also where parameter defaults come
-    from when a caller did not fill them in."""
-    return UnitInfo(name=name, description=description, params=list(params), score_order=score_order)
+    from when a caller did not fill them in. ``applies_to`` is
+    :func:`every_request` when not given."""
+    return UnitInfo(
+        name=name,
+        description=description,
+        params=list(params),
+        score_order=score_order,
+        applies_to=every_request() if applies_to is None else applies_to,
+    )
 
 
 class ParamError(Exception):
@@ -172,22 +211,73 @@ class Params:
         return word == "true"
 
 
+class StringTable:
+    """A WIT ``strings`` table (one UTF-8 text plus offsets) read as a
+    sequence of ``str``: each string is decoded the first time it is read and
+    kept, so a column of 10,000 hosts naming four racks decodes four."""
+
+    __slots__ = ("_text", "_offsets", "_decoded")
+
+    def __init__(self, strings):
+        self._text = strings.text
+        self._offsets = strings.offsets
+        self._decoded = {}
+
+    def __len__(self) -> int:
+        return max(len(self._offsets) - 1, 0)
+
+    def __getitem__(self, index: int) -> str:
+        value = self._decoded.get(index)
+        if value is None:
+            if not 0 <= index < len(self):
+                raise IndexError(index)
+            start, end = self._offsets[index], self._offsets[index + 1]
+            value = self._decoded[index] = bytes(self._text[start:end]).decode("utf-8")
+        return value
+
+    def __iter__(self):
+        return (self[index] for index in range(len(self)))
+
+
+class _Interned:
+    """A string column: ``values[indices[row]]`` is row ``row``'s string."""
+
+    __slots__ = ("values", "indices")
+
+    def __init__(self, column):
+        self.values = StringTable(column.values)
+        self.indices = column.indices
+
+
+class _Labels:
+    """A key/value column with its strings decoded on first read."""
+
+    __slots__ = ("strings", "offsets", "keys", "values")
+
+    def __init__(self, column):
+        self.strings = StringTable(column.strings)
+        self.offsets = column.offsets
+        self.keys = column.keys
+        self.values = column.values
+
+
+def _row(offsets, row: int):
+    """Row ``row``'s positions in a compressed-row ``offsets`` list."""
+    if row + 1 >= len(offsets):
+        return range(0)
+    return range(offsets[row], offsets[row + 1])
+
+
 def _labels_row(labels, row: int):
     """Row ``row``'s (key, value) pairs of a key/value column."""
-    offsets = labels.offsets
-    if row + 1 >= len(offsets):
-        return []
     strings, keys, values = labels.strings, labels.keys, labels.values
-    return [(strings[keys[j]], strings[values[j]]) for j in range(offsets[row], offsets[row + 1])]
+    return [(strings[keys[j]], strings[values[j]]) for j in _row(labels.offsets, row)]
 
 
 def _labels_first(labels, row: int, key: str):
     """The first value of ``key`` in row ``row``, or None."""
-    offsets = labels.offsets
-    if row + 1 >= len(offsets):
-        return None
     strings, keys = labels.strings, labels.keys
-    for j in range(offsets[row], offsets[row + 1]):
+    for j in _row(labels.offsets, row):
         if strings[keys[j]] == key:
             return strings[labels.values[j]]
     return None
@@ -206,6 +296,7 @@ class Hosts:
         self._texts = {}
         self._labels = {}
         self._named = {}
+        self._hardware = {}
 
     def __len__(self) -> int:
         if self._count is None:
@@ -247,14 +338,14 @@ class Hosts:
         """An interned string column: ``values[indices[host]]``."""
         column = self._texts.get(text)
         if column is None:
-            column = self._texts[text] = inventory.host_texts(text)
+            column = self._texts[text] = _Interned(inventory.host_texts(text))
         return column
 
     def labels(self, kind: HostLabelKind):
         """A key/value column in compressed-row form (see ``types.labels``)."""
         column = self._labels.get(kind)
         if column is None:
-            column = self._labels[kind] = inventory.host_labels(kind)
+            column = self._labels[kind] = _Labels(inventory.host_labels(kind))
         return column
 
     def named_metric(self, name: str):
@@ -263,6 +354,64 @@ class Hosts:
         if column is None:
             column = self._named[name] = inventory.host_named_metric(name)
         return column
+
+    # Hardware (new in 0.2.0): flat columns in compressed rows over the
+    # cluster's NUMA cells, their CPUs and the hosts' device pools, as the
+    # WIT sends them (``types.numa-topology`` and after). Cells, CPUs and
+    # pools are numbered across the cluster: ``HostRef.cells`` and
+    # ``HostRef.device_pools`` give one host's.
+
+    def _fetch(self, key, fetch):
+        column = self._hardware.get(key)
+        if column is None:
+            column = self._hardware[key] = fetch()
+        return column
+
+    def numa_cells(self):
+        """Every host's cells: ``offsets``, ``node_ids``, ``sockets``."""
+        return self._fetch("cells", inventory.numa_cells)
+
+    def cell_metric(self, metric: CellMetric):
+        """A numeric column, one value per cell."""
+        return self._fetch(("cell", metric), lambda: inventory.numa_cell_metrics(metric))
+
+    def cell_cpus(self):
+        """Every cell's CPUs: ``offsets`` (per cell), ``cpus``, ``cores``."""
+        return self._fetch("cpus", inventory.numa_cell_cpus)
+
+    def pcpu_flags(self, flag: PcpuFlag):
+        """A yes/no column as ``bytes`` over the entries of :meth:`cell_cpus`."""
+        return self._fetch(("pcpu", flag), lambda: inventory.numa_pcpu_flags(flag))
+
+    def cell_pages(self):
+        """Pages per cell and size: ``offsets``, ``size_kib``, ``total``, ``free``."""
+        return self._fetch("pages", inventory.numa_cell_pages)
+
+    def cell_distances(self):
+        """Each cell's distances to the cells of its host."""
+        return self._fetch("distances", inventory.numa_cell_distances)
+
+    def device_pools(self):
+        """Every host's PCI device pools; their strings through :meth:`device_text`."""
+        return self._fetch("pools", inventory.device_pools)
+
+    def device_text(self, index: int) -> str:
+        """String ``index`` of the device pools' table (vendor, product, address)."""
+        table = self._fetch("pool-strings", lambda: StringTable(self.device_pools().strings))
+        return table[index]
+
+    def device_pool_labels(self):
+        """Each pool's tags, a key/value column with one row per pool."""
+        return self._fetch("pool-labels", lambda: _Labels(inventory.device_pool_labels()))
+
+    def mdev_offers(self):
+        """Every host's mediated device types: ``offsets``, ``names``, ``free``, ``pools``."""
+        return self._fetch("mdevs", inventory.mdev_types)
+
+    def mdev_text(self, index: int) -> str:
+        """String ``index`` of the mediated device offers' table."""
+        table = self._fetch("mdev-strings", lambda: StringTable(self.mdev_offers().strings))
+        return table[index]
 
 
 class HostRef:
@@ -346,6 +495,33 @@ class HostRef:
         value = self._hosts.named_metric(name)[self.index]
         return None if math.isnan(value) else value
 
+    @property
+    def cpu_model(self) -> str:
+        return self.text(HostText.CPU_MODEL)
+
+    @property
+    def cpu_flags(self):
+        """The host CPU's feature flags."""
+        return [name for name, _ in self.labels(HostLabelKind.CPU_FLAGS)]
+
+    def has_cpu_flag(self, flag: str) -> bool:
+        return flag in self.cpu_flags
+
+    @property
+    def cells(self):
+        """This host's NUMA cells, as cluster-wide cell indices (a range)."""
+        return _row(self._hosts.numa_cells().offsets, self.index)
+
+    @property
+    def device_pools(self):
+        """This host's PCI device pools, as cluster-wide pool indices (a range)."""
+        return _row(self._hosts.device_pools().offsets, self.index)
+
+    @property
+    def mdev_offers(self):
+        """This host's mediated device entries (a range over ``mdev_offers``)."""
+        return _row(self._hosts.mdev_offers().offsets, self.index)
+
     def __repr__(self) -> str:
         return f"HostRef({self.index})"
 
@@ -408,7 +584,7 @@ class Vms:
     def texts(self, text: VmText):
         column = self._texts.get(text)
         if column is None:
-            column = self._texts[text] = inventory.vm_texts(text)
+            column = self._texts[text] = _Interned(inventory.vm_texts(text))
         return column
 
 
@@ -473,7 +649,8 @@ class VmRef:
 
 class Context:
     """Everything one filter or score call can read: the VM being placed
-    (``cx.vm``, the generated ``Vm`` record), the unit's parameters, the
+    (``cx.vm``, the generated ``Vm`` record; ``cx.vm.hardware`` is what it
+    needs of the hosts' hardware), the unit's parameters, the
     request's hints, the hosts and the running VMs."""
 
     def __init__(self, request: Request, info: UnitInfo):
@@ -498,22 +675,36 @@ class Context:
 class Rejections:
     """A filter's answer: rejected hosts grouped by reason, reasons in the
     order they first appeared. A host already rejected keeps its first
-    reason."""
+    reason. A reason whose figures vary by host is best sent as a template
+    and figures (:meth:`reject_with`): the host writes the sentences only
+    when someone reads them."""
 
     def __init__(self):
+        # (reason, is_template) -> [hosts, figures]: the same text is a plain
+        # sentence without figures and a template with them.
         self._groups = {}
         self._rejected = set()
 
-    def reject(self, host: int, reason: str) -> bool:
-        """Rejects ``host`` for ``reason``; False when it was already rejected."""
+    def _add(self, host: int, key, figures) -> bool:
         if host in self._rejected:
             return False
         self._rejected.add(host)
-        group = self._groups.get(reason)
+        group = self._groups.get(key)
         if group is None:
-            group = self._groups[reason] = []
-        group.append(host)
+            group = self._groups[key] = ([], [])
+        group[0].append(host)
+        group[1].extend(float(figure) for figure in figures)
         return True
+
+    def reject(self, host: int, reason: str) -> bool:
+        """Rejects ``host`` for ``reason``; False when it was already rejected."""
+        return self._add(host, (reason, False), ())
+
+    def reject_with(self, host: int, template: str, *figures) -> bool:
+        """Rejects ``host`` for ``template`` with its own ``figures``, one per
+        ``{}`` of the template (``{{`` and ``}}`` are braces); False when it
+        was already rejected."""
+        return self._add(host, (template, True), figures)
 
     def reject_all(self, hosts, reason: str) -> None:
         for host in hosts:
@@ -527,7 +718,10 @@ class Rejections:
 
     def build(self):
         """The groups, ready to return from ``Filter.filter``."""
-        return [Rejection(reason=reason, hosts=hosts) for reason, hosts in self._groups.items()]
+        return [
+            Rejection(reason=reason, hosts=hosts, figures=figures)
+            for (reason, _), (hosts, figures) in self._groups.items()
+        ]
 
 
 def scores(values, floor=None, ceiling=None) -> Scores:

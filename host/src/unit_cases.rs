@@ -21,8 +21,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use sandpiper_model::Inventory;
 use sandpiper_model::{BalanceRequest, Migration, Rejection, Request, Scores, VmText};
+use sandpiper_model::{Inventory, reason};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::pipeline::{ParamValues, UnitParamsError, unit_params};
@@ -166,10 +166,13 @@ impl Prepared {
         };
         let expect = &case.expect;
         Ok(Answers {
-            rejected: expect
-                .rejected
-                .as_ref()
-                .map(|_| unit.filter(&self.inventory, &request, &candidates)),
+            rejected: expect.rejected.as_ref().map(|_| {
+                unit.filter(&self.inventory, &request, &candidates)
+                    .map(|called| Called {
+                        value: as_sentences(called.value),
+                        usage: called.usage,
+                    })
+            }),
             scores: expect
                 .scores
                 .as_ref()
@@ -345,6 +348,22 @@ impl Prepared {
                 .collect(),
         }
     }
+}
+
+/// A filter's answer as a person reads it, which is what fixtures expect:
+/// reasons sent as templates with figures written out
+/// ([`reason::into_sentences`]). A group whose figures do not fit its
+/// template keeps its text with the mismatch appended, so the case fails
+/// visibly rather than the runner guessing.
+fn as_sentences(mut rejections: Vec<Rejection>) -> Vec<Rejection> {
+    for group in &mut rejections {
+        if let Err(mismatch) = reason::check(&group.reason, group.hosts.len(), group.figures.len())
+        {
+            group.reason = format!("{} (figures do not fit: {mismatch})", group.reason);
+            group.figures.clear();
+        }
+    }
+    reason::into_sentences(rejections)
 }
 
 /// The two answers, when both calls succeeded.

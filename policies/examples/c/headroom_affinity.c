@@ -2,9 +2,10 @@
  * HeadroomAffinity in C: the example unit every supported language
  * implements identically (see policies/examples/README.md).
  *
- * - filter: rejects a host whose free memory minus the VM's memory is below
- *   `HeadroomMib` (and, with its own reason, a host that cannot hold the VM
- *   at all);
+ * - filter: rejects a host that lacks a CPU flag the VM requires, or has
+ *   fewer NUMA cells than the VM asks for, or whose free memory minus the
+ *   VM's memory is below `HeadroomMib` (and, with its own reason, a host
+ *   that cannot hold the VM at all);
  * - score: prefers hosts whose capability `LabelKey` equals the VM's extra
  *   spec of the same key (1 for a match, else 0; higher is better).
  *
@@ -12,6 +13,7 @@
  *          policies/examples/c/headroom_affinity.c
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "sandpiper.h"
 
@@ -29,7 +31,22 @@ static const sp_unit_t UNIT = {
     PARAMS,
     sizeof PARAMS / sizeof PARAMS[0],
     SANDPIPER_POLICY_TYPES_SCORE_ORDER_HIGHER_IS_BETTER,
+    /* Every request (it always has memory to check). */
+    NULL,
+    0,
 };
+
+/* The first of the VM's required CPU flags the host lacks; false when none. */
+static bool missing_cpu_flag(sp_context_t *cx, uint32_t host, sp_str_t *missing) {
+  const bindings_list_string_t *required = &cx->request->vm.hardware.required_cpu_flags;
+  for (size_t i = 0; i < required->len; i++) {
+    if (!sp_host_has_cpu_flag(cx, host, required->ptr[i])) {
+      *missing = required->ptr[i];
+      return true;
+    }
+  }
+  return false;
+}
 
 void exports_sandpiper_policy_metadata_info(exports_sandpiper_policy_metadata_unit_info_t *ret) {
   sp_unit_info(&UNIT, ret);
@@ -54,15 +71,32 @@ void exports_sandpiper_policy_filter_filter(exports_sandpiper_policy_filter_requ
     char too_tight[64];
     snprintf(too_tight, sizeof too_tight, "would leave less than %u MiB free", (unsigned)headroom);
     double needed = request->vm.memory_mib;
+    double cells_wanted = (double)request->vm.hardware.numa_cells.len;
     const double *free_mib = sp_host_metric(&cx, SANDPIPER_POLICY_TYPES_HOST_METRIC_MEMORY_FREE_MIB);
     uint32_t count = sp_host_count(&cx);
     for (size_t i = 0; i < candidates->len; i++) {
       uint32_t host = candidates->ptr[i];
       if (host >= count) continue;
-      double free = free_mib[host];
-      if (free < needed) {
-        sp_reject(&rejections, host, "not enough free memory for the VM");
-      } else if (free - needed < headroom) {
+      double available = free_mib[host];
+      sp_str_t missing;
+      uint32_t first_cell = 0, end_cell = 0;
+      if (cells_wanted > 0) sp_host_cells(&cx, host, &first_cell, &end_cell);
+      double cells = (double)(end_cell - first_cell);
+      if (missing_cpu_flag(&cx, host, &missing)) {
+        static const char prefix[] = "lacks CPU flag ";
+        char *reason = malloc(sizeof prefix + missing.len);
+        if (reason == NULL) abort();
+        snprintf(reason, sizeof prefix + missing.len, "%s%.*s", prefix, (int)missing.len,
+                 (const char *)missing.ptr);
+        sp_reject(&rejections, host, reason);
+        free(reason);
+      } else if (cells < cells_wanted) {
+        const double figures[] = {cells, cells_wanted};
+        sp_reject_with(&rejections, host, "has {} NUMA cells, the VM needs {}", figures, 2);
+      } else if (available < needed) {
+        const double figures[] = {needed, available};
+        sp_reject_with(&rejections, host, "needs {} MiB, {} MiB free", figures, 2);
+      } else if (available - needed < headroom) {
         sp_reject(&rejections, host, too_tight);
       }
     }

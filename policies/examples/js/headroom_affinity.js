@@ -1,9 +1,10 @@
 // HeadroomAffinity in JavaScript: the example unit every supported language
 // implements identically (see policies/examples/README.md).
 //
-// * filter: rejects a host whose free memory minus the VM's memory is below
-//   `HeadroomMib` (and, with its own reason, a host that cannot hold the VM
-//   at all);
+// * filter: rejects a host that lacks a CPU flag the VM requires, or has
+//   fewer NUMA cells than the VM asks for, or whose free memory minus the
+//   VM's memory is below `HeadroomMib` (and, with its own reason, a host
+//   that cannot hold the VM at all);
 // * score: prefers hosts whose capability `LabelKey` equals the VM's extra
 //   spec of the same key (1 for a match, else 0; higher is better).
 //
@@ -59,12 +60,25 @@ export const filter = {
       rejections.rejectAll(candidates, error.message);
       return rejections.build();
     }
+    const { hardware } = cx.vm;
     const needed = cx.vm.memoryMib;
+    const cellsWanted = hardware.numaCells.length;
     const tooTight = `would leave less than ${headroom} MiB free`;
     for (const host of cx.hosts.candidates(candidates)) {
       const free = host.memoryFreeMib;
-      if (free < needed) {
-        rejections.reject(host.index, 'not enough free memory for the VM');
+      let missing;
+      if (hardware.requiredCpuFlags.length > 0) {
+        const flags = host.cpuFlags;
+        missing = hardware.requiredCpuFlags.find((flag) => !flags.includes(flag));
+      }
+      const [start, end] = cellsWanted > 0 ? host.cells : [0, 0];
+      const cells = end - start;
+      if (missing !== undefined) {
+        rejections.reject(host.index, `lacks CPU flag ${missing}`);
+      } else if (cells < cellsWanted) {
+        rejections.rejectWith(host.index, 'has {} NUMA cells, the VM needs {}', cells, cellsWanted);
+      } else if (free < needed) {
+        rejections.rejectWith(host.index, 'needs {} MiB, {} MiB free', needed, free);
       } else if (free - needed < headroom) {
         rejections.reject(host.index, tooTight);
       }

@@ -1,9 +1,10 @@
 """HeadroomAffinity in Python: the example unit every supported language
 implements identically (see policies/examples/README.md).
 
-* filter: rejects a host whose free memory minus the VM's memory is below
-  ``HeadroomMib`` (and, with its own reason, a host that cannot hold the VM
-  at all);
+* filter: rejects a host that lacks a CPU flag the VM requires, or has
+  fewer NUMA cells than the VM asks for, or whose free memory minus the VM's
+  memory is below ``HeadroomMib`` (and, with its own reason, a host that
+  cannot hold the VM at all);
 * score: prefers hosts whose capability ``LabelKey`` equals the VM's extra
   spec of the same key (1 for a match, else 0; higher is better).
 
@@ -52,12 +53,23 @@ class Filter(exports.Filter):
             # A misconfigured unit fails closed, and says why.
             rejections.reject_all(candidates, str(error))
             return rejections.build()
+        hardware = cx.vm.hardware
         needed = cx.vm.memory_mib
+        cells_wanted = len(hardware.numa_cells)
         too_tight = f"would leave less than {headroom} MiB free"
         for host in cx.hosts.candidates(candidates):
             free = host.memory_free_mib
-            if free < needed:
-                rejections.reject(host.index, "not enough free memory for the VM")
+            missing = None
+            if hardware.required_cpu_flags:
+                flags = host.cpu_flags
+                missing = next((flag for flag in hardware.required_cpu_flags if flag not in flags), None)
+            cells = len(host.cells) if cells_wanted else 0
+            if missing is not None:
+                rejections.reject(host.index, f"lacks CPU flag {missing}")
+            elif cells < cells_wanted:
+                rejections.reject_with(host.index, "has {} NUMA cells, the VM needs {}", cells, cells_wanted)
+            elif free < needed:
+                rejections.reject_with(host.index, "needs {} MiB, {} MiB free", needed, free)
             elif free - needed < headroom:
                 rejections.reject(host.index, too_tight)
         return rejections.build()

@@ -122,10 +122,36 @@ fn every_language_answers_identically_on_a_generated_cluster() {
     assert_eq!(
         reasons,
         [
-            "not enough free memory for the VM",
+            "needs {} MiB, {} MiB free",
             "would leave less than 512 MiB free"
         ]
     );
+    assert!(
+        first.rejections[0].figures.len() == 2 * first.rejections[0].hosts.len(),
+        "two figures per host: {:?}",
+        first.rejections[0]
+    );
+    // The hardware calls reach the new columns (CPU flags, NUMA cells).
+    for (name, expected) in [
+        (
+            "required CPU flags: the first one missing is named",
+            &["lacks CPU flag avx512f", "lacks CPU flag ü-flag"][..],
+        ),
+        (
+            "two NUMA cells and a flag every reporting host has",
+            &["lacks CPU flag vmx", "has {} NUMA cells, the VM needs {}"][..],
+        ),
+    ] {
+        let call = calls.iter().find(|call| call.name == name).expect(name);
+        let got = answer(&rust, &inventory, &call.request, &call.candidates);
+        for reason in expected {
+            assert!(
+                got.rejections.iter().any(|r| r.reason == *reason),
+                "{name}: no `{reason}` in {:?}",
+                got.rejections
+            );
+        }
+    }
     let matches = first.scores.values.iter().filter(|&&v| v == 1.0).count();
     assert!(
         matches > 0 && matches < hosts,
@@ -243,10 +269,11 @@ fn looping_unit(language: Language) -> WasmUnit {
         Language::Python => (
             "spin.py",
             "from wit_world import exports\n\
-             from wit_world.imports.types import UnitInfo, ScoreOrder\n\
+             from wit_world.imports.types import AppliesTo_EveryRequest, UnitInfo, ScoreOrder\n\
              class Metadata(exports.Metadata):\n\
              \x20   def info(self):\n\
-             \x20       return UnitInfo('Spin', 'Never answers.', [], ScoreOrder.LOWER_IS_BETTER)\n\
+             \x20       return UnitInfo('Spin', 'Never answers.', [], ScoreOrder.LOWER_IS_BETTER,\n\
+             \x20                       AppliesTo_EveryRequest())\n\
              class Filter(exports.Filter):\n\
              \x20   def filter(self, request, candidates):\n\
              \x20       n = 0\n\
@@ -260,7 +287,7 @@ fn looping_unit(language: Language) -> WasmUnit {
         Language::Js => (
             "spin.js",
             "export const metadata = { info: () => ({ name: 'Spin', description: 'Never answers.', \
-             params: [], scoreOrder: 'lower-is-better' }) };\n\
+             params: [], scoreOrder: 'lower-is-better', appliesTo: { tag: 'every-request' } }) };\n\
              export const filter = { filter(request, candidates) { let n = 0; for (;;) { n++; } } };\n\
              export const score = { score(request, candidates) { for (;;) {} } };\n",
         ),
@@ -268,7 +295,7 @@ fn looping_unit(language: Language) -> WasmUnit {
             "spin.c",
             "#include \"sandpiper.h\"\n\
              static const sp_unit_t UNIT = {\"Spin\", \"Never answers.\", NULL, 0,\n\
-             \x20   SANDPIPER_POLICY_TYPES_SCORE_ORDER_LOWER_IS_BETTER};\n\
+             \x20   SANDPIPER_POLICY_TYPES_SCORE_ORDER_LOWER_IS_BETTER, NULL, 0};\n\
              void exports_sandpiper_policy_metadata_info(exports_sandpiper_policy_metadata_unit_info_t *ret) {\n\
              \x20 sp_unit_info(&UNIT, ret);\n}\n\
              static volatile unsigned long long spins;\n\

@@ -20,6 +20,9 @@ static const sp_unit_t UNIT = {
     PARAMS,
     sizeof PARAMS / sizeof PARAMS[0],
     SANDPIPER_POLICY_TYPES_SCORE_ORDER_HIGHER_IS_BETTER,
+    /* The requests it concerns (none listed: every request). */
+    NULL,
+    0,
 };
 
 void exports_sandpiper_policy_metadata_info(exports_sandpiper_policy_metadata_unit_info_t *ret) {

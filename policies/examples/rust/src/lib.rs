@@ -2,9 +2,10 @@
 //! implements identically (see `policies/examples/README.md`), written with
 //! the Rust SDK.
 //!
-//! * filter: rejects a host whose free memory minus the VM's memory is below
-//!   `HeadroomMib` (and, with its own reason, a host that cannot hold the VM
-//!   at all);
+//! * filter: rejects a host that lacks a CPU flag the VM requires, or has
+//!   fewer NUMA cells than the VM asks for, or whose free memory minus the
+//!   VM's memory is below `HeadroomMib` (and, with its own reason, a host
+//!   that cannot hold the VM at all);
 //! * score: prefers hosts whose capability `LabelKey` equals the VM's extra
 //!   spec of the same key (1 for a match, else 0; higher is better).
 
@@ -53,12 +54,35 @@ impl Filter for HeadroomAffinity {
                 return rejections.into_vec();
             }
         };
-        let needed = cx.vm().memory_mib;
+        let vm = cx.vm();
+        let needed = vm.memory_mib;
+        let cells_wanted = vm.hardware.numa_cells.len();
         let too_tight = format!("would leave less than {headroom} MiB free");
         for host in cx.hosts().candidates(candidates) {
             let free = host.memory_free_mib();
-            if free < needed {
-                rejections.reject(host.index(), "not enough free memory for the VM");
+            let missing_flag = vm.hardware.required_cpu_flags.iter().find(|wanted| {
+                !host
+                    .labels(HostLabels::CpuFlags)
+                    .any(|(flag, _)| flag == wanted.as_str())
+            });
+            let cells = match cells_wanted {
+                0 => 0,
+                _ => cx
+                    .inventory()
+                    .numa_topology()
+                    .host_cells(host.index() as usize)
+                    .len(),
+            };
+            if let Some(flag) = missing_flag {
+                rejections.reject(host.index(), format!("lacks CPU flag {flag}"));
+            } else if cells < cells_wanted {
+                rejections.reject_with(
+                    host.index(),
+                    "has {} NUMA cells, the VM needs {}",
+                    &[cells as f64, cells_wanted as f64],
+                );
+            } else if free < needed {
+                rejections.reject_with(host.index(), "needs {} MiB, {} MiB free", &[needed, free]);
             } else if free - needed < f64::from(headroom) {
                 rejections.reject(host.index(), &too_tight);
             }

@@ -1,12 +1,14 @@
 //! A generated cluster and requests that exercise every branch of the
 //! HeadroomAffinity example, including the corners where languages could
 //! disagree: fractional and NaN memory, a host with its capability repeated
-//! (the first value counts), non-ASCII values, a repeated extra spec, and
-//! candidate lists that skip and reorder hosts.
+//! (the first value counts), non-ASCII values, a repeated extra spec,
+//! candidate lists that skip and reorder hosts, and the hardware columns of
+//! WIT 0.2.0 (CPU flags, NUMA cells) with reasons sent as templates.
 
 use std::sync::Arc;
 
 use sandpiper_guest::Inventory;
+use sandpiper_guest::model::hardware::{NumaTopology, VmHardware, VmNumaCell};
 use sandpiper_guest::model::{HostLabels, HostMetric, KeyValue, Labels, Request, Vm};
 
 /// A deterministic pseudo-random sequence (64-bit LCG, Knuth's MMIX
@@ -57,12 +59,40 @@ pub fn inventory(hosts: usize) -> Arc<Inventory> {
         }
         capabilities.push(pairs);
     }
+    // CPU flags: every host has `vmx`; some also `avx512f`, some `ü-flag`
+    // (non-ASCII through the string table); every ninth reports none.
+    let cpu_flags: Vec<Vec<(&str, &str)>> = (0..hosts)
+        .map(|host| match host % 9 {
+            0 => Vec::new(),
+            1 | 4 => vec![("vmx", ""), ("avx512f", "")],
+            5 => vec![("vmx", ""), ("ü-flag", ""), ("avx512f", "")],
+            _ => vec![("vmx", "")],
+        })
+        .collect();
+    // NUMA: 0 to 3 cells per host.
+    let mut topology = NumaTopology {
+        offsets: vec![0],
+        ..NumaTopology::default()
+    };
+    for host in 0..hosts {
+        for node in 0..(host % 4) as u32 {
+            topology.node_ids.push(node);
+            topology.sockets.push(node / 2);
+        }
+        topology.offsets.push(topology.node_ids.len() as u32);
+    }
     let mut inventory = Inventory::new(hosts, 0);
     inventory
         .set_host_metric(HostMetric::MemoryFreeMib, free)
         .expect("one value per host");
     inventory
         .set_host_labels(HostLabels::Capabilities, Labels::from_rows(capabilities))
+        .expect("one row per host");
+    inventory
+        .set_host_labels(HostLabels::CpuFlags, Labels::from_rows(cpu_flags))
+        .expect("one row per host");
+    inventory
+        .set_numa_topology(topology)
         .expect("one row per host");
     Arc::new(inventory)
 }
@@ -88,6 +118,16 @@ fn request(memory_mib: f64, extra_specs: &[(&str, &str)], params: &[(&str, &str)
         params: params.iter().map(|(k, v)| KeyValue::new(*k, *v)).collect(),
         hints: Vec::new(),
     }
+}
+
+/// `request` for a VM needing `flags` and `cells` guest NUMA cells.
+fn with_hardware(mut request: Request, flags: &[&str], cells: usize) -> Request {
+    request.vm.hardware = VmHardware {
+        required_cpu_flags: flags.iter().map(|flag| flag.to_string()).collect(),
+        numa_cells: vec![VmNumaCell::default(); cells],
+        ..VmHardware::default()
+    };
+    request
 }
 
 /// The calls every language must answer identically over `hosts` hosts.
@@ -133,6 +173,20 @@ pub fn calls(hosts: usize) -> Vec<Call> {
         Call {
             name: "no matching extra spec",
             request: request(8192.0, &[], &defaults),
+            candidates: all.clone(),
+        },
+        Call {
+            name: "required CPU flags: the first one missing is named",
+            request: with_hardware(
+                request(4096.0, &[("rack", "r1")], &defaults),
+                &["avx512f", "ü-flag"],
+                0,
+            ),
+            candidates: all.clone(),
+        },
+        Call {
+            name: "two NUMA cells and a flag every reporting host has",
+            request: with_hardware(request(2048.0, &[], &defaults), &["vmx"], 2),
             candidates: all.clone(),
         },
     ];
