@@ -380,9 +380,9 @@ pub async fn list_units(
 /// Uploads a unit: the body is the `.wasm` component.
 ///
 /// The module must be a component exporting `metadata` and at least one of
-/// `filter`, `score`, `balance` from `sandpiper:policy@0.1.0`, and import
-/// nothing but `sandpiper:policy/inventory` and the WASI interfaces the host
-/// provides. Uploading the same bytes under the same name again returns the
+/// `filter`, `score`, `balance` from one version of `sandpiper:policy`
+/// (`0.2.0`, or `0.1.0`, which is still served), and import nothing but that
+/// version's `inventory` and the WASI interfaces the host provides. Uploading the same bytes under the same name again returns the
 /// existing unit (200).
 #[utoipa::path(post, path = "/api/v1/schedulingpolicyunits", tag = "schedulingpolicyunits",
     security(("bearer" = [])),
