@@ -252,7 +252,7 @@ void sp_rejections_init(sp_rejections_t *rejections);
 /* Rejects `host` for `reason` (copied); false when it was already rejected. */
 bool sp_reject(sp_rejections_t *rejections, uint32_t host, const char *reason);
 /* Rejects `host` for `template` (copied) with its own `count` figures, one
- * per `{}` of the template (`{{` and `}}` are braces); false when it was
+ * per `{}` of the template (a doubled brace is a brace); false when it was
  * already rejected. */
 bool sp_reject_with(sp_rejections_t *rejections, uint32_t host, const char *template_,
                     const double *figures, size_t count);

@@ -690,7 +690,7 @@ export class Rejections {
 
   /**
    * Rejects `host` for `template` with its own `figures`, one per `{}` of
-   * the template (`{{` and `}}` are braces); false when it was already
+   * the template (a doubled brace is a brace); false when it was already
    * rejected.
    */
   rejectWith(host, template, ...figures) {

@@ -702,7 +702,7 @@ class Rejections:
 
     def reject_with(self, host: int, template: str, *figures) -> bool:
         """Rejects ``host`` for ``template`` with its own ``figures``, one per
-        ``{}`` of the template (``{{`` and ``}}`` are braces); False when it
+        ``{}`` of the template (a doubled brace is a brace); False when it
         was already rejected."""
         return self._add(host, (template, True), figures)
 
