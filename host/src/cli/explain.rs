@@ -62,6 +62,9 @@ pub fn explain(record: &Value) -> String {
     let mut filters = Table::new(["  UNIT", "IN", "OUT", "REJECTED"]);
     for f in record["filters"].as_array().into_iter().flatten() {
         let mut reasons = rejections(f);
+        if let Some(why) = f["skipped"].as_str() {
+            reasons.insert(0, format!("skipped: {why}"));
+        }
         if let Some(failure) = f["failure"].as_object() {
             reasons.insert(
                 0,
@@ -98,6 +101,7 @@ pub fn explain(record: &Value) -> String {
         for s in &scores {
             let state = match (&s["failure"], s["called"].as_bool()) {
                 (Value::Object(f), _) => format!("failed: {}", cell(&f["message"])),
+                _ if s["skipped"].is_string() => format!("skipped: {}", cell(&s["skipped"])),
                 (_, Some(false)) => "not called (one candidate left)".to_owned(),
                 _ => "called".to_owned(),
             };
@@ -183,8 +187,14 @@ fn cost_table(record: &Value, scores: &[Value]) -> String {
                 .into_iter()
                 .flatten()
                 .find(|h| h["host"].as_str() == Some(host));
+            // A skipped unit has points (its promised equal answer) but no
+            // raw score: say so rather than print a bare dash.
+            let raw = |p: &Value| match &s["skipped"] {
+                Value::String(_) => "skipped".to_owned(),
+                _ => number(&p["raw"]),
+            };
             row.push(point.map_or("-".to_owned(), |p| {
-                format!("{} ({})", number(&p["points"]), number(&p["raw"]))
+                format!("{} ({})", number(&p["points"]), raw(p))
             }));
         }
         let mark = if winner == Some(host) {

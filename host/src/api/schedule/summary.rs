@@ -63,6 +63,10 @@ pub struct FilterSummary {
     pub other_reasons: usize,
     pub other_hosts: usize,
     pub failure: Option<FailureRecord>,
+    /// Why the filter was not called: it declared nothing to say about
+    /// this request (`unit-info.applies-to`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
 }
 
 /// One rejection reason.
@@ -81,6 +85,9 @@ pub struct ScoreSummary {
     pub factor: u32,
     pub called: bool,
     pub failure: Option<FailureRecord>,
+    /// Why the unit was not called (see [`FilterSummary::skipped`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
 }
 
 impl ExplainSummary {
@@ -112,6 +119,7 @@ impl ExplainSummary {
                     other_reasons: groups.len() - listed,
                     other_hosts: groups[listed..].iter().map(|g| g.hosts.len()).sum(),
                     failure: f.failure.clone(),
+                    skipped: f.skipped.clone(),
                 }
             })
             .collect();
@@ -123,6 +131,7 @@ impl ExplainSummary {
                 factor: s.factor,
                 called: s.called,
                 failure: s.failure.clone(),
+                skipped: s.skipped.clone(),
             })
             .collect();
         let (outcome, winner, tied_with) = match &explain.outcome {
