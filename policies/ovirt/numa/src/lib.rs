@@ -70,7 +70,7 @@ impl Filter for Numa {
             if nodes <= 1 {
                 rejections.reject(
                     host,
-                    format!("does not support NUMA ({nodes} node reported); the VM is NUMA-pinned"),
+                    format!("does not support NUMA ({nodes} NUMA node(s)); the VM is NUMA-pinned"),
                 );
                 continue;
             }
