@@ -409,16 +409,27 @@ fn the_default_policy_skips_the_units_a_plain_request_does_not_concern() {
         skipped,
         [
             "PinToHost",
+            "Compatibility-Version",
+            "CPU-Level",
+            "CpuPinning",
+            "HostDevice",
+            "MDevice",
+            "Emulated-Machine",
             "HA",
+            "NUMA",
+            "HugePages",
             "Migration",
             "VmAffinityGroups",
             "VmToHostsAffinityGroups",
             "Network",
+            "Migration-Tsc-Frequency",
             "PreferredHosts",
             "HA",
             "OptimalForHaReservation",
             "VmAffinityGroups",
             "VmToHostsAffinityGroups",
+            "CPU for high performance VMs",
+            "CPU and NUMA pinning compatibility",
         ]
     );
     let json = serde_json::to_value(explain).expect("the record serialises");
