@@ -48,6 +48,7 @@ use std::ops::Range;
 
 use sandpiper_model::hardware::NONE;
 use sandpiper_model::inventory::{Defaults, Fetch};
+use sandpiper_model::reason::render;
 use sandpiper_model::{
     CellMetric, CpuPolicy, EmulatorThreads, Inventory, PageSize, ThreadPolicy, Vm,
 };
@@ -404,66 +405,176 @@ pub enum Unfit {
     },
 }
 
-/// A page size request as words: `small`, `large`, `any`, `2048 KiB`.
-pub fn page_size_text(size: PageSize) -> String {
-    match size {
-        PageSize::Unspecified => "unspecified".to_owned(),
-        PageSize::Small => "small".to_owned(),
-        PageSize::Large => "large".to_owned(),
-        PageSize::Any => "any".to_owned(),
-        PageSize::Kib(k) => format!("{k} KiB"),
+/// The figures of a reason: up to five numbers for a template's `{}`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Figures {
+    values: [f64; 5],
+    len: usize,
+}
+
+impl Figures {
+    fn of(figures: &[f64]) -> Figures {
+        let mut out = Figures::default();
+        for (slot, &f) in out.values.iter_mut().zip(figures) {
+            *slot = f;
+        }
+        out.len = figures.len().min(5);
+        out
+    }
+
+    /// The figures, one per placeholder of the template.
+    pub fn as_slice(&self) -> &[f64] {
+        &self.values[..self.len]
     }
 }
 
-impl fmt::Display for Shortfall {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+/// `guest cell {}: host NUMA node {} ` followed by the rest.
+macro_rules! cell_template {
+    ($rest:literal) => {
+        concat!("guest cell {}: host NUMA node {} ", $rest)
+    };
+}
+
+impl Unfit {
+    /// The reason as a template and its figures, for
+    /// `Rejections::reject_with`: one static template per kind of
+    /// shortfall, so thousands of hosts failing alike send one string.
+    pub fn template(&self) -> (&'static str, Figures) {
+        let f = |v: &[f64]| Figures::of(v);
         match *self {
-            Shortfall::NotInHostNodes => f.write_str("is not among the cell's host nodes"),
-            Shortfall::Pages {
-                page_size,
-                memory_mib,
-                largest_free_mib,
-            } => write!(
-                f,
-                "has no {} pages for {memory_mib} MiB (largest free: {largest_free_mib} MiB)",
-                page_size_text(page_size)
+            Unfit::Invalid(why) => (why, f(&[])),
+            Unfit::NoNumaTopology => (
+                "the host reports no NUMA topology and the VM needs one",
+                f(&[]),
             ),
-            Shortfall::Memory {
-                wanted_mib,
-                available_mib,
-            } => write!(
-                f,
-                "has {available_mib} MiB of memory, {wanted_mib} MiB needed"
+            Unfit::TooFewCells { wanted, host } => (
+                "the host has {} NUMA cells, the VM needs {}",
+                f(&[host.into(), wanted.into()]),
             ),
-            Shortfall::DedicatedCpus { wanted, cell } => {
-                write!(f, "has {cell} dedicated CPUs, {wanted} needed")
+            Unfit::NoHyperthreads => (
+                "the host has no hyperthreads and the VM's thread policy requires them",
+                f(&[]),
+            ),
+            Unfit::Cell {
+                guest_cell,
+                node,
+                short,
+            } => {
+                let (g, n) = (f64::from(guest_cell), f64::from(node));
+                match short {
+                    Shortfall::NotInHostNodes => (
+                        cell_template!("is not among the cell's host nodes"),
+                        f(&[g, n]),
+                    ),
+                    Shortfall::Pages {
+                        page_size,
+                        memory_mib,
+                        largest_free_mib,
+                    } => {
+                        let (t, size): (&'static str, Option<f64>) = match page_size {
+                            PageSize::Kib(k) => (
+                                cell_template!(
+                                    "has no free {} KiB pages for {} MiB (free: {} MiB)"
+                                ),
+                                Some(k.into()),
+                            ),
+                            PageSize::Small => (
+                                cell_template!("has no free small pages for {} MiB (free: {} MiB)"),
+                                None,
+                            ),
+                            PageSize::Large => (
+                                cell_template!(
+                                    "has no free large pages for {} MiB (largest: {} MiB free)"
+                                ),
+                                None,
+                            ),
+                            PageSize::Any | PageSize::Unspecified => (
+                                cell_template!(
+                                    "has no free pages of any size for {} MiB (largest: {} MiB free)"
+                                ),
+                                None,
+                            ),
+                        };
+                        match size {
+                            Some(k) => (t, f(&[g, n, k, memory_mib, largest_free_mib])),
+                            None => (t, f(&[g, n, memory_mib, largest_free_mib])),
+                        }
+                    }
+                    Shortfall::Memory {
+                        wanted_mib,
+                        available_mib,
+                    } => (
+                        cell_template!("has {} MiB of memory, {} MiB needed"),
+                        f(&[g, n, available_mib, wanted_mib]),
+                    ),
+                    Shortfall::DedicatedCpus { wanted, cell } => (
+                        cell_template!("has {} dedicated CPUs, {} needed"),
+                        f(&[g, n, cell.into(), wanted.into()]),
+                    ),
+                    Shortfall::SharedCpus { wanted, cell } => (
+                        cell_template!("has {} shared CPUs, {} needed"),
+                        f(&[g, n, cell.into(), wanted.into()]),
+                    ),
+                    Shortfall::FreeDedicatedCpus { wanted, free } => (
+                        cell_template!("has {} free dedicated CPUs, {} needed"),
+                        f(&[g, n, free.into(), wanted.into()]),
+                    ),
+                    Shortfall::CpuRatio { usage, limit } => (
+                        cell_template!("would have {} shared vCPUs, over its limit of {}"),
+                        f(&[g, n, usage, limit]),
+                    ),
+                    Shortfall::MemoryRatio {
+                        usage_mib,
+                        limit_mib,
+                    } => (
+                        cell_template!("would use {} MiB of memory, over its limit of {} MiB"),
+                        f(&[g, n, usage_mib, limit_mib]),
+                    ),
+                    Shortfall::ThreadPolicy {
+                        policy,
+                        wanted,
+                        free,
+                        threads_per_core,
+                    } => (
+                        match policy {
+                            ThreadPolicy::Prefer => cell_template!(
+                                "cannot pin {} CPUs on its {} free CPUs ({} threads per core)"
+                            ),
+                            ThreadPolicy::Isolate => cell_template!(
+                                "cannot pin {} CPUs on its {} free CPUs ({} threads per core) with the isolate thread policy"
+                            ),
+                            ThreadPolicy::Require => cell_template!(
+                                "cannot pin {} CPUs on its {} free CPUs ({} threads per core) with the require thread policy"
+                            ),
+                        },
+                        f(&[g, n, wanted.into(), free.into(), threads_per_core.into()]),
+                    ),
+                }
             }
-            Shortfall::SharedCpus { wanted, cell } => {
-                write!(f, "has {cell} shared CPUs, {wanted} needed")
-            }
-            Shortfall::FreeDedicatedCpus { wanted, free } => {
-                write!(f, "has {free} free dedicated CPUs, {wanted} needed")
-            }
-            Shortfall::CpuRatio { usage, limit } => write!(
-                f,
-                "would have {usage} shared vCPUs, over its limit of {limit}"
+            Unfit::Pci {
+                request,
+                stage,
+                wanted,
+                available,
+            } => (
+                match stage {
+                    PciStage::Spec => "PCI request {}: {} free matching devices, {} needed",
+                    PciStage::Affinity => {
+                        "PCI request {}: {} free matching devices with the NUMA affinity asked, {} needed"
+                    }
+                    PciStage::PhysicalFunctions => {
+                        "PCI request {}: {} free matching devices besides physical functions not asked for, {} needed"
+                    }
+                },
+                f(&[request.into(), available.into(), wanted.into()]),
             ),
-            Shortfall::MemoryRatio {
-                usage_mib,
-                limit_mib,
-            } => write!(
-                f,
-                "would use {usage_mib} MiB of memory, over its limit of {limit_mib} MiB"
-            ),
-            Shortfall::ThreadPolicy {
-                policy,
+            Unfit::Mdev {
+                request,
                 wanted,
                 free,
-                threads_per_core,
-            } => write!(
-                f,
-                "cannot pin {wanted} vCPUs on {free} free CPUs ({threads_per_core} threads per core) with the {} thread policy",
-                policy.wit_name()
+            } => (
+                "mediated device request {}: {} free instances of its type, {} needed",
+                f(&[request.into(), free.into(), wanted.into()]),
             ),
         }
     }
@@ -471,47 +582,8 @@ impl fmt::Display for Shortfall {
 
 impl fmt::Display for Unfit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Unfit::Invalid(why) => f.write_str(why),
-            Unfit::NoNumaTopology => {
-                f.write_str("the host reports no NUMA topology and the VM needs one")
-            }
-            Unfit::TooFewCells { wanted, host } => {
-                write!(f, "the host has {host} NUMA cells, the VM needs {wanted}")
-            }
-            Unfit::NoHyperthreads => {
-                f.write_str("the host has no hyperthreads and the VM's thread policy requires them")
-            }
-            Unfit::Cell {
-                guest_cell,
-                node,
-                short,
-            } => write!(f, "guest cell {guest_cell}: host NUMA node {node} {short}"),
-            Unfit::Pci {
-                request,
-                stage,
-                wanted,
-                available,
-            } => {
-                let what = match stage {
-                    PciStage::Spec => "free matching",
-                    PciStage::Affinity => "free matching with the NUMA affinity asked",
-                    PciStage::PhysicalFunctions => "free matching (physical functions not asked)",
-                };
-                write!(
-                    f,
-                    "PCI request {request}: {available} {what} devices, {wanted} needed"
-                )
-            }
-            Unfit::Mdev {
-                request,
-                wanted,
-                free,
-            } => write!(
-                f,
-                "mediated device type {request}: {free} free instances, {wanted} needed"
-            ),
-        }
+        let (template, figures) = self.template();
+        f.write_str(&render(template, figures.as_slice()))
     }
 }
 

@@ -549,7 +549,7 @@ fn nova_page_sizes() {
     let err = fit_one(&inv, &v, everything()).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "guest cell 0: host NUMA node 0 has no 2048 KiB pages for 1024 MiB (largest free: 512 MiB)"
+        "guest cell 0: host NUMA node 0 has no free 2048 KiB pages for 1024 MiB (free: 512 MiB)"
     );
     v.hardware.page_size = PageSize::Kib(16);
     assert!(fit_one(&inv, &v, everything()).is_err());
