@@ -637,6 +637,11 @@ impl<'a, F: Fetch> Fitter<'a, F> {
         }
     }
 
+    /// Changes the limits for the next fits (Nova's ratios are per host).
+    pub fn set_limits(&mut self, limits: Option<Limits>) {
+        self.options.limits = limits;
+    }
+
     /// The normalised request.
     pub fn wanted(&self) -> &Wanted {
         &self.wanted

@@ -872,3 +872,124 @@ fn a_fitter_is_reused_across_hosts() {
     assert_eq!(fit.cells[1].host_cell, 9);
     assert_eq!(fit.cell_pinning(1), &[(2, 5), (3, 6)]);
 }
+
+/// One host cell of 4096 MiB from CPUPinningCellTestCase, all dedicated.
+fn pin_cell(cpus: &[u32], pinned: &[u32], siblings: &[&[u32]]) -> Inventory {
+    inventory(&[host(vec![
+        cell(0, cpus, 4096.0)
+            .all_dedicated()
+            .pinned(pinned)
+            .siblings(siblings),
+    ])])
+}
+
+fn pin_vm(vcpus: &[u32], policy: ThreadPolicy) -> Vm {
+    let mut c = vcell(&[], 2048.0);
+    c.dedicated_vcpus = vcpus.to_vec();
+    let mut v = vm(vec![c], CpuPolicy::Dedicated);
+    v.hardware.thread_policy = policy;
+    v
+}
+
+fn pinning_of(inv: &Inventory, v: &Vm) -> Option<Vec<(u32, u32)>> {
+    fit_one(inv, v, everything())
+        .ok()
+        .map(|fit| fit.cell_pinning(0).to_vec())
+}
+
+/// CPUPinningCellTestCase: the exact pinnings Nova's tests assert.
+#[test]
+fn nova_cpu_pinning_cell_cases() {
+    let eight: Vec<u32> = (0..8).collect();
+    // test_get_pinning_instance_siblings_host_siblings_fits_empty_2
+    let inv = pin_cell(&eight, &[], &[&[0, 1], &[2, 3], &[4, 5], &[6, 7]]);
+    let got = pinning_of(&inv, &pin_vm(&eight, ThreadPolicy::Prefer)).unwrap();
+    assert_eq!(got, eight.iter().map(|&x| (x, x)).collect::<Vec<_>>());
+    // test_get_pinning_instance_siblings_host_siblings_fits_w_usage
+    let inv = pin_cell(&eight, &[1, 2, 5, 6], &[&[0, 1, 2, 3], &[4, 5, 6, 7]]);
+    assert_eq!(
+        pinning_of(&inv, &pin_vm(&[0, 1, 2, 3], ThreadPolicy::Prefer)).unwrap(),
+        vec![(0, 0), (1, 3), (2, 4), (3, 7)]
+    );
+    // test_get_pinning_host_siblings_fit
+    let inv = pin_cell(&[0, 1, 2, 3], &[], &[&[0, 1], &[2, 3]]);
+    assert_eq!(
+        pinning_of(&inv, &pin_vm(&[0, 1, 2, 3], ThreadPolicy::Prefer)).unwrap(),
+        vec![(0, 0), (1, 1), (2, 2), (3, 3)]
+    );
+    // test_get_pinning_require_policy_no_siblings
+    let singles: Vec<Vec<u32>> = eight.iter().map(|&x| vec![x]).collect();
+    let singles: Vec<&[u32]> = singles.iter().map(Vec::as_slice).collect();
+    let inv = pin_cell(&eight, &[], &singles);
+    assert_eq!(
+        fit_one(
+            &inv,
+            &pin_vm(&[0, 1, 2, 3], ThreadPolicy::Require),
+            everything()
+        )
+        .unwrap_err(),
+        Unfit::NoHyperthreads
+    );
+    // test_get_pinning_require_policy_too_few_siblings
+    let inv = pin_cell(&eight, &[0, 1, 2], &[&[0, 4], &[1, 5], &[2, 6], &[3, 7]]);
+    assert!(pinning_of(&inv, &pin_vm(&[0, 1, 2, 3], ThreadPolicy::Require)).is_none());
+    // test_get_pinning_require_policy_fits_w_usage
+    let inv = pin_cell(&eight, &[0, 1], &[&[0, 4], &[1, 5], &[2, 6], &[3, 7]]);
+    assert_eq!(
+        pinning_of(&inv, &pin_vm(&[0, 1, 2, 3], ThreadPolicy::Require)).unwrap(),
+        vec![(0, 2), (1, 6), (2, 3), (3, 7)]
+    );
+    // test_get_pinning_host_siblings_instance_odd_fit
+    let inv = pin_cell(&eight, &[], &[&[0, 1], &[2, 3], &[4, 5], &[6, 7]]);
+    assert_eq!(
+        pinning_of(&inv, &pin_vm(&[0, 1, 2, 3, 4], ThreadPolicy::Prefer))
+            .unwrap()
+            .len(),
+        5
+    );
+    // test_get_pinning_isolate_policy_too_few_fully_free_cores (legacy)
+    let inv = pin_cell(&[0, 1, 2, 3], &[1], &[&[0, 1], &[2, 3]]);
+    assert!(pinning_of(&inv, &pin_vm(&[0, 1], ThreadPolicy::Isolate)).is_none());
+    // test_get_pinning_isolate_policy_fits (legacy, no threads)
+    let inv = pin_cell(&[0, 1, 2, 3], &[], &[]);
+    assert_eq!(
+        pinning_of(&inv, &pin_vm(&[0, 1], ThreadPolicy::Isolate)).unwrap(),
+        vec![(0, 0), (1, 1)]
+    );
+    // test_get_pinning_isolate_policy_fits_w_usage (legacy)
+    let inv = pin_cell(&eight, &[0, 1], &[&[0, 4], &[1, 5], &[2, 6], &[3, 7]]);
+    let fit = fit_one(&inv, &pin_vm(&[0, 1], ThreadPolicy::Isolate), everything()).unwrap();
+    assert_eq!(fit.cell_pinning(0), &[(0, 2), (1, 3)]);
+    assert_eq!(fit.cell_claimed_cpus(0), &[2, 6, 3, 7]);
+    // test_get_pinning_isolate_policy_bug_1889633: hyperthreads and a
+    // shared set: no fit.
+    let inv = inventory(&[host(vec![
+        cell(0, &eight, 4096.0).dedicated(&[2, 3, 6, 7]).siblings(&[
+            &[0, 4],
+            &[1, 5],
+            &[2, 6],
+            &[3, 7],
+        ]),
+    ])]);
+    assert!(matches!(
+        fit_one(&inv, &pin_vm(&[0, 1], ThreadPolicy::Isolate), everything()).unwrap_err(),
+        Unfit::Cell {
+            short: Shortfall::ThreadPolicy {
+                policy: ThreadPolicy::Isolate,
+                ..
+            },
+            ..
+        }
+    ));
+    // test_get_pinning_mixed_policy_bug_1898272: no shared CPUs.
+    let inv = pin_cell(&[0, 1, 2, 3], &[], &[&[0, 2], &[1, 3]]);
+    let mut c = vcell(&[0], 2048.0);
+    c.dedicated_vcpus = vec![1, 2, 3];
+    assert!(matches!(
+        fit_one(&inv, &vm(vec![c], CpuPolicy::Mixed), everything()).unwrap_err(),
+        Unfit::Cell {
+            short: Shortfall::SharedCpus { wanted: 1, cell: 0 },
+            ..
+        }
+    ));
+}
