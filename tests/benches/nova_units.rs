@@ -101,7 +101,7 @@ const HARDWARE_UNITS: [&str; 3] = [
 /// with a NUMA-heavy request: two guest cells of 4 pinned vCPUs and 8 GiB
 /// in large pages, isolated emulator threads, and one NUMA-local PCI
 /// device. Prints `unit hosts=... name=... wasm_median_us=...
-/// native_median_us=... ratio=... rejected=...` per unit.
+/// native_median_us=... ratio=... wasm_fuel=... rejected=...` per unit.
 fn hardware_units() {
     let (inventory, request) = hardware_cluster(HOSTS);
     let candidates: Vec<u32> = (0..HOSTS as u32).collect();
@@ -121,14 +121,22 @@ fn hardware_units() {
             };
             let builds: [&dyn Unit; 2] = [wasm.as_ref(), &native];
             let name = native.info.name.clone();
-            let (role, outcome) = if native.filter.is_some() {
+            let (role, rejected, fuel) = if native.filter.is_some() {
                 let rejected = match native.filter(&inventory, &request, &candidates) {
                     Ok(called) => called.value.iter().map(|r| r.hosts.len()).sum::<usize>(),
                     Err(failed) => panic!("{name} filters: {}", failed.error),
                 };
-                ("filter", format!("rejected={rejected}"))
+                let fuel = match wasm.filter(&inventory, &request, &candidates) {
+                    Ok(called) => called.usage.fuel,
+                    Err(failed) => panic!("{name} filters sandboxed: {}", failed.error),
+                };
+                ("filter", rejected, fuel)
             } else {
-                ("score", String::from("rejected=0"))
+                let fuel = match wasm.score(&inventory, &request, &candidates) {
+                    Ok(called) => called.usage.fuel,
+                    Err(failed) => panic!("{name} scores sandboxed: {}", failed.error),
+                };
+                ("score", 0, fuel)
             };
             let [w, n] = common::medians(&builds, |u| {
                 if role == "filter" {
@@ -139,10 +147,11 @@ fn hardware_units() {
             });
             println!(
                 "  unit hosts={HOSTS} name={name} role={role} wasm_median_us={:.1} \
-                 native_median_us={:.1} ratio={:.2} {outcome}",
+                 native_median_us={:.1} ratio={:.2} wasm_fuel={} rejected={rejected}",
                 micros(w),
                 micros(n),
                 micros(w) / micros(n).max(0.1),
+                fuel.unwrap_or(0),
             );
         }
     }

@@ -16,32 +16,67 @@ struct Group {
     min_cpu: u32,
     /// Threads of the core in the cell (Nova's sibling set).
     size: u32,
-    /// Its entries in `CellView::entries`, before the groups are sorted.
+    /// Its entries in `CellView::entries`, while the cell is loaded.
     entries: u32,
-    /// Its free dedicated CPUs in `CellView::free`.
+    /// Its free dedicated CPUs in the cell's part of `CellView::free`,
+    /// relative to the cell's first.
     free_start: u32,
     free_len: u32,
 }
 
-/// One host cell's CPUs, grouped by core; buffers reused between cells.
-#[derive(Default)]
-pub(crate) struct CellView {
-    /// (core, CPU, free) per CPU of the cell, sorted by core then CPU.
-    entries: Vec<(u32, u32, bool)>,
-    groups: Vec<Group>,
-    /// Free dedicated CPUs, group by group, ascending within a group.
-    free: Vec<u32>,
-    /// Per position of `free`: taken by the pinning being built.
-    marks: Vec<bool>,
-    /// Positions of `free` chosen, in vCPU order.
-    chosen: Vec<u32>,
+/// Where one loaded cell's groups and free CPUs are.
+#[derive(Clone, Copy, Debug, Default)]
+struct Loaded {
+    loaded: bool,
+    groups_start: u32,
+    groups_end: u32,
+    free_start: u32,
+    free_end: u32,
     /// Nova's `threads_per_core`: the largest core, at least 1.
     tpc: u32,
 }
 
+/// The CPUs of one host's cells, grouped by core, loaded on first use and
+/// kept for the rest of the host's fit (every guest cell tries the same
+/// host cells); buffers reused between hosts.
+#[derive(Default)]
+pub(crate) struct CellView {
+    /// (core, CPU, free) per CPU of the cell being loaded.
+    entries: Vec<(u32, u32, bool)>,
+    groups: Vec<Group>,
+    /// Free dedicated CPUs, cell by cell, group by group, ascending within
+    /// a group.
+    free: Vec<u32>,
+    /// Per host-local cell.
+    cells: Vec<Loaded>,
+    /// First cluster-wide cell of the host.
+    first_cell: usize,
+    /// The cell `pack` works on (host-local).
+    current: usize,
+    /// Per free CPU of the current cell: taken by the pinning being built.
+    marks: Vec<bool>,
+    /// Positions (in the current cell's free CPUs) chosen, in vCPU order.
+    chosen: Vec<u32>,
+}
+
 impl CellView {
-    /// Loads cell `cell` (cluster-wide index).
+    /// Forgets the previous host: `cells` are the host's cells.
+    pub(crate) fn reset(&mut self, cells: Range<usize>) {
+        self.groups.clear();
+        self.free.clear();
+        self.cells.clear();
+        self.cells.resize(cells.len(), Loaded::default());
+        self.first_cell = cells.start;
+    }
+
+    /// Makes cell `cell` (cluster-wide, of the host last reset) current,
+    /// loading it the first time.
     pub(crate) fn load<F: Fetch>(&mut self, inv: &Inventory<F>, cell: usize) {
+        let local = cell - self.first_cell;
+        self.current = local;
+        if self.cells[local].loaded {
+            return;
+        }
         let cpus = inv.cell_cpus();
         let dedicated = inv.pcpu_flag(PcpuFlag::Dedicated);
         let pinned = inv.pcpu_flag(PcpuFlag::Pinned);
@@ -54,8 +89,12 @@ impl CellView {
                 && !pinned.get(i).copied().unwrap_or(false);
             self.entries.push((core, cpu, free));
         }
-        self.entries.sort_unstable();
-        self.groups.clear();
+        // Usually listed by core already (CPUs ascending, siblings
+        // numbered together): sort only when not.
+        if !self.entries.is_sorted() {
+            self.entries.sort_unstable();
+        }
+        let groups_start = self.groups.len();
         let mut start = 0;
         while start < self.entries.len() {
             let core = self.entries[start].0;
@@ -72,36 +111,53 @@ impl CellView {
             });
             start = end;
         }
-        self.groups.sort_unstable_by_key(|g| g.min_cpu);
-        self.free.clear();
-        self.tpc = 1;
-        for g in &mut self.groups {
-            g.free_start = self.free.len() as u32;
+        let groups = &mut self.groups[groups_start..];
+        if !groups.is_sorted_by_key(|g| g.min_cpu) {
+            groups.sort_unstable_by_key(|g| g.min_cpu);
+        }
+        let free_start = self.free.len();
+        let mut tpc = 1;
+        for g in groups.iter_mut() {
+            g.free_start = (self.free.len() - free_start) as u32;
             let range = g.entries as usize..(g.entries + g.size) as usize;
             self.free
                 .extend(self.entries[range].iter().filter(|e| e.2).map(|e| e.1));
-            g.free_len = self.free.len() as u32 - g.free_start;
-            self.tpc = self.tpc.max(g.size);
+            g.free_len = (self.free.len() - free_start) as u32 - g.free_start;
+            tpc = tpc.max(g.size);
         }
+        self.cells[local] = Loaded {
+            loaded: true,
+            groups_start: groups_start as u32,
+            groups_end: self.groups.len() as u32,
+            free_start: free_start as u32,
+            free_end: self.free.len() as u32,
+            tpc,
+        };
+    }
+
+    fn cell(&self) -> Loaded {
+        self.cells[self.current]
+    }
+
+    fn cell_free(&self) -> &[u32] {
+        let c = self.cell();
+        &self.free[c.free_start as usize..c.free_end as usize]
     }
 
     pub(crate) fn free_count(&self) -> u32 {
-        self.free.len() as u32
+        self.cell_free().len() as u32
     }
 
     pub(crate) fn threads_per_core(&self) -> u32 {
-        self.tpc
+        self.cell().tpc
     }
 
-    fn group_free(&self, g: &Group) -> Range<usize> {
-        g.free_start as usize..(g.free_start + g.free_len) as usize
-    }
-
-    /// Nova's `_pack_instance_onto_cores` for `vcpus` (ascending) with one
-    /// extra CPU for emulator threads when `reserve`. `all_dedicated`: the
-    /// cell's CPUs are all dedicated (Nova's legacy `cpuset == pcpuset`).
-    /// With `out`, appends the pinning, the claimed CPUs and the emulator
-    /// CPU. False when no layout satisfies the thread policy.
+    /// Nova's `_pack_instance_onto_cores` on the current cell for `vcpus`
+    /// (ascending) with one extra CPU for emulator threads when `reserve`.
+    /// `all_dedicated`: the cell's CPUs are all dedicated (Nova's legacy
+    /// `cpuset == pcpuset`). With `out`, appends the pinning, the claimed
+    /// CPUs and the emulator CPU. False when no layout satisfies the
+    /// thread policy.
     pub(crate) fn pack(
         &mut self,
         vcpus: &[u32],
@@ -111,11 +167,18 @@ impl CellView {
         out: Option<&mut Assignment>,
     ) -> bool {
         let n = vcpus.len();
+        let cell = self.cell();
+        let (g0, g1) = (cell.groups_start as usize, cell.groups_end as usize);
+        let free_len = (cell.free_end - cell.free_start) as usize;
         self.chosen.clear();
         self.marks.clear();
-        self.marks.resize(self.free.len(), false);
-        let tpc = self.tpc;
-        let max_free = self.groups.iter().map(|g| g.free_len).max().unwrap_or(0);
+        self.marks.resize(free_len, false);
+        let tpc = cell.tpc;
+        let max_free = self.groups[g0..g1]
+            .iter()
+            .map(|g| g.free_len)
+            .max()
+            .unwrap_or(0);
         let mut reserved: Option<u32> = None;
         let isolate = policy == ThreadPolicy::Isolate;
         let ok = if isolate {
@@ -124,14 +187,16 @@ impl CellView {
             if max_free < tpc || (tpc != 1 && !all_dedicated) || n == 0 {
                 false
             } else {
-                let whole = self.groups.iter().filter(|g| g.free_len >= tpc).count();
+                let whole = self.groups[g0..g1]
+                    .iter()
+                    .filter(|g| g.free_len >= tpc)
+                    .count();
                 if whole < n {
                     false
                 } else {
-                    let mut taken = 0;
-                    for gi in 0..self.groups.len() {
+                    for gi in g0..g1 {
                         let g = self.groups[gi];
-                        if taken == n {
+                        if self.chosen.len() == n {
                             break;
                         }
                         if g.free_len < tpc {
@@ -139,10 +204,9 @@ impl CellView {
                         }
                         self.chosen.push(g.free_start);
                         // The whole core is taken: mark it for the reserve.
-                        for p in self.group_free(&g) {
-                            self.marks[p] = true;
+                        for p in g.free_start..g.free_start + g.free_len {
+                            self.marks[p as usize] = true;
                         }
-                        taken += 1;
                     }
                     if reserve {
                         reserved = self.first_unmarked();
@@ -160,13 +224,16 @@ impl CellView {
                 if policy == ThreadPolicy::Require && t <= 1 {
                     continue;
                 }
-                let count = self.groups.iter().filter(|g| g.free_len >= t).count();
+                let count = self.groups[g0..g1]
+                    .iter()
+                    .filter(|g| g.free_len >= t)
+                    .count();
                 if count * (t as usize) < n {
                     continue;
                 }
                 self.chosen.clear();
                 self.marks.iter_mut().for_each(|m| *m = false);
-                'groups: for gi in 0..self.groups.len() {
+                'groups: for gi in g0..g1 {
                     let g = self.groups[gi];
                     if g.free_len < t {
                         continue;
@@ -191,12 +258,12 @@ impl CellView {
                 found = true;
                 break;
             }
-            if !found && policy != ThreadPolicy::Require && self.free.len() >= n {
+            if !found && policy != ThreadPolicy::Require && free_len >= n {
                 // Prefer falls back to any free CPUs, in order.
                 self.chosen.clear();
                 self.chosen.extend(0..n as u32);
                 reserved = if reserve && n > 0 {
-                    self.free.get(n).copied()
+                    self.cell_free().get(n).copied()
                 } else {
                     None
                 };
@@ -208,8 +275,9 @@ impl CellView {
             return false;
         }
         if let Some(out) = out {
+            let free = &self.free[cell.free_start as usize..cell.free_end as usize];
             for (i, &p) in self.chosen.iter().enumerate() {
-                let cpu = self.free[p as usize];
+                let cpu = free[p as usize];
                 out.pinning.push((vcpus[i], cpu));
                 if !isolate {
                     out.claimed_cpus.push(cpu);
@@ -217,13 +285,12 @@ impl CellView {
             }
             if isolate {
                 for &p in &self.chosen {
-                    if let Some(g) = self
-                        .groups
+                    if let Some(g) = self.groups[g0..g1]
                         .iter()
                         .find(|g| g.free_len > 0 && g.free_start == p)
                     {
-                        out.claimed_cpus
-                            .extend_from_slice(&self.free[self.group_free(g)]);
+                        let range = g.free_start as usize..(g.free_start + g.free_len) as usize;
+                        out.claimed_cpus.extend_from_slice(&free[range]);
                     }
                 }
             }
@@ -234,9 +301,12 @@ impl CellView {
         true
     }
 
-    /// The first free CPU, group by group, not marked.
+    /// The current cell's first free CPU, group by group, not marked.
     fn first_unmarked(&self) -> Option<u32> {
-        self.marks.iter().position(|m| !m).map(|p| self.free[p])
+        self.marks
+            .iter()
+            .position(|m| !m)
+            .map(|p| self.cell_free()[p])
     }
 }
 

@@ -606,11 +606,26 @@ struct Scratch {
     pairs: Vec<u8>,
     /// The chosen host cell per guest cell during the search.
     chosen: Vec<u32>,
-    /// Per host cell (local index): free PCI devices, for the ordering.
-    cell_pci: Vec<u32>,
+    /// Per host cell (local index): its figures, read once per host.
+    cells: Vec<CellData>,
+    /// The host's first cell (cluster-wide).
+    first_cell: usize,
     cpus: cpus::CellView,
     pci: pci::PciScratch,
     mdev_taken: Vec<u32>,
+}
+
+/// One host cell's figures (cell metrics, node, free PCI devices).
+#[derive(Clone, Copy, Debug, Default)]
+struct CellData {
+    node: u32,
+    total: f64,
+    free: f64,
+    cpus: u32,
+    dedicated: u32,
+    pinned: u32,
+    used: f64,
+    pci: u32,
 }
 
 /// The first failures met while searching placements of the cells.
@@ -761,7 +776,9 @@ impl<'a, F: Fetch> Fitter<'a, F> {
         {
             return Err(Unfit::NoHyperthreads);
         }
+        self.scratch.first_cell = cells.start;
         self.order_cells(host, cells.clone());
+        self.scratch.cpus.reset(cells.clone());
         let tried = self.scratch.order.len();
         self.scratch.pairs.clear();
         self.scratch.pairs.resize(guests * tried, 0);
@@ -840,7 +857,9 @@ impl<'a, F: Fetch> Fitter<'a, F> {
                             if failures.cell.is_none() {
                                 failures.cell = Some(Unfit::Cell {
                                     guest_cell: depth as u32,
-                                    node: self.node(host_cell),
+                                    node: self.scratch.cells
+                                        [host_cell as usize - self.scratch.first_cell]
+                                        .node,
                                     short,
                                 });
                             }
@@ -860,71 +879,78 @@ impl<'a, F: Fetch> Fitter<'a, F> {
         false
     }
 
-    fn node(&self, host_cell: u32) -> u32 {
-        self.inventory
-            .numa_topology()
-            .node_ids
-            .get(host_cell as usize)
-            .copied()
-            .unwrap_or(host_cell)
-    }
-
     /// Nova's ordering of host cells when the host has more cells than the
     /// guest: by free memory, then by shared CPU usage (shared guests) or
     /// free dedicated CPUs (pinned guests), then by free PCI devices; each
     /// sort stable, the last one primary.
     fn order_cells(&mut self, host: usize, cells: Range<usize>) {
         let inv = self.inventory;
+        // Each cell's figures, read once per host.
+        let data = &mut self.scratch.cells;
+        data.clear();
+        let topology = inv.numa_topology();
+        let m =
+            |metric: CellMetric, c: usize| inv.cell_metric(metric).get(c).copied().unwrap_or(0.0);
+        for c in cells.clone() {
+            data.push(CellData {
+                node: topology.node_ids.get(c).copied().unwrap_or(c as u32),
+                total: m(CellMetric::MemoryTotalMib, c),
+                free: m(CellMetric::MemoryFreeMib, c),
+                cpus: m(CellMetric::Cpus, c) as u32,
+                dedicated: m(CellMetric::DedicatedCpus, c) as u32,
+                pinned: m(CellMetric::PinnedCpus, c) as u32,
+                used: m(CellMetric::SharedVcpusUsed, c),
+                pci: 0,
+            });
+        }
         let order = &mut self.scratch.order;
         order.clear();
         order.extend(cells.clone().map(|c| c as u32));
         if cells.len() <= self.wanted.cells.len() {
             return;
         }
-        let pack = self.options.pack;
-        let free_mem = inv.cell_metric(CellMetric::MemoryFreeMib);
-        let metric = |m: &[f64], c: u32| m.get(c as usize).copied().unwrap_or(0.0);
-        order.sort_by(|&a, &b| {
-            let o = metric(free_mem, a).total_cmp(&metric(free_mem, b));
-            if pack { o } else { o.reverse() }
-        });
-        if self.wanted.pins() {
-            let dedicated = inv.cell_metric(CellMetric::DedicatedCpus);
-            let pinned = inv.cell_metric(CellMetric::PinnedCpus);
-            let free = |c: u32| metric(dedicated, c) - metric(pinned, c);
-            order.sort_by(|&a, &b| {
-                let o = free(a).total_cmp(&free(b));
-                if pack { o } else { o.reverse() }
-            });
-        } else {
-            let used = inv.cell_metric(CellMetric::SharedVcpusUsed);
-            order.sort_by(|&a, &b| {
-                let o = metric(used, a).total_cmp(&metric(used, b));
-                if pack { o.reverse() } else { o }
-            });
-        }
         // Nova sorts by PCI devices whenever the host has PCI stats (always
         // in the filter): cells with more free devices first for a VM with
         // PCI requests, last for one without.
         let pools = inv.pci_pools();
-        let range = pools.host_pools(host);
-        if !range.is_empty() {
-            let counts = &mut self.scratch.cell_pci;
-            counts.clear();
-            counts.resize(cells.len(), 0);
-            for p in range {
-                let cell = pools.cells.get(p).copied().unwrap_or(NONE) as usize;
-                if cells.contains(&cell) {
-                    counts[cell - cells.start] += pools.free.get(p).copied().unwrap_or(0);
-                }
+        for p in pools.host_pools(host) {
+            let cell = pools.cells.get(p).copied().unwrap_or(NONE) as usize;
+            if cells.contains(&cell) {
+                data[cell - cells.start].pci += pools.free.get(p).copied().unwrap_or(0);
             }
-            let start = cells.start as u32;
-            let with_pci = !self.wanted.pci.is_empty();
-            order.sort_by(|&a, &b| {
-                let o = counts[(a - start) as usize].cmp(&counts[(b - start) as usize]);
-                if with_pci { o.reverse() } else { o }
-            });
         }
+        // Nova's three stable sorts (free memory; shared vCPUs used, or
+        // free dedicated CPUs for pinned guests; free PCI devices), the last
+        // one primary, as one sort on the combined key.
+        let pack = self.options.pack;
+        let pins = self.wanted.pins();
+        let with_pci = !self.wanted.pci.is_empty();
+        let start = cells.start as u32;
+        order.sort_unstable_by(|&a, &b| {
+            let (x, y) = (&data[(a - start) as usize], &data[(b - start) as usize]);
+            let pci = if with_pci {
+                y.pci.cmp(&x.pci)
+            } else {
+                x.pci.cmp(&y.pci)
+            };
+            let cpu = if pins {
+                let (fx, fy) = (
+                    x.dedicated - x.pinned.min(x.dedicated),
+                    y.dedicated - y.pinned.min(y.dedicated),
+                );
+                if pack { fx.cmp(&fy) } else { fy.cmp(&fx) }
+            } else if pack {
+                y.used.total_cmp(&x.used)
+            } else {
+                x.used.total_cmp(&y.used)
+            };
+            let mem = if pack {
+                x.free.total_cmp(&y.free)
+            } else {
+                y.free.total_cmp(&x.free)
+            };
+            pci.then(cpu).then(mem).then(a.cmp(&b))
+        });
     }
 
     /// `_numa_fit_instance_cell` for guest cell `guest` on host cell
@@ -940,11 +966,11 @@ impl<'a, F: Fetch> Fitter<'a, F> {
         let inv = self.inventory;
         let cell = &self.wanted.cells[guest];
         let c = host_cell as usize;
-        let node = self.node(host_cell);
+        let data = self.scratch.cells[c - self.scratch.first_cell];
+        let node = data.node;
         if !cell.host_nodes.is_empty() && !cell.host_nodes.contains(&node) {
             return Err(Shortfall::NotInHostNodes);
         }
-        let metric = |m: CellMetric| inv.cell_metric(m).get(c).copied().unwrap_or(0.0);
         let pins = self.wanted.pins();
         let memory_kib = mib_to_kib(cell.memory_mib);
 
@@ -987,7 +1013,7 @@ impl<'a, F: Fetch> Fitter<'a, F> {
             }
             page_size_kib = size;
         } else if pins {
-            let free = metric(CellMetric::MemoryFreeMib);
+            let free = data.free;
             if free < cell.memory_mib {
                 return Err(Shortfall::Memory {
                     wanted_mib: cell.memory_mib,
@@ -995,7 +1021,7 @@ impl<'a, F: Fetch> Fitter<'a, F> {
                 });
             }
         } else {
-            let total = metric(CellMetric::MemoryTotalMib);
+            let total = data.total;
             if total < cell.memory_mib {
                 return Err(Shortfall::Memory {
                     wanted_mib: cell.memory_mib,
@@ -1004,9 +1030,9 @@ impl<'a, F: Fetch> Fitter<'a, F> {
             }
         }
 
-        let cpus_n = metric(CellMetric::Cpus) as u32;
-        let dedicated_n = metric(CellMetric::DedicatedCpus) as u32;
-        let pinned_n = metric(CellMetric::PinnedCpus) as u32;
+        let cpus_n = data.cpus;
+        let dedicated_n = data.dedicated;
+        let pinned_n = data.pinned;
         let shared_n = cpus_n.saturating_sub(dedicated_n);
         let want_pinned = cell.pinned_vcpus.len() as u32 + u32::from(reserve);
         let want_shared = cell.shared_vcpus.len() as u32;
@@ -1058,14 +1084,14 @@ impl<'a, F: Fetch> Fitter<'a, F> {
         if self.wanted.cpu_policy != CpuPolicy::Dedicated
             && let Some(limits) = self.options.limits
         {
-            let usage = metric(CellMetric::SharedVcpusUsed) + f64::from(want_shared);
+            let usage = data.used + f64::from(want_shared);
             let limit = f64::from(shared_n) * limits.cpu_allocation_ratio;
             if usage > limit {
                 self.assignment.truncate_to(pin_start, claim_start);
                 return Err(Shortfall::CpuRatio { usage, limit });
             }
-            let total = metric(CellMetric::MemoryTotalMib);
-            let used = total - metric(CellMetric::MemoryFreeMib);
+            let total = data.total;
+            let used = total - data.free;
             let usage_mib = used + cell.memory_mib;
             let limit_mib = total * limits.ram_allocation_ratio;
             if usage_mib > limit_mib {
