@@ -22,6 +22,10 @@
 //! physical and virtual functions of one device are not weighed against
 //! each other (the claim does that).
 //!
+//! Not `sandpiper-hardware`'s PCI fitting: Nova's matching never hands out
+//! a physical function unless the spec asks for `dev_type` `type-PF`, while
+//! an oVirt host device may be any device of the host, a whole PF included.
+//!
 //! Data: `device-pools`, `device-pool-labels`, `name`; VM hardware
 //! `pci_requests`, `dedicated-hosts`.
 
