@@ -411,7 +411,8 @@ impl ClusterState {
     }
 
     /// The held inventory as a decision over every host sees it — usage
-    /// including every live claim, the claimed VMs in the VM columns — for
+    /// and hardware columns including every live claim, the claimed VMs in
+    /// the VM columns — for
     /// a balance decision, which records no claim; `candidates` (host ids)
     /// resolved to hosts of that snapshot. Expired claims are dropped first.
     pub fn held_snapshot(
@@ -433,7 +434,12 @@ impl ClusterState {
                 .into_iter()
                 .collect();
         let vms = ClusterState::pending_vms(columns, &self.claims, &none);
-        Ok((columns.with_pending(&rows, &vms), candidates, changes))
+        let mut inventory = columns.with_pending(&rows, &vms);
+        let hardware =
+            ClusterState::pending_hardware(columns, &self.claims, &none, 0..columns.host_count());
+        let taken: Vec<_> = hardware.iter().map(|(row, c)| (*row, c.as_ref())).collect();
+        crate::hardware::claim::apply(&mut inventory, &taken);
+        Ok((inventory, candidates, changes))
     }
 
     /// The columns, rebuilt from the records if a change of shape dropped
