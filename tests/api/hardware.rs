@@ -13,7 +13,8 @@ use crate::support::{Api, Client, dump, expect_status};
 fn numa_host(id: &str, pinned: &[u32]) -> Value {
     json!({
         "id": id,
-        "metrics": {"memory_total_mib": 8192, "memory_free_mib": 8192, "cpu_threads": 8},
+        "metrics": {"memory_total_mib": 8192, "memory_free_mib": 8192, "cpu_sockets": 2,
+                    "cpu_cores": 4, "cpu_threads": 8},
         "hardware": {
             "cpu_model": "Skylake-Server-IBRS",
             "cpu_flags": ["vmx", "avx512f"],
@@ -163,5 +164,74 @@ async fn inconsistent_hardware_is_refused_and_a_refused_update_changes_nothing()
         after.matches("nvidia-35").count(),
         2,
         "both hosts' hardware is stored"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_requests_never_take_the_last_gpu_or_pinned_cores_twice() {
+    // No delay-and-retry: a request that finds the device taken answers at once.
+    let api = Api::start_with(&["--retry-wait-ms", "0"]).await;
+    let admin = api.admin();
+    let id = cluster(&admin).await;
+    // `a` has one GPU and two dedicated CPUs (2 and 3); `b` has neither.
+    expect_status(
+        &admin
+            .put(
+                &format!("/api/v1/clusters/{id}/inventory"),
+                &json!({"generation": 1, "hosts": [numa_host("a", &[]), {"id": "b",
+                        "metrics": {"memory_total_mib": 8192, "memory_free_mib": 8192,
+                                    "cpu_sockets": 2, "cpu_cores": 4, "cpu_threads": 8}}]}),
+            )
+            .await,
+        200,
+    );
+    for (what, hardware) in [
+        (
+            "gpu",
+            json!({"pci_requests": [{"specs": [{"vendor_id": "10de", "product_id": "1eb8"}]}]}),
+        ),
+        ("pinned", json!({"cpu_policy": "dedicated"})),
+    ] {
+        let requests = (0..6).map(|i| {
+            let admin = admin.clone();
+            let path = format!("/api/v1/clusters/{id}/schedule");
+            let body = json!({"vm": {"id": format!("{what}{i}"), "vcpus": 2, "memory_mib": 512,
+                                     "hardware": hardware}});
+            tokio::spawn(async move { admin.post(&path, &body).await })
+        });
+        let mut placed = Vec::new();
+        let mut reasons = Vec::new();
+        for request in requests {
+            let answer = expect_status(&request.await.expect("the request ran"), 200);
+            reasons.push(answer["reason"].clone());
+            if let Some(host) = answer["chosen_host"].as_str() {
+                let taken = &answer["claims"][0]["hardware"];
+                assert!(
+                    taken.is_object(),
+                    "{what}: the claim holds hardware: {answer}"
+                );
+                assert_eq!(answer["instances"][0]["hardware"], *taken, "{answer}");
+                placed.push((host.to_owned(), taken.clone()));
+            }
+        }
+        assert_eq!(
+            placed.len(),
+            1,
+            "{what}: exactly one request got it: {placed:?}; the others: {reasons:?}"
+        );
+        assert_eq!(placed[0].0, "a");
+        match what {
+            "gpu" => assert_eq!(placed[0].1["devices"][0]["address"], "0000:3b:00.0"),
+            _ => assert_eq!(placed[0].1["cells"][0]["cpus"], json!([2, 3])),
+        }
+    }
+    let claims = expect_status(
+        &admin.get(&format!("/api/v1/clusters/{id}/claims")).await,
+        200,
+    );
+    assert_eq!(
+        claims["claims"].as_array().map(Vec::len),
+        Some(2),
+        "{claims}"
     );
 }
