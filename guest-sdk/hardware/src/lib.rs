@@ -797,8 +797,16 @@ impl<'a, F: Fetch> Fitter<'a, F> {
         for g in 0..guests {
             let host_cell = self.scratch.chosen[g];
             let reserve = g == 0 && self.wanted.emulator_isolated;
-            let fit = self.fit_pair(g, host_cell, reserve, true);
-            debug_assert!(fit.is_ok());
+            // Only inconsistent columns (CPU flags against the cell
+            // metrics) can fail here.
+            if let Err(short) = self.fit_pair(g, host_cell, reserve, true) {
+                self.assignment.clear();
+                return Err(Unfit::Cell {
+                    guest_cell: g as u32,
+                    node: self.scratch.cells[host_cell as usize - self.scratch.first_cell].node,
+                    short,
+                });
+            }
         }
         Ok(())
     }
@@ -1058,6 +1066,21 @@ impl<'a, F: Fetch> Fitter<'a, F> {
                     free,
                 });
             }
+            // `prefer` always finds a layout when there are enough free
+            // dedicated CPUs (it falls back to any free ones), except for
+            // an emulator CPU with no vCPU pinned in the cell (Nova reserves
+            // nothing then): only the recorded fit needs the layout.
+            let prefer_fits = self.wanted.thread_policy == ThreadPolicy::Prefer
+                && !(reserve && cell.pinned_vcpus.is_empty());
+            if prefer_fits && !record {
+                return shared_limits(
+                    self.options.limits,
+                    self.wanted.cpu_policy,
+                    cell,
+                    &data,
+                    shared_n,
+                );
+            }
             let view = &mut self.scratch.cpus;
             view.load(inv, c);
             let out = if record {
@@ -1081,26 +1104,15 @@ impl<'a, F: Fetch> Fitter<'a, F> {
                 });
             }
         }
-        if self.wanted.cpu_policy != CpuPolicy::Dedicated
-            && let Some(limits) = self.options.limits
-        {
-            let usage = data.used + f64::from(want_shared);
-            let limit = f64::from(shared_n) * limits.cpu_allocation_ratio;
-            if usage > limit {
-                self.assignment.truncate_to(pin_start, claim_start);
-                return Err(Shortfall::CpuRatio { usage, limit });
-            }
-            let total = data.total;
-            let used = total - data.free;
-            let usage_mib = used + cell.memory_mib;
-            let limit_mib = total * limits.ram_allocation_ratio;
-            if usage_mib > limit_mib {
-                self.assignment.truncate_to(pin_start, claim_start);
-                return Err(Shortfall::MemoryRatio {
-                    usage_mib,
-                    limit_mib,
-                });
-            }
+        if let Err(short) = shared_limits(
+            self.options.limits,
+            self.wanted.cpu_policy,
+            cell,
+            &data,
+            shared_n,
+        ) {
+            self.assignment.truncate_to(pin_start, claim_start);
+            return Err(short);
         }
         if record {
             let pages = if page_size_kib > 0 {
@@ -1123,6 +1135,38 @@ impl<'a, F: Fetch> Fitter<'a, F> {
         }
         Ok(())
     }
+}
+
+/// Nova's limits on a guest cell with shared vCPUs: shared vCPUs within
+/// `cpu_allocation_ratio` of the cell's shared CPUs, memory within
+/// `ram_allocation_ratio` of its total.
+fn shared_limits(
+    limits: Option<Limits>,
+    policy: CpuPolicy,
+    cell: &GuestCell,
+    data: &CellData,
+    shared_n: u32,
+) -> Result<(), Shortfall> {
+    let Some(limits) = limits else {
+        return Ok(());
+    };
+    if policy == CpuPolicy::Dedicated {
+        return Ok(());
+    }
+    let usage = data.used + cell.shared_vcpus.len() as f64;
+    let limit = f64::from(shared_n) * limits.cpu_allocation_ratio;
+    if usage > limit {
+        return Err(Shortfall::CpuRatio { usage, limit });
+    }
+    let usage_mib = data.total - data.free + cell.memory_mib;
+    let limit_mib = data.total * limits.ram_allocation_ratio;
+    if usage_mib > limit_mib {
+        return Err(Shortfall::MemoryRatio {
+            usage_mib,
+            limit_mib,
+        });
+    }
+    Ok(())
 }
 
 impl Assignment {
