@@ -626,6 +626,9 @@ struct CellData {
     pinned: u32,
     used: f64,
     pci: u32,
+    /// The page size chosen for the last memory asked (KiB), or the
+    /// largest free memory when none fits.
+    page_memo: Option<(u64, Result<u32, f64>)>,
 }
 
 /// The first failures met while searching placements of the cells.
@@ -679,6 +682,7 @@ impl<'a, F: Fetch> Fitter<'a, F> {
     /// assignment is valid until the next call.
     pub fn fit(&mut self, host: usize) -> Result<&Assignment, Unfit> {
         self.assignment.clear();
+        self.scratch.pci.new_host();
         if let Some(why) = self.wanted.invalid {
             return Err(Unfit::Invalid(why));
         }
@@ -909,6 +913,7 @@ impl<'a, F: Fetch> Fitter<'a, F> {
                 pinned: m(CellMetric::PinnedCpus, c) as u32,
                 used: m(CellMetric::SharedVcpusUsed, c),
                 pci: 0,
+                page_memo: None,
             });
         }
         let order = &mut self.scratch.order;
@@ -987,7 +992,23 @@ impl<'a, F: Fetch> Fitter<'a, F> {
         let page_range = pages.cell(c);
         let mut page_size_kib = 0u32;
         if self.wanted.page_size != PageSize::Unspecified {
-            match choose_page_size(pages, page_range.clone(), self.wanted.page_size, memory_kib) {
+            // Guest cells usually ask for the same memory: the choice is
+            // remembered per host cell for the last amount asked.
+            let local = c - self.scratch.first_cell;
+            let chosen = match data.page_memo {
+                Some((kib, result)) if kib == memory_kib => result,
+                _ => {
+                    let result = choose_page_size(
+                        pages,
+                        page_range.clone(),
+                        self.wanted.page_size,
+                        memory_kib,
+                    );
+                    self.scratch.cells[local].page_memo = Some((memory_kib, result));
+                    result
+                }
+            };
+            match chosen {
                 Ok(size) => page_size_kib = size,
                 Err(largest_free_mib) => {
                     return Err(Shortfall::Pages {
