@@ -127,7 +127,7 @@ impl Fixture {
             hosts: self.hosts.clone(),
             vms: self.vms.clone(),
         };
-        let Cluster { inventory, hosts } = snapshot.build()?;
+        let Cluster { inventory, hosts } = crate::inputs::build_checked(&snapshot)?;
         Ok(Prepared {
             fixture: self,
             inventory: Arc::new(inventory),
@@ -374,5 +374,27 @@ fn describe(migration: Option<&ExpectedMigration>) -> String {
     match migration {
         None => "no migration".to_owned(),
         Some(m) => format!("{} to one of {:?}", m.vm, m.destinations),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fixture_with_inconsistent_hardware_is_refused_with_the_field() {
+        let fixture = Fixture::from_json(
+            r#"{"hosts": [{"id": "h", "hardware": {"numa_cells": [
+                   {"node": 0, "cpus": [0], "dedicated_cpus": [1]}]}}],
+                "cases": []}"#,
+        )
+        .expect("valid JSON");
+        match fixture.prepare() {
+            Err(CaseError::Snapshot(e)) => {
+                assert_eq!(e.path, "hosts[0].hardware.numa_cells[0].dedicated_cpus[0]")
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("an inconsistent fixture was accepted"),
+        }
     }
 }

@@ -196,7 +196,7 @@ pub fn fill(hosts: &[Host], inv: &mut Inventory) -> Result<(), ColumnLengthError
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use sandpiper_model::hardware::{CellMetric, DeviceKind, NONE, PcpuFlag};
     use sandpiper_model::{HostLabels, HostText};
 

@@ -9,7 +9,9 @@
 //! * [`columns`]: the hosts' hardware as the WIT's hardware columns;
 //! * [`check`]: the consistency rules (`inputs` calls them), so that
 //!   inconsistent data is refused with its field's path instead of
-//!   reaching a fitter.
+//!   reaching a fitter;
+//! * [`claim`]: the specific CPUs, pages and devices a placement took, and
+//!   how they count in later decisions' columns.
 //!
 //! Hosts name their NUMA cells by their own node numbers (libvirt's cell
 //! ids) and their devices by PCI address; the columns turn those into
@@ -17,6 +19,7 @@
 //! numbers, as the WIT has them.
 
 pub mod check;
+pub mod claim;
 pub mod columns;
 
 use std::collections::BTreeMap;

@@ -498,6 +498,26 @@ impl ClusterState {
         vms
     }
 
+    /// The claims of specific hardware on held rows `rows`, leaving out
+    /// `except`, as (held row, what was taken), in a stable order.
+    pub(super) fn pending_hardware(
+        columns: &Columns,
+        claims: &ClaimLedger,
+        except: &BTreeSet<String>,
+        rows: std::ops::Range<usize>,
+    ) -> Vec<(usize, std::sync::Arc<crate::hardware::claim::HardwareClaim>)> {
+        let mut taken: Vec<_> = claims
+            .hardware_except(except)
+            .filter_map(|(host, hardware)| {
+                let row = columns.hosts().index(host)? as usize;
+                rows.contains(&row)
+                    .then(|| (row, std::sync::Arc::clone(hardware)))
+            })
+            .collect();
+        taken.sort_by_key(|(row, _)| *row);
+        taken
+    }
+
     /// The rows of hosts with claims and their sums, leaving out `except`.
     pub(super) fn pending_rows(
         columns: &Columns,
@@ -563,6 +583,7 @@ mod tests {
             created_at: Timestamp(0),
             expires_at: Timestamp(1000),
             state: ClaimState::Pending,
+            hardware: None,
         }
     }
 
