@@ -16,6 +16,8 @@
 //! * memory, disk and CPU usage of a VM are finite and not negative; vCPUs,
 //!   sockets, cores per socket and threads per core are 1 to
 //!   [`MAX_CPUS`]; a group's priority is finite;
+//! * hardware data is consistent (`crate::hardware::check`: a pinned CPU
+//!   is dedicated, a device's NUMA node exists, a VM's cells add up);
 //! * `count` is 1 to `MAX_INSTANCES_PER_REQUEST`.
 //!
 //! JSON itself cannot carry NaN or infinity (serde_json refuses `NaN` and
@@ -145,7 +147,7 @@ pub fn check_host(host: &Host, path: &str) -> Result<(), SnapshotError> {
             ));
         }
     }
-    Ok(())
+    crate::hardware::check::check_host(host, path)
 }
 
 /// Checks one VM running on a host, at `path` (`vms[2]`).
@@ -199,7 +201,7 @@ pub fn check_vm(vm: &VmSpec, path: &str) -> Result<(), SnapshotError> {
             ));
         }
     }
-    Ok(())
+    crate::hardware::check::check_vm(vm, path)
 }
 
 /// Checks the number of instances to place (field `count`).
@@ -302,6 +304,218 @@ mod tests {
         let mut nan = ok.clone();
         nan.memory_mib = f64::NAN;
         assert_eq!(check_vm(&nan, "vm").unwrap_err().path, "vm.memory_mib");
+    }
+
+    /// A host with two cells and a device, `hardware` spliced in whole.
+    fn hardware_host(hardware: &str) -> String {
+        format!(
+            r#"{{"hosts": [{{"id": "ok"}}, {{"id": "h", "hardware": {hardware},
+                     "metrics": {{"memory_total_mib": 4096, "cpu_threads": 8}}}}]}}"#
+        )
+    }
+
+    const CELLS: &str = r#"[{"node": 0, "memory_mib": 2048, "cpus": [0, 1, 2, 3],
+                              "dedicated_cpus": [2, 3], "pinned_cpus": [3]},
+                             {"node": 1, "memory_mib": 2048, "cpus": [4, 5]}]"#;
+
+    #[test]
+    fn inconsistent_host_hardware_is_refused_with_the_field() {
+        let with_cells = |cells: &str| hardware_host(&format!(r#"{{"numa_cells": {cells}}}"#));
+        let with_devices = |devices: &str| {
+            hardware_host(&format!(
+                r#"{{"numa_cells": {CELLS}, "pci_devices": {devices}}}"#
+            ))
+        };
+        let pf = r#"{"address": "0000:5e:00.0", "vendor_id": "8086", "product_id": "1572",
+                     "kind": "physical_function"}"#;
+        let gpu = r#"{"address": "0000:3b:00.0", "vendor_id": "10de", "product_id": "1eb8"}"#;
+        for (text, path) in [
+            (
+                with_cells(r#"[{"node": 0, "memory_mib": 4096}, {"node": 1, "memory_mib": 1}]"#),
+                "hosts[1].hardware.numa_cells",
+            ),
+            (
+                with_cells(r#"[{"node": 0, "cpus": [0, 1]}, {"node": 1, "cpus": [2, 1]}]"#),
+                "hosts[1].hardware.numa_cells[1].cpus[1]",
+            ),
+            (
+                with_cells(r#"[{"node": 0, "cpus": [0, 1, 2, 3, 4, 5, 6, 7, 8]}]"#),
+                "hosts[1].hardware.numa_cells",
+            ),
+            (
+                with_cells(r#"[{"node": 0, "cpus": [0, 1], "dedicated_cpus": [1, 2]}]"#),
+                "hosts[1].hardware.numa_cells[0].dedicated_cpus[1]",
+            ),
+            (
+                with_cells(
+                    r#"[{"node": 0, "cpus": [0, 1], "dedicated_cpus": [1], "pinned_cpus": [0]}]"#,
+                ),
+                "hosts[1].hardware.numa_cells[0].pinned_cpus[0]",
+            ),
+            (
+                with_cells(r#"[{"node": 0, "cpus": [0, 1], "siblings": [[0, 1], [2, 3]]}]"#),
+                "hosts[1].hardware.numa_cells[0].siblings[1][0]",
+            ),
+            (
+                with_cells(r#"[{"node": 0, "cpus": [0, 1], "siblings": [[0, 1], [1]]}]"#),
+                "hosts[1].hardware.numa_cells[0].siblings[1][0]",
+            ),
+            (
+                with_cells(
+                    r#"[{"node": 0, "pages": [{"size_kib": 2048, "total": 4, "free": 5}]}]"#,
+                ),
+                "hosts[1].hardware.numa_cells[0].pages[0].free",
+            ),
+            (
+                with_cells(r#"[{"node": 0, "memory_mib": 10, "memory_free_mib": 11}]"#),
+                "hosts[1].hardware.numa_cells[0].memory_free_mib",
+            ),
+            (
+                with_cells(r#"[{"node": 0}, {"node": 0}]"#),
+                "hosts[1].hardware.numa_cells[1].node",
+            ),
+            (
+                with_cells(r#"[{"node": 0, "distances": [10]}, {"node": 1}]"#),
+                "hosts[1].hardware.numa_cells[0].distances",
+            ),
+            (
+                with_devices(r#"[{"vendor_id": "10de", "product_id": "1eb8", "numa_node": 2}]"#),
+                "hosts[1].hardware.pci_devices[0].numa_node",
+            ),
+            (
+                with_devices(&format!(
+                    r#"[{gpu}, {{"vendor_id": "8086", "product_id": "154c",
+                        "kind": "virtual_function", "parent": "0000:3b:00.0"}}]"#
+                )),
+                "hosts[1].hardware.pci_devices[1].parent",
+            ),
+            (
+                with_devices(&format!(
+                    r#"[{pf}, {{"vendor_id": "8086", "product_id": "154c",
+                        "kind": "virtual_function", "parent": "0000:5e:00.1"}}]"#
+                )),
+                "hosts[1].hardware.pci_devices[1].parent",
+            ),
+            (
+                with_devices(
+                    r#"[{"vendor_id": "8086", "product_id": "154c", "count": 2, "free": 3}]"#,
+                ),
+                "hosts[1].hardware.pci_devices[0].free",
+            ),
+            (
+                with_devices(
+                    r#"[{"address": "0000:3b:00.0", "vendor_id": "10de", "product_id": "1eb8",
+                         "count": 2}]"#,
+                ),
+                "hosts[1].hardware.pci_devices[0].address",
+            ),
+            (
+                hardware_host(&format!(
+                    r#"{{"pci_devices": [{gpu}],
+                        "mdev_types": [{{"name": "nvidia-35", "free": 1, "parent": "0000:00:00.0"}}]}}"#
+                )),
+                "hosts[1].hardware.mdev_types[0].parent",
+            ),
+        ] {
+            let (got, kind) = snapshot_error(&text);
+            assert_eq!(got, path, "{text}");
+            assert!(matches!(kind, SnapshotErrorKind::InvalidValue(_)), "{text}");
+        }
+        // The consistent versions pass.
+        for text in [
+            with_cells(CELLS),
+            with_devices(&format!(
+                r#"[{pf}, {gpu}, {{"vendor_id": "8086", "product_id": "154c",
+                    "kind": "virtual_function", "parent": "0000:5e:00.0", "numa_node": 1,
+                    "count": 8, "free": 6}}]"#
+            )),
+        ] {
+            let snapshot: Snapshot = from_json(&text).expect("valid JSON");
+            assert!(build_checked(&snapshot).is_ok(), "{text}");
+        }
+    }
+
+    #[test]
+    fn unknown_hardware_enum_values_name_their_path() {
+        for (text, path) in [
+            (
+                r#"{"hosts": [{"id": "h", "hardware": {"pci_devices": [{"vendor_id": "1",
+                    "product_id": "2", "kind": "type-PF"}]}}]}"#,
+                "hosts[0].hardware.pci_devices[0].kind",
+            ),
+            (
+                r#"{"hosts": [{"id": "h", "hardware": {"numa_cells": [{"node": 0, "cpu": []}]}}]}"#,
+                "hosts[0].hardware.numa_cells[0].cpu",
+            ),
+        ] {
+            let e = from_json::<Snapshot>(text).unwrap_err();
+            assert_eq!(e.path, path, "{text}");
+        }
+        for (text, path) in [
+            (r#"{"thread_policy": "isolated"}"#, "hardware.thread_policy"),
+            (r#"{"cpu_policy": "pinned"}"#, "hardware.cpu_policy"),
+            (r#"{"numa_tune": "loose"}"#, "hardware.numa_tune"),
+            (
+                r#"{"emulator_threads": "shared"}"#,
+                "hardware.emulator_threads",
+            ),
+            (r#"{"page_size": "huge"}"#, "hardware.page_size"),
+            (
+                r#"{"pci_requests": [{"numa_policy": "strict"}]}"#,
+                "hardware.pci_requests[0].numa_policy",
+            ),
+        ] {
+            let e = from_json::<VmSpec>(&format!(r#"{{"hardware": {text}}}"#)).unwrap_err();
+            assert_eq!(e.path, path, "{text}");
+            assert!(matches!(e.kind, SnapshotErrorKind::Json(_)), "{text}");
+        }
+    }
+
+    #[test]
+    fn an_inconsistent_vm_hardware_request_is_refused_with_the_field() {
+        for (text, path) in [
+            (
+                r#"{"vcpus": 2, "memory_mib": 1024, "hardware": {"numa_cells": [
+                    {"shared_vcpus": [0, 2], "memory_mib": 1024}]}}"#,
+                "vm.hardware.numa_cells[0].shared_vcpus[1]",
+            ),
+            (
+                r#"{"vcpus": 2, "memory_mib": 1024, "hardware": {"numa_cells": [
+                    {"shared_vcpus": [0], "memory_mib": 512},
+                    {"dedicated_vcpus": [0, 1], "memory_mib": 512}]}}"#,
+                "vm.hardware.numa_cells[1].dedicated_vcpus[0]",
+            ),
+            (
+                r#"{"vcpus": 2, "memory_mib": 1024, "hardware": {"numa_cells": [
+                    {"shared_vcpus": [0, 0], "memory_mib": 1024}]}}"#,
+                "vm.hardware.numa_cells[0].shared_vcpus[1]",
+            ),
+            (
+                r#"{"vcpus": 2, "memory_mib": 1024, "hardware": {"numa_cells": [
+                    {"shared_vcpus": [0], "memory_mib": 512},
+                    {"shared_vcpus": [1], "memory_mib": 256}]}}"#,
+                "vm.hardware.numa_cells",
+            ),
+            (
+                r#"{"vcpus": 4096, "hardware": {"cpu_policy": "dedicated",
+                    "emulator_threads": "isolate"}}"#,
+                "vm.hardware.cpu_policy",
+            ),
+            (
+                r#"{"hardware": {"pci_requests": [{"count": 0}]}}"#,
+                "vm.hardware.pci_requests[0].count",
+            ),
+            (r#"{"hardware": {"page_size": 0}}"#, "vm.hardware.page_size"),
+        ] {
+            assert_eq!(vm_error(text), path, "{text}");
+        }
+        let ok: VmSpec = from_json(
+            r#"{"vcpus": 4096, "memory_mib": 2048, "hardware": {"cpu_policy": "dedicated",
+                "numa_cells": [{"dedicated_vcpus": [0, 1], "memory_mib": 1024},
+                               {"dedicated_vcpus": [2], "memory_mib": 1024}]}}"#,
+        )
+        .expect("valid");
+        assert_eq!(check_vm(&ok, "vm"), Ok(()));
     }
 
     #[test]

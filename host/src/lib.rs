@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod extender;
 pub mod fleet;
+pub mod hardware;
 pub mod iallocator;
 pub mod inputs;
 pub mod metrics;

@@ -16,6 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
+use crate::hardware::{HostHardware, VmHardwareSpec};
 use sandpiper_model::Inventory;
 use sandpiper_model::inventory::ColumnLengthError;
 use sandpiper_model::{
@@ -111,6 +112,10 @@ pub struct Host {
     /// Instances known on the host, for tenant and type isolation.
     #[serde(default)]
     pub instances: Vec<Instance>,
+    /// NUMA cells, CPUs, memory pages, PCI and mediated devices, CPU model
+    /// and flags; absent when none are reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware: Option<Box<HostHardware>>,
 }
 
 /// A host's lifecycle state; see `types.host-status` in the WIT.
@@ -271,6 +276,10 @@ pub struct VmSpec {
     pub hosted_engine: bool,
     #[serde(default)]
     pub groups: Vec<Group>,
+    /// What the VM needs of the host's hardware (NUMA cells, pinning, page
+    /// size, devices, CPU model and flags); absent for nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware: Option<VmHardwareSpec>,
 }
 
 impl Default for VmSpec {
@@ -297,6 +306,7 @@ impl Default for VmSpec {
             highly_available: false,
             hosted_engine: false,
             groups: Vec::new(),
+            hardware: None,
         }
     }
 }
@@ -592,8 +602,7 @@ impl Snapshot {
                 HostText::Name => h.name.as_deref().unwrap_or(&h.id),
                 HostText::Address => &h.address,
                 HostText::Zone => &h.zone,
-                // Hardware data has no JSON form yet (issue #16): none reported.
-                HostText::CpuModel => "",
+                HostText::CpuModel => h.hardware.as_ref().map_or("", |hw| &hw.cpu_model),
             });
             inv.set_host_text(text, Interned::from_rows(rows))
                 .map_err(column)?;
@@ -626,10 +635,19 @@ impl Snapshot {
                             ]
                         })
                         .collect(),
-                    // Hardware data has no JSON form yet (issue #16): none reported.
                     HostLabels::CpuFlags
                     | HostLabels::EmulatedMachines
-                    | HostLabels::ClusterLevels => Vec::new(),
+                    | HostLabels::ClusterLevels => {
+                        let Some(hw) = &h.hardware else {
+                            return Vec::new();
+                        };
+                        let set = match kind {
+                            HostLabels::CpuFlags => &hw.cpu_flags,
+                            HostLabels::EmulatedMachines => &hw.emulated_machines,
+                            _ => &hw.cluster_levels,
+                        };
+                        set.iter().map(|s| (s.as_str(), "")).collect()
+                    }
                 }
             });
             inv.set_host_labels(kind, Labels::from_rows(rows))
@@ -650,7 +668,7 @@ impl Snapshot {
             inv.set_host_named_metric(name.clone(), values)
                 .map_err(column)?;
         }
-        Ok(())
+        crate::hardware::columns::fill(&self.hosts, inv).map_err(column)
     }
 
     fn fill_vms(&self, inv: &mut Inventory, hosts: &HostIndex) -> Result<(), SnapshotError> {
@@ -783,8 +801,11 @@ impl VmSpec {
             highly_available: self.highly_available,
             hosted_engine: self.hosted_engine,
             groups,
-            // Hardware requests have no JSON form yet (issue #16): none.
-            hardware: Default::default(),
+            hardware: self
+                .hardware
+                .as_ref()
+                .map(VmHardwareSpec::to_model)
+                .unwrap_or_default(),
         })
     }
 }

@@ -127,7 +127,7 @@ impl Fixture {
             hosts: self.hosts.clone(),
             vms: self.vms.clone(),
         };
-        let Cluster { inventory, hosts } = snapshot.build()?;
+        let Cluster { inventory, hosts } = crate::inputs::build_checked(&snapshot)?;
         Ok(Prepared {
             fixture: self,
             inventory: Arc::new(inventory),
@@ -199,7 +199,10 @@ impl Prepared {
             match answer {
                 Err(failed) => diffs.push(format!("filter failed: {}", failed.error)),
                 Ok(called) => {
-                    let got = self.reasons_by_id(&called.value);
+                    // Reasons with figures are compared as the sentences
+                    // the host writes from them.
+                    let sentences = sandpiper_model::reason::into_sentences(called.value.clone());
+                    let got = self.reasons_by_id(&sentences);
                     for (host, want) in expected {
                         match got.get(host.as_str()) {
                             None => diffs.push(format!(
@@ -267,7 +270,12 @@ impl Prepared {
     pub fn compare(&self, a: &Answers, b: &Answers) -> Vec<String> {
         let mut diffs = Vec::new();
         if let Some((x, y)) = both_ok(&a.rejected, &b.rejected) {
-            let (x, y) = (self.reasons_by_id(&x.value), self.reasons_by_id(&y.value));
+            // As sentences, so that differing figures count too.
+            let (x, y) = (
+                sandpiper_model::reason::into_sentences(x.value.clone()),
+                sandpiper_model::reason::into_sentences(y.value.clone()),
+            );
+            let (x, y) = (self.reasons_by_id(&x), self.reasons_by_id(&y));
             if x != y {
                 diffs.push(format!("rejections differ: {x:?} vs {y:?}"));
             }
@@ -385,5 +393,27 @@ fn describe(migration: Option<&ExpectedMigration>) -> String {
     match migration {
         None => "no migration".to_owned(),
         Some(m) => format!("{} to one of {:?}", m.vm, m.destinations),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fixture_with_inconsistent_hardware_is_refused_with_the_field() {
+        let fixture = Fixture::from_json(
+            r#"{"hosts": [{"id": "h", "hardware": {"numa_cells": [
+                   {"node": 0, "cpus": [0], "dedicated_cpus": [1]}]}}],
+                "cases": []}"#,
+        )
+        .expect("valid JSON");
+        match fixture.prepare() {
+            Err(CaseError::Snapshot(e)) => {
+                assert_eq!(e.path, "hosts[0].hardware.numa_cells[0].dedicated_cpus[0]")
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("an inconsistent fixture was accepted"),
+        }
     }
 }

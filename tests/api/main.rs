@@ -12,6 +12,7 @@ mod audit;
 mod bad_input;
 mod decisions_log;
 mod extender;
+mod hardware;
 mod openapi;
 mod operations;
 mod ovirt;

@@ -80,6 +80,217 @@ fn main() {
     if filter.is_none() {
         nova_policy();
     }
+    if filter
+        .as_deref()
+        .is_none_or(|f| "numa-topology pci-passthrough pci-weigher".contains(f))
+    {
+        hardware_units();
+    }
+}
+
+/// Units of the hardware units' benchmark, in the order they are printed.
+const HARDWARE_UNITS: [&str; 3] = [
+    "sandpiper-policy-nova-numa-topology",
+    "sandpiper-policy-nova-pci-passthrough",
+    "sandpiper-policy-nova-pci-weigher",
+];
+
+/// The hardware units over [`HOSTS`] hosts of 2 to 8 NUMA cells each
+/// (16 CPUs per cell, 8 cores of 2 threads, half of them dedicated and
+/// some pinned; 4 KiB and 2 MiB pages; a few PCI pools on random cells)
+/// with a NUMA-heavy request: two guest cells of 4 pinned vCPUs and 8 GiB
+/// in large pages, isolated emulator threads, and one NUMA-local PCI
+/// device. Prints `unit hosts=... name=... wasm_median_us=...
+/// native_median_us=... ratio=... wasm_fuel=... rejected=...` per unit.
+fn hardware_units() {
+    let (inventory, request) = hardware_cluster(HOSTS);
+    let candidates: Vec<u32> = (0..HOSTS as u32).collect();
+    println!(
+        "Hardware units at {HOSTS} hosts of 2-8 NUMA cells, NUMA-heavy request (median of {RUNS})"
+    );
+    for package in HARDWARE_UNITS {
+        for (wasm, native) in common::both_builds(|p| p == package) {
+            let request = Request {
+                params: native
+                    .info
+                    .params
+                    .iter()
+                    .map(|p| KeyValue::new(p.name.clone(), p.default_value.clone()))
+                    .collect(),
+                ..request.clone()
+            };
+            let builds: [&dyn Unit; 2] = [wasm.as_ref(), &native];
+            let name = native.info.name.clone();
+            let (role, rejected, fuel) = if native.filter.is_some() {
+                let rejected = match native.filter(&inventory, &request, &candidates) {
+                    Ok(called) => called.value.iter().map(|r| r.hosts.len()).sum::<usize>(),
+                    Err(failed) => panic!("{name} filters: {}", failed.error),
+                };
+                let fuel = match wasm.filter(&inventory, &request, &candidates) {
+                    Ok(called) => called.usage.fuel,
+                    Err(failed) => panic!("{name} filters sandboxed: {}", failed.error),
+                };
+                ("filter", rejected, fuel)
+            } else {
+                let fuel = match wasm.score(&inventory, &request, &candidates) {
+                    Ok(called) => called.usage.fuel,
+                    Err(failed) => panic!("{name} scores sandboxed: {}", failed.error),
+                };
+                ("score", 0, fuel)
+            };
+            let [w, n] = common::medians(&builds, |u| {
+                if role == "filter" {
+                    elapsed(u.filter(&inventory, &request, &candidates))
+                } else {
+                    elapsed(u.score(&inventory, &request, &candidates))
+                }
+            });
+            println!(
+                "  unit hosts={HOSTS} name={name} role={role} wasm_median_us={:.1} \
+                 native_median_us={:.1} ratio={:.2} wasm_fuel={} rejected={rejected}",
+                micros(w),
+                micros(n),
+                micros(w) / micros(n).max(0.1),
+                fuel.unwrap_or(0),
+            );
+        }
+    }
+}
+
+/// `count` hosts with hardware columns and the NUMA-heavy request (see
+/// [`hardware_units`]); deterministic.
+fn hardware_cluster(count: usize) -> (Arc<Inventory>, Request) {
+    use sandpiper_guest::model::hardware::NONE;
+    use sandpiper_guest::model::{
+        CellCpus, CellMetric, CellPages, CpuPolicy, DeviceKind, EmulatorThreads, Labels,
+        MdevOffers, NumaTopology, PageSize, PciNumaPolicy, PciPools, PciRequest, PcpuFlag,
+        VmHardware, VmNumaCell,
+    };
+    const CPUS_PER_CELL: u32 = 16;
+    let mut rng = common::SplitMix(0x4E0A_C311);
+    let mut topology = NumaTopology {
+        offsets: vec![0],
+        ..NumaTopology::default()
+    };
+    let mut metrics: [Vec<f64>; 6] = Default::default();
+    let mut cpus = CellCpus {
+        offsets: vec![0],
+        ..CellCpus::default()
+    };
+    let (mut dedicated, mut pinned) = (Vec::new(), Vec::new());
+    let mut pages = CellPages {
+        offsets: vec![0],
+        ..CellPages::default()
+    };
+    let mut pools = PciPools {
+        offsets: vec![0],
+        strings: vec![String::new(), "15b3".to_owned(), "101b".to_owned()],
+        ..PciPools::default()
+    };
+    let mut core = 0u32;
+    for _ in 0..count {
+        let cells = 2 + (rng.next() % 7) as u32;
+        let first = topology.node_ids.len() as u32;
+        for node in 0..cells {
+            topology.node_ids.push(node);
+            topology.sockets.push(node / 2);
+            let free_mib = (65_536.0 * (0.25 + 0.75 * rng.unit())).floor();
+            let used_dedicated = (rng.next() % 9) as u32;
+            metrics[0].push(65_536.0);
+            metrics[1].push(free_mib);
+            metrics[2].push(f64::from(CPUS_PER_CELL));
+            metrics[3].push(f64::from(CPUS_PER_CELL / 2));
+            metrics[4].push(f64::from(used_dedicated));
+            metrics[5].push((rng.next() % 24) as f64);
+            let base = node * CPUS_PER_CELL;
+            for i in 0..CPUS_PER_CELL {
+                cpus.cpus.push(base + i);
+                cpus.cores.push(core + i / 2);
+                let is_dedicated = i >= CPUS_PER_CELL / 2;
+                dedicated.push(is_dedicated);
+                pinned.push(is_dedicated && i - CPUS_PER_CELL / 2 < used_dedicated);
+            }
+            core += CPUS_PER_CELL / 2;
+            cpus.offsets.push(cpus.cpus.len() as u32);
+            let free_huge = (rng.next() % 16_385) as f64;
+            pages.size_kib.extend([4, 2048]);
+            pages.total.extend([8_388_608.0, 16_384.0]);
+            pages.free.extend([4_194_304.0, free_huge]);
+            pages.offsets.push(pages.size_kib.len() as u32);
+        }
+        topology.offsets.push(topology.node_ids.len() as u32);
+        for product in [1u32, 2] {
+            pools.vendors.push(product);
+            pools.products.push(product);
+            pools.addresses.push(0);
+            pools.kinds.push(DeviceKind::Pci);
+            pools
+                .cells
+                .push(first + (rng.next() % u64::from(cells)) as u32);
+            pools.parents.push(NONE);
+            pools.total.push(4);
+            pools.free.push((rng.next() % 5) as u32);
+        }
+        pools.offsets.push(pools.kinds.len() as u32);
+    }
+    let pool_count = pools.kinds.len();
+    let mut inventory = Inventory::new(count, 0);
+    let built = (|| {
+        inventory.set_numa_topology(topology)?;
+        for (metric, column) in [
+            CellMetric::MemoryTotalMib,
+            CellMetric::MemoryFreeMib,
+            CellMetric::Cpus,
+            CellMetric::DedicatedCpus,
+            CellMetric::PinnedCpus,
+            CellMetric::SharedVcpusUsed,
+        ]
+        .into_iter()
+        .zip(metrics)
+        {
+            inventory.set_cell_metric(metric, column)?;
+        }
+        inventory.set_cell_cpus(cpus)?;
+        inventory.set_pcpu_flag(PcpuFlag::Dedicated, dedicated)?;
+        inventory.set_pcpu_flag(PcpuFlag::Pinned, pinned)?;
+        inventory.set_cell_pages(pages)?;
+        inventory.set_pci_pools(pools)?;
+        inventory.set_pci_pool_labels(Labels::from_rows(
+            (0..pool_count).map(|_| Vec::<(&str, &str)>::new()),
+        ))?;
+        inventory.set_mdev_offers(MdevOffers::empty(count))
+    })();
+    if let Err(error) = built {
+        panic!("the synthetic hardware columns fit: {error}");
+    }
+    let cell = |first: u32| VmNumaCell {
+        dedicated_vcpus: (first..first + 4).collect(),
+        memory_mib: 8192.0,
+        ..VmNumaCell::default()
+    };
+    let vm = sandpiper_guest::model::Vm {
+        vcpus: 8,
+        memory_mib: 16_384.0,
+        hardware: VmHardware {
+            numa_cells: vec![cell(0), cell(4)],
+            cpu_policy: CpuPolicy::Dedicated,
+            emulator_threads: EmulatorThreads::Isolate,
+            page_size: PageSize::Large,
+            pci_requests: vec![PciRequest {
+                alias: "nic".to_owned(),
+                count: 1,
+                specs: vec![vec![KeyValue::new("vendor_id", "15b3")]],
+                numa_policy: PciNumaPolicy::Required,
+            }],
+            ..VmHardware::default()
+        },
+        ..sandpiper_guest::model::Vm::default()
+    };
+    let request = Request {
+        vm,
+        ..Request::default()
+    };
+    (Arc::new(inventory), request)
 }
 
 /// Nova's policy in the reference benchmark (nova-scheduler.md §6.2), in

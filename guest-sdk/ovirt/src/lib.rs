@@ -14,8 +14,11 @@
 
 pub mod balancing;
 pub mod cpu;
+pub mod hardware;
 pub mod memory;
+pub mod numa;
 pub mod params;
+pub mod pinning;
 pub mod scores;
 
 /// oVirt's `MaxSchedulerWeight`: weights are stretched onto `1..=` this, and

@@ -40,6 +40,11 @@ pub struct ClaimView {
     pub created_at: String,
     /// When an unconfirmed claim expires; `null` once confirmed.
     pub expires_at: Option<String>,
+    /// For a VM with hardware needs: the cells, CPUs, pages and devices
+    /// the claim holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<crate::hardware::claim::HardwareClaim>)]
+    pub hardware: Option<std::sync::Arc<crate::hardware::claim::HardwareClaim>>,
 }
 
 impl From<&Claim> for ClaimView {
@@ -57,6 +62,7 @@ impl From<&Claim> for ClaimView {
             decision_id: claim.decision_id,
             created_at: claim.created_at.to_rfc3339(),
             expires_at,
+            hardware: claim.hardware.clone(),
         }
     }
 }

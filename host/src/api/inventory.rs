@@ -118,7 +118,7 @@ async fn parse_blocking<T: serde::de::DeserializeOwned + Send + 'static>(
     request_body = InventorySnapshot,
     responses(
         (status = 200, description = "The inventory now held", body = InventoryView),
-        (status = 400, description = "`malformed_json`, `invalid_field`, `invalid_value` (naming the field: a negative figure, zero vCPUs, a bad host or VM id)", body = ErrorBody),
+        (status = 400, description = "`malformed_json`, `invalid_field`, `invalid_value` (naming the field: a negative figure, zero vCPUs, a bad host or VM id, inconsistent hardware)", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, description = "The cluster", body = ErrorBody),
         (status = 409, description = "`stale_generation`: not newer than the inventory held", body = ErrorBody),
@@ -153,7 +153,7 @@ pub async fn put_inventory(
     request_body = InventoryUpdates,
     responses(
         (status = 200, description = "Each update applied or reported stale", body = UpdatesAnswer),
-        (status = 400, description = "`malformed_json`, `invalid_field`, `invalid_value` (naming the field: a negative figure, zero vCPUs, a bad host or VM id)", body = ErrorBody),
+        (status = 400, description = "`malformed_json`, `invalid_field`, `invalid_value` (naming the field: a negative figure, zero vCPUs, a bad host or VM id, inconsistent hardware)", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, description = "The cluster", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),

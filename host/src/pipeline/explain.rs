@@ -172,6 +172,10 @@ pub struct Explain {
     /// window ...)". Set by the caller that chose the hosts (a decision over
     /// a held inventory); `None` for a decision over the hosts it was given.
     pub considered: Option<String>,
+    /// The specific cells, CPUs, pages and devices the placement took on
+    /// the winner, for a VM with hardware needs (set by the placement
+    /// service's claim-time fit, `placement::place::fit`).
+    pub hardware: Option<Arc<crate::hardware::claim::HardwareClaim>>,
     /// The snapshot, to name hosts when serialising.
     pub(crate) inventory: SnapshotRef,
 }
@@ -275,6 +279,8 @@ struct ExplainView<'a> {
     winner: Option<HostId<'a>>,
     tie_break: &'static str,
     tied_with: HostIds<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hardware: Option<&'a crate::hardware::claim::HardwareClaim>,
 }
 
 #[derive(Serialize)]
@@ -431,6 +437,7 @@ impl Serialize for Explain {
                 inventory: inv,
                 hosts: tied_with,
             },
+            hardware: self.hardware.as_deref(),
         }
         .serialize(s)
     }

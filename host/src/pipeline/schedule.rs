@@ -207,6 +207,7 @@ fn decide(
         totals: Vec::new(),
         outcome: Outcome::NoHost,
         considered: None,
+        hardware: None,
         inventory: SnapshotRef(Arc::clone(inventory)),
     };
     let mut call = Request {

@@ -19,9 +19,12 @@
 //! * its host is removed from the inventory.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use serde::Serialize;
 use uuid::Uuid;
+
+use crate::hardware::claim::HardwareClaim;
 
 use super::resources::Resources;
 use super::time::Timestamp;
@@ -51,6 +54,10 @@ pub struct Claim {
     pub expires_at: Timestamp,
     #[serde(flatten)]
     pub state: ClaimState,
+    /// The specific cells, CPUs, pages and devices taken, for a VM with
+    /// hardware needs; counted in later decisions' hardware columns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hardware: Option<Arc<HardwareClaim>>,
 }
 
 /// A claim operation that cannot be done.
@@ -83,6 +90,9 @@ pub struct ClaimLedger {
     by_host: HashMap<String, HostClaims>,
     /// Unconfirmed claims by (expiry, VM).
     expiring: BTreeSet<(Timestamp, String)>,
+    /// The VMs whose claims take specific hardware, so a decision finds
+    /// them without walking every claim.
+    with_hardware: BTreeSet<String>,
 }
 
 /// The claims on one host and their sum.
@@ -172,6 +182,21 @@ impl ClaimLedger {
         })
     }
 
+    /// The claims that take specific hardware, as (host, what they took),
+    /// leaving out the VMs in `except`, in VM order.
+    pub fn hardware_except<'a>(
+        &'a self,
+        except: &'a BTreeSet<String>,
+    ) -> impl Iterator<Item = (&'a str, &'a Arc<HardwareClaim>)> + 'a {
+        self.with_hardware
+            .iter()
+            .filter(|vm| !except.contains(*vm))
+            .filter_map(|vm| {
+                let claim = self.by_vm.get(vm)?;
+                Some((claim.host_id.as_str(), claim.hardware.as_ref()?))
+            })
+    }
+
     /// Records `claim`, replacing the VM's previous claim (returned).
     pub fn insert(&mut self, claim: Claim) -> Option<Claim> {
         let previous = self.remove(&claim.vm_id);
@@ -185,6 +210,9 @@ impl ClaimLedger {
             self.expiring
                 .insert((claim.expires_at, claim.vm_id.clone()));
         }
+        if claim.hardware.is_some() {
+            self.with_hardware.insert(claim.vm_id.clone());
+        }
         self.by_vm.insert(claim.vm_id.clone(), claim);
         self.resum(&host);
         previous
@@ -195,6 +223,7 @@ impl ClaimLedger {
         let claim = self.by_vm.remove(vm_id)?;
         self.expiring
             .remove(&(claim.expires_at, claim.vm_id.clone()));
+        self.with_hardware.remove(vm_id);
         if let Some(host) = self.by_host.get_mut(&claim.host_id) {
             host.vms.remove(vm_id);
         }
@@ -328,6 +357,7 @@ mod tests {
             created_at: Timestamp(0),
             expires_at: Timestamp(expires),
             state: ClaimState::Pending,
+            hardware: None,
         }
     }
 

@@ -411,7 +411,8 @@ impl ClusterState {
     }
 
     /// The held inventory as a decision over every host sees it — usage
-    /// including every live claim, the claimed VMs in the VM columns — for
+    /// and hardware columns including every live claim, the claimed VMs in
+    /// the VM columns — for
     /// a balance decision, which records no claim; `candidates` (host ids)
     /// resolved to hosts of that snapshot. Expired claims are dropped first.
     pub fn held_snapshot(
@@ -433,7 +434,12 @@ impl ClusterState {
                 .into_iter()
                 .collect();
         let vms = ClusterState::pending_vms(columns, &self.claims, &none);
-        Ok((columns.with_pending(&rows, &vms), candidates, changes))
+        let mut inventory = columns.with_pending(&rows, &vms);
+        let hardware =
+            ClusterState::pending_hardware(columns, &self.claims, &none, 0..columns.host_count());
+        let taken: Vec<_> = hardware.iter().map(|(row, c)| (*row, c.as_ref())).collect();
+        crate::hardware::claim::apply(&mut inventory, &taken);
+        Ok((inventory, candidates, changes))
     }
 
     /// The columns, rebuilt from the records if a change of shape dropped
@@ -496,6 +502,26 @@ impl ClusterState {
         // Claims in a stable order (the ledger's is a hash map's).
         vms.sort_by(|a, b| (a.row, a.id).cmp(&(b.row, b.id)));
         vms
+    }
+
+    /// The claims of specific hardware on held rows `rows`, leaving out
+    /// `except`, as (held row, what was taken), in a stable order.
+    pub(super) fn pending_hardware(
+        columns: &Columns,
+        claims: &ClaimLedger,
+        except: &BTreeSet<String>,
+        rows: std::ops::Range<usize>,
+    ) -> Vec<(usize, std::sync::Arc<crate::hardware::claim::HardwareClaim>)> {
+        let mut taken: Vec<_> = claims
+            .hardware_except(except)
+            .filter_map(|(host, hardware)| {
+                let row = columns.hosts().index(host)? as usize;
+                rows.contains(&row)
+                    .then(|| (row, std::sync::Arc::clone(hardware)))
+            })
+            .collect();
+        taken.sort_by_key(|(row, _)| *row);
+        taken
     }
 
     /// The rows of hosts with claims and their sums, leaving out `except`.
@@ -563,6 +589,7 @@ mod tests {
             created_at: Timestamp(0),
             expires_at: Timestamp(1000),
             state: ClaimState::Pending,
+            hardware: None,
         }
     }
 

@@ -335,7 +335,9 @@ pub fn check_upsert(
 }
 
 /// True when `a` and `b` differ at most in the fields that live in numeric,
-/// status and flag columns, which can be patched row by row.
+/// status and flag columns, which can be patched row by row. Hardware
+/// changes rebuild the columns: a host's cells, CPUs and pools are rows of
+/// cluster-wide columns whose offsets move with them.
 fn same_shape(a: &Host, b: &Host) -> bool {
     a.id == b.id
         && a.name == b.name
@@ -346,6 +348,7 @@ fn same_shape(a: &Host, b: &Host) -> bool {
         && a.aggregates == b.aggregates
         && a.named_metrics == b.named_metrics
         && a.instances == b.instances
+        && a.hardware == b.hardware
 }
 
 #[cfg(test)]

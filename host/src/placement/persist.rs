@@ -140,7 +140,10 @@ fn claim_row(claim: &Claim) -> Result<ClaimRow, StoreError> {
     Ok(ClaimRow {
         vm_id: claim.vm_id.clone(),
         host_id: claim.host_id.clone(),
-        resources: to_json(&claim.resources)?,
+        resources: to_json(&StoredResources {
+            resources: claim.resources,
+            hardware: claim.hardware.clone(),
+        })?,
         decision_id: claim.decision_id,
         created_at_ms: claim.created_at.0,
         expires_at_ms: claim.expires_at.0,
@@ -149,6 +152,18 @@ fn claim_row(claim: &Claim) -> Result<ClaimRow, StoreError> {
             ClaimState::Confirmed { covered_from } => Some(covered_from),
         },
     })
+}
+
+/// A claim's `resources` column: its resources and, for a VM with
+/// hardware needs, the hardware it took. One JSON text, so claims with
+/// hardware need no new column, and rows written before hardware existed
+/// (resources only) read as claims of no hardware.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredResources {
+    #[serde(flatten)]
+    resources: Resources,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hardware: Option<std::sync::Arc<crate::hardware::claim::HardwareClaim>>,
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
@@ -180,7 +195,10 @@ pub async fn load(store: &Store, cluster_id: Uuid) -> Result<ClusterState, Store
     );
     let mut claims = Vec::with_capacity(rows.len());
     for row in rows {
-        let resources: Resources = serde_json::from_str(&row.resources)
+        let StoredResources {
+            resources,
+            hardware,
+        } = serde_json::from_str(&row.resources)
             .map_err(|e| StoreError::Corrupt(format!("claim of VM {}: {e}", row.vm_id)))?;
         claims.push(Claim {
             vm_id: row.vm_id,
@@ -193,6 +211,7 @@ pub async fn load(store: &Store, cluster_id: Uuid) -> Result<ClusterState, Store
                 None => ClaimState::Pending,
                 Some(covered_from) => ClaimState::Confirmed { covered_from },
             },
+            hardware,
         });
     }
     Ok(ClusterState::restore(hosts, claims))
@@ -203,6 +222,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::hardware::claim::{CellClaim, DeviceClaim, HardwareClaim};
     use crate::placement::hosts::HostUpdate;
     use crate::placement::test_store::{backends, store_with_cluster};
     use crate::snapshot::{Host, Snapshot};
@@ -228,6 +248,7 @@ mod tests {
             created_at: Timestamp(10),
             expires_at: Timestamp(20),
             state: ClaimState::Pending,
+            hardware: None,
         }
     }
 
@@ -266,7 +287,29 @@ mod tests {
             ];
             changes.extend(state.apply_updates(updates).expect("valid").1);
             for (vm, h) in [("v1", "c"), ("v2", "b"), ("v3", "d")] {
-                let c = claim(vm, h);
+                let mut c = claim(vm, h);
+                if vm == "v1" {
+                    // The specific hardware a claim took is stored with it.
+                    c.hardware = Some(std::sync::Arc::new(HardwareClaim {
+                        cells: vec![CellClaim {
+                            node: 1,
+                            pinning: vec![[0, 6]],
+                            cpus: vec![6, 7],
+                            memory_mib: 512.0,
+                            page_size_kib: Some(2048),
+                            pages: 256,
+                            ..CellClaim::default()
+                        }],
+                        devices: vec![DeviceClaim {
+                            address: "0000:3b:00.0".to_owned(),
+                            vendor_id: "10de".to_owned(),
+                            product_id: "1eb8".to_owned(),
+                            count: 1,
+                            ..DeviceClaim::default()
+                        }],
+                        ..HardwareClaim::default()
+                    }));
+                }
                 state.claims.insert(c.clone());
                 changes.push(Change::ClaimPut(c));
             }
@@ -302,6 +345,12 @@ mod tests {
                 Some(ClaimState::Confirmed { covered_from: 9 })
             );
             assert_eq!(loaded.claims().get("v1"), state.claims().get("v1"));
+            assert!(
+                loaded
+                    .claims()
+                    .get("v1")
+                    .is_some_and(|c| c.hardware.is_some())
+            );
         }
     }
 

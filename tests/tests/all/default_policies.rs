@@ -409,16 +409,27 @@ fn the_default_policy_skips_the_units_a_plain_request_does_not_concern() {
         skipped,
         [
             "PinToHost",
+            "Compatibility-Version",
+            "CPU-Level",
+            "CpuPinning",
+            "HostDevice",
+            "MDevice",
+            "Emulated-Machine",
             "HA",
+            "NUMA",
+            "HugePages",
             "Migration",
             "VmAffinityGroups",
             "VmToHostsAffinityGroups",
             "Network",
+            "Migration-Tsc-Frequency",
             "PreferredHosts",
             "HA",
             "OptimalForHaReservation",
             "VmAffinityGroups",
             "VmToHostsAffinityGroups",
+            "CPU for high performance VMs",
+            "CPU and NUMA pinning compatibility",
         ]
     );
     let json = serde_json::to_value(explain).expect("the record serialises");
@@ -426,4 +437,45 @@ fn the_default_policy_skips_the_units_a_plain_request_does_not_concern() {
         json["filters"][0]["skipped"],
         "the request has none of: dedicated-hosts, current-host"
     );
+}
+
+#[test]
+fn the_ovirt_policies_run_the_mandatory_hardware_filters_before_their_own() {
+    let units = units_by_name();
+    let inventory = cluster();
+    let mut vm = Vm {
+        id: "new".to_owned(),
+        memory_mib: 1_024.0,
+        memory_guaranteed_mib: 1_024.0,
+        ..Vm::default()
+    };
+    // No host of the cluster reports its cluster levels.
+    vm.hardware.compatibility_version = "4.8".to_owned();
+    let request = ScheduleRequest {
+        vm,
+        ..ScheduleRequest::default()
+    };
+    let mut checked = 0;
+    for (file, spec) in default_policies() {
+        if spec.name.starts_with("nova") {
+            continue;
+        }
+        let policy = compose(&file, &spec, units);
+        let decision = schedule(&policy, &inventory, &request).expect("scheduling runs");
+        assert_eq!(decision.chosen, None, "{file}");
+        let rejections: Vec<(&str, &str, &[u32])> = decision.explain.rejections().collect();
+        let (unit, reason, hosts) = rejections.first().copied().expect("a rejection");
+        assert_eq!(unit, "Compatibility-Version", "{file}: {rejections:?}");
+        assert_eq!(
+            hosts.len(),
+            3,
+            "{file}: every host, before the policy's own filters"
+        );
+        assert!(
+            reason.contains("reports no supported cluster levels; the VM needs 4.8"),
+            "{file}: {reason}"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 5, "oVirt's five policies");
 }

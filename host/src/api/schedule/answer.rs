@@ -112,6 +112,11 @@ pub struct InstanceAnswer {
     /// The explain summary (or the full record when asked for).
     #[schema(value_type = Object)]
     pub explain: Box<serde_json::value::RawValue>,
+    /// For a VM with hardware needs: the cells, CPUs, pages and devices it
+    /// takes on `host`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<crate::hardware::claim::HardwareClaim>)]
+    pub hardware: Option<std::sync::Arc<crate::hardware::claim::HardwareClaim>>,
 }
 
 /// Which form of [`ScheduleAnswer`] to render.
@@ -211,6 +216,7 @@ fn instances(
             vm_id: pick.vm_id.clone(),
             host: pick.host_id.clone(),
             explain,
+            hardware: pick.hardware.clone(),
         });
     }
     Ok(instances)

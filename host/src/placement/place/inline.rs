@@ -24,7 +24,7 @@ pub fn over_snapshot(
 ) -> Result<PlaceOutcome, PlaceError> {
     let (cluster, candidates) = build_with_candidates(snapshot, request.candidates.as_deref())?;
     let inventory = Arc::new(cluster.inventory);
-    let decision = pick_over(
+    let mut decision = pick_over(
         &inventory,
         &cluster.hosts,
         candidates,
@@ -32,6 +32,11 @@ pub fn over_snapshot(
         policy,
         params,
     )?;
+    // The same claim-time fit as over the held inventory, so the answer
+    // says which cells, CPUs and devices the VM would take; nothing is held.
+    let vm = inputs::to_vm_checked(&request.vm, &cluster.hosts, "vm")
+        .map_err(PlaceError::InvalidSnapshot)?;
+    let hardware = super::fit::claim_hardware(&inventory, &vm, &mut decision).map(Arc::new);
     let host_id = decision.chosen.map(|h| decision.explain.host_id(h));
     Ok(PlaceOutcome {
         complete: host_id.is_some(),
@@ -39,6 +44,7 @@ pub fn over_snapshot(
             vm_id: request.vm.id.clone(),
             host_id,
             decision,
+            hardware,
         }],
         not_tried: Vec::new(),
         claims: Vec::new(),

@@ -30,6 +30,7 @@
 //!   first that could not be (identical instances after it would fail the
 //!   same way).
 
+pub mod fit;
 mod inline;
 mod instances;
 mod once;
@@ -81,6 +82,8 @@ pub struct Pick {
     /// The chosen host's id; `None` when every candidate was rejected.
     pub host_id: Option<String>,
     pub decision: Decision,
+    /// The specific hardware taken on the host, for a VM that needs some.
+    pub hardware: Option<std::sync::Arc<crate::hardware::claim::HardwareClaim>>,
 }
 
 /// The result of a placement.
@@ -220,6 +223,8 @@ impl ClusterState {
         // Every claimed host, computed only if a pass over every host runs.
         let all_pending = std::cell::OnceCell::new();
         let pass = |view: Option<&Window>| {
+            let rows = view.map_or(0..columns.host_count(), |w| w.lo..w.hi);
+            let hardware = ClusterState::pending_hardware(columns, claims_held, &except, rows);
             let (pending, vms) = match view {
                 Some(w) => ClusterState::pending_in(columns, claims_held, &except, w.lo..w.hi),
                 None => (
@@ -236,6 +241,7 @@ impl ClusterState {
                 ids: &ids,
                 pending,
                 vms,
+                hardware,
                 first: (cx.policy, cx.params),
                 later,
                 hold_deadline: cx.hold_deadline,
@@ -281,7 +287,7 @@ impl ClusterState {
         let keep = !cx.dry_run && (done.complete || request.mode == Mode::BestEffort);
         let mut claims = Vec::new();
         if keep {
-            for (vm_id, row, stays) in done.placed {
+            for (vm_id, row, stays, hardware) in done.placed {
                 let Some(host_id) = columns.hosts().id(row as u32).map(str::to_owned) else {
                     continue;
                 };
@@ -301,6 +307,7 @@ impl ClusterState {
                     created_at: cx.now,
                     expires_at: cx.now.after(cx.claim_ttl),
                     state: ClaimState::Pending,
+                    hardware,
                 };
                 self.claims.insert(claim.clone());
                 changes.push(Change::ClaimPut(claim.clone()));

@@ -10,6 +10,7 @@ use sandpiper_model::GroupScope;
 
 use super::instances::candidate_rows;
 use super::{Pick, PlaceError};
+use crate::hardware::claim::{self as hardware_claim, HardwareClaim};
 use crate::pipeline::{self, ParamValues, Policy, ScheduleRequest};
 use crate::placement::columns::{Columns, PendingVm, Window};
 use crate::placement::request::PlaceRequest;
@@ -28,6 +29,9 @@ pub(super) struct Pass<'a> {
     /// The claimed VMs on the hosts considered; each pick adds its
     /// instance, so later picks see it in the VM columns.
     pub(super) vms: Vec<PendingVm<'a>>,
+    /// Claims of specific hardware by held row; each pick that takes
+    /// hardware adds to it.
+    pub(super) hardware: Vec<(usize, Arc<HardwareClaim>)>,
     pub(super) first: (&'a Policy, &'a ParamValues),
     /// The policy and parameters of instances after the first, when some
     /// filters run once per request.
@@ -39,8 +43,9 @@ pub(super) struct Pass<'a> {
 /// What a pass decided.
 pub(super) struct Passed {
     pub(super) picks: Vec<Pick>,
-    /// (instance, held row, whether the VM stays on its current host).
-    pub(super) placed: Vec<(String, usize, bool)>,
+    /// (instance, held row, whether the VM stays on its current host,
+    /// the hardware it took).
+    pub(super) placed: Vec<(String, usize, bool, Option<Arc<HardwareClaim>>)>,
     pub(super) complete: bool,
     /// What one instance takes.
     pub(super) resources: Resources,
@@ -58,6 +63,7 @@ pub(super) fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
         ids,
         mut pending,
         mut vms,
+        mut hardware,
         first,
         later,
         hold_deadline,
@@ -106,10 +112,19 @@ pub(super) fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
             });
         }
         let rows: Vec<(usize, Resources)> = pending.iter().map(|(&r, &p)| (r, p)).collect();
-        let inventory = Arc::new(match window {
+        let mut inventory = match window {
             Some(w) => columns.window_with_pending(w, &rows, &vms),
             None => columns.with_pending(&rows, &vms),
-        });
+        };
+        let taken: Vec<(usize, &HardwareClaim)> = hardware
+            .iter()
+            .filter_map(|(row, claim)| {
+                let local = row.checked_sub(offset)?;
+                (local < host_count).then_some((local, claim.as_ref()))
+            })
+            .collect();
+        hardware_claim::apply(&mut inventory, &taken);
+        let inventory = Arc::new(inventory);
         vm.id = id.clone();
         let (policy, params) = match (later, i) {
             (Some(later), 1..) => later,
@@ -121,13 +136,14 @@ pub(super) fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
             candidates: candidates.clone(),
             params: params.clone(),
         };
-        let decision =
+        let mut decision =
             pipeline::schedule(policy, &inventory, &schedule_request).map_err(|error| {
                 PlaceError::Schedule {
                     instance: id.clone(),
                     error: Box::new(error),
                 }
             })?;
+        let took = super::fit::claim_hardware(&inventory, &vm, &mut decision).map(Arc::new);
         let Some(host) = decision.chosen else {
             failed_over = candidates
                 .as_ref()
@@ -136,6 +152,7 @@ pub(super) fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
                 vm_id: id.clone(),
                 host_id: None,
                 decision,
+                hardware: None,
             });
             break;
         };
@@ -159,15 +176,19 @@ pub(super) fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
                 id: id.as_str(),
                 resources,
             });
+            if let Some(took) = &took {
+                hardware.push((row, Arc::clone(took)));
+            }
         }
         for group in vm.groups.iter_mut().filter(|g| g.scope == GroupScope::Vms) {
             group.hosts.push(host);
         }
-        placed.push((id.clone(), row, stays));
+        placed.push((id.clone(), row, stays, took.clone()));
         picks.push(Pick {
             vm_id: id.clone(),
             host_id: hosts.id(host).map(str::to_owned),
             decision,
+            hardware: took,
         });
     }
     Ok(Some(Passed {

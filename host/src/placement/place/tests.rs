@@ -697,3 +697,147 @@ fn a_cluster_of_a_thousand_hosts_is_considered_whole_by_default() {
     let json = serde_json::to_value(explain).expect("serialises");
     assert_eq!(json["considered"], considered);
 }
+
+/// A host with one NUMA cell of 4 CPUs (2 dedicated, siblings 2 and 3)
+/// and `gpus` GPUs, each a pool of one.
+fn hardware_host(id: &str, gpus: usize) -> Host {
+    let devices: Vec<String> = (0..gpus)
+        .map(|i| {
+            format!(
+                r#"{{"address": "0000:3b:00.{i}", "vendor_id": "10de", "product_id": "1eb8",
+                     "numa_node": 0}}"#
+            )
+        })
+        .collect();
+    let mut host: Host = crate::snapshot::from_json(&format!(
+        r#"{{"id": "{id}", "hardware": {{
+            "numa_cells": [{{"node": 0, "memory_mib": 8192, "cpus": [0, 1, 2, 3],
+                             "dedicated_cpus": [2, 3],
+                             "pages": [{{"size_kib": 2048, "total": 1024, "free": 1024}}]}}],
+            "pci_devices": [{}]}}}}"#,
+        devices.join(", ")
+    ))
+    .expect("a valid host");
+    host.metrics = self::host(id, 8192.0).metrics;
+    host
+}
+
+fn hardware_cluster(hosts: Vec<Host>) -> ClusterState {
+    let mut state = ClusterState::new();
+    state
+        .replace_snapshot(
+            1,
+            Snapshot {
+                hosts,
+                vms: Vec::new(),
+            },
+        )
+        .expect("valid snapshot");
+    state
+}
+
+fn hardware_vm(id: &str, hardware: &str) -> VmSpec {
+    let mut vm: VmSpec = crate::snapshot::from_json(&format!(
+        r#"{{"id": "{id}", "memory_mib": 1024, "vcpus": 2, "hardware": {hardware}}}"#
+    ))
+    .expect("a valid VM");
+    vm.id = id.to_owned();
+    vm
+}
+
+#[test]
+fn two_decisions_never_take_the_last_gpu_or_the_last_pinned_cores() {
+    let policy = policy();
+    let mut state = hardware_cluster(vec![hardware_host("gpu", 1), hardware_host("plain", 0)]);
+    let gpu = r#"{"pci_requests": [{"specs": [{"vendor_id": "10de"}]}]}"#;
+    let first = place(
+        &mut state,
+        &policy,
+        &request(hardware_vm("g1", gpu), 1, Mode::AllOrNothing),
+    )
+    .expect("decided");
+    assert_eq!(hosts_of(&first), [Some("gpu")]);
+    let taken = first.claims[0].hardware.as_ref().expect("a hardware claim");
+    assert_eq!(taken.devices[0].address, "0000:3b:00.0");
+    assert_eq!(
+        first.picks[0].decision.explain.hardware.as_ref(),
+        Some(taken)
+    );
+
+    // The policy has no PCI filter and may well pick `gpu` again: the
+    // claim-time fit refuses it, with the reason, and no host is left.
+    let second = place(
+        &mut state,
+        &policy,
+        &request(hardware_vm("g2", gpu), 1, Mode::AllOrNothing),
+    )
+    .expect("decided");
+    assert_eq!(hosts_of(&second), [None]);
+    assert!(second.claims.is_empty());
+    let explain = &second.picks[0].decision.explain;
+    let refusals: Vec<_> = explain
+        .rejections()
+        .filter(|(unit, _, _)| *unit == fit::CLAIM_UNIT)
+        .map(|(_, reason, hosts)| (reason.to_owned(), hosts.len()))
+        .collect();
+    assert_eq!(
+        refusals,
+        [(
+            "PCI request 0: 0 free matching devices, 1 needed".to_owned(),
+            2
+        )]
+    );
+
+    // Releasing the claim gives the GPU back.
+    state.release("g1").expect("g1 holds a claim");
+    let third = place(
+        &mut state,
+        &policy,
+        &request(hardware_vm("g3", gpu), 1, Mode::AllOrNothing),
+    )
+    .expect("decided");
+    assert_eq!(hosts_of(&third), [Some("gpu")]);
+
+    // Pinned cores: one host with 2 dedicated CPUs takes one 2-vCPU
+    // dedicated VM, then none; the pinned CPUs are the claim's.
+    let mut state = hardware_cluster(vec![hardware_host("numa", 0)]);
+    let pinned = r#"{"cpu_policy": "dedicated"}"#;
+    let first = place(
+        &mut state,
+        &policy,
+        &request(hardware_vm("p1", pinned), 1, Mode::AllOrNothing),
+    )
+    .expect("decided");
+    let cells = &first.claims[0].hardware.as_ref().expect("pinned").cells;
+    assert_eq!(cells[0].node, 0);
+    let mut cpus = cells[0].cpus.clone();
+    cpus.sort_unstable();
+    assert_eq!(cpus, [2, 3]);
+    let second = place(
+        &mut state,
+        &policy,
+        &request(hardware_vm("p2", pinned), 1, Mode::AllOrNothing),
+    )
+    .expect("decided");
+    assert_eq!(hosts_of(&second), [None]);
+
+    // Two instances in one request: the second sees the first's pages.
+    let mut state = hardware_cluster(vec![hardware_host("numa", 0)]);
+    let pages =
+        r#"{"page_size": 2048, "numa_cells": [{"shared_vcpus": [0, 1], "memory_mib": 1024}]}"#;
+    let mut two = request(hardware_vm("h", pages), 2, Mode::BestEffort);
+    two.vm.memory_mib = 1024.0;
+    let outcome = place(&mut state, &policy, &two).expect("decided");
+    assert_eq!(outcome.claims.len(), 2);
+    for claim in &outcome.claims {
+        let cell = &claim.hardware.as_ref().expect("pages").cells[0];
+        assert_eq!((cell.page_size_kib, cell.pages), (Some(2048), 512));
+    }
+    let third = place(
+        &mut state,
+        &policy,
+        &request(hardware_vm("h3", pages), 1, Mode::AllOrNothing),
+    )
+    .expect("decided");
+    assert_eq!(hosts_of(&third), [None], "the 1024 free pages are taken");
+}

@@ -15,20 +15,24 @@
 //! * the VM's CPU pinning policy is its extra spec
 //!   `ovirt:cpu_pinning_policy` = `none` (also when absent), `manual`,
 //!   `resize_and_pin_numa`, `dedicated` or `isolate_threads` (oVirt's
-//!   `CpuPinningPolicy`, lower case). Nova's filters ignore the `ovirt:`
-//!   scope. Any other value rejects every host, naming the value;
-//! * the host's NUMA node count is its capability `numa_nodes` (absent:
+//!   `CpuPinningPolicy`, lower case), or without it the hardware
+//!   `cpu_policy` and `thread_policy` (`sandpiper_ovirt::pinning`). Nova's
+//!   filters ignore the `ovirt:` scope. Any other value, or `mixed`,
+//!   rejects every host, naming it;
+//! * the host's NUMA node count is the number of its NUMA cells (WIT
+//!   0.2.0), or when it reports none its capability `numa_nodes` (absent:
 //!   none, so `resize_and_pin_numa` fails there, as in oVirt when a host
 //!   reports no NUMA nodes).
 //!
-//! Data: `cpu-sockets`, `cpu-cores`, `cpu-threads`, capability `numa_nodes`,
-//! the VM's `cpu-threads-per-core` and extra specs.
+//! Data: `cpu-sockets`, `cpu-cores`, `cpu-threads`, `numa-cells`, capability
+//! `numa_nodes`, the VM's `cpu-threads-per-core`, extra specs and hardware
+//! `cpu_policy`, `thread_policy`.
 
 use sandpiper_guest::prelude::*;
+use sandpiper_ovirt::numa::node_count;
+use sandpiper_ovirt::pinning::PinningPolicy;
 use sandpiper_ovirt::value;
 
-/// The VM extra spec carrying oVirt's CPU pinning policy.
-pub const PINNING_POLICY_SPEC: &str = "ovirt:cpu_pinning_policy";
 /// The host capability carrying its NUMA node count.
 pub const NUMA_NODES_CAPABILITY: &str = "numa_nodes";
 
@@ -41,20 +45,16 @@ enum Policy {
 }
 
 impl Policy {
-    /// The policy named by the VM's extra spec; `Err` with the value when
-    /// it is none of oVirt's.
+    /// The VM's policy (`sandpiper_ovirt::pinning`); `Err` with a sentence
+    /// when it is none of oVirt's.
     fn of(vm: &Vm) -> Result<Policy, String> {
-        let value = vm
-            .extra_specs
-            .iter()
-            .find(|spec| spec.key == PINNING_POLICY_SPEC)
-            .map_or("none", |spec| spec.value.trim());
-        match value {
-            "" | "none" | "manual" | "isolate_threads" => Ok(Policy::Unconstrained),
-            "resize_and_pin_numa" => Ok(Policy::ResizeAndPinNuma),
-            "dedicated" => Ok(Policy::Dedicated),
-            other => Err(other.to_owned()),
-        }
+        Ok(match PinningPolicy::of(vm)? {
+            PinningPolicy::None | PinningPolicy::Manual | PinningPolicy::IsolateThreads => {
+                Policy::Unconstrained
+            }
+            PinningPolicy::ResizeAndPinNuma => Policy::ResizeAndPinNuma,
+            PinningPolicy::Dedicated => Policy::Dedicated,
+        })
     }
 }
 
@@ -77,11 +77,8 @@ impl Filter for CpuTopology {
         let vm = cx.vm();
         let policy = match Policy::of(vm) {
             Ok(policy) => policy,
-            Err(value) => {
-                rejections.reject_all(
-                    candidates,
-                    format!("unknown CPU pinning policy {value:?} in {PINNING_POLICY_SPEC}"),
-                );
+            Err(reason) => {
+                rejections.reject_all(candidates, reason);
                 return rejections.into_vec();
             }
         };
@@ -107,7 +104,7 @@ impl Filter for CpuTopology {
                 Policy::ResizeAndPinNuma => {
                     if (cores / sockets).trunc() <= 1.0 {
                         rejections.reject(h, "one core per socket; resize-and-pin-NUMA needs more");
-                    } else if numa_nodes(&host) != Some(sockets) {
+                    } else if numa_nodes(cx.inventory(), &host) != Some(sockets) {
                         rejections.reject(
                             h,
                             "NUMA nodes differ from sockets; resize-and-pin-NUMA needs one per socket",
@@ -125,8 +122,13 @@ impl Filter for CpuTopology {
     }
 }
 
-/// The host's NUMA node count from its `numa_nodes` capability.
-fn numa_nodes(host: &HostRef<'_>) -> Option<f64> {
+/// The host's NUMA node count: its NUMA cells when it reports any (WIT
+/// 0.2.0), else its `numa_nodes` capability.
+fn numa_nodes(inventory: &Inventory, host: &HostRef<'_>) -> Option<f64> {
+    let cells = node_count(inventory, host.index());
+    if cells > 0 {
+        return Some(cells as f64);
+    }
     host.capability(NUMA_NODES_CAPABILITY)
         .and_then(|nodes| nodes.trim().parse::<f64>().ok())
 }

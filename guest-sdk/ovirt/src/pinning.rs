@@ -1,0 +1,647 @@
+//! oVirt's CPU pinning: the VM's pinning policy (`CpuPinningPolicy`), its
+//! manual pinning string (`CpuPinningHelper`), a host's CPUs as oVirt's
+//! `VdsCpuUnit`s, and the exclusive allocation of `VdsCpuUnitPinningHelper`
+//! (`updatePhysicalCpuAllocations`) that `CpuPinning` filters with and
+//! `CPU for high performance VMs` weighs by.
+//!
+//! Encodings (docs/units.md, "oVirt data conventions"):
+//! * the policy is the extra spec `ovirt:cpu_pinning_policy` (`none`,
+//!   `manual`, `resize_and_pin_numa`, `dedicated`, `isolate_threads`) when
+//!   set, else the VM's hardware `cpu_policy`: `dedicated` is oVirt's
+//!   `DEDICATED`, or `ISOLATE_THREADS` with `thread_policy` `isolate`;
+//!   `shared` is `NONE` (or `MANUAL` when a pinning string is set);
+//!   `mixed` has no oVirt equivalent and is refused;
+//! * the manual pinning string (`VM.getVmPinning()`, `0#1,2_1#3-5`) is the
+//!   extra spec `ovirt:cpu_pinning`;
+//! * a host's CPUs are its NUMA cells' `cpus`; those flagged `dedicated`
+//!   may be pinned exclusively (oVirt has no split: an oVirt host lists
+//!   every online CPU as dedicated), those flagged `pinned` are already
+//!   exclusively pinned (pending placements included); a CPU's socket is
+//!   its cell's, its core the `cores` entry.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use sandpiper_guest::Inventory;
+use sandpiper_guest::model::hardware::{CellMetric, CpuPolicy, NONE, PcpuFlag, ThreadPolicy};
+use sandpiper_guest::prelude::*;
+
+/// The VM extra spec carrying oVirt's CPU pinning policy.
+pub const PINNING_POLICY_SPEC: &str = "ovirt:cpu_pinning_policy";
+/// The VM extra spec carrying oVirt's manual CPU pinning string.
+pub const CPU_PINNING_SPEC: &str = "ovirt:cpu_pinning";
+/// The prefix both specs share, for `applies_to`.
+pub const CPU_PINNING_PREFIX: &str = "ovirt:cpu_pinning";
+
+/// oVirt's `CpuPinningPolicy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PinningPolicy {
+    None,
+    Manual,
+    ResizeAndPinNuma,
+    Dedicated,
+    IsolateThreads,
+}
+
+impl PinningPolicy {
+    /// The VM's policy; `Err` with a sentence when it names none of oVirt's.
+    pub fn of(vm: &Vm) -> Result<PinningPolicy, String> {
+        if let Some(value) = extra_spec(vm, PINNING_POLICY_SPEC) {
+            return match value.trim() {
+                "" | "none" => Ok(PinningPolicy::None),
+                "manual" => Ok(PinningPolicy::Manual),
+                "resize_and_pin_numa" => Ok(PinningPolicy::ResizeAndPinNuma),
+                "dedicated" => Ok(PinningPolicy::Dedicated),
+                "isolate_threads" => Ok(PinningPolicy::IsolateThreads),
+                other => Err(format!(
+                    "unknown CPU pinning policy {other:?} in {PINNING_POLICY_SPEC}"
+                )),
+            };
+        }
+        let hardware = &vm.hardware;
+        match hardware.cpu_policy {
+            // A pinning string without a policy is oVirt's manual pinning.
+            CpuPolicy::Shared
+                if extra_spec(vm, CPU_PINNING_SPEC).is_some_and(|text| !text.trim().is_empty()) =>
+            {
+                Ok(PinningPolicy::Manual)
+            }
+            CpuPolicy::Shared => Ok(PinningPolicy::None),
+            CpuPolicy::Dedicated if hardware.thread_policy == ThreadPolicy::Isolate => {
+                Ok(PinningPolicy::IsolateThreads)
+            }
+            CpuPolicy::Dedicated => Ok(PinningPolicy::Dedicated),
+            CpuPolicy::Mixed => {
+                Err("CPU policy mixed has no oVirt equivalent (dedicated or shared)".to_owned())
+            }
+        }
+    }
+
+    /// oVirt's `isExclusive`: the host CPUs are the VM's alone.
+    pub fn is_exclusive(self) -> bool {
+        matches!(
+            self,
+            PinningPolicy::Dedicated | PinningPolicy::IsolateThreads
+        )
+    }
+}
+
+/// The value of the VM's extra spec `key`, if set.
+pub fn extra_spec<'a>(vm: &'a Vm, key: &str) -> Option<&'a str> {
+    vm.extra_specs
+        .iter()
+        .find(|spec| spec.key == key)
+        .map(|spec| spec.value.as_str())
+}
+
+/// The VM's manual pinning (`ovirt:cpu_pinning`), vCPU → host CPUs;
+/// empty when unset. `Err` names a malformed rule.
+pub fn manual_pinning(vm: &Vm) -> Result<BTreeMap<u32, BTreeSet<u32>>, String> {
+    match extra_spec(vm, CPU_PINNING_SPEC) {
+        None => Ok(BTreeMap::new()),
+        Some(text) => parse_pinning(text),
+    }
+}
+
+/// Parses oVirt's pinning string `vcpu#cpus_vcpu#cpus`, where `cpus` is a
+/// comma list of numbers, ranges `a-b` and exclusions `^n`
+/// (`CpuPinningHelper.parseCpuPinning`).
+pub fn parse_pinning(text: &str) -> Result<BTreeMap<u32, BTreeSet<u32>>, String> {
+    let text = text.trim();
+    let mut pinning = BTreeMap::new();
+    if text.is_empty() {
+        return Ok(pinning);
+    }
+    let bad = |rule: &str| format!("malformed CPU pinning rule {rule:?} in {CPU_PINNING_SPEC}");
+    for rule in text.split('_') {
+        let (vcpu, cpus) = rule.split_once('#').ok_or_else(|| bad(rule))?;
+        let vcpu: u32 = vcpu.trim().parse().map_err(|_| bad(rule))?;
+        let mut include = BTreeSet::new();
+        let mut exclude = BTreeSet::new();
+        for section in cpus.split(',') {
+            let section = section.trim();
+            if let Some(excluded) = section.strip_prefix('^') {
+                exclude.insert(excluded.parse::<u32>().map_err(|_| bad(rule))?);
+            } else if let Some((start, end)) = section.split_once('-') {
+                let start: u32 = start.parse().map_err(|_| bad(rule))?;
+                let end: u32 = end.parse().map_err(|_| bad(rule))?;
+                if start >= end {
+                    return Err(bad(rule));
+                }
+                include.extend(start..=end);
+            } else {
+                include.insert(section.parse::<u32>().map_err(|_| bad(rule))?);
+            }
+        }
+        let cpus: BTreeSet<u32> = include.difference(&exclude).copied().collect();
+        pinning
+            .entry(vcpu)
+            .or_insert_with(BTreeSet::new)
+            .extend(cpus);
+    }
+    Ok(pinning)
+}
+
+/// One host CPU, as oVirt's `VdsCpuUnit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuUnit {
+    /// The CPU's number on its host.
+    pub cpu: u32,
+    /// Its core, unique on the host.
+    pub core: u32,
+    /// Its socket (its cell's), `NONE` when not reported.
+    pub socket: u32,
+    /// Its cell, cluster-wide index.
+    pub cell: usize,
+    /// May be pinned exclusively.
+    pub dedicated: bool,
+    /// Pinned exclusively by a VM (pending placements included).
+    pub pinned: bool,
+}
+
+/// Every CPU of host `host`'s NUMA cells, in cell order; empty when the
+/// host reports no cells or no CPUs (oVirt's "no CPU topology").
+pub fn host_cpus(inventory: &Inventory, host: u32) -> Vec<CpuUnit> {
+    let topology = inventory.numa_topology();
+    let cpus = inventory.cell_cpus();
+    let dedicated = inventory.pcpu_flag(PcpuFlag::Dedicated);
+    let pinned = inventory.pcpu_flag(PcpuFlag::Pinned);
+    let mut units = Vec::new();
+    for cell in topology.host_cells(host as usize) {
+        let socket = topology.sockets.get(cell).copied().unwrap_or(NONE);
+        for entry in cpus.cell(cell) {
+            let (Some(&cpu), Some(&core)) = (cpus.cpus.get(entry), cpus.cores.get(entry)) else {
+                continue;
+            };
+            units.push(CpuUnit {
+                cpu,
+                core,
+                socket,
+                cell,
+                dedicated: dedicated.get(entry).copied().unwrap_or(false),
+                pinned: pinned.get(entry).copied().unwrap_or(false),
+            });
+        }
+    }
+    units
+}
+
+/// The VM's virtual topology as oVirt's allocation reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VmTopology {
+    pub sockets: u32,
+    pub cores_per_socket: u32,
+    pub threads_per_core: u32,
+}
+
+impl VmTopology {
+    /// The VM's sockets, cores per socket and threads per core (0 read as 1).
+    pub fn of(vm: &Vm) -> Self {
+        VmTopology {
+            sockets: vm.cpu_sockets.max(1),
+            cores_per_socket: vm.cpu_cores_per_socket.max(1),
+            threads_per_core: vm.cpu_threads_per_core.max(1),
+        }
+    }
+
+    /// oVirt's `getNumOfCpus`: sockets × cores × threads.
+    pub fn cpus(&self) -> u32 {
+        self.sockets * self.cores_per_socket * self.threads_per_core
+    }
+}
+
+/// What the exclusive allocation needs of the VM's vNUMA cells: the
+/// memory of its first cell (oVirt assumes all cells are equal) and how
+/// many cells there are. `None` without vNUMA.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct VnumaNeed {
+    pub first_cell_mib: f64,
+    pub cells: u32,
+}
+
+impl VnumaNeed {
+    pub fn of(vm: &Vm) -> Option<Self> {
+        let cells = &vm.hardware.numa_cells;
+        cells.first().map(|first| VnumaNeed {
+            first_cell_mib: first.memory_mib,
+            cells: cells.len() as u32,
+        })
+    }
+}
+
+/// The host CPUs oVirt's `updatePhysicalCpuAllocations` would pin a
+/// `DEDICATED` or `ISOLATE_THREADS` VM to on `cpus` (the host's CPUs),
+/// `None` when it cannot. Only dedicated, unpinned CPUs are taken. With
+/// vNUMA, sockets whose cells' free memory is below the VM's first cell
+/// are left out, and a socket takes as many virtual sockets as its free
+/// memory holds cells (`filterSocketsWithInsufficientMemoryForNumaNode`,
+/// `getVirtualNumaNodesInSocket`).
+pub fn allocate_exclusive(
+    cpus: &[CpuUnit],
+    policy: PinningPolicy,
+    topology: VmTopology,
+    vnuma: Option<VnumaNeed>,
+    cell_free_mib: &[f64],
+) -> Option<Vec<CpuUnit>> {
+    // oVirt's topology holds every online CPU; ours may mark some shared only.
+    let mut units: Vec<Unit> = cpus
+        .iter()
+        .filter(|cpu| cpu.dedicated)
+        .map(|&cpu| Unit {
+            cpu,
+            taken: cpu.pinned,
+        })
+        .collect();
+    if units.is_empty() {
+        return None;
+    }
+    let mut socket_cells = Vec::new();
+    if let Some(need) = vnuma {
+        // Sockets whose cells cannot hold one vNUMA cell are dropped.
+        let sockets: Vec<u32> = distinct(units.iter().map(|u| u.cpu.socket));
+        for socket in sockets {
+            let free = socket_free_mib(&units, socket, cell_free_mib);
+            if free < need.first_cell_mib {
+                units.retain(|u| u.cpu.socket != socket);
+            } else {
+                socket_cells.push((socket, free));
+            }
+        }
+        if units.is_empty() {
+            return None;
+        }
+    }
+    let allocated = match policy {
+        PinningPolicy::Dedicated => allocate_dedicated(&mut units, topology, vnuma, &socket_cells),
+        PinningPolicy::IsolateThreads => {
+            allocate_isolated(&mut units, topology, vnuma, &socket_cells)
+        }
+        _ => return None,
+    };
+    let allocated: Vec<CpuUnit> = allocated.into_iter().map(|i| units[i].cpu).collect();
+    let wanted = topology.cpus() as usize;
+    let fits = if policy == PinningPolicy::IsolateThreads {
+        let cores: BTreeSet<(u32, u32)> = allocated.iter().map(|u| (u.socket, u.core)).collect();
+        cores.len() == wanted
+    } else {
+        allocated.len() == wanted
+    };
+    fits.then_some(allocated)
+}
+
+/// A CPU in the allocation's working copy.
+#[derive(Clone, Copy)]
+struct Unit {
+    cpu: CpuUnit,
+    taken: bool,
+}
+
+/// Distinct values in first-seen order.
+fn distinct<T: PartialEq + Copy>(values: impl Iterator<Item = T>) -> Vec<T> {
+    let mut seen = Vec::new();
+    for value in values {
+        if !seen.contains(&value) {
+            seen.push(value);
+        }
+    }
+    seen
+}
+
+/// Free memory of the cells the socket's CPUs sit in.
+fn socket_free_mib(units: &[Unit], socket: u32, cell_free_mib: &[f64]) -> f64 {
+    distinct(
+        units
+            .iter()
+            .filter(|u| u.cpu.socket == socket)
+            .map(|u| u.cpu.cell),
+    )
+    .into_iter()
+    .map(|cell| cell_free_mib.get(cell).copied().unwrap_or(0.0).max(0.0))
+    .sum()
+}
+
+/// oVirt's `getMaxFreedSocket`: the socket with the most free CPUs, the
+/// first on a tie (and the first socket when none has any).
+fn max_free_socket(units: &[Unit]) -> u32 {
+    let sockets = distinct(units.iter().map(|u| u.cpu.socket));
+    let mut chosen = sockets[0];
+    let mut best = 0;
+    for socket in sockets {
+        let free = units
+            .iter()
+            .filter(|u| u.cpu.socket == socket && !u.taken)
+            .count();
+        if free > best {
+            best = free;
+            chosen = socket;
+        }
+    }
+    chosen
+}
+
+/// How many virtual sockets one physical socket may take with vNUMA
+/// (`amountOfVSocketsInPSockets`); unlimited without.
+fn vsockets_in_socket(
+    socket: u32,
+    topology: VmTopology,
+    vnuma: Option<VnumaNeed>,
+    socket_cells: &[(u32, f64)],
+) -> u32 {
+    let Some(need) = vnuma else {
+        return u32::MAX;
+    };
+    let free = socket_cells
+        .iter()
+        .find(|(s, _)| *s == socket)
+        .map_or(0.0, |(_, free)| *free);
+    let cells_fitting = if need.first_cell_mib > 0.0 {
+        (free / need.first_cell_mib)
+            .floor()
+            .min(f64::from(u32::MAX)) as u32
+    } else {
+        u32::MAX
+    };
+    let cells_per_vsocket = need.cells.div_ceil(topology.sockets).max(1);
+    cells_fitting / cells_per_vsocket
+}
+
+/// `allocateDedicatedCpus`: whole virtual cores on free threads of one
+/// physical core, socket by socket, most free socket first; a socket's
+/// cores that do not complete a virtual socket are given back.
+fn allocate_dedicated(
+    units: &mut [Unit],
+    topology: VmTopology,
+    vnuma: Option<VnumaNeed>,
+    socket_cells: &[(u32, f64)],
+) -> Vec<usize> {
+    let wanted = topology.cpus() as usize;
+    let threads = topology.threads_per_core as usize;
+    let per_socket = topology.cores_per_socket;
+    let mut allocated: Vec<usize> = Vec::new();
+    let mut sockets_left = topology.sockets;
+    let mut online_sockets = distinct(units.iter().map(|u| u.cpu.socket)).len();
+    while online_sockets > 0 && sockets_left > 0 {
+        let socket = max_free_socket(units);
+        let limit = vsockets_in_socket(socket, topology, vnuma, socket_cells);
+        let cores = distinct(
+            units
+                .iter()
+                .filter(|u| u.cpu.socket == socket)
+                .map(|u| u.cpu.core),
+        );
+        let mut core_count: u32 = 0;
+        for core in cores {
+            let mut free: Vec<usize> = (0..units.len())
+                .filter(|&i| {
+                    units[i].cpu.socket == socket && units[i].cpu.core == core && !units[i].taken
+                })
+                .collect();
+            let mut core_threads = free.len();
+            while core_threads >= threads
+                && allocated.len() < wanted
+                && core_count / per_socket < limit
+            {
+                let mut thread = 0;
+                while thread < threads && allocated.len() < wanted {
+                    let i = free.remove(0);
+                    units[i].taken = true;
+                    allocated.push(i);
+                    thread += 1;
+                }
+                core_count += 1;
+                core_threads -= threads;
+            }
+        }
+        sockets_left = sockets_left.saturating_sub(core_count / per_socket);
+        let remainder = (core_count % per_socket) as usize;
+        for _ in 0..remainder * threads {
+            if let Some(i) = allocated.pop() {
+                units[i].taken = false;
+            }
+        }
+        online_sockets -= 1;
+    }
+    if sockets_left > 0 {
+        return Vec::new();
+    }
+    allocated
+}
+
+/// `allocateIsolatedThreadsCpus`: one vCPU per whole free physical core
+/// (all its threads taken), socket by socket.
+fn allocate_isolated(
+    units: &mut [Unit],
+    topology: VmTopology,
+    vnuma: Option<VnumaNeed>,
+    socket_cells: &[(u32, f64)],
+) -> Vec<usize> {
+    let wanted = topology.cpus();
+    let per_socket = topology.cores_per_socket;
+    let threads = topology.threads_per_core;
+    let mut allocated: Vec<usize> = Vec::new();
+    let mut allocated_vcpus: u32 = 0;
+    let mut sockets_left = topology.sockets;
+    let mut online_sockets = distinct(units.iter().map(|u| u.cpu.socket)).len();
+    while online_sockets > 0 && sockets_left > 0 {
+        let socket = max_free_socket(units);
+        let limit = vsockets_in_socket(socket, topology, vnuma, socket_cells);
+        let cores = distinct(
+            units
+                .iter()
+                .filter(|u| u.cpu.socket == socket)
+                .map(|u| u.cpu.core),
+        );
+        let mut core_count: u32 = 0;
+        for core in cores {
+            let in_core: Vec<usize> = (0..units.len())
+                .filter(|&i| units[i].cpu.socket == socket && units[i].cpu.core == core)
+                .collect();
+            if in_core.iter().any(|&i| units[i].taken) {
+                continue;
+            }
+            if allocated_vcpus < wanted && core_count / per_socket < limit {
+                for &i in &in_core {
+                    units[i].taken = true;
+                    allocated.push(i);
+                }
+                allocated_vcpus += 1;
+                if allocated_vcpus.is_multiple_of(threads) {
+                    core_count += 1;
+                }
+            }
+        }
+        sockets_left = sockets_left.saturating_sub(core_count / per_socket);
+        for _ in 0..core_count % per_socket {
+            // Give back the last core taken, all its threads.
+            if let Some(&last) = allocated.last() {
+                let (socket, core) = (units[last].cpu.socket, units[last].cpu.core);
+                allocated.retain(|&i| {
+                    let same = units[i].cpu.socket == socket && units[i].cpu.core == core;
+                    if same {
+                        units[i].taken = false;
+                    }
+                    !same
+                });
+                allocated_vcpus = allocated_vcpus.saturating_sub(1);
+            }
+        }
+        online_sockets -= 1;
+    }
+    if sockets_left > 0 {
+        return Vec::new();
+    }
+    allocated
+}
+
+/// Each cell's free memory, MiB (cluster-wide cell index).
+pub fn cell_free_mib(inventory: &Inventory) -> &[f64] {
+    inventory.cell_metric(CellMetric::MemoryFreeMib)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(cpu: u32, core: u32, socket: u32, cell: usize) -> CpuUnit {
+        CpuUnit {
+            cpu,
+            core,
+            socket,
+            cell,
+            dedicated: true,
+            pinned: false,
+        }
+    }
+
+    /// 2 sockets × 2 cores × 2 threads, one cell per socket.
+    fn host() -> Vec<CpuUnit> {
+        vec![
+            unit(0, 0, 0, 0),
+            unit(1, 0, 0, 0),
+            unit(2, 1, 0, 0),
+            unit(3, 1, 0, 0),
+            unit(4, 2, 1, 1),
+            unit(5, 2, 1, 1),
+            unit(6, 3, 1, 1),
+            unit(7, 3, 1, 1),
+        ]
+    }
+
+    fn topology(sockets: u32, cores: u32, threads: u32) -> VmTopology {
+        VmTopology {
+            sockets,
+            cores_per_socket: cores,
+            threads_per_core: threads,
+        }
+    }
+
+    #[test]
+    fn parses_ovirt_pinning_strings() {
+        let pinning = parse_pinning("0#1,2_1#3-5,^4").unwrap();
+        assert_eq!(pinning[&0], BTreeSet::from([1, 2]));
+        assert_eq!(pinning[&1], BTreeSet::from([3, 5]));
+        assert!(parse_pinning("0#").is_err());
+        assert!(parse_pinning("x#1").is_err());
+        assert!(parse_pinning("0#5-3").is_err());
+        assert!(parse_pinning("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn dedicated_fills_the_freest_socket_first() {
+        let got = allocate_exclusive(
+            &host(),
+            PinningPolicy::Dedicated,
+            topology(1, 2, 2),
+            None,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(got.iter().map(|u| u.cpu).collect::<Vec<_>>(), [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn dedicated_needs_whole_virtual_sockets() {
+        let mut cpus = host();
+        cpus[0].pinned = true;
+        cpus[4].pinned = true;
+        // Each socket has one whole free core left: no socket holds 2 cores.
+        assert!(
+            allocate_exclusive(
+                &cpus,
+                PinningPolicy::Dedicated,
+                topology(1, 2, 2),
+                None,
+                &[]
+            )
+            .is_none()
+        );
+        // One core of two threads still fits.
+        assert!(
+            allocate_exclusive(
+                &cpus,
+                PinningPolicy::Dedicated,
+                topology(1, 1, 2),
+                None,
+                &[]
+            )
+            .is_some()
+        );
+    }
+
+    #[test]
+    fn isolate_threads_takes_whole_cores() {
+        let got = allocate_exclusive(
+            &host(),
+            PinningPolicy::IsolateThreads,
+            topology(1, 2, 1),
+            None,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(got.len(), 4, "two vCPUs, each with a whole 2-thread core");
+        assert!(
+            allocate_exclusive(
+                &host(),
+                PinningPolicy::IsolateThreads,
+                topology(1, 5, 1),
+                None,
+                &[]
+            )
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn shared_only_cpus_are_never_pinned() {
+        let mut cpus = host();
+        for cpu in &mut cpus {
+            cpu.dedicated = false;
+        }
+        assert!(
+            allocate_exclusive(
+                &cpus,
+                PinningPolicy::Dedicated,
+                topology(1, 1, 1),
+                None,
+                &[]
+            )
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn vnuma_memory_rules_sockets_out() {
+        let need = Some(VnumaNeed {
+            first_cell_mib: 4096.0,
+            cells: 1,
+        });
+        let got = allocate_exclusive(
+            &host(),
+            PinningPolicy::Dedicated,
+            topology(1, 1, 1),
+            need,
+            &[1024.0, 8192.0],
+        )
+        .unwrap();
+        assert_eq!(got[0].socket, 1, "socket 0's cell has too little memory");
+    }
+}

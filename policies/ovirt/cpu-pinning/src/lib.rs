@@ -1,0 +1,157 @@
+//! `CpuPinning`: rejects hosts that cannot satisfy the VM's CPU pinning.
+//!
+//! Behaviour from oVirt's `CpuPinningPolicyUnit` (reference notes §2.1),
+//! one of oVirt's mandatory filters:
+//! * a VM without a pinning policy passes every host;
+//! * `dedicated` / `isolate_threads` (exclusive): a host reporting no CPU
+//!   topology is rejected, and so is one where oVirt's allocation
+//!   (`VdsCpuUnitPinningHelper.updatePhysicalCpuAllocations`, see
+//!   `sandpiper_ovirt::pinning`) finds no CPUs for the VM's virtual
+//!   sockets, cores and threads among the free ones;
+//! * `resize_and_pin_numa`: a host with any exclusively pinned CPU is
+//!   rejected (the VM would be resized over the whole host);
+//! * a manual pinning (or a resize-and-pin VM's pinning, when set): every
+//!   host CPU it names must be online (in one of the host's NUMA cells) and
+//!   not exclusively pinned; the reason lists those that are not.
+//!
+//! Encodings: `sandpiper_ovirt::pinning` (policy from the extra spec
+//! `ovirt:cpu_pinning_policy` or the hardware `cpu_policy` and
+//! `thread_policy`, pinning string from `ovirt:cpu_pinning`). An unknown
+//! policy, `mixed`, or a malformed pinning string rejects every host,
+//! naming it.
+//!
+//! Data: `numa-cells`, `numa-cell-cpus`, pcpu flags `dedicated` and
+//! `pinned`, cell `memory-free-mib` (vNUMA VMs); VM topology, extra specs,
+//! hardware `cpu_policy`, `thread_policy`, `numa_cells`.
+
+use std::collections::BTreeSet;
+
+use sandpiper_guest::prelude::*;
+use sandpiper_ovirt::pinning::{
+    CPU_PINNING_PREFIX, PinningPolicy, VmTopology, VnumaNeed, allocate_exclusive, cell_free_mib,
+    host_cpus, manual_pinning,
+};
+
+/// How many CPUs a reason names before "and N more".
+const LISTED: usize = 16;
+
+/// The `CpuPinning` filter.
+pub struct CpuPinning;
+
+impl Unit for CpuPinning {
+    fn info() -> UnitInfo {
+        UnitInfo::new(
+            "CpuPinning",
+            "Rejects hosts that cannot give a dedicated VM its exclusive CPUs, hosts with \
+             exclusively pinned CPUs for a resize-and-pin VM, and hosts missing a CPU a \
+             manual pinning names.",
+        )
+        .applies_to([
+            RequestProperty::CpuPinning,
+            RequestProperty::ExtraSpec(CPU_PINNING_PREFIX.to_owned()),
+        ])
+    }
+}
+
+impl Filter for CpuPinning {
+    fn filter(cx: &Context<'_>, candidates: &[u32]) -> Vec<Rejection> {
+        let mut rejections = Rejections::new();
+        let vm = cx.vm();
+        let policy = match PinningPolicy::of(vm) {
+            Ok(policy) => policy,
+            Err(reason) => {
+                rejections.reject_all(candidates, reason);
+                return rejections.into_vec();
+            }
+        };
+        if policy == PinningPolicy::None {
+            return rejections.into_vec();
+        }
+        let pinning = match manual_pinning(vm) {
+            Ok(pinning) => pinning,
+            Err(reason) => {
+                rejections.reject_all(candidates, reason);
+                return rejections.into_vec();
+            }
+        };
+        let exclusive = policy.is_exclusive();
+        let pinned_cpus: BTreeSet<u32> = if exclusive {
+            BTreeSet::new()
+        } else {
+            pinning.values().flatten().copied().collect()
+        };
+        let topology = VmTopology::of(vm);
+        let vnuma = VnumaNeed::of(vm);
+        let inventory = cx.inventory();
+        let cell_free: &[f64] = if exclusive && vnuma.is_some() {
+            cell_free_mib(inventory)
+        } else {
+            &[]
+        };
+        let no_topology = "reports no CPU topology (NUMA cells with CPUs) to pin the VM's CPUs on";
+        for &host in candidates {
+            let cpus = host_cpus(inventory, host);
+            if exclusive {
+                if cpus.is_empty() {
+                    rejections.reject(host, no_topology);
+                    continue;
+                }
+                if allocate_exclusive(&cpus, policy, topology, vnuma, cell_free).is_none() {
+                    let free = cpus.iter().filter(|c| c.dedicated && !c.pinned).count();
+                    let dedicated = cpus.iter().filter(|c| c.dedicated).count();
+                    rejections.reject(
+                        host,
+                        format!(
+                            "cannot pin the VM's {} vCPUs ({} sockets x {} cores x {} threads{}) \
+                             exclusively: {free} of its {dedicated} dedicated CPUs are free",
+                            topology.cpus(),
+                            topology.sockets,
+                            topology.cores_per_socket,
+                            topology.threads_per_core,
+                            if policy == PinningPolicy::IsolateThreads {
+                                ", whole cores"
+                            } else {
+                                ""
+                            },
+                        ),
+                    );
+                    continue;
+                }
+            }
+            if policy == PinningPolicy::ResizeAndPinNuma {
+                let taken = cpus.iter().filter(|c| c.pinned).count();
+                if taken > 0 {
+                    rejections.reject(
+                        host,
+                        format!(
+                            "has {taken} exclusively pinned CPUs; resize-and-pin-NUMA needs none"
+                        ),
+                    );
+                    continue;
+                }
+            }
+            if !pinned_cpus.is_empty() {
+                let available: BTreeSet<u32> =
+                    cpus.iter().filter(|c| !c.pinned).map(|c| c.cpu).collect();
+                let missing: Vec<String> = pinned_cpus
+                    .difference(&available)
+                    .map(u32::to_string)
+                    .collect();
+                if !missing.is_empty() {
+                    let shown: Vec<&str> = missing.iter().map(String::as_str).collect();
+                    rejections.reject(
+                        host,
+                        format!(
+                            "host CPUs {} the VM is pinned to are offline, missing or \
+                             exclusively pinned",
+                            sandpiper_ovirt::hardware::list(&shown, LISTED)
+                        ),
+                    );
+                }
+            }
+        }
+        rejections.into_vec()
+    }
+}
+
+sandpiper_guest::export_unit!(CpuPinning: filter);

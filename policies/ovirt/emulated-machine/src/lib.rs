@@ -1,0 +1,50 @@
+//! `Emulated-Machine`: rejects hosts that do not support the VM's emulated
+//! machine type.
+//!
+//! Behaviour from oVirt's `EmulatedMachineFilterPolicyUnit` (reference
+//! notes §2.1): a VM without a machine type of its own uses the cluster's,
+//! which every host supports (no host rejected); otherwise the host's
+//! supported emulated machines must contain it exactly. A host reporting
+//! no emulated machines is dropped, as in oVirt (which drops it without a
+//! message; here the reason says so).
+//!
+//! Data: host `emulated-machines`; VM hardware `machine_type`.
+
+use sandpiper_guest::prelude::*;
+use sandpiper_ovirt::hardware::host_set;
+
+/// The `Emulated-Machine` filter.
+pub struct EmulatedMachine;
+
+impl Unit for EmulatedMachine {
+    fn info() -> UnitInfo {
+        UnitInfo::new(
+            "Emulated-Machine",
+            "Rejects hosts whose emulator does not support the VM's machine type.",
+        )
+        .applies_to([RequestProperty::MachineType])
+    }
+}
+
+impl Filter for EmulatedMachine {
+    fn filter(cx: &Context<'_>, candidates: &[u32]) -> Vec<Rejection> {
+        let mut rejections = Rejections::new();
+        let wanted = cx.vm().hardware.machine_type.trim();
+        if wanted.is_empty() {
+            return rejections.into_vec();
+        }
+        let none = format!("reports no emulated machines; the VM needs {wanted}");
+        let other = format!("does not support the VM's emulated machine {wanted}");
+        for host in cx.hosts().candidates(candidates) {
+            let machines = host_set(&host, HostLabels::EmulatedMachines);
+            if machines.is_empty() {
+                rejections.reject(host.index(), &none);
+            } else if !machines.contains(&wanted) {
+                rejections.reject(host.index(), &other);
+            }
+        }
+        rejections.into_vec()
+    }
+}
+
+sandpiper_guest::export_unit!(EmulatedMachine: filter);
