@@ -196,7 +196,10 @@ impl Prepared {
             match answer {
                 Err(failed) => diffs.push(format!("filter failed: {}", failed.error)),
                 Ok(called) => {
-                    let got = self.reasons_by_id(&called.value);
+                    // Reasons with figures are compared as the sentences
+                    // the host writes from them.
+                    let sentences = sandpiper_model::reason::into_sentences(called.value.clone());
+                    let got = self.reasons_by_id(&sentences);
                     for (host, want) in expected {
                         match got.get(host.as_str()) {
                             None => diffs.push(format!(
@@ -264,7 +267,12 @@ impl Prepared {
     pub fn compare(&self, a: &Answers, b: &Answers) -> Vec<String> {
         let mut diffs = Vec::new();
         if let Some((x, y)) = both_ok(&a.rejected, &b.rejected) {
-            let (x, y) = (self.reasons_by_id(&x.value), self.reasons_by_id(&y.value));
+            // As sentences, so that differing figures count too.
+            let (x, y) = (
+                sandpiper_model::reason::into_sentences(x.value.clone()),
+                sandpiper_model::reason::into_sentences(y.value.clone()),
+            );
+            let (x, y) = (self.reasons_by_id(&x), self.reasons_by_id(&y));
             if x != y {
                 diffs.push(format!("rejections differ: {x:?} vs {y:?}"));
             }

@@ -626,6 +626,9 @@ struct CellData {
     pinned: u32,
     used: f64,
     pci: u32,
+    /// The page size chosen for the last memory asked (KiB), or the
+    /// largest free memory when none fits.
+    page_memo: Option<(u64, Result<u32, f64>)>,
 }
 
 /// The first failures met while searching placements of the cells.
@@ -679,6 +682,7 @@ impl<'a, F: Fetch> Fitter<'a, F> {
     /// assignment is valid until the next call.
     pub fn fit(&mut self, host: usize) -> Result<&Assignment, Unfit> {
         self.assignment.clear();
+        self.scratch.pci.new_host();
         if let Some(why) = self.wanted.invalid {
             return Err(Unfit::Invalid(why));
         }
@@ -797,8 +801,16 @@ impl<'a, F: Fetch> Fitter<'a, F> {
         for g in 0..guests {
             let host_cell = self.scratch.chosen[g];
             let reserve = g == 0 && self.wanted.emulator_isolated;
-            let fit = self.fit_pair(g, host_cell, reserve, true);
-            debug_assert!(fit.is_ok());
+            // Only inconsistent columns (CPU flags against the cell
+            // metrics) can fail here.
+            if let Err(short) = self.fit_pair(g, host_cell, reserve, true) {
+                self.assignment.clear();
+                return Err(Unfit::Cell {
+                    guest_cell: g as u32,
+                    node: self.scratch.cells[host_cell as usize - self.scratch.first_cell].node,
+                    short,
+                });
+            }
         }
         Ok(())
     }
@@ -901,6 +913,7 @@ impl<'a, F: Fetch> Fitter<'a, F> {
                 pinned: m(CellMetric::PinnedCpus, c) as u32,
                 used: m(CellMetric::SharedVcpusUsed, c),
                 pci: 0,
+                page_memo: None,
             });
         }
         let order = &mut self.scratch.order;
@@ -979,7 +992,23 @@ impl<'a, F: Fetch> Fitter<'a, F> {
         let page_range = pages.cell(c);
         let mut page_size_kib = 0u32;
         if self.wanted.page_size != PageSize::Unspecified {
-            match choose_page_size(pages, page_range.clone(), self.wanted.page_size, memory_kib) {
+            // Guest cells usually ask for the same memory: the choice is
+            // remembered per host cell for the last amount asked.
+            let local = c - self.scratch.first_cell;
+            let chosen = match data.page_memo {
+                Some((kib, result)) if kib == memory_kib => result,
+                _ => {
+                    let result = choose_page_size(
+                        pages,
+                        page_range.clone(),
+                        self.wanted.page_size,
+                        memory_kib,
+                    );
+                    self.scratch.cells[local].page_memo = Some((memory_kib, result));
+                    result
+                }
+            };
+            match chosen {
                 Ok(size) => page_size_kib = size,
                 Err(largest_free_mib) => {
                     return Err(Shortfall::Pages {
@@ -1058,6 +1087,21 @@ impl<'a, F: Fetch> Fitter<'a, F> {
                     free,
                 });
             }
+            // `prefer` always finds a layout when there are enough free
+            // dedicated CPUs (it falls back to any free ones), except for
+            // an emulator CPU with no vCPU pinned in the cell (Nova reserves
+            // nothing then): only the recorded fit needs the layout.
+            let prefer_fits = self.wanted.thread_policy == ThreadPolicy::Prefer
+                && !(reserve && cell.pinned_vcpus.is_empty());
+            if prefer_fits && !record {
+                return shared_limits(
+                    self.options.limits,
+                    self.wanted.cpu_policy,
+                    cell,
+                    &data,
+                    shared_n,
+                );
+            }
             let view = &mut self.scratch.cpus;
             view.load(inv, c);
             let out = if record {
@@ -1081,26 +1125,15 @@ impl<'a, F: Fetch> Fitter<'a, F> {
                 });
             }
         }
-        if self.wanted.cpu_policy != CpuPolicy::Dedicated
-            && let Some(limits) = self.options.limits
-        {
-            let usage = data.used + f64::from(want_shared);
-            let limit = f64::from(shared_n) * limits.cpu_allocation_ratio;
-            if usage > limit {
-                self.assignment.truncate_to(pin_start, claim_start);
-                return Err(Shortfall::CpuRatio { usage, limit });
-            }
-            let total = data.total;
-            let used = total - data.free;
-            let usage_mib = used + cell.memory_mib;
-            let limit_mib = total * limits.ram_allocation_ratio;
-            if usage_mib > limit_mib {
-                self.assignment.truncate_to(pin_start, claim_start);
-                return Err(Shortfall::MemoryRatio {
-                    usage_mib,
-                    limit_mib,
-                });
-            }
+        if let Err(short) = shared_limits(
+            self.options.limits,
+            self.wanted.cpu_policy,
+            cell,
+            &data,
+            shared_n,
+        ) {
+            self.assignment.truncate_to(pin_start, claim_start);
+            return Err(short);
         }
         if record {
             let pages = if page_size_kib > 0 {
@@ -1123,6 +1156,38 @@ impl<'a, F: Fetch> Fitter<'a, F> {
         }
         Ok(())
     }
+}
+
+/// Nova's limits on a guest cell with shared vCPUs: shared vCPUs within
+/// `cpu_allocation_ratio` of the cell's shared CPUs, memory within
+/// `ram_allocation_ratio` of its total.
+fn shared_limits(
+    limits: Option<Limits>,
+    policy: CpuPolicy,
+    cell: &GuestCell,
+    data: &CellData,
+    shared_n: u32,
+) -> Result<(), Shortfall> {
+    let Some(limits) = limits else {
+        return Ok(());
+    };
+    if policy == CpuPolicy::Dedicated {
+        return Ok(());
+    }
+    let usage = data.used + cell.shared_vcpus.len() as f64;
+    let limit = f64::from(shared_n) * limits.cpu_allocation_ratio;
+    if usage > limit {
+        return Err(Shortfall::CpuRatio { usage, limit });
+    }
+    let usage_mib = data.total - data.free + cell.memory_mib;
+    let limit_mib = data.total * limits.ram_allocation_ratio;
+    if usage_mib > limit_mib {
+        return Err(Shortfall::MemoryRatio {
+            usage_mib,
+            limit_mib,
+        });
+    }
+    Ok(())
 }
 
 impl Assignment {

@@ -98,6 +98,19 @@ pub(crate) struct PciScratch {
     /// Candidate pools (host-local indices) of the request at hand.
     candidates: Vec<u32>,
     narrowed: Vec<u32>,
+    /// Per (request, pool of the host): the pool matches the request's
+    /// specs; computed once per host (a NUMA fit checks the requests for
+    /// every placement of the guest cells).
+    matched: Vec<bool>,
+    /// The host `matched` is for.
+    matched_host: Option<usize>,
+}
+
+impl PciScratch {
+    /// Forgets the previous host's matches.
+    pub(crate) fn new_host(&mut self) {
+        self.matched_host = None;
+    }
 }
 
 fn eq_text(a: &str, b: &str) -> bool {
@@ -163,6 +176,18 @@ pub(crate) fn fit<F: Fetch>(
             .clone()
             .map(|p| pools.free.get(p).copied().unwrap_or(0)),
     );
+    let n = range.len();
+    // Without cells the requests are checked once: no memo.
+    let memo = cells.is_some();
+    if memo && scratch.matched_host != Some(host) {
+        scratch.matched.clear();
+        for want in wants {
+            for local in 0..n {
+                scratch.matched.push(matches(inv, base + local, want));
+            }
+        }
+        scratch.matched_host = Some(host);
+    }
     let cell_of = |local: u32| {
         pools
             .cells
@@ -180,9 +205,15 @@ pub(crate) fn fit<F: Fetch>(
         let free = &scratch.free;
         let sum = |list: &[u32]| list.iter().map(|&l| free[l as usize]).sum::<u32>();
         scratch.candidates.clear();
-        for local in 0..range.len() as u32 {
-            if free[local as usize] > 0 && matches(inv, base + local as usize, want) {
-                scratch.candidates.push(local);
+        for (local, &left) in free.iter().enumerate() {
+            let fits = left > 0
+                && if memo {
+                    scratch.matched[index * n + local]
+                } else {
+                    matches(inv, base + local, want)
+                };
+            if fits {
+                scratch.candidates.push(local as u32);
             }
         }
         let matching = sum(&scratch.candidates);
