@@ -147,6 +147,35 @@ async fn inconsistent_hardware_is_refused_and_a_refused_update_changes_nothing()
         "vm.hardware.thread_policy"
     );
 
+    // Over inline hosts the explain record says what the VM would take,
+    // and a host the fit refuses is refused in the record with why.
+    let answer = expect_status(
+        &admin
+            .post(
+                &format!("/api/v1/clusters/{id}/schedule?dry_run=true"),
+                &json!({"vm": {"id": "v", "vcpus": 1, "memory_mib": 512,
+                               "hardware": {"mdev_types": ["nvidia-35"]}},
+                        "hosts": [numa_host("a", &[]),
+                                  {"id": "b", "metrics": {"cpu_sockets": 1, "cpu_cores": 4,
+                                   "cpu_threads": 8, "memory_total_mib": 8192,
+                                   "memory_free_mib": 8192}}],
+                        "candidates": ["b", "a"]}),
+            )
+            .await,
+        200,
+    );
+    assert_eq!(answer["chosen_host"], "a", "{answer}");
+    assert_eq!(
+        answer["explain"]["hardware"]["mdevs"][0]["name"],
+        "nvidia-35"
+    );
+    let claim = answer["explain"]["filters"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["unit"] == "hardware claim"));
+    if let Some(claim) = claim {
+        assert_eq!(claim["rejected"][0]["hosts"], json!(["b"]), "{answer}");
+    }
+
     // A valid update with new hardware is applied and stored.
     expect_status(
         &admin

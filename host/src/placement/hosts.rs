@@ -458,9 +458,19 @@ mod tests {
         let mut down = host("b", 1.0);
         down.status = Status::Down;
         assert_eq!(inv.apply(upsert(11, down)), Applied::Row(1));
+        // Hardware rows are cluster-wide columns: a change rebuilds them.
+        let mut pinned = host("b", 1.0);
+        pinned.status = Status::Down;
+        pinned.hardware = Some(Box::new(crate::hardware::HostHardware {
+            cpu_model: "Skylake".to_owned(),
+            ..Default::default()
+        }));
+        assert_eq!(inv.apply(upsert(12, pinned.clone())), Applied::Shape);
+        pinned.metrics.insert("memory_free_mib".to_owned(), 0.5);
+        assert_eq!(inv.apply(upsert(13, pinned)), Applied::Row(1));
         // v1 reported on b: taken off a.
         let moved = HostUpdate::Upsert {
-            generation: 12,
+            generation: 14,
             host: host("b", 1.0),
             vms: Some(vec![vm("v1", "b")]),
         };

@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sandpiper_hardware::{Fitter, Options};
+use sandpiper_model::hardware::VmHardware;
 use sandpiper_model::{Inventory, Rejection, Vm};
 
 use crate::hardware::claim::HardwareClaim;
@@ -40,6 +41,10 @@ pub fn claim_hardware(
     decision: &mut Decision,
 ) -> Option<HardwareClaim> {
     let first = decision.chosen?;
+    if vm.hardware == VmHardware::default() {
+        // Most VMs: nothing to fit, and no fitter to set up per pick.
+        return None;
+    }
     let mut fitter = Fitter::new(inventory, vm, Options::everything());
     if !fitter.has_work() {
         return None;

@@ -34,9 +34,14 @@ pub fn over_snapshot(
     )?;
     // The same claim-time fit as over the held inventory, so the answer
     // says which cells, CPUs and devices the VM would take; nothing is held.
-    let vm = inputs::to_vm_checked(&request.vm, &cluster.hosts, "vm")
-        .map_err(PlaceError::InvalidSnapshot)?;
-    let hardware = super::fit::claim_hardware(&inventory, &vm, &mut decision).map(Arc::new);
+    let hardware = match &request.vm.hardware {
+        None => None,
+        Some(_) => {
+            let vm = inputs::to_vm_checked(&request.vm, &cluster.hosts, "vm")
+                .map_err(PlaceError::InvalidSnapshot)?;
+            super::fit::claim_hardware(&inventory, &vm, &mut decision).map(Arc::new)
+        }
+    };
     let host_id = decision.chosen.map(|h| decision.explain.host_id(h));
     Ok(PlaceOutcome {
         complete: host_id.is_some(),
