@@ -15,6 +15,7 @@ mod fleet;
 mod hardening_input;
 mod hardening_load;
 mod hardening_net;
+mod hardware;
 mod iallocator;
 mod languages;
 mod load;
