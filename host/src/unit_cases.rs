@@ -199,10 +199,8 @@ impl Prepared {
             match answer {
                 Err(failed) => diffs.push(format!("filter failed: {}", failed.error)),
                 Ok(called) => {
-                    // Reasons with figures are compared as the sentences
-                    // the host writes from them.
-                    let sentences = sandpiper_model::reason::into_sentences(called.value.clone());
-                    let got = self.reasons_by_id(&sentences);
+                    // Already sentences (`run` writes templates out).
+                    let got = self.reasons_by_id(&called.value);
                     for (host, want) in expected {
                         match got.get(host.as_str()) {
                             None => diffs.push(format!(
@@ -270,12 +268,9 @@ impl Prepared {
     pub fn compare(&self, a: &Answers, b: &Answers) -> Vec<String> {
         let mut diffs = Vec::new();
         if let Some((x, y)) = both_ok(&a.rejected, &b.rejected) {
-            // As sentences, so that differing figures count too.
-            let (x, y) = (
-                sandpiper_model::reason::into_sentences(x.value.clone()),
-                sandpiper_model::reason::into_sentences(y.value.clone()),
-            );
-            let (x, y) = (self.reasons_by_id(&x), self.reasons_by_id(&y));
+            // Sentences (`run` writes templates out), so that differing
+            // figures count too.
+            let (x, y) = (self.reasons_by_id(&x.value), self.reasons_by_id(&y.value));
             if x != y {
                 diffs.push(format!("rejections differ: {x:?} vs {y:?}"));
             }
