@@ -43,7 +43,13 @@ fn invalid(path: impl std::fmt::Display, message: impl Into<String>) -> Snapshot
 }
 
 fn name_error(path: impl std::fmt::Display) -> impl FnOnce(NameError) -> SnapshotError {
-    move |e| invalid(path, e.to_string())
+    move |e| match e {
+        NameError::NotNfc => SnapshotError {
+            path: path.to_string(),
+            kind: SnapshotErrorKind::NotNfc(e.to_string()),
+        },
+        _ => invalid(path, e.to_string()),
+    }
 }
 
 /// Checks a host, VM or instance id at `path`.
@@ -419,7 +425,11 @@ mod tests {
         ] {
             let (got, kind) = snapshot_error(&text);
             assert_eq!(got, path, "{text}");
-            assert!(matches!(kind, SnapshotErrorKind::InvalidValue(_)), "{text}");
+            // Contradictions no schema can state: 422, not 400.
+            assert!(
+                matches!(kind, SnapshotErrorKind::Unprocessable(_)),
+                "{text}: {kind:?}"
+            );
         }
         // The consistent versions pass.
         for text in [

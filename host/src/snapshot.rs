@@ -414,6 +414,17 @@ pub enum SnapshotErrorKind {
     /// `invalid_value`.
     #[error("{0}")]
     InvalidValue(String),
+    /// Schema-valid but refused for what it means, which no schema can
+    /// say: values that contradict one another (hardware: a pinned CPU that
+    /// is not dedicated, a device on a NUMA node the host lacks). The API
+    /// answers 422 `invalid_snapshot` naming the field (400 is for what the
+    /// OpenAPI document already rules out).
+    #[error("{0}")]
+    Unprocessable(String),
+    /// Text (an id) not in Unicode NFC: schema-valid, since no pattern can
+    /// say NFC, so 422 `text_not_nfc` naming the field.
+    #[error("{0}")]
+    NotNfc(String),
     #[error("{count} entries, more than an index can address")]
     TooMany { count: usize },
     /// A column came out with the wrong length: a bug in this module.

@@ -1,5 +1,5 @@
 //! Hardware data over the API (issue #16): inconsistent hardware is refused
-//! with a 400 naming the field, in inventory snapshots, inventory updates
+//! with a 422 naming the field, in inventory snapshots, inventory updates
 //! and inline requests alike, and a refused update leaves the held
 //! inventory (memory and store) exactly as it was; accepted hardware is
 //! stored with its host.
@@ -50,10 +50,12 @@ async fn cluster(admin: &Client) -> String {
     cluster["id"].as_str().expect("id").to_owned()
 }
 
+/// Refused as inconsistent: values each fine alone that contradict one
+/// another, which no schema can say (422, not 400), naming the field.
 #[track_caller]
 fn refused(reply: &crate::support::Reply, field: &str) {
-    let body = expect_status(reply, 400);
-    assert_eq!(body["error"]["code"], "invalid_value", "{body}");
+    let body = expect_status(reply, 422);
+    assert_eq!(body["error"]["code"], "invalid_snapshot", "{body}");
     assert_eq!(body["error"]["details"]["field"], field, "{body}");
 }
 

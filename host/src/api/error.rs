@@ -172,6 +172,7 @@ pub const ERROR_CODES: &[&str] = &[
     "invalid_query",
     "invalid_path",
     "invalid_value",
+    "text_not_nfc",
     "malformed_request",
     "body_timeout",
     "uri_too_long",
@@ -295,6 +296,17 @@ pub const OVERLOADED_RETRY_AFTER_SECS: u64 = 1;
 pub const DATABASE_BUSY_RETRY_AFTER_SECS: u64 = 1;
 
 impl ApiError {
+    /// Text at `field` not in Unicode NFC (`crate::names`): 422, because
+    /// the document's pattern cannot say NFC (its description does), and a
+    /// schema-valid request refused for what it means is 422 here.
+    pub fn not_nfc(field: &str, message: &str) -> ApiError {
+        ApiError::Unprocessable {
+            code: "text_not_nfc",
+            message: format!("invalid value for `{field}`: {message}"),
+            details: json!({ "field": field }),
+        }
+    }
+
     /// A snapshot or request value refused by `crate::inputs` (a negative
     /// figure, zero vCPUs, an id with control characters) as 400
     /// `invalid_value` naming the field; `None` for the other snapshot
@@ -305,6 +317,7 @@ impl ApiError {
                 field: e.path.clone(),
                 message: message.clone(),
             }),
+            SnapshotErrorKind::NotNfc(message) => Some(ApiError::not_nfc(&e.path, message)),
             _ => None,
         }
     }

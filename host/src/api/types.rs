@@ -66,9 +66,12 @@ pub struct NamedRef {
 /// Checks a resource name by the one name policy (`crate::names`),
 /// naming `field` when it is refused.
 pub fn check_name(field: &str, name: &str) -> Result<(), super::error::ApiError> {
-    crate::names::check_name(name).map_err(|e| super::error::ApiError::InvalidValue {
-        field: field.to_owned(),
-        message: e.to_string(),
+    crate::names::check_name(name).map_err(|e| match e {
+        crate::names::NameError::NotNfc => super::error::ApiError::not_nfc(field, &e.to_string()),
+        _ => super::error::ApiError::InvalidValue {
+            field: field.to_owned(),
+            message: e.to_string(),
+        },
     })
 }
 

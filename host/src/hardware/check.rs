@@ -3,8 +3,9 @@
 //! snapshots and updates, the VM to place. A fitter trusts the columns
 //! (a pinned CPU is dedicated, a device's cell exists, free never exceeds
 //! total), so data that breaks them is refused here, with the path of the
-//! field at fault (`hosts[3].hardware.numa_cells[1].dedicated_cpus[2]`), as
-//! 400 `invalid_value`.
+//! field at fault (`hosts[3].hardware.numa_cells[1].dedicated_cpus[2]`):
+//! 400 `invalid_value` for what the document's schema already rules out,
+//! 422 `invalid_snapshot` for values that contradict each other.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt::Display;
@@ -12,10 +13,52 @@ use std::fmt::Display;
 use super::{CpuPolicy, DeviceKind, EmulatorThreads, HostHardware, VmHardwareSpec};
 use crate::snapshot::{Host, MAX_CPUS, SnapshotError, SnapshotErrorKind, VmSpec};
 
+/// A value the document's schema already rules out (a negative figure, a
+/// number past `int32`, an empty name): 400 `invalid_value`.
 fn invalid(path: impl Display, message: impl Into<String>) -> SnapshotError {
     SnapshotError {
         path: path.to_string(),
         kind: SnapshotErrorKind::InvalidValue(message.into()),
+    }
+}
+
+/// Values each fine alone that contradict each other (a pinned CPU that is
+/// not dedicated, a device on a node the host lacks, a vCPU the VM does not
+/// have), which no schema can say: 422 `invalid_snapshot`, naming the field.
+fn unprocessable(path: impl Display, message: impl Into<String>) -> SnapshotError {
+    SnapshotError {
+        path: path.to_string(),
+        kind: SnapshotErrorKind::Unprocessable(message.into()),
+    }
+}
+
+/// The largest value the OpenAPI document allows for the `u32` fields here:
+/// utoipa describes them as `int32`, so the server refuses what `u32`
+/// alone would take beyond it, and takes exactly what the document says.
+/// No real NUMA node, CPU number or device count comes near it.
+const INT32_MAX: u32 = i32::MAX as u32;
+
+/// Each of `values` (at `path[i]`, or `path` for one) within `int32`.
+fn int32(values: &[u32], path: impl Display, one: bool) -> Result<(), SnapshotError> {
+    match values.iter().position(|&v| v > INT32_MAX) {
+        None => Ok(()),
+        Some(i) => Err(invalid(
+            if one {
+                path.to_string()
+            } else {
+                format!("{path}[{i}]")
+            },
+            format!("{} is more than {INT32_MAX}", values[i]),
+        )),
+    }
+}
+
+/// A count of pages within the document's `int64`.
+fn int64(value: u64, path: impl Display) -> Result<(), SnapshotError> {
+    if value <= i64::MAX as u64 {
+        Ok(())
+    } else {
+        Err(invalid(path, format!("{value} is more than {}", i64::MAX)))
     }
 }
 
@@ -42,13 +85,13 @@ fn subset_of(
     let mut seen = HashSet::with_capacity(list.len());
     for (i, cpu) in list.iter().enumerate() {
         if !seen.insert(*cpu) {
-            return Err(invalid(
+            return Err(unprocessable(
                 format_args!("{path}[{i}]"),
                 format!("CPU {cpu} is listed twice"),
             ));
         }
         if !of.contains(cpu) {
-            return Err(invalid(
+            return Err(unprocessable(
                 format_args!("{path}[{i}]"),
                 format!("CPU {cpu} is not in the cell's {of_name}"),
             ));
@@ -75,8 +118,26 @@ fn check_cells(host: &Host, hw: &HostHardware, path: &str) -> Result<(), Snapsho
     let mut memory = 0.0;
     for (c, cell) in hw.numa_cells.iter().enumerate() {
         let path = format!("{path}.numa_cells[{c}]");
+        int32(&[cell.node], format_args!("{path}.node"), true)?;
+        int32(cell.socket.as_slice(), format_args!("{path}.socket"), true)?;
+        int32(&cell.cpus, format_args!("{path}.cpus"), false)?;
+        int32(
+            &cell.dedicated_cpus,
+            format_args!("{path}.dedicated_cpus"),
+            false,
+        )?;
+        int32(&cell.pinned_cpus, format_args!("{path}.pinned_cpus"), false)?;
+        for (g, group) in cell.siblings.iter().enumerate() {
+            int32(group, format_args!("{path}.siblings[{g}]"), false)?;
+        }
+        int32(
+            &[cell.shared_vcpus_used],
+            format_args!("{path}.shared_vcpus_used"),
+            true,
+        )?;
+        int32(&cell.distances, format_args!("{path}.distances"), false)?;
         if !nodes.insert(cell.node) {
-            return Err(invalid(
+            return Err(unprocessable(
                 format_args!("{path}.node"),
                 format!("node {} is listed twice", cell.node),
             ));
@@ -85,7 +146,7 @@ fn check_cells(host: &Host, hw: &HostHardware, path: &str) -> Result<(), Snapsho
         if let Some(free) = cell.memory_free_mib {
             non_negative(free, format_args!("{path}.memory_free_mib"))?;
             if free > cell.memory_mib {
-                return Err(invalid(
+                return Err(unprocessable(
                     format_args!("{path}.memory_free_mib"),
                     format!(
                         "{free} is more than the cell's memory_mib {}",
@@ -104,7 +165,7 @@ fn check_cells(host: &Host, hw: &HostHardware, path: &str) -> Result<(), Snapsho
                 } else {
                     format!("CPU {cpu} is also in numa_cells[{other}]")
                 };
-                return Err(invalid(format_args!("{path}.cpus[{i}]"), message));
+                return Err(unprocessable(format_args!("{path}.cpus[{i}]"), message));
             }
         }
         subset_of(
@@ -125,10 +186,13 @@ fn check_cells(host: &Host, hw: &HostHardware, path: &str) -> Result<(), Snapsho
             for (i, cpu) in group.iter().enumerate() {
                 let at = format_args!("{path}.siblings[{g}][{i}]");
                 if !cpus.contains(cpu) {
-                    return Err(invalid(at, format!("CPU {cpu} is not in the cell's cpus")));
+                    return Err(unprocessable(
+                        at,
+                        format!("CPU {cpu} is not in the cell's cpus"),
+                    ));
                 }
                 if !grouped.insert(*cpu) {
-                    return Err(invalid(
+                    return Err(unprocessable(
                         at,
                         format!("CPU {cpu} is in more than one sibling group"),
                     ));
@@ -139,6 +203,9 @@ fn check_cells(host: &Host, hw: &HostHardware, path: &str) -> Result<(), Snapsho
         let mut sizes = HashSet::with_capacity(cell.pages.len());
         for (p, pages) in cell.pages.iter().enumerate() {
             let path = format!("{path}.pages[{p}]");
+            int32(&[pages.size_kib], format_args!("{path}.size_kib"), true)?;
+            int64(pages.total, format_args!("{path}.total"))?;
+            int64(pages.free, format_args!("{path}.free"))?;
             if pages.size_kib == 0 {
                 return Err(invalid(
                     format_args!("{path}.size_kib"),
@@ -146,20 +213,20 @@ fn check_cells(host: &Host, hw: &HostHardware, path: &str) -> Result<(), Snapsho
                 ));
             }
             if !sizes.insert(pages.size_kib) {
-                return Err(invalid(
+                return Err(unprocessable(
                     format_args!("{path}.size_kib"),
                     format!("page size {} KiB is listed twice", pages.size_kib),
                 ));
             }
             if pages.free > pages.total {
-                return Err(invalid(
+                return Err(unprocessable(
                     format_args!("{path}.free"),
                     format!("{} is more than total {}", pages.free, pages.total),
                 ));
             }
         }
         if !cell.distances.is_empty() && cell.distances.len() != cells {
-            return Err(invalid(
+            return Err(unprocessable(
                 format_args!("{path}.distances"),
                 format!(
                     "has {} entries; expected one per cell of the host ({cells}) or none",
@@ -171,7 +238,7 @@ fn check_cells(host: &Host, hw: &HostHardware, path: &str) -> Result<(), Snapsho
     if let Some(&total) = host.metrics.get("memory_total_mib")
         && memory > total
     {
-        return Err(invalid(
+        return Err(unprocessable(
             format_args!("{path}.numa_cells"),
             format!(
                 "the cells' memory_mib add up to {memory}, more than the host's memory_total_mib {total}"
@@ -181,7 +248,7 @@ fn check_cells(host: &Host, hw: &HostHardware, path: &str) -> Result<(), Snapsho
     if let Some(&threads) = host.metrics.get("cpu_threads")
         && host_cpus.len() as f64 > threads
     {
-        return Err(invalid(
+        return Err(unprocessable(
             format_args!("{path}.numa_cells"),
             format!(
                 "the cells list {} CPUs, more than the host's cpu_threads {threads}",
@@ -197,12 +264,19 @@ fn check_devices(hw: &HostHardware, path: &str) -> Result<(), SnapshotError> {
     let mut addresses: HashMap<&str, DeviceKind> = HashMap::new();
     for (d, device) in hw.pci_devices.iter().enumerate() {
         let path = format!("{path}.pci_devices[{d}]");
+        int32(
+            device.numa_node.as_slice(),
+            format_args!("{path}.numa_node"),
+            true,
+        )?;
+        int32(&[device.count], format_args!("{path}.count"), true)?;
+        int32(device.free.as_slice(), format_args!("{path}.free"), true)?;
         if let Some(address) = device.address.as_deref() {
             if address.is_empty() {
                 return Err(invalid(format_args!("{path}.address"), "must not be empty"));
             }
             if device.count > 1 {
-                return Err(invalid(
+                return Err(unprocessable(
                     format_args!("{path}.address"),
                     format!(
                         "a pool of {} devices has no single address; give one per pool of 1",
@@ -211,14 +285,14 @@ fn check_devices(hw: &HostHardware, path: &str) -> Result<(), SnapshotError> {
                 ));
             }
             if addresses.insert(address, device.kind).is_some() {
-                return Err(invalid(
+                return Err(unprocessable(
                     format_args!("{path}.address"),
                     format!("address {address} is listed twice"),
                 ));
             }
         }
         if device.free() > device.count {
-            return Err(invalid(
+            return Err(unprocessable(
                 format_args!("{path}.free"),
                 format!("{} is more than count {}", device.free(), device.count),
             ));
@@ -226,7 +300,7 @@ fn check_devices(hw: &HostHardware, path: &str) -> Result<(), SnapshotError> {
         if let Some(node) = device.numa_node
             && !nodes.contains(&node)
         {
-            return Err(invalid(
+            return Err(unprocessable(
                 format_args!("{path}.numa_node"),
                 format!("the host has no NUMA cell with node {node}"),
             ));
@@ -238,16 +312,24 @@ fn check_devices(hw: &HostHardware, path: &str) -> Result<(), SnapshotError> {
         };
         let at = format_args!("{path}.pci_devices[{d}].parent");
         if device.kind != DeviceKind::VirtualFunction {
-            return Err(invalid(at, "only a virtual_function pool has a parent"));
+            return Err(unprocessable(
+                at,
+                "only a virtual_function pool has a parent",
+            ));
         }
         if addresses.get(parent) != Some(&DeviceKind::PhysicalFunction) {
-            return Err(invalid(
+            return Err(unprocessable(
                 at,
                 format!("{parent} is not the address of a physical_function on this host"),
             ));
         }
     }
     for (m, mdev) in hw.mdev_types.iter().enumerate() {
+        int32(
+            &[mdev.free],
+            format_args!("{path}.mdev_types[{m}].free"),
+            true,
+        )?;
         if mdev.name.is_empty() {
             return Err(invalid(
                 format_args!("{path}.mdev_types[{m}].name"),
@@ -257,7 +339,7 @@ fn check_devices(hw: &HostHardware, path: &str) -> Result<(), SnapshotError> {
         if let Some(parent) = mdev.parent.as_deref()
             && !addresses.contains_key(parent)
         {
-            return Err(invalid(
+            return Err(unprocessable(
                 format_args!("{path}.mdev_types[{m}].parent"),
                 format!("{parent} is not the address of a PCI device on this host"),
             ));
@@ -276,12 +358,17 @@ pub fn check_vm(vm: &VmSpec, path: &str) -> Result<(), SnapshotError> {
     check_vm_cells(vm, hw, &path)?;
     let pinned = pinned_vcpus(vm.vcpus, hw);
     if pinned > MAX_CPUS as usize {
-        return Err(invalid(
+        return Err(unprocessable(
             format_args!("{path}.cpu_policy"),
             format!("needs {pinned} dedicated host CPUs, more than any host has ({MAX_CPUS})"),
         ));
     }
     for (r, request) in hw.pci_requests.iter().enumerate() {
+        int32(
+            &[request.count],
+            format_args!("{path}.pci_requests[{r}].count"),
+            true,
+        )?;
         if request.count == 0 {
             return Err(invalid(
                 format_args!("{path}.pci_requests[{r}].count"),
@@ -317,6 +404,7 @@ fn check_vm_cells(vm: &VmSpec, hw: &VmHardwareSpec, path: &str) -> Result<(), Sn
     let mut memory = 0.0;
     for (c, cell) in hw.numa_cells.iter().enumerate() {
         let path = format!("{path}.numa_cells[{c}]");
+        int32(&cell.host_nodes, format_args!("{path}.host_nodes"), false)?;
         for (field, list) in [
             ("shared_vcpus", &cell.shared_vcpus),
             ("dedicated_vcpus", &cell.dedicated_vcpus),
@@ -324,7 +412,7 @@ fn check_vm_cells(vm: &VmSpec, hw: &VmHardwareSpec, path: &str) -> Result<(), Sn
             for (i, &vcpu) in list.iter().enumerate() {
                 let at = format_args!("{path}.{field}[{i}]");
                 if vcpu >= vm.vcpus {
-                    return Err(invalid(
+                    return Err(unprocessable(
                         at,
                         format!("vCPU {vcpu} does not exist: the VM has {} vcpus", vm.vcpus),
                     ));
@@ -335,7 +423,7 @@ fn check_vm_cells(vm: &VmSpec, hw: &VmHardwareSpec, path: &str) -> Result<(), Sn
                     } else {
                         format!("vCPU {vcpu} is also in numa_cells[{other}]")
                     };
-                    return Err(invalid(at, message));
+                    return Err(unprocessable(at, message));
                 }
             }
         }
@@ -343,14 +431,14 @@ fn check_vm_cells(vm: &VmSpec, hw: &VmHardwareSpec, path: &str) -> Result<(), Sn
         memory += cell.memory_mib;
         let nodes: BTreeSet<u32> = cell.host_nodes.iter().copied().collect();
         if nodes.len() != cell.host_nodes.len() {
-            return Err(invalid(
+            return Err(unprocessable(
                 format_args!("{path}.host_nodes"),
                 "a node is listed twice",
             ));
         }
     }
     if (memory - vm.memory_mib).abs() > 1e-6 * vm.memory_mib.abs().max(1.0) {
-        return Err(invalid(
+        return Err(unprocessable(
             format_args!("{path}.numa_cells"),
             format!(
                 "the cells' memory_mib add up to {memory}, not the VM's memory_mib {}",

@@ -116,6 +116,7 @@ pub struct Pages {
 pub struct PciDevice {
     /// The PCI address (`0000:3b:00.0`), only for a pool of one device.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1)]
     pub address: Option<String>,
     /// Vendor id, hex (`10de`).
     pub vendor_id: String,
@@ -176,6 +177,7 @@ impl From<DeviceKind> for model::DeviceKind {
 #[serde(deny_unknown_fields)]
 pub struct MdevType {
     /// The type's name (`nvidia-35`).
+    #[schema(min_length = 1)]
     pub name: String,
     /// Instances that can still be created.
     pub free: u32,
@@ -202,6 +204,7 @@ pub struct VmHardwareSpec {
     pub emulator_threads: EmulatorThreads,
     /// `small`, `large`, `any` or a size in KiB; absent for no requirement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = page_size_schema)]
     pub page_size: Option<PageSizeSpec>,
     #[serde(default)]
     pub cpu_model: String,
@@ -310,6 +313,30 @@ json_enum!(
 pub enum PageSizeSpec {
     Named(PageSizeName),
     Kib(u32),
+}
+
+/// The schema of `page_size`, as `check.rs` reads it: a name, a size of
+/// at least 1 KiB (0 is refused, so the document says so), or null.
+fn page_size_schema() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+    let one_of = OneOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some(["small", "large", "any"])),
+        )
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(1.0))
+                .maximum(Some(f64::from(u32::MAX))),
+        )
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+        .description(Some(
+            "`small`, `large`, `any` or a size in KiB; absent for no requirement.",
+        ))
+        .build();
+    Schema::OneOf(one_of)
 }
 
 /// The named page sizes.
