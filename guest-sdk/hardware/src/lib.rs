@@ -11,10 +11,10 @@
 //! Nova's objects, the mapping is:
 //!
 //! - a host cell's `pcpuset` (Nova's `cpu_dedicated_set`) is the cell's
-//!   CPUs flagged [`PcpuFlag::Dedicated`]; its `cpuset` (CPUs for shared
+//!   CPUs flagged [`PcpuFlag::Dedicated`](sandpiper_model::hardware::PcpuFlag::Dedicated); its `cpuset` (CPUs for shared
 //!   vCPUs, `cpu_shared_set`) is the cell's other CPUs, so its size is
 //!   `cpus - dedicated-cpus` (cell metrics). Free dedicated CPUs are the
-//!   dedicated ones not flagged [`PcpuFlag::Pinned`];
+//!   dedicated ones not flagged [`PcpuFlag::Pinned`](sandpiper_model::hardware::PcpuFlag::Pinned);
 //! - `siblings` are the cell's CPUs grouped by their `cores` number; groups
 //!   are taken in the order of their lowest CPU, threads in ascending order
 //!   (Nova iterates Python sets of small integers, which is that order);
