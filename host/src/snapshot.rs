@@ -679,7 +679,8 @@ impl Snapshot {
             inv.set_host_named_metric(name.clone(), values)
                 .map_err(column)?;
         }
-        crate::hardware::columns::fill(&self.hosts, inv).map_err(column)
+        crate::hardware::columns::fill(self.hosts.iter().map(|h| h.hardware.as_deref()), inv)
+            .map_err(column)
     }
 
     fn fill_vms(&self, inv: &mut Inventory, hosts: &HostIndex) -> Result<(), SnapshotError> {

@@ -20,7 +20,6 @@ use sandpiper_model::inventory::ColumnLengthError;
 use sandpiper_model::{Inventory, Labels};
 
 use super::{HostHardware, NumaCell};
-use crate::snapshot::Host;
 
 /// Interns strings for a column's `strings` vector.
 #[derive(Default)]
@@ -51,8 +50,12 @@ pub fn core_of(cell: &NumaCell, cpu: u32) -> u32 {
         .unwrap_or(cpu)
 }
 
-/// Sets every hardware column of `inv` from `hosts` (its hosts, in order).
-pub fn fill(hosts: &[Host], inv: &mut Inventory) -> Result<(), ColumnLengthError> {
+/// Sets every hardware column of `inv` from its hosts' hardware, one item
+/// per host in order (`None`: the host reports none).
+pub fn fill<'a>(
+    hosts: impl IntoIterator<Item = Option<&'a HostHardware>>,
+    inv: &mut Inventory,
+) -> Result<(), ColumnLengthError> {
     let empty = HostHardware::default();
 
     let mut topology = NumaTopology {
@@ -85,8 +88,8 @@ pub fn fill(hosts: &[Host], inv: &mut Inventory) -> Result<(), ColumnLengthError
     };
     let mut mdev_strings = Strings::default();
 
-    for host in hosts {
-        let hw = host.hardware.as_deref().unwrap_or(&empty);
+    for hw in hosts {
+        let hw = hw.unwrap_or(&empty);
         let first_cell = topology.node_ids.len() as u32;
         let mut cell_of_node: HashMap<u32, u32> = HashMap::new();
         for (k, cell) in hw.numa_cells.iter().enumerate() {

@@ -26,6 +26,7 @@
 //! the thread all the same.
 
 mod bindings;
+mod call_state;
 mod engine;
 mod failure;
 mod limits;

@@ -8,13 +8,14 @@ use sandpiper_model::Inventory;
 use sandpiper_model::UnitInfo;
 use wasmtime::component::{Component, HasSelf, Linker};
 
-use super::bindings::{Guests, InventoryImport, PolicyVersion, v0_1, v0_2};
+use super::bindings::{Guests, PolicyVersion, v0_1, v0_2};
+use super::call_state::{CallState, InventoryImport};
 use super::engine::{self, EpochTicker};
 use super::limits::{Limits, LimitsError};
 use super::module_limits::ModuleLimit;
 use super::validate::{self, BALANCE_EXPORT, FILTER_EXPORT, METADATA_EXPORT, SCORE_EXPORT};
 use super::wasi;
-use super::wasm_unit::{CallState, Compiled, Session, Shared, WasmUnit, blocking};
+use super::wasm_unit::{Compiled, Session, Shared, WasmUnit, blocking};
 use crate::pipeline::SpecError;
 use crate::unit::UnitError;
 

@@ -9,39 +9,15 @@ use sandpiper_model::Inventory;
 use sandpiper_model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
 use wasmtime::component::{Instance, InstancePre, ResourceTable};
 use wasmtime::{Engine, Store};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::{Guests, InventoryImport, PolicyVersion};
+use super::bindings::{Guests, PolicyVersion};
+use super::call_state::{CallState, InventoryImport};
 use super::engine::{EpochTicker, deadline_ticks};
 use super::failure::{Evidence, Phase, classify, thread_cpu_time};
 use super::limits::{Limits, LimitsError, MemoryLimiter};
 use super::output::{self, MAX_TRANSFER_BYTES};
 use super::wasi::{self, StderrCapture};
 use crate::unit::{CallResult, Called, Exports, Failed, Role, Unit, UnitError, Usage};
-
-/// What a call's `Store` holds.
-pub(crate) struct CallState {
-    inventory: InventoryImport,
-    wasi: WasiCtx,
-    table: ResourceTable,
-    limiter: MemoryLimiter,
-}
-
-impl WasiView for CallState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
-impl CallState {
-    /// The `inventory` import's view of the state, for the linker.
-    pub(crate) fn inventory(&mut self) -> &mut InventoryImport {
-        &mut self.inventory
-    }
-}
 
 /// The process-wide parts every unit needs to run: the engine and the
 /// ticker driving its epochs. Units keep it alive, so their deadlines hold

@@ -16,14 +16,11 @@
 //! enum, the string tables, the hardware) is written in the version's own
 //! module.
 
-use std::sync::Arc;
-
-use sandpiper_model::Inventory;
 use sandpiper_model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
 use wasmtime::Store;
 use wasmtime::component::Instance;
 
-use super::wasm_unit::CallState;
+use super::call_state::CallState;
 use crate::unit::Exports;
 
 pub(crate) mod v0_1;
@@ -70,22 +67,6 @@ impl PolicyVersion {
 impl std::fmt::Display for PolicyVersion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "sandpiper:policy@{}", self.package_version())
-    }
-}
-
-/// The `inventory` import of one call, every version: reads the call's
-/// snapshot.
-///
-/// Columns are copied out of the shared snapshot for each request the unit
-/// makes (the bindings take owned lists); a unit fetches each column at most
-/// once per call (the SDK caches them), so this is one copy per column read.
-pub(crate) struct InventoryImport {
-    inventory: Arc<Inventory>,
-}
-
-impl InventoryImport {
-    pub(crate) fn new(inventory: Arc<Inventory>) -> Self {
-        InventoryImport { inventory }
     }
 }
 
@@ -260,7 +241,7 @@ macro_rules! shared_conversions {
         }
 
         /// `types` has no functions; the linker still needs an instance for it.
-        impl types::Host for $crate::sandbox::bindings::InventoryImport {}
+        impl types::Host for $crate::sandbox::call_state::InventoryImport {}
     };
 }
 pub(crate) use shared_conversions;
@@ -367,7 +348,7 @@ macro_rules! guest_calls {
         use wasmtime::Store;
         use wasmtime::component::{Instance, InstancePre};
         use $crate::sandbox::bindings::{Lowered, PolicyVersion};
-        use $crate::sandbox::wasm_unit::CallState;
+        use $crate::sandbox::call_state::CallState;
         use $crate::unit::Exports;
 
         /// Indices of the exports a unit of this version has.

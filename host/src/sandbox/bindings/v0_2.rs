@@ -13,7 +13,8 @@ use self::sandpiper::policy::inventory;
 pub(crate) use self::sandpiper::policy::types;
 use sandpiper_model as model;
 
-use super::{InventoryImport, lower_vm, same_enum};
+use super::{lower_vm, same_enum};
+use crate::sandbox::call_state::InventoryImport;
 
 super::shared_conversions!();
 super::guest_calls!(V0_2);

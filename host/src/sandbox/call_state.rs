@@ -1,0 +1,52 @@
+//! What one call's `Store` holds: the snapshot the `inventory` import reads,
+//! a WASI with no authority and the memory limiter. Its own module because
+//! both sides use it: the bindings (each version's `inventory` import reads
+//! it) and the call that builds it (`wasm_unit`).
+
+use std::sync::Arc;
+
+use sandpiper_model::Inventory;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::limits::MemoryLimiter;
+
+/// What a call's `Store` holds.
+pub(crate) struct CallState {
+    pub(super) inventory: InventoryImport,
+    pub(super) wasi: WasiCtx,
+    pub(super) table: ResourceTable,
+    pub(super) limiter: MemoryLimiter,
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl CallState {
+    /// The `inventory` import's view of the state, for the linker.
+    pub(crate) fn inventory(&mut self) -> &mut InventoryImport {
+        &mut self.inventory
+    }
+}
+
+/// The `inventory` import of one call, every version: reads the call's
+/// snapshot.
+///
+/// Columns are copied out of the shared snapshot for each request the unit
+/// makes (the bindings take owned lists); a unit fetches each column at most
+/// once per call (the SDK caches them), so this is one copy per column read.
+pub(crate) struct InventoryImport {
+    pub(super) inventory: Arc<Inventory>,
+}
+
+impl InventoryImport {
+    pub(crate) fn new(inventory: Arc<Inventory>) -> Self {
+        InventoryImport { inventory }
+    }
+}
