@@ -571,7 +571,14 @@ async fn three_consecutive_failures_stop_a_run_and_are_reported() {
         claims["claims"].as_array().expect("claims").is_empty(),
         "{claims:#}"
     );
-    // Counted once: the next run starts three again.
-    let p = wait_for(&admin, &pool, "a retry", |p| state_counts(p).1 == 3).await;
-    assert_eq!(p["last_run"]["stopped_early"], false);
+    // Counted once: the next run starts three again. A run records itself
+    // after its starts, so wait for the record rather than the members.
+    let failed_run = run["at_ms"].as_u64().expect("at_ms");
+    let p = wait_for(&admin, &pool, "a retry", |p| {
+        p["last_run"]["at_ms"].as_u64() > Some(failed_run)
+    })
+    .await;
+    assert_eq!(p["last_run"]["stopped_early"], false, "{p:#}");
+    assert_eq!(p["last_run"]["started"].as_array().map(Vec::len), Some(3));
+    assert_eq!(state_counts(&p).1, 3);
 }
