@@ -37,8 +37,9 @@
 //!
 //! Use: build a [`Fitter`] once per request (it normalises the VM's
 //! request, including Nova's implicit single-cell topology, and owns the
-//! scratch buffers), then call [`Fitter::fit`] per host. After the first
-//! hosts a fit allocates nothing.
+//! scratch buffers), then call [`Fitter::fit`] per host, or
+//! [`Fitter::check`] where only the verdict matters (a filter). After the
+//! first hosts a fit allocates nothing.
 
 mod cpus;
 mod pci;
@@ -612,6 +613,11 @@ struct Scratch {
     first_cell: usize,
     cpus: cpus::CellView,
     pci: pci::PciScratch,
+    /// Sets of host cells (bit masks of host-local cells) on which the PCI
+    /// requests failed, for the host at hand: the PCI fit depends only on
+    /// which cells the guest cells took, not on their order, so each set
+    /// is checked once instead of once per permutation.
+    pci_failed: Vec<u64>,
     mdev_taken: Vec<u32>,
 }
 
@@ -681,6 +687,23 @@ impl<'a, F: Fetch> Fitter<'a, F> {
     /// Fits the VM onto host `host` (an inventory row). On success the
     /// assignment is valid until the next call.
     pub fn fit(&mut self, host: usize) -> Result<&Assignment, Unfit> {
+        self.run(host, true)?;
+        Ok(&self.assignment)
+    }
+
+    /// Whether the VM fits host `host`, and if not why: the same verdict
+    /// and reason as [`Fitter::fit`], without laying out the assignment.
+    /// A filter needs no more, and skips the CPU layout of the chosen
+    /// cells (and, for `prefer` pinning, reading any host's CPUs at all).
+    ///
+    /// The layout can only fail where a cell's dedicated and pinned
+    /// counts disagree with its CPUs' flags, which the host's columns
+    /// never do (the counts are derived from the flags).
+    pub fn check(&mut self, host: usize) -> Result<(), Unfit> {
+        self.run(host, false)
+    }
+
+    fn run(&mut self, host: usize, record: bool) -> Result<(), Unfit> {
         self.assignment.clear();
         self.scratch.pci.new_host();
         if let Some(why) = self.wanted.invalid {
@@ -694,7 +717,7 @@ impl<'a, F: Fetch> Fitter<'a, F> {
                 PciCheck::Always => true,
             };
         if numa {
-            self.fit_numa(host, pci)?;
+            self.fit_numa(host, pci, record)?;
         } else if pci {
             let scratch = &mut self.scratch.pci;
             pci::fit(
@@ -709,7 +732,7 @@ impl<'a, F: Fetch> Fitter<'a, F> {
         if self.options.mdev && !self.wanted.mdev_types.is_empty() {
             self.fit_mdevs(host)?;
         }
-        Ok(&self.assignment)
+        Ok(())
     }
 
     fn fit_mdevs(&mut self, host: usize) -> Result<(), Unfit> {
@@ -754,8 +777,10 @@ impl<'a, F: Fetch> Fitter<'a, F> {
 
     /// `numa_fit_instance_to_host`: host cells ordered as Nova orders them,
     /// guest cells tried on every permutation in order, each pair's fit
-    /// remembered, PCI requests checked per complete placement.
-    fn fit_numa(&mut self, host: usize, pci: bool) -> Result<(), Unfit> {
+    /// remembered, PCI requests checked per complete placement (once per
+    /// set of host cells). With `record`, lays out the assignment of the
+    /// placement found.
+    fn fit_numa(&mut self, host: usize, pci: bool, record: bool) -> Result<(), Unfit> {
         let inv = self.inventory;
         let topology = inv.numa_topology();
         let cells = topology.host_cells(host);
@@ -788,6 +813,7 @@ impl<'a, F: Fetch> Fitter<'a, F> {
         self.scratch.pairs.resize(guests * tried, 0);
         self.scratch.chosen.clear();
         self.scratch.chosen.resize(guests, 0);
+        self.scratch.pci_failed.clear();
         let mut failures = Failures::default();
         if !self.search(host, 0, 0, pci, &mut failures) {
             // A PCI failure means some placement of the cells fitted: the
@@ -796,6 +822,9 @@ impl<'a, F: Fetch> Fitter<'a, F> {
                 .pci
                 .or(failures.cell)
                 .unwrap_or(Unfit::NoNumaTopology));
+        }
+        if !record {
+            return Ok(());
         }
         // Found: record the assignment of the chosen cells.
         for g in 0..guests {
@@ -828,6 +857,15 @@ impl<'a, F: Fetch> Fitter<'a, F> {
         let guests = self.wanted.cells.len();
         if depth == guests {
             if pci {
+                let first = self.scratch.first_cell as u32;
+                let set = self
+                    .scratch
+                    .chosen
+                    .iter()
+                    .fold(0u64, |set, &c| set | 1 << (c - first));
+                if self.scratch.pci_failed.contains(&set) {
+                    return false;
+                }
                 let chosen = std::mem::take(&mut self.scratch.chosen);
                 let result = pci::fit(
                     self.inventory,
@@ -840,6 +878,7 @@ impl<'a, F: Fetch> Fitter<'a, F> {
                 self.scratch.chosen = chosen;
                 if let Err(e) = result {
                     self.assignment.pci.clear();
+                    self.scratch.pci_failed.push(set);
                     failures.pci.get_or_insert(e);
                     return false;
                 }

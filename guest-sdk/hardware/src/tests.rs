@@ -257,9 +257,13 @@ fn vm(cells: Vec<VmNumaCell>, policy: CpuPolicy) -> Vm {
     }
 }
 
+/// Fits host 0, and checks that `Fitter::check` gives the same verdict
+/// and reason as the fit, so every case below covers both.
 fn fit_one(inv: &Inventory, vm: &Vm, options: Options) -> Result<Assignment, Unfit> {
-    let mut fitter = Fitter::new(inv, vm, options);
-    fitter.fit(0).cloned()
+    let fitted = Fitter::new(inv, vm, options).fit(0).cloned();
+    let checked = Fitter::new(inv, vm, options).check(0);
+    assert_eq!(checked, fitted.as_ref().map(|_| ()).map_err(Clone::clone));
+    fitted
 }
 
 fn everything() -> Options {
@@ -769,6 +773,52 @@ fn nova_pci_numa_affinity() {
     assert!(fit_one(&inv, &v, everything()).is_ok());
     v.hardware.pci_requests[0].numa_policy = PciNumaPolicy::Required;
     assert!(fit_one(&inv, &v, everything()).is_err());
+}
+
+/// Two guest cells over three host cells with the only matching device on
+/// the last. Nova orders the cells by free devices of any kind, so the
+/// cell with five unmatched devices comes first, and the search meets the
+/// set {0, 1} (no device) before {2, 0}: a failed set is remembered, and a
+/// set not yet tried is still tried.
+#[test]
+fn pci_failures_are_remembered_per_set_of_cells_not_per_placement() {
+    let mut h = host(vec![
+        cell(0, &[0, 1], 2048.0),
+        cell(1, &[2, 3], 2048.0),
+        cell(2, &[4, 5], 768.0),
+    ]);
+    h.pools = vec![
+        pool("10de", "1db4", Some(0), 5),
+        pool("8086", "1520", Some(2), 1),
+    ];
+    let inv = inventory(&[h.clone()]);
+    // Guest cell 1 is too large for host cell 2.
+    let mut v = vm(
+        vec![vcell(&[0], 512.0), vcell(&[1], 1024.0)],
+        CpuPolicy::Shared,
+    );
+    v.hardware.pci_requests = vec![pci_request(
+        1,
+        &[&[("vendor_id", "8086")]],
+        PciNumaPolicy::Required,
+    )];
+    let fit = fit_one(&inv, &v, everything()).unwrap();
+    let nodes: Vec<u32> = fit.cells.iter().map(|c| c.node).collect();
+    assert_eq!(nodes, [2, 0]);
+    assert_eq!(fit.pci.len(), 1);
+    // With the device on no cell every set fails (each set twice), with
+    // the first placement's reason.
+    h.pools[1].cell = None;
+    let inv = inventory(&[h]);
+    assert_eq!(
+        fit_one(&inv, &v, everything()).unwrap_err(),
+        Unfit::Pci {
+            request: 0,
+            stage: PciStage::Affinity,
+            wanted: 1,
+            available: 0
+        }
+    );
 }
 
 /// _filter_pools_for_socket_affinity: devices on a cell of the same socket.

@@ -75,7 +75,7 @@ impl Filter for NumaTopologyFilter {
             Fitter::from_wanted(cx.inventory(), wanted, Options::nova_numa_filter(limits(0)));
         for &host in candidates {
             fitter.set_limits(Some(limits(host as usize)));
-            if let Err(unfit) = fitter.fit(host as usize) {
+            if let Err(unfit) = fitter.check(host as usize) {
                 let (template, figures) = unfit.template();
                 if figures.as_slice().is_empty() {
                     rejections.reject(host, template);

@@ -42,7 +42,7 @@ impl Filter for PciPassthroughFilter {
         }
         let mut fitter = Fitter::new(cx.inventory(), cx.vm(), Options::nova_pci_filter());
         for &host in candidates {
-            if let Err(unfit) = fitter.fit(host as usize) {
+            if let Err(unfit) = fitter.check(host as usize) {
                 let (template, figures) = unfit.template();
                 rejections.reject_with(host, template, figures.as_slice());
             }
