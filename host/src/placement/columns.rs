@@ -36,9 +36,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use sandpiper_model::Inventory;
-use sandpiper_model::{
-    HostFlag, HostLabels, HostMetric, HostStatus, HostText, VmFlag, VmMetric, VmText,
-};
+use sandpiper_model::{HostFlag, HostMetric, HostStatus, VmFlag, VmMetric, VmText};
 
 use super::hosts::HostRecord;
 use super::resources::{self, PENDING_METRICS, Resources};
@@ -72,31 +70,15 @@ pub struct PendingVm<'a> {
 }
 
 /// A snapshot with `base`'s hosts and VMs plus `extra` VMs (host row in
-/// the snapshot, VM): every host column but the numeric ones copied from
-/// `base` (the caller sets those), the VM columns extended. `base.share()`
-/// when there is nothing to add.
+/// the snapshot, VM): every host column shared with `base` (the caller
+/// replaces the numeric ones pending placements change), the VM columns
+/// extended. `base.share()` when there is nothing to add.
 fn with_vms(base: &Inventory, extra: &[(u32, &PendingVm<'_>)]) -> Inventory {
     if extra.is_empty() {
         return base.share();
     }
-    let hosts = base.host_count();
-    let mut inventory = Inventory::new(hosts, base.vm_count() + extra.len());
-    // Lengths match by construction; see `with_pending`.
-    let _ = inventory.share_hardware(base);
-    for &text in HostText::ALL {
-        let _ = inventory.set_host_text(text, base.host_text(text).clone());
-    }
-    for &kind in HostLabels::ALL {
-        let _ = inventory.set_host_labels(kind, base.host_labels(kind).clone());
-    }
-    for name in base.host_named_metric_names() {
-        let column = base.host_named_metric(&name).to_vec();
-        let _ = inventory.set_host_named_metric(name, column);
-    }
-    let _ = inventory.set_host_statuses(base.host_statuses().to_vec());
-    for &flag in HostFlag::ALL {
-        let _ = inventory.set_host_flag(flag, base.host_flag(flag).to_vec());
-    }
+    // The hosts are unchanged: their columns are shared, not copied.
+    let mut inventory = base.share_hosts(base.vm_count() + extra.len());
     let mut on_host = base.vm_hosts().to_vec();
     on_host.extend(extra.iter().map(|&(host, _)| host));
     let _ = inventory.set_vm_hosts(on_host);
@@ -517,7 +499,7 @@ mod tests {
         assert_eq!(inv.vm_metric(VmMetric::CpuUsagePercent), [50.0, 10.0]);
         // The same hosts, with the claim in the usage columns.
         assert_eq!(inv.host_metric(HostMetric::MemoryFreeMib), [3072.0, 8192.0]);
-        assert_eq!(inv.host_text(HostText::Id).get(1), "b");
+        assert_eq!(inv.host_text(sandpiper_model::HostText::Id).get(1), "b");
 
         // A window shows the claimed VMs of its own hosts only.
         let records: Vec<HostRecord> = snapshot
