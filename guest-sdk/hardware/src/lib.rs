@@ -594,6 +594,9 @@ pub struct Fitter<'a, F: Fetch = Defaults> {
     inventory: &'a Inventory<F>,
     wanted: Wanted,
     options: Options,
+    /// Each guest cell's memory in KiB, converted once per request (the
+    /// conversion rounds, a library call inside a component).
+    memory_kib: Vec<u64>,
     scratch: Scratch,
     assignment: Assignment,
 }
@@ -654,6 +657,11 @@ impl<'a, F: Fetch> Fitter<'a, F> {
     pub fn from_wanted(inventory: &'a Inventory<F>, wanted: Wanted, options: Options) -> Self {
         Fitter {
             inventory,
+            memory_kib: wanted
+                .cells
+                .iter()
+                .map(|c| mib_to_kib(c.memory_mib))
+                .collect(),
             wanted,
             options,
             scratch: Scratch::default(),
@@ -1024,7 +1032,7 @@ impl<'a, F: Fetch> Fitter<'a, F> {
             return Err(Shortfall::NotInHostNodes);
         }
         let pins = self.wanted.pins();
-        let memory_kib = mib_to_kib(cell.memory_mib);
+        let memory_kib = self.memory_kib[guest];
 
         // Memory and page size.
         let pages = inv.cell_pages();

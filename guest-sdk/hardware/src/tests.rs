@@ -821,6 +821,46 @@ fn pci_failures_are_remembered_per_set_of_cells_not_per_placement() {
     );
 }
 
+/// A host without enough matching devices fails the same way on every
+/// placement: the first one's reason, or the cells' when no placement of
+/// the cells fits at all.
+#[test]
+fn a_host_short_of_devices_fails_on_the_first_placement_or_on_its_cells() {
+    let mut h = host(vec![
+        cell(0, &[0, 1], 2048.0),
+        cell(1, &[2, 3], 2048.0),
+        cell(2, &[4, 5], 2048.0),
+    ]);
+    h.pools = vec![pool("10de", "1db4", Some(0), 5)];
+    let inv = inventory(&[h.clone()]);
+    let mut v = vm(
+        vec![vcell(&[0], 512.0), vcell(&[1], 1024.0)],
+        CpuPolicy::Shared,
+    );
+    v.hardware.pci_requests = vec![pci_request(
+        1,
+        &[&[("vendor_id", "8086")]],
+        PciNumaPolicy::Required,
+    )];
+    assert_eq!(
+        fit_one(&inv, &v, everything()).unwrap_err(),
+        Unfit::Pci {
+            request: 0,
+            stage: PciStage::Spec,
+            wanted: 1,
+            available: 0
+        }
+    );
+    for c in &mut h.cells {
+        c.memory_mib = 768.0;
+    }
+    let inv = inventory(&[h]);
+    assert!(matches!(
+        fit_one(&inv, &v, everything()).unwrap_err(),
+        Unfit::Cell { guest_cell: 1, .. }
+    ));
+}
+
 /// _filter_pools_for_socket_affinity: devices on a cell of the same socket.
 #[test]
 fn nova_pci_socket_affinity() {
