@@ -948,17 +948,27 @@ impl<'a, F: Fetch> Fitter<'a, F> {
         let data = &mut self.scratch.cells;
         data.clear();
         let topology = inv.numa_topology();
-        let m =
-            |metric: CellMetric, c: usize| inv.cell_metric(metric).get(c).copied().unwrap_or(0.0);
+        // The columns looked up once per host, not once per cell and
+        // metric.
+        let [total, free, cpus, dedicated, pinned, used] = [
+            CellMetric::MemoryTotalMib,
+            CellMetric::MemoryFreeMib,
+            CellMetric::Cpus,
+            CellMetric::DedicatedCpus,
+            CellMetric::PinnedCpus,
+            CellMetric::SharedVcpusUsed,
+        ]
+        .map(|metric| inv.cell_metric(metric));
+        let m = |column: &[f64], c: usize| column.get(c).copied().unwrap_or(0.0);
         for c in cells.clone() {
             data.push(CellData {
                 node: topology.node_ids.get(c).copied().unwrap_or(c as u32),
-                total: m(CellMetric::MemoryTotalMib, c),
-                free: m(CellMetric::MemoryFreeMib, c),
-                cpus: m(CellMetric::Cpus, c) as u32,
-                dedicated: m(CellMetric::DedicatedCpus, c) as u32,
-                pinned: m(CellMetric::PinnedCpus, c) as u32,
-                used: m(CellMetric::SharedVcpusUsed, c),
+                total: m(total, c),
+                free: m(free, c),
+                cpus: m(cpus, c) as u32,
+                dedicated: m(dedicated, c) as u32,
+                pinned: m(pinned, c) as u32,
+                used: m(used, c),
                 pci: 0,
                 page_memo: None,
             });
