@@ -39,7 +39,7 @@ pub const PROFILE: &str = "guest";
 /// hosts, 45 µs a call with the default and 32 µs with 4 MiB. Pages a unit
 /// never touches cost nothing (they stay unmapped zero pages), and the
 /// initial memory counts against the unit's memory limit like any other.
-/// Matches the sandbox's `KEEP_RESIDENT_BYTES`.
+/// Matches the sandbox's `KEEP_RESIDENT_WITHOUT_SCAN_BYTES`.
 pub const INITIAL_MEMORY_BYTES: u64 = 4 << 20;
 
 /// The guests' target directory, inside the workspace's target directory.

@@ -43,12 +43,21 @@ pub const POOL_TABLES: u32 = POOL_CONCURRENT_CALLS * 8;
 /// on (where it is usable: no swap, Linux 6.7+) only the pages an
 /// instance actually wrote are reset (`memset`, or copied back from the
 /// data image), so a unit that touches 100 KiB pays for 100 KiB, whatever
-/// this says; without the scan wasmtime `memset`s the first 4 MiB on every
-/// drop (before the scan was turned on, a Rust unit's whole 1.06 MiB,
-/// 1 MiB stack region included: most of each call's fixed cost). A unit
-/// that writes more than this pays page faults for the rest on its next
-/// call instead.
-pub const KEEP_RESIDENT_BYTES: usize = 4 << 20;
+/// this says. A unit that writes more than this pays page faults for the
+/// rest on its next call instead: units reading 10,000 hosts' hardware
+/// columns write 8–10 MiB, and with 4 MiB kept `NUMATopologyFilter` took
+/// 12.5 ms a call instead of 11.6 (`cargo bench --bench nova_units --
+/// numa-topology`, docs/performance.md). What a slot keeps is at most what
+/// its last unit wrote, for wasmtime's warm slots only; the start-up
+/// benchmark's resident set (10,000 hosts, 50 policies) was 153 MiB with
+/// 4, 8 and 16 MiB alike.
+pub const KEEP_RESIDENT_BYTES: usize = 16 << 20;
+
+/// [`KEEP_RESIDENT_BYTES`] without the scan: wasmtime then `memset`s the
+/// whole kept part on every drop, so it stays at a Rust unit's initial
+/// memory (before the scan was turned on, a Rust unit's whole 1.06 MiB,
+/// 1 MiB stack region included, was most of each call's fixed cost).
+pub const KEEP_RESIDENT_WITHOUT_SCAN_BYTES: usize = 4 << 20;
 
 /// Bytes of each pooled table kept mapped and reset in place when its
 /// instance ends, as [`KEEP_RESIDENT_BYTES`] for memories. A component's
@@ -67,6 +76,7 @@ pub const MAX_WASM_STACK_BYTES: usize = 512 << 10;
 /// differently configured engine (say, without fuel) is refused by
 /// wasmtime when loaded, never run.
 pub(crate) fn build() -> wasmtime::Result<Engine> {
+    let scan = page_scan_usable();
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(POOL_CONCURRENT_CALLS)
         .total_core_instances(POOL_CORE_INSTANCES)
@@ -76,13 +86,13 @@ pub(crate) fn build() -> wasmtime::Result<Engine> {
         .max_memories_per_component(u32::try_from(MAX_MEMORIES_PER_CALL)?)
         .max_tables_per_component(u32::try_from(MAX_TABLES_PER_CALL)?)
         .max_memory_size(usize::try_from(MAX_MEMORY_BYTES)?)
-        .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
-        .table_keep_resident(TABLE_KEEP_RESIDENT_BYTES)
-        .pagemap_scan(if page_scan_usable() {
-            Enabled::Yes
+        .linear_memory_keep_resident(if scan {
+            KEEP_RESIDENT_BYTES
         } else {
-            Enabled::No
-        });
+            KEEP_RESIDENT_WITHOUT_SCAN_BYTES
+        })
+        .table_keep_resident(TABLE_KEEP_RESIDENT_BYTES)
+        .pagemap_scan(if scan { Enabled::Yes } else { Enabled::No });
 
     let mut config = Config::new();
     // Cranelift is wasmtime's Tier 1 compiler on x86_64, fuzzed continuously;

@@ -34,6 +34,14 @@ const MARKER_LOW: u64 = 0x0000_0000_C0DE_F00D;
 /// Marker words written per call: 256 KiB of heap and 4 KiB of stack.
 const HEAP_MARKER_WORDS: usize = 32 << 10;
 const STACK_MARKER_WORDS: usize = 512;
+/// Each call grows its memory to this size before looking, and writes
+/// markers over the part above [`GROWN_MARKERS_FROM`]: memory a unit grows
+/// into is kept mapped between instances too (up to the sandbox's
+/// `KEEP_RESIDENT_BYTES`), so it must be reset like the initial memory.
+#[cfg(target_arch = "wasm32")]
+const GROWN_TO_BYTES: usize = 8 << 20;
+#[cfg(target_arch = "wasm32")]
+const GROWN_MARKERS_FROM: usize = 6 << 20;
 
 /// How long the unit asks to sleep: far beyond any deadline, so a sleep
 /// that really blocked would show as a hung test.
@@ -75,6 +83,12 @@ fn leftover_marker_words() -> String {
         std::hint::black_box(MARKER_HIGH),
         std::hint::black_box(MARKER_LOW),
     );
+    let size = core::arch::wasm32::memory_size(0) * 65536;
+    if size < GROWN_TO_BYTES {
+        // The allocator never hands out memory it did not grow itself, so
+        // the region grown here is this unit's to write (`leave_markers`).
+        core::arch::wasm32::memory_grow(0, (GROWN_TO_BYTES - size) / 65536);
+    }
     let end = core::arch::wasm32::memory_size(0) * 65536;
     let found = (8..end)
         .step_by(8)
@@ -91,11 +105,19 @@ fn leftover_marker_words() -> String {
     "n/a".to_owned()
 }
 
-/// Writes the marker over fresh heap (kept, never freed) and stack.
+/// Writes the marker over fresh heap (kept, never freed), stack and the
+/// memory grown by `leftover_marker_words`.
 fn leave_markers() {
     let marker = std::hint::black_box(MARKER_HIGH) ^ std::hint::black_box(MARKER_LOW);
     std::mem::forget(std::hint::black_box(vec![marker; HEAP_MARKER_WORDS]));
     std::hint::black_box([marker; STACK_MARKER_WORDS]);
+    #[cfg(target_arch = "wasm32")]
+    if core::arch::wasm32::memory_size(0) * 65536 >= GROWN_TO_BYTES {
+        for address in (GROWN_MARKERS_FROM..GROWN_TO_BYTES).step_by(8) {
+            // SAFETY: grown by this call and handed to no allocation.
+            unsafe { std::ptr::write_volatile(address as *mut u64, marker) };
+        }
+    }
 }
 
 fn outcome(result: std::io::Result<usize>) -> String {
