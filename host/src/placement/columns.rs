@@ -27,10 +27,10 @@
 //!   ([`PendingVm`]): a unit that looks at which VMs a host runs
 //!   ((anti-)affinity, `same_host`/`different_host`, VM counts) sees them,
 //!   not only their resources in the usage columns. The WIT snapshot's VMs
-//!   are "running (or pending)". This copies the snapshot's VM and host
-//!   text columns for each decision with such VMs (the column store can
-//!   only share whole columns of the same length); over a 500-host window
-//!   that is small.
+//!   are "running (or pending)". The host columns are still shared
+//!   ([`Inventory::share_hosts`]); the VM columns are copied for each
+//!   decision with such VMs (a column is shared whole or not at all),
+//!   which over a 500-host window is small.
 
 use std::collections::HashMap;
 use std::sync::Arc;
