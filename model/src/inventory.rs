@@ -626,27 +626,12 @@ impl<F: Fetch + Clone> Inventory<F> {
     /// instead of a copy of every column (tens of megabytes per second at
     /// 10,000 hosts and thousands of decisions a second).
     pub fn share(&self) -> Inventory<F> {
-        let named = self
-            .named_metrics
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone();
-        Inventory {
-            fetch: self.fetch.clone(),
-            host_count: self.host_count,
-            vm_count: self.vm_count,
-            host_metrics: share_slots(&self.host_metrics),
-            host_statuses: share_one(&self.host_statuses),
-            host_flags: share_slots(&self.host_flags),
-            host_texts: share_slots(&self.host_texts),
-            host_labels: share_slots(&self.host_labels),
-            named_metrics: Mutex::new(named),
-            vm_hosts: share_one(&self.vm_hosts),
-            vm_metrics: share_slots(&self.vm_metrics),
-            vm_flags: share_slots(&self.vm_flags),
-            vm_texts: share_slots(&self.vm_texts),
-            hardware: self.hardware.share(),
-        }
+        let mut shared = self.share_hosts(self.vm_count);
+        shared.vm_hosts = share_one(&self.vm_hosts);
+        shared.vm_metrics = share_slots(&self.vm_metrics);
+        shared.vm_flags = share_slots(&self.vm_flags);
+        shared.vm_texts = share_slots(&self.vm_texts);
+        shared
     }
 
     /// A snapshot of the same hosts, sharing every host column already
@@ -654,9 +639,9 @@ impl<F: Fetch + Clone> Inventory<F> {
     /// columns are not set.
     ///
     /// Why: a decision's snapshot adds the VMs placed but not yet reported
-    /// to the held one; copying the host columns for that (every host's
-    /// texts, labels and named metrics) was most of a held decision's time
-    /// at 10,000 hosts.
+    /// to the held one; building it from scratch copied every host's
+    /// texts, labels and named metrics per decision, though only the VM
+    /// rows differ.
     pub fn share_hosts(&self, vm_count: usize) -> Inventory<F> {
         let named = self
             .named_metrics
