@@ -142,7 +142,7 @@ impl Fetch for Defaults {
 }
 
 /// The hardware columns of a snapshot, each set once or fetched when first
-/// read. Kept apart so that [`Inventory::share_hardware`] can hand all of
+/// read. Kept apart so that [`Inventory::share_hosts`] can hand all of
 /// them to another snapshot at once.
 struct HardwareSlots {
     numa: OnceLock<Arc<NumaTopology>>,
@@ -664,15 +664,6 @@ impl<F: Fetch + Clone> Inventory<F> {
             vm_texts: std::array::from_fn(|_| OnceLock::new()),
             hardware: self.hardware.share(),
         }
-    }
-
-    /// Takes every hardware column already filled in `from` (a snapshot of
-    /// the same hosts), sharing them: for a snapshot rebuilt with other VM
-    /// rows whose hosts are unchanged.
-    pub fn share_hardware(&mut self, from: &Inventory<F>) -> Result<(), ColumnLengthError> {
-        check_len("hosts", self.host_count, from.host_count)?;
-        self.hardware = from.hardware.share();
-        Ok(())
     }
 
     /// Sets a numeric host column that other snapshots may share (see
