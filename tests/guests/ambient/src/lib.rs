@@ -35,13 +35,11 @@ const MARKER_LOW: u64 = 0x0000_0000_C0DE_F00D;
 const HEAP_MARKER_WORDS: usize = 32 << 10;
 const STACK_MARKER_WORDS: usize = 512;
 /// Each call grows its memory to this size before looking, and writes
-/// markers over the part above [`GROWN_MARKERS_FROM`]: memory a unit grows
-/// into is kept mapped between instances too (up to the sandbox's
-/// `KEEP_RESIDENT_BYTES`), so it must be reset like the initial memory.
+/// markers over what it grew: memory a unit grows into is kept mapped
+/// between instances too (up to the sandbox's `KEEP_RESIDENT_BYTES`), so
+/// it must be reset like the initial memory.
 #[cfg(target_arch = "wasm32")]
 const GROWN_TO_BYTES: usize = 8 << 20;
-#[cfg(target_arch = "wasm32")]
-const GROWN_MARKERS_FROM: usize = 6 << 20;
 
 /// How long the unit asks to sleep: far beyond any deadline, so a sleep
 /// that really blocked would show as a hung test.
@@ -60,8 +58,9 @@ pub fn observe() -> Vec<(&'static str, String)> {
     std::thread::sleep(SLEEP);
     let slept = before.elapsed().as_nanos();
     let random = std::collections::hash_map::RandomState::new().hash_one(42u64);
+    let grown = grow_memory();
     let leftovers = leftover_marker_words();
-    leave_markers();
+    leave_markers(grown);
     vec![
         (CALLS, calls.to_string()),
         (ENV_VARS, std::env::vars_os().count().to_string()),
@@ -83,12 +82,6 @@ fn leftover_marker_words() -> String {
         std::hint::black_box(MARKER_HIGH),
         std::hint::black_box(MARKER_LOW),
     );
-    let size = core::arch::wasm32::memory_size(0) * 65536;
-    if size < GROWN_TO_BYTES {
-        // The allocator never hands out memory it did not grow itself, so
-        // the region grown here is this unit's to write (`leave_markers`).
-        core::arch::wasm32::memory_grow(0, (GROWN_TO_BYTES - size) / 65536);
-    }
     let end = core::arch::wasm32::memory_size(0) * 65536;
     let found = (8..end)
         .step_by(8)
@@ -105,18 +98,37 @@ fn leftover_marker_words() -> String {
     "n/a".to_owned()
 }
 
+/// Grows the unit's memory to [`GROWN_TO_BYTES`], returning the byte
+/// range grown (empty when it already was that large, or the grow failed).
+/// The allocator only hands out memory it grew itself, so the range is
+/// this call's alone.
+#[cfg(target_arch = "wasm32")]
+fn grow_memory() -> std::ops::Range<usize> {
+    let size = core::arch::wasm32::memory_size(0) * 65536;
+    if size >= GROWN_TO_BYTES
+        || core::arch::wasm32::memory_grow(0, (GROWN_TO_BYTES - size) / 65536) == usize::MAX
+    {
+        return 0..0;
+    }
+    size..GROWN_TO_BYTES
+}
+
+/// Natively there is no linear memory to grow.
+#[cfg(not(target_arch = "wasm32"))]
+fn grow_memory() -> std::ops::Range<usize> {
+    0..0
+}
+
 /// Writes the marker over fresh heap (kept, never freed), stack and the
-/// memory grown by `leftover_marker_words`.
-fn leave_markers() {
+/// memory `grown` by [`grow_memory`].
+fn leave_markers(grown: std::ops::Range<usize>) {
     let marker = std::hint::black_box(MARKER_HIGH) ^ std::hint::black_box(MARKER_LOW);
     std::mem::forget(std::hint::black_box(vec![marker; HEAP_MARKER_WORDS]));
     std::hint::black_box([marker; STACK_MARKER_WORDS]);
-    #[cfg(target_arch = "wasm32")]
-    if core::arch::wasm32::memory_size(0) * 65536 >= GROWN_TO_BYTES {
-        for address in (GROWN_MARKERS_FROM..GROWN_TO_BYTES).step_by(8) {
-            // SAFETY: grown by this call and handed to no allocation.
-            unsafe { std::ptr::write_volatile(address as *mut u64, marker) };
-        }
+    for address in grown.step_by(8) {
+        // SAFETY: linear memory this call grew and no allocation owns;
+        // natively the range is empty.
+        unsafe { std::ptr::write_volatile(address as *mut u64, marker) };
     }
 }
 
