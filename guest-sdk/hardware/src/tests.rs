@@ -775,6 +775,21 @@ fn nova_pci_numa_affinity() {
     assert!(fit_one(&inv, &v, everything()).is_err());
 }
 
+/// Two shared guest cells of 512 and 1,024 MiB, and one device of vendor
+/// 8086 on one of their host cells (`required` NUMA affinity).
+fn two_cells_needing_a_local_8086() -> Vm {
+    let mut v = vm(
+        vec![vcell(&[0], 512.0), vcell(&[1], 1024.0)],
+        CpuPolicy::Shared,
+    );
+    v.hardware.pci_requests = vec![pci_request(
+        1,
+        &[&[("vendor_id", "8086")]],
+        PciNumaPolicy::Required,
+    )];
+    v
+}
+
 /// Two guest cells over three host cells with the only matching device on
 /// the last. Nova orders the cells by free devices of any kind, so the
 /// cell with five unmatched devices comes first, and the search meets the
@@ -793,15 +808,7 @@ fn pci_failures_are_remembered_per_set_of_cells_not_per_placement() {
     ];
     let inv = inventory(&[h.clone()]);
     // Guest cell 1 is too large for host cell 2.
-    let mut v = vm(
-        vec![vcell(&[0], 512.0), vcell(&[1], 1024.0)],
-        CpuPolicy::Shared,
-    );
-    v.hardware.pci_requests = vec![pci_request(
-        1,
-        &[&[("vendor_id", "8086")]],
-        PciNumaPolicy::Required,
-    )];
+    let v = two_cells_needing_a_local_8086();
     let fit = fit_one(&inv, &v, everything()).unwrap();
     let nodes: Vec<u32> = fit.cells.iter().map(|c| c.node).collect();
     assert_eq!(nodes, [2, 0]);
@@ -821,9 +828,8 @@ fn pci_failures_are_remembered_per_set_of_cells_not_per_placement() {
     );
 }
 
-/// A host without enough matching devices fails the same way on every
-/// placement: the first one's reason, or the cells' when no placement of
-/// the cells fits at all.
+/// A host without enough matching devices gets the PCI shortfall when
+/// some placement of the cells fits, and the cells' reason when none does.
 #[test]
 fn a_host_short_of_devices_fails_on_the_first_placement_or_on_its_cells() {
     let mut h = host(vec![
@@ -833,15 +839,7 @@ fn a_host_short_of_devices_fails_on_the_first_placement_or_on_its_cells() {
     ]);
     h.pools = vec![pool("10de", "1db4", Some(0), 5)];
     let inv = inventory(&[h.clone()]);
-    let mut v = vm(
-        vec![vcell(&[0], 512.0), vcell(&[1], 1024.0)],
-        CpuPolicy::Shared,
-    );
-    v.hardware.pci_requests = vec![pci_request(
-        1,
-        &[&[("vendor_id", "8086")]],
-        PciNumaPolicy::Required,
-    )];
+    let v = two_cells_needing_a_local_8086();
     assert_eq!(
         fit_one(&inv, &v, everything()).unwrap_err(),
         Unfit::Pci {
