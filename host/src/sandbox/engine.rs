@@ -49,8 +49,8 @@ pub const POOL_TABLES: u32 = POOL_CONCURRENT_CALLS * 8;
 /// 12.5 ms a call instead of 11.6 (`cargo bench --bench nova_units --
 /// numa-topology`, docs/performance.md). What a slot keeps is at most what
 /// its last unit wrote, for wasmtime's warm slots only; the start-up
-/// benchmark's resident set (10,000 hosts, 50 policies) was 153 MiB with
-/// 4, 8 and 16 MiB alike.
+/// benchmark's resident set (10,000 hosts, 50 policies) was 153, 151 and
+/// 153 MiB with 4, 8 and 16 MiB kept.
 pub const KEEP_RESIDENT_BYTES: usize = 16 << 20;
 
 /// [`KEEP_RESIDENT_BYTES`] without the scan: wasmtime then `memset`s the
