@@ -23,3 +23,4 @@ mod unit_versions;
 mod units;
 mod vmpools;
 mod weights;
+mod what_if;
