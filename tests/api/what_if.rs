@@ -100,8 +100,8 @@ async fn a_dry_run_decides_with_another_policy_and_changes_nothing() {
     let reply = admin
         .post(&format!("{schedule}?policy={saving}"), &vm("v9"))
         .await;
-    let body = expect_status(&reply, 400);
-    assert_eq!(body["error"]["code"], "invalid_value");
+    let body = expect_status(&reply, 422);
+    assert_eq!(body["error"]["code"], "policy_needs_dry_run");
     assert_eq!(body["error"]["details"]["field"], "policy");
     let missing = uuid::Uuid::new_v4();
     let body = expect_status(

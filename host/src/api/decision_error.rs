@@ -65,6 +65,11 @@ pub fn placement_error(e: PlacementError) -> ApiError {
                 invalid_snapshot(e)
             }
         }
+        PlacementError::Place(PlaceError::Instances { field, .. }) => ApiError::Unprocessable {
+            code: "invalid_instances",
+            message,
+            details: json!({ "field": field }),
+        },
         PlacementError::Place(PlaceError::BadRequest(reason)) => ApiError::InvalidValue {
             field: "body".to_owned(),
             message: reason,

@@ -243,6 +243,9 @@ pub const ERROR_CODES: &[&str] = &[
     "pool_vm_not_placed",
     "vm_not_assigned",
     "starting",
+    "policy_needs_dry_run",
+    "not_replayable",
+    "invalid_instances",
 ];
 
 /// The code of an error answer, kept in the response's extensions for the

@@ -101,11 +101,13 @@ pub async fn decision_policy(
 ) -> Result<Arc<Prepared>, ApiError> {
     match query.policy {
         None => prepared(state, cluster_id).await,
-        Some(_) if !query.dry_run => Err(ApiError::InvalidValue {
-            field: "policy".to_owned(),
-            message: "another policy than the cluster's decides only a dry run: add \
-                      `dry_run=true`"
+        // 422, not 400: a rule between two fields, which no schema states.
+        Some(_) if !query.dry_run => Err(ApiError::Unprocessable {
+            code: "policy_needs_dry_run",
+            message: "invalid value for `policy`: another policy than the cluster's decides \
+                      only a dry run; add `dry_run=true`"
                 .to_owned(),
+            details: serde_json::json!({ "field": "policy" }),
         }),
         Some(other) => Ok(Arc::new(read(state, cluster_id, Some(other)).await?)),
     }

@@ -164,7 +164,7 @@ fn json_response(body: String) -> Response {
         (status = 404, description = "The cluster", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
         (status = 409, description = "`no_inventory`: no hosts inline and none held", body = ErrorBody),
-        (status = 422, description = "`invalid_snapshot`, `invalid_candidates` (naming the field), `filter_failed` (a fail-closed filter failed), `score_failed` (a fail-closed weight failed)", body = ErrorBody),
+        (status = 422, description = "`invalid_snapshot`, `invalid_candidates` (naming the field), `filter_failed` (a fail-closed filter failed), `score_failed` (a fail-closed weight failed), `policy_needs_dry_run` (`policy` without `dry_run=true`)", body = ErrorBody),
         (status = 503, description = "`cluster_busy` (the cluster has too many decisions in progress, or its lock was not free in time), `decision_too_long` (the decision held it too long; nothing claimed), `overloaded` (a unit was starved of CPU by a busy machine); with `Retry-After`", body = ErrorBody),
     ))]
 pub async fn schedule_vm(
@@ -325,7 +325,7 @@ async fn answer_and_record(
         (status = 404, description = "The cluster", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
         (status = 409, description = "`no_inventory`: no hosts inline and none held", body = ErrorBody),
-        (status = 422, description = "`no_balance_unit`, `invalid_snapshot`, `invalid_candidates`, `balance_failed`, `filter_failed`, `score_failed`", body = ErrorBody),
+        (status = 422, description = "`no_balance_unit`, `invalid_snapshot`, `invalid_candidates`, `balance_failed`, `filter_failed`, `score_failed`, `policy_needs_dry_run`", body = ErrorBody),
         (status = 503, description = "`cluster_busy` (the cluster has too many decisions in progress, or, over the held inventory, its lock was not free in time), `overloaded` (a unit was starved of CPU by a busy machine); with `Retry-After`", body = ErrorBody),
     ))]
 pub async fn balance_cluster(

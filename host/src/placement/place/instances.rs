@@ -18,10 +18,13 @@ pub(super) fn instance_ids(request: &PlaceRequest) -> Result<Vec<String>, PlaceE
     }
     let ids: Vec<String> = if !request.instance_ids.is_empty() {
         if request.instance_ids.len() != count as usize {
-            return Err(PlaceError::BadRequest(format!(
-                "{} instance ids for count {count}",
-                request.instance_ids.len()
-            )));
+            return Err(PlaceError::Instances {
+                field: "instance_ids",
+                message: format!(
+                    "{} instance ids for count {count}",
+                    request.instance_ids.len()
+                ),
+            });
         }
         request.instance_ids.clone()
     } else if count == 1 {
@@ -33,15 +36,22 @@ pub(super) fn instance_ids(request: &PlaceRequest) -> Result<Vec<String>, PlaceE
     };
     let mut seen = HashSet::new();
     for id in &ids {
+        let field = if request.instance_ids.is_empty() {
+            "vm.id"
+        } else {
+            "instance_ids"
+        };
         if id.is_empty() {
-            return Err(PlaceError::BadRequest(
-                "a VM to place needs an id: its claim is keyed by it".to_owned(),
-            ));
+            return Err(PlaceError::Instances {
+                field,
+                message: "a VM to place needs an id: its claim is keyed by it".to_owned(),
+            });
         }
         if !seen.insert(id.as_str()) {
-            return Err(PlaceError::BadRequest(format!(
-                "instance id `{id}` is given twice"
-            )));
+            return Err(PlaceError::Instances {
+                field,
+                message: format!("instance id `{id}` is given twice"),
+            });
         }
     }
     Ok(ids)

@@ -118,6 +118,13 @@ pub enum PlaceError {
     InvalidSnapshot(SnapshotError),
     #[error("{0}")]
     BadRequest(String),
+    /// The instance ids do not fit the request (as many as `count`, none
+    /// empty, none twice): a rule between fields, which no schema states.
+    #[error("invalid value for `{field}`: {message}")]
+    Instances {
+        field: &'static str,
+        message: String,
+    },
     /// The pipeline could not decide (a fail-closed filter failed, ...);
     /// boxed, being much larger than the other reasons.
     #[error("instance `{instance}`: {error}")]

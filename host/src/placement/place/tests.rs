@@ -521,14 +521,25 @@ fn bad_counts_and_ids_are_refused() {
     req.instance_ids = vec!["x".to_owned(), "x".to_owned()];
     assert!(matches!(
         place(&mut state, &policy, &req),
-        Err(PlaceError::BadRequest(_))
+        Err(PlaceError::Instances {
+            field: "instance_ids",
+            ..
+        })
+    ));
+    req.instance_ids = vec!["x".to_owned()];
+    assert!(matches!(
+        place(&mut state, &policy, &req),
+        Err(PlaceError::Instances {
+            field: "instance_ids",
+            ..
+        })
     ));
     req.instance_ids.clear();
     req.vm.id.clear();
     req.count = 1;
     assert!(matches!(
         place(&mut state, &policy, &req),
-        Err(PlaceError::BadRequest(_))
+        Err(PlaceError::Instances { field: "vm.id", .. })
     ));
 }
 
