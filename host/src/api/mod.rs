@@ -282,13 +282,16 @@ pub fn routes(limits: &ApiLimits) -> OpenApiRouter<AppState> {
 /// The whole application: every route with its access check, body limits
 /// and error shape, over `state`. `more` are the routes of what is built
 /// on the API (the prestarted pools, `crate::pools::routes`), which the
-/// API cannot name without importing its own clients;
+/// API cannot name without importing its own clients, and `pages` the
+/// routes of its clients served alongside it but outside the OpenAPI
+/// document (the console, `crate::console::routes`);
 /// `server::Services::app` passes them.
-pub fn app(state: AppState, more: OpenApiRouter<AppState>) -> Router {
+pub fn app(state: AppState, more: OpenApiRouter<AppState>, pages: Router<AppState>) -> Router {
     let limits = *state.limits();
     let (router, api) = routes(&limits).merge(more).split_for_parts();
     let api = openapi::finish(api);
     router
+        .merge(pages)
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             audit::record,
