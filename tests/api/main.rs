@@ -13,6 +13,7 @@ mod bad_input;
 mod decisions_log;
 mod extender;
 mod hardware;
+mod inventory_hosts;
 mod openapi;
 mod operations;
 mod ovirt;

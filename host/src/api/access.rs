@@ -177,6 +177,7 @@ pub const ROUTES: &[RouteAccess] = &[
     // Held inventories, claims and the decisions log (crate::placement).
     route(Method::PUT, "/api/v1/clusters/{id}/inventory", ENGINE),
     route(Method::GET, "/api/v1/clusters/{id}/inventory", READER),
+    route(Method::GET, "/api/v1/clusters/{id}/inventory/hosts", READER),
     route(
         Method::POST,
         "/api/v1/clusters/{id}/inventory/updates",

@@ -245,6 +245,7 @@ pub fn routes(limits: &ApiLimits) -> OpenApiRouter<AppState> {
             routes!(inventory::put_inventory, inventory::get_inventory),
             limits.max_snapshot_bytes,
         ))
+        .routes(routes!(inventory::list_hosts))
         .routes(with_body_limit(
             routes!(inventory::post_updates),
             limits.max_snapshot_bytes,
