@@ -24,3 +24,4 @@ mod unit_versions;
 mod units;
 mod vmpools;
 mod weights;
+mod what_if;

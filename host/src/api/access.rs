@@ -174,6 +174,12 @@ pub const ROUTES: &[RouteAccess] = &[
         "/api/v1/clusters/{id}/decisions/{decision_id}/answer",
         READER,
     ),
+    // A replay decides again, as a dry run: what a dry-run schedule needs.
+    route(
+        Method::POST,
+        "/api/v1/clusters/{id}/decisions/{decision_id}/replay",
+        ENGINE,
+    ),
     // Held inventories, claims and the decisions log (crate::placement).
     route(Method::PUT, "/api/v1/clusters/{id}/inventory", ENGINE),
     route(Method::GET, "/api/v1/clusters/{id}/inventory", READER),

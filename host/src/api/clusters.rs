@@ -430,7 +430,7 @@ pub async fn delete_cluster(
     Ok(StatusCode::NO_CONTENT)
 }
 
-fn decision_view(d: DecisionRecord) -> Result<DecisionEntry, ApiError> {
+pub(crate) fn decision_view(d: DecisionRecord) -> Result<DecisionEntry, ApiError> {
     let (href, full_answer) = (decision_href(&d), full_answer_href(&d));
     let answer = serde_json::value::RawValue::from_string(d.answer)
         .map_err(|e| ApiError::Internal(format!("stored decision {} is not JSON: {e}", d.id)))?;

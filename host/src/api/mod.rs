@@ -240,6 +240,7 @@ pub fn routes(limits: &ApiLimits) -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(clusters::list_decisions))
         .routes(routes!(clusters::get_decision))
+        .routes(routes!(schedule::replay::replay_decision))
         .routes(routes!(decisions::full_answer))
         .routes(with_body_limit(
             routes!(inventory::put_inventory, inventory::get_inventory),

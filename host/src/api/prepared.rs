@@ -1,7 +1,9 @@
 //! What a decision needs from the store, read once and kept: a cluster's
 //! policy assembled from the loaded units, with its overrides
 //! ([`Prepared`]), cached per cluster until the configuration changes
-//! ([`PreparedCache`], invalidated by [`track_config_changes`]).
+//! ([`PreparedCache`], invalidated by [`track_config_changes`]); and, for
+//! a what-if dry run, another policy prepared the same way for the cluster
+//! ([`decision_policy`]), never cached.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +17,7 @@ use super::AppState;
 use super::assemble::{assemble, from_registry};
 use super::clusters::load as load_cluster;
 use super::error::ApiError;
+use super::schedule::request::DecisionQuery;
 use crate::pipeline::{ParamValues, Policy, only_declared};
 
 /// What a decision needs to know about the cluster, read from the store in
@@ -29,13 +32,24 @@ pub struct Prepared {
     pub skipped_units: Vec<String>,
 }
 
-async fn read(state: &AppState, cluster_id: Uuid) -> Result<Prepared, ApiError> {
+/// Reads what a decision for the cluster needs: with its own policy, or
+/// with `other` (a what-if), whose units get the cluster's overrides of the
+/// parameters they declare.
+async fn read(
+    state: &AppState,
+    cluster_id: Uuid,
+    other: Option<Uuid>,
+) -> Result<Prepared, ApiError> {
     let mut conn = state.store().read().await?;
     let cluster = load_cluster(&mut conn, cluster_id).await?;
-    let record = conn
-        .policy(cluster.policy_id)
-        .await?
-        .ok_or_else(|| ApiError::Internal(format!("cluster {cluster_id} has no policy")))?;
+    let policy_id = other.unwrap_or(cluster.policy_id);
+    let record = conn.policy(policy_id).await?.ok_or_else(|| match other {
+        Some(id) => ApiError::NotFound {
+            resource: "scheduling policy",
+            id: id.to_string(),
+        },
+        None => ApiError::Internal(format!("cluster {cluster_id} has no policy")),
+    })?;
     let disabled = conn.disabled_units().await?;
     let names = conn.unit_names().await?;
     drop(conn);
@@ -54,7 +68,7 @@ async fn read(state: &AppState, cluster_id: Uuid) -> Result<Prepared, ApiError> 
     skipped_units.sort();
     let lookup = from_registry(state.registry());
     let policy = assemble(&record, &lookup, &skip)?;
-    let overrides = if skip.is_empty() {
+    let overrides = if skip.is_empty() && other.is_none() {
         cluster.params
     } else {
         only_declared(&cluster.params, policy.units())
@@ -72,8 +86,29 @@ async fn read(state: &AppState, cluster_id: Uuid) -> Result<Prepared, ApiError> 
 pub async fn prepared(state: &AppState, cluster_id: Uuid) -> Result<Arc<Prepared>, ApiError> {
     state
         .prepared()
-        .get(cluster_id, read(state, cluster_id))
+        .get(cluster_id, read(state, cluster_id, None))
         .await
+}
+
+/// The policy a decision asked with `query` runs: the cluster's own, or
+/// for a what-if (`policy=ID`, only with `dry_run=true`, so that nothing is
+/// ever claimed or logged under a policy the cluster does not have) that
+/// policy, read afresh.
+pub async fn decision_policy(
+    state: &AppState,
+    cluster_id: Uuid,
+    query: DecisionQuery,
+) -> Result<Arc<Prepared>, ApiError> {
+    match query.policy {
+        None => prepared(state, cluster_id).await,
+        Some(_) if !query.dry_run => Err(ApiError::InvalidValue {
+            field: "policy".to_owned(),
+            message: "another policy than the cluster's decides only a dry run: add \
+                      `dry_run=true`"
+                .to_owned(),
+        }),
+        Some(other) => Ok(Arc::new(read(state, cluster_id, Some(other)).await?)),
+    }
 }
 
 /// Clusters' prepared policies, kept between decisions. Reading and assembling them takes about ten store queries

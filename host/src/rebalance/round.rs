@@ -247,6 +247,7 @@ async fn hold_back(
         None,
         Logged::whole(text),
         Vec::new(),
+        None,
     ) {
         record(state, entry).await?;
     }

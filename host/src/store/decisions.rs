@@ -91,6 +91,10 @@ pub struct LoggedDecision {
     /// (VM, host) of every claim the decision made; none for a decision
     /// over inline hosts.
     pub claims: Vec<(String, String)>,
+    /// The request body of a schedule decision over the held inventory, as
+    /// sent, kept so the decision can be replayed with another policy;
+    /// `None` for the others (inline hosts are not kept).
+    pub request: Option<String>,
 }
 
 /// A decision's answer as it was returned: the row's own answer, or the
@@ -208,6 +212,23 @@ impl Db {
             .transpose()
     }
 
+    /// The request decision `id` was asked, as sent: `None` when no such
+    /// decision is logged, `Some(None)` when it kept none (a balance
+    /// decision, one over inline hosts, or one logged before requests were
+    /// kept).
+    pub async fn decision_request(
+        &mut self,
+        id: Uuid,
+    ) -> Result<Option<Option<String>>, StoreError> {
+        let conn = self.conn();
+        let row: Option<(Option<String>,)> =
+            sqlx::query_as("SELECT request FROM decisions WHERE id = $1")
+                .bind(id.to_string())
+                .fetch_optional(conn)
+                .await?;
+        Ok(row.map(|(request,)| request))
+    }
+
     /// The answer decision `id` returned: its row's, or the full answer
     /// kept apart from its summary. `None` when no such decision is logged.
     pub async fn full_answer(&mut self, id: Uuid) -> Result<Option<FullAnswer>, StoreError> {
@@ -252,9 +273,9 @@ impl Db {
         for chunk in decisions.chunks(ROWS_PER_STATEMENT) {
             let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO decisions \
-                 (id, cluster_id, kind, vm_id, host_id, answer, summarized, answer_bytes) \
-                 VALUES {}",
-                placeholders(1, chunk.len(), 8)
+                 (id, cluster_id, kind, vm_id, host_id, answer, summarized, answer_bytes, \
+                 request) VALUES {}",
+                placeholders(1, chunk.len(), 9)
             )));
             for decision in chunk {
                 query = query
@@ -265,7 +286,8 @@ impl Db {
                     .bind(&decision.host_id)
                     .bind(&decision.answer)
                     .bind(i64::from(decision.full.is_some()))
-                    .bind(text_bytes(&decision.answer));
+                    .bind(text_bytes(&decision.answer))
+                    .bind(&decision.request);
             }
             query.execute(&mut *conn).await?;
         }
@@ -473,6 +495,7 @@ mod tests {
                 (format!("vm{i}-1"), "h".to_owned()),
                 (format!("vm{i}-0"), "g".to_owned()),
             ],
+            request: Some(format!(r#"{{"vm":{{"id":"vm{i}"}}}}"#)),
         }
     }
 
@@ -481,6 +504,44 @@ mod tests {
             .fetch_one(db.conn())
             .await
             .expect("count")
+    }
+
+    #[tokio::test]
+    async fn a_decision_keeps_the_request_it_was_asked() {
+        for db in backends().await {
+            let (store, cluster) = store_with_cluster(&db).await;
+            let roomy = Retention {
+                count: 10,
+                max_age: Duration::from_secs(3600),
+            };
+            let asked = decision(cluster, 1);
+            let inline = LoggedDecision {
+                request: None,
+                ..decision(cluster, 2)
+            };
+            for d in [&asked, &inline] {
+                store
+                    .submit((d.clone(), roomy))
+                    .wait()
+                    .await
+                    .expect("stored");
+            }
+            let mut conn = store.read().await.expect("read");
+            assert_eq!(
+                conn.decision_request(asked.id).await.expect("read"),
+                Some(Some(r#"{"vm":{"id":"vm1"}}"#.to_owned()))
+            );
+            assert_eq!(
+                conn.decision_request(inline.id).await.expect("read"),
+                Some(None),
+                "logged, without a request"
+            );
+            assert_eq!(
+                conn.decision_request(Uuid::new_v4()).await.expect("read"),
+                None,
+                "not logged"
+            );
+        }
     }
 
     #[tokio::test]

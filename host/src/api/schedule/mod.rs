@@ -23,6 +23,7 @@
 
 pub mod answer;
 pub mod logged;
+pub mod replay;
 pub mod request;
 pub mod summary;
 
@@ -40,7 +41,7 @@ use super::AppState;
 use super::decision_error::{invalid_snapshot, placement_error};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Path, Query, body_bytes, is_json};
-use super::prepared::{Prepared, prepared};
+use super::prepared::{Prepared, decision_policy, prepared};
 use crate::inputs;
 use crate::metrics::{AttemptResult, SchedulingAttempt};
 use crate::placement::{
@@ -87,8 +88,9 @@ pub(crate) fn facts(cluster_id: Uuid, query: DecisionQuery, prepared: &Prepared)
 /// A decision's entry in the decisions log: the answer as the log keeps
 /// it ([`Logged`]: as returned, or a bounded summary with the answer kept
 /// apart; for a placement over the held inventory, its summary form), and
-/// the claims it made. `None` for a dry run, which records nothing. Every
-/// decision's entry is made here.
+/// the claims it made, with the request it was asked when it can be
+/// replayed ([`kept_request`]). `None` for a dry run, which records
+/// nothing. Every decision's entry is made here.
 pub(crate) fn log_entry(
     facts: &Facts,
     kind: DecisionKind,
@@ -96,6 +98,7 @@ pub(crate) fn log_entry(
     host_id: Option<String>,
     answer: Logged,
     claims: Vec<(String, String)>,
+    request: Option<String>,
 ) -> Option<LoggedDecision> {
     facts.decision_id.map(|id| LoggedDecision {
         id,
@@ -106,7 +109,22 @@ pub(crate) fn log_entry(
         answer: answer.row,
         full: answer.full,
         claims,
+        request,
     })
+}
+
+/// The largest request body the log keeps for a replay. A request over
+/// the held inventory is a few hundred bytes; one carrying thousands of
+/// hints is still decided, but not kept (it is not replayable), so the
+/// log's rows stay small without the request counting in its byte budget.
+pub const MAX_KEPT_REQUEST_BYTES: usize = 64 * 1024;
+
+/// What the log keeps of a schedule request over the held inventory, for
+/// `replay`: the body as sent, when it is small enough.
+fn kept_request(body: &[u8]) -> Option<String> {
+    (body.len() <= MAX_KEPT_REQUEST_BYTES)
+        .then(|| std::str::from_utf8(body).ok().map(str::to_owned))
+        .flatten()
 }
 
 /// Records a balancing round, which claims nothing. A schedule decision
@@ -157,22 +175,27 @@ pub async fn schedule_vm(
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
     let admission = admission(&state, cluster_id)?;
-    let mut request: PlaceRequest = parse_body(&admission, json_body(request).await?).await?;
+    let body = json_body(request).await?;
+    let mut request: PlaceRequest = parse_body(&admission, body.clone()).await?;
     let source = request.take_source().map_err(source_mismatch)?;
     inputs::check_count(request.count).map_err(invalid_snapshot)?;
     inputs::check_vm(&request.vm, "vm").map_err(invalid_snapshot)?;
     inputs::check_instance_ids(&request.instance_ids).map_err(invalid_snapshot)?;
-    let prepared = prepared(&state, cluster_id).await?;
+    let prepared = decision_policy(&state, cluster_id, query).await?;
     // The cluster exists: from here on the decision is counted.
     let attempt = SchedulingAttempt::new(cluster_id, started);
     let facts = facts(cluster_id, query, &prepared);
-    let form = match source {
-        HostsSource::Inline(_) => AnswerForm::Pick,
-        HostsSource::Held => AnswerForm::Placement {
-            mode: request.mode,
-            detail: request.explain,
-        },
+    let (form, kept) = match source {
+        HostsSource::Inline(_) => (AnswerForm::Pick, None),
+        HostsSource::Held => (
+            AnswerForm::Placement {
+                mode: request.mode,
+                detail: request.explain,
+            },
+            kept_request(&body),
+        ),
     };
+    drop(body);
     let vm_id = request.vm.id.clone();
     let job = PlaceJob {
         policy: prepared.policy.clone(),
@@ -187,7 +210,7 @@ pub async fn schedule_vm(
         .place_admitted(cluster_id, job, &admission)
         .await
         .map_err(placement_error)?;
-    let text = answer_and_record(&admission, facts, vm_id, decided, form, attempt).await?;
+    let text = answer_and_record(&admission, facts, vm_id, decided, form, attempt, kept).await?;
     Ok(json_response(text))
 }
 
@@ -201,7 +224,8 @@ pub async fn schedule_vm(
 /// Over inline hosts nothing is locked, and the answer, which carries the
 /// full explain record of up to every host sent, is rendered on the
 /// blocking pool and logged as returned. The `attempt` is counted once the
-/// decision is recorded (as an error if this fails first).
+/// decision is recorded (as an error if this fails first), with the
+/// `request` it was asked if it is kept for replays.
 async fn answer_and_record(
     admission: &Admission,
     facts: Facts,
@@ -209,6 +233,7 @@ async fn answer_and_record(
     mut decided: Decided,
     form: AnswerForm,
     attempt: SchedulingAttempt,
+    request: Option<String>,
 ) -> Result<String, ApiError> {
     let result = if decided.outcome.complete {
         AttemptResult::Scheduled
@@ -228,6 +253,7 @@ async fn answer_and_record(
                 .iter()
                 .map(|c| (c.vm_id.clone(), c.host_id.clone()))
                 .collect(),
+            request.clone(),
         )
     };
     match form {
@@ -325,7 +351,7 @@ pub async fn balance_cluster(
         }
         None => HostsSource::Held,
     };
-    let prepared = prepared(&state, cluster_id).await?;
+    let prepared = decision_policy(&state, cluster_id, query).await?;
     let facts = facts(cluster_id, query, &prepared);
     let job = BalanceJob {
         policy: prepared.policy.clone(),
@@ -379,6 +405,7 @@ pub(crate) async fn answer_balance(
             destination,
             logged,
             Vec::new(),
+            None,
         )
     }) {
         record(state, entry).await?;
@@ -394,6 +421,13 @@ async fn json_body(request: Request) -> Result<axum::body::Bytes, ApiError> {
         });
     }
     body_bytes(request, &()).await
+}
+
+/// What the log keeps of a placement Sandpiper makes on its own behalf:
+/// the request an engine would have sent for it, so it replays the same.
+fn own_request(vm: &crate::snapshot::VmSpec, candidates: Option<&[String]>) -> Option<String> {
+    let text = serde_json::to_string(&serde_json::json!({ "vm": vm, "candidates": candidates }));
+    text.ok().and_then(|text| kept_request(text.as_bytes()))
 }
 
 /// A placement Sandpiper makes on its own behalf (a pool member's start,
@@ -429,6 +463,7 @@ pub async fn place_held(
     let facts = facts(cluster_id, DecisionQuery::default(), &prepared);
     let decision_id = facts.decision_id.unwrap_or_else(Uuid::new_v4);
     let vm_id = vm.id.clone();
+    let kept = own_request(&vm, candidates.as_deref());
     let request = PlaceRequest {
         vm,
         candidates,
@@ -452,7 +487,7 @@ pub async fn place_held(
         mode: crate::placement::Mode::AllOrNothing,
         detail: ExplainDetail::Summary,
     };
-    let text = answer_and_record(&admission, facts, vm_id, decided, form, attempt).await?;
+    let text = answer_and_record(&admission, facts, vm_id, decided, form, attempt, kept).await?;
     let answer: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| ApiError::Internal(format!("a decision's own answer is not JSON: {e}")))?;
     let text_of = |key: &str| answer[key].as_str().map(str::to_owned);
@@ -461,4 +496,33 @@ pub async fn place_held(
         host_id: text_of("chosen_host"),
         reason: text_of("reason"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::VmSpec;
+
+    #[test]
+    fn a_placement_of_our_own_is_kept_as_a_request_that_reads_back() {
+        let vm: VmSpec = serde_json::from_value(serde_json::json!({
+            "id": "pool-7", "memory_mib": 2048, "vcpus": 2,
+            "hardware": {"numa_cells": [{"shared_vcpus": [0, 1], "memory_mib": 2048}]},
+        }))
+        .expect("a VM");
+        let candidates = ["h1".to_owned(), "h2".to_owned()];
+        let kept = own_request(&vm, Some(&candidates)).expect("kept");
+        let read: PlaceRequest = serde_json::from_str(&kept).expect("reads back");
+        assert_eq!(read.vm, vm);
+        assert_eq!(read.candidates.as_deref(), Some(&candidates[..]));
+        let read: PlaceRequest =
+            serde_json::from_str(&own_request(&vm, None).expect("kept")).expect("reads back");
+        assert_eq!(read.candidates, None);
+    }
+
+    #[test]
+    fn only_small_requests_are_kept() {
+        assert_eq!(kept_request(b"{}"), Some("{}".to_owned()));
+        assert_eq!(kept_request(&vec![b' '; MAX_KEPT_REQUEST_BYTES + 1]), None);
+    }
 }

@@ -7,6 +7,7 @@ use axum::body::Bytes;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
 
 use super::blocking;
 use crate::api::error::ApiError;
@@ -40,7 +41,7 @@ pub struct BalanceBody {
     pub candidates: Option<Vec<String>>,
 }
 
-/// Whether to record the decision.
+/// Whether to record the decision, and with which policy.
 #[derive(Clone, Copy, Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
@@ -48,6 +49,10 @@ pub struct DecisionQuery {
     /// `true`: decide, but record nothing.
     #[serde(default)]
     pub dry_run: bool,
+    /// What-if: decide with this scheduling policy instead of the
+    /// cluster's (its units get the cluster's overrides of the parameters
+    /// they declare). Only with `dry_run=true`.
+    pub policy: Option<Uuid>,
 }
 
 /// Parses a decision's body, once, into `T`; a large body is parsed on
