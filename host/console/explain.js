@@ -63,7 +63,7 @@ function direction(e) {
 
 // ---------------------------------------------------------------- funnel
 
-export function funnel(e) {
+export function funnel(e, prefix = '') {
   const ran = e.filters.filter((f) => !f.skipped);
   const skipped = e.filters.filter((f) => f.skipped);
   const width = 760;
@@ -74,9 +74,9 @@ export function funnel(e) {
   const rows = [{ unit: 'Candidates', input: e.candidates, survivors: e.candidates, removed: 0, head: true }, ...ran];
   const height = top + rows.length * rowH + 8;
   const max = Math.max(1, e.candidates || 1);
-  const svg = s('svg', { id: 'funnel', viewBox: `0 0 ${width} ${height}`, width: '100%', role: 'img', 'aria-labelledby': 'funnel-title funnel-desc', class: 'chart' },
-    s('title', { id: 'funnel-title' }, 'Hosts through the filters'),
-    s('desc', { id: 'funnel-desc' }, `${e.candidates} candidate hosts; ` + ran.map((f) => `${f.unit} kept ${f.survivors} of ${f.input}`).join('; ') + '.'));
+  const svg = s('svg', { id: `${prefix}funnel`, viewBox: `0 0 ${width} ${height}`, width: String(width), role: 'img', 'aria-labelledby': `${prefix}funnel-title ${prefix}funnel-desc`, class: 'chart' },
+    s('title', { id: `${prefix}funnel-title` }, 'Hosts through the filters'),
+    s('desc', { id: `${prefix}funnel-desc` }, `${e.candidates} candidate hosts; ` + ran.map((f) => `${f.unit} kept ${f.survivors} of ${f.input}`).join('; ') + '.'));
   rows.forEach((f, i) => {
     const y = top + i * rowH;
     const kept = (f.survivors / max) * barW;
@@ -104,7 +104,7 @@ export function funnel(e) {
     h('summary', {}, `${skipped.length} filter${skipped.length === 1 ? '' : 's'} not run: the request does not concern them`),
     h('ul', {}, skipped.map((f) => h('li', {}, h('strong', {}, f.unit), ` — ${f.skipped}`)))) : null;
 
-  return h('figure', { id: 'funnel-figure', class: 'card figure' },
+  return h('figure', { id: `${prefix}funnel-figure`, class: 'card figure' },
     h('figcaption', {}, h('h2', {}, 'Funnel'), h('p', { class: 'muted' },
       `${e.candidates} candidate hosts${e.considered ? ` (${e.considered})` : ''}, filters in the order they ran.`)),
     svg, reasons, notRun);
@@ -114,8 +114,8 @@ export function funnel(e) {
 
 const HEAT_ROWS = 15;
 
-export function heatmap(e) {
-  const figure = h('figure', { id: 'heatmap-figure', class: 'card figure' });
+export function heatmap(e, prefix = '') {
+  const figure = h('figure', { id: `${prefix}heatmap-figure`, class: 'card figure' });
   const dir = direction(e);
   const weights = e.scores.filter((sc) => sc.called && sc.hosts);
   const hosts = [...e.totals].sort((a, b) => dir * (b.total - a.total));
@@ -157,20 +157,22 @@ export function heatmap(e) {
   function draw() {
     const shown = hosts.slice(offset, offset + HEAT_ROWS);
     const labelW = 150;
-    const cellW = Math.max(70, Math.min(130, Math.floor(620 / cols.length)));
+    const cellW = Math.max(80, Math.min(150, Math.floor(660 / cols.length)));
     const cellH = 26;
     const headH = 54;
     const width = labelW + cols.length * cellW + 4;
     const height = headH + shown.length * cellH + 4;
-    const svg = s('svg', { id: 'heatmap', viewBox: `0 0 ${width} ${height}`, width: String(width), role: 'img', 'aria-labelledby': 'heatmap-title heatmap-desc', class: 'chart heat' },
-      s('title', { id: 'heatmap-title' }, 'Cost table: weighted score per weight and host'),
-      s('desc', { id: 'heatmap-desc' }, shown.map((t) => `${t.host}: total ${num(t.total, 2)}`).join('; ')));
+    const svg = s('svg', { id: `${prefix}heatmap`, viewBox: `0 0 ${width} ${height}`, width: String(width), role: 'img', 'aria-labelledby': `${prefix}heatmap-title ${prefix}heatmap-desc`, class: 'chart heat' },
+      s('title', { id: `${prefix}heatmap-title` }, 'Cost table: weighted score per weight and host'),
+      s('desc', { id: `${prefix}heatmap-desc` }, shown.map((t) => `${t.host}: total ${num(t.total, 2)}`).join('; ')));
     cols.forEach((c, ci) => {
       const x = labelW + ci * cellW + cellW / 2;
+      const [first, second] = twoLines(c.title, Math.floor(cellW / 7));
       svg.append(
-        s('text', { x, y: 20, 'text-anchor': 'middle', class: c.total ? 'colhead strong' : 'colhead' }, short(c.title, cellW)),
-        s('text', { x, y: 38, 'text-anchor': 'middle', class: 'colsub' }, c.sub),
-        s('title', {}, c.title));
+        s('text', { x, y: 14, 'text-anchor': 'middle', class: c.total ? 'colhead strong' : 'colhead' },
+          s('title', {}, c.title), first),
+        s('text', { x, y: 28, 'text-anchor': 'middle', class: 'colhead' }, second),
+        s('text', { x, y: 44, 'text-anchor': 'middle', class: 'colsub' }, c.sub));
     });
     shown.forEach((t, ri) => {
       const y = headH + ri * cellH;
@@ -189,9 +191,9 @@ export function heatmap(e) {
     });
     mount(holder, svg);
     mount(pager,
-      h('button', { type: 'button', class: 'ghost small', id: 'heatmap-prev', disabled: offset === 0, onclick: () => { offset = Math.max(0, offset - HEAT_ROWS); draw(); } }, '← Better hosts'),
+      h('button', { type: 'button', class: 'ghost small', id: `${prefix}heatmap-prev`, disabled: offset === 0, onclick: () => { offset = Math.max(0, offset - HEAT_ROWS); draw(); } }, '← Better hosts'),
       h('span', { class: 'muted' }, ` Hosts ${offset + 1}–${offset + shown.length} of ${hosts.length}${e.full ? '' : ' kept'} `),
-      h('button', { type: 'button', class: 'ghost small', id: 'heatmap-next', disabled: offset + HEAT_ROWS >= hosts.length, onclick: () => { offset += HEAT_ROWS; draw(); } }, 'Worse hosts →'));
+      h('button', { type: 'button', class: 'ghost small', id: `${prefix}heatmap-next`, disabled: offset + HEAT_ROWS >= hosts.length, onclick: () => { offset += HEAT_ROWS; draw(); } }, 'Worse hosts →'));
   }
   draw();
   const legend = h('div', { class: 'heat-legend', 'aria-hidden': 'true' },
@@ -217,9 +219,23 @@ export function heatmap(e) {
   return figure;
 }
 
-function short(text, width) {
-  const max = Math.floor(width / 6.5);
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+/** A column title on at most two lines of max characters, split between
+ *  words (CamelCase counts as words), the rest cut with an ellipsis. */
+function twoLines(text, max) {
+  const words = text.split(/(?<=[a-z0-9])(?=[A-Z])|\s+/).filter(Boolean);
+  const lines = ['', ''];
+  let line = 0;
+  for (const word of words) {
+    const sep = lines[line] && /\s/.test(text) ? ' ' : '';
+    if (lines[line] && (lines[line] + sep + word).length > max) {
+      if (line === 1) { lines[1] = `${lines[1].slice(0, max - 1)}…`; return lines; }
+      line = 1;
+      lines[1] = word;
+    } else {
+      lines[line] += sep + word;
+    }
+  }
+  return lines.map((l) => (l.length > max ? `${l.slice(0, max - 1)}…` : l));
 }
 
 /** A sequential blue scale, light (0) to dark (1). */
@@ -233,18 +249,18 @@ function heat(f) {
 
 // ---------------------------------------------------------------- winner
 
-export function winner(e) {
-  const box = h('section', { id: 'winner', class: 'card figure', 'aria-labelledby': 'winner-title' });
+export function winner(e, prefix = '') {
+  const box = h('section', { id: `${prefix}winner`, class: 'card figure', 'aria-labelledby': `${prefix}winner-title` });
   const dir = direction(e);
   if (!e.winner) {
-    mount(box, h('h2', { id: 'winner-title' }, 'No host'),
+    mount(box, h('h2', { id: `${prefix}winner-title` }, 'No host'),
       h('p', {}, `Outcome: ${e.outcome || 'none'}. Every host was filtered out; the funnel shows why.`));
     return box;
   }
   const ranked = [...e.totals].sort((a, b) => dir * (b.total - a.total));
   const win = ranked.find((t) => t.host === e.winner);
   const runner = ranked.find((t) => t.host !== e.winner);
-  const head = h('h2', { id: 'winner-title' }, 'Why ', h('span', { class: 'host' }, e.winner), ' won');
+  const head = h('h2', { id: `${prefix}winner-title` }, 'Why ', h('span', { class: 'host' }, e.winner), ' won');
   if (!runner) {
     mount(box, head, h('p', {}, `${e.winner} was the only host left after the filters (outcome: ${e.outcome}).`));
     return box;
@@ -265,9 +281,9 @@ export function winner(e) {
     const labelW = 260;
     const half = 200;
     const rowH = 26;
-    const svg = s('svg', { id: 'margin', viewBox: `0 0 ${width} ${diffs.length * rowH + 30}`, width: '100%', role: 'img', 'aria-labelledby': 'margin-title margin-desc', class: 'chart' },
-      s('title', { id: 'margin-title' }, `Margin of ${e.winner} over ${runner.host} per weight`),
-      s('desc', { id: 'margin-desc' }, diffs.map((x) => `${x.unit}: ${x.d >= 0 ? 'favours' : 'against'} ${e.winner} by ${num(Math.abs(x.d), 2)}`).join('; ')),
+    const svg = s('svg', { id: `${prefix}margin`, viewBox: `0 0 ${width} ${diffs.length * rowH + 30}`, width: String(width), role: 'img', 'aria-labelledby': `${prefix}margin-title ${prefix}margin-desc`, class: 'chart' },
+      s('title', { id: `${prefix}margin-title` }, `Margin of ${e.winner} over ${runner.host} per weight`),
+      s('desc', { id: `${prefix}margin-desc` }, diffs.map((x) => `${x.unit}: ${x.d >= 0 ? 'favours' : 'against'} ${e.winner} by ${num(Math.abs(x.d), 2)}`).join('; ')),
       s('line', { x1: labelW + half, x2: labelW + half, y1: 0, y2: diffs.length * rowH + 6, class: 'axis' }),
       s('text', { x: labelW + half - 8, y: diffs.length * rowH + 24, 'text-anchor': 'end', class: 'colsub' }, `favours ${runner.host}`),
       s('text', { x: labelW + half + 8, y: diffs.length * rowH + 24, class: 'colsub' }, `favours ${e.winner}`));
@@ -286,4 +302,22 @@ export function winner(e) {
   }
   mount(box, head, ...lines);
   return box;
+}
+
+// ------------------------------------------------------------- answers
+
+/**
+ * The picks of a schedule answer that carry an explain record: one for a
+ * pick over inline hosts, one per instance over the held inventory.
+ */
+export function picks(answer) {
+  if (!answer) return [];
+  if (answer.explain) return [{ vm_id: answer.vm_id, host: answer.chosen_host, explain: answer.explain }];
+  return (answer.instances || []).filter((i) => i.explain);
+}
+
+/** The three pictures of one explain record; ids start with prefix. */
+export function pictures(explain, prefix = '') {
+  const e = normalize(explain);
+  return [winner(e, prefix), funnel(e, prefix), heatmap(e, prefix)];
 }

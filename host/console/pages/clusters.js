@@ -6,6 +6,7 @@
 import * as api from '../api.js';
 import { h, mount, mib, num, showError, when } from '../dom.js';
 import { virtualTable } from '../vtable.js';
+import { picks, pictures } from '../explain.js';
 
 export async function list(view) {
   const error = h('div', { id: 'clusters-error', class: 'error-box', role: 'alert', hidden: true });
@@ -126,6 +127,7 @@ export async function detail(view, { id }) {
         h('div', { class: 'field actions' }, attach),
         h('div', { class: 'field actions' }, h('a', { class: 'button ghost', href: `#/decisions?cluster=${id}` }, 'Decisions'))),
       status, error),
+    dryRunCard(id, policies, cluster),
     h('section', { class: 'card', 'aria-labelledby': 'hosts-title' },
       h('div', { class: 'card-head' }, h('h2', { id: 'hosts-title' }, 'Held inventory'),
         h('span', { class: 'legend' },
@@ -143,4 +145,55 @@ export async function detail(view, { id }) {
   } catch (e) {
     summary.textContent = e.code === 'no_inventory' ? 'The engine has not sent an inventory yet.' : `The inventory could not be read: ${e.message}`;
   }
+}
+
+/**
+ * What if: one VM decided over the held inventory with any policy, as a
+ * dry run (POST .../schedule?dry_run=true&policy=ID, docs/what-if.md):
+ * nothing is claimed or logged, and the full explain record is drawn.
+ */
+function dryRunCard(id, policies, cluster) {
+  const vm = h('input', { id: 'whatif-vm', value: 'what-if-vm', autocomplete: 'off' });
+  const memory = h('input', { id: 'whatif-memory', type: 'number', min: '1', value: '4096' });
+  const vcpus = h('input', { id: 'whatif-vcpus', type: 'number', min: '1', value: '2' });
+  const policy = h('select', { id: 'whatif-policy' },
+    policies.map((p) => h('option', { value: p.id, selected: p.id === cluster.scheduling_policy.id }, p.name)));
+  const run = h('button', { type: 'submit', id: 'whatif-run', class: 'primary' }, 'Try');
+  const error = h('div', { id: 'whatif-error', class: 'error-box', role: 'alert', hidden: true });
+  const status = h('p', { class: 'live', id: 'whatif-status', role: 'status', 'aria-live': 'polite' });
+  const out = h('div', { id: 'whatif' });
+  const form = h('form', { class: 'card', 'aria-labelledby': 'whatif-title' },
+    h('h2', { id: 'whatif-title' }, 'What if?'),
+    h('p', { class: 'hint' }, 'Decide one VM over this cluster\u2019s held inventory with any policy, as a dry run: nothing is claimed or logged.'),
+    h('div', { class: 'form-row' },
+      h('div', { class: 'field' }, h('label', { for: 'whatif-vm' }, 'VM id'), vm),
+      h('div', { class: 'field' }, h('label', { for: 'whatif-memory' }, 'Memory, MiB'), memory),
+      h('div', { class: 'field' }, h('label', { for: 'whatif-vcpus' }, 'vCPUs'), vcpus),
+      h('div', { class: 'field grow' }, h('label', { for: 'whatif-policy' }, 'Policy'), policy),
+      h('div', { class: 'field actions' }, run)),
+    status, error, out);
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    showError(error, null);
+    run.disabled = true;
+    status.textContent = 'Deciding…';
+    try {
+      const answer = await api.post(`/clusters/${id}/schedule?dry_run=true&policy=${encodeURIComponent(policy.value)}`, {
+        vm: { id: vm.value.trim(), memory_mib: Number(memory.value), vcpus: Number(vcpus.value) },
+        explain: 'full',
+      });
+      const name = (policies.find((p) => p.id === answer.policy_id) || {}).name || answer.policy_id;
+      status.textContent = answer.chosen_host
+        ? `${name} would place ${vm.value.trim()} on ${answer.chosen_host}.`
+        : `${name} finds no host: ${answer.reason || 'see the funnel'}.`;
+      const pick = picks(answer)[0];
+      mount(out, pick ? pictures(pick.explain, 'whatif-') : null);
+    } catch (e) {
+      status.textContent = '';
+      showError(error, e);
+    } finally {
+      run.disabled = false;
+    }
+  });
+  return form;
 }

@@ -3,7 +3,7 @@
 
 import * as api from '../api.js';
 import { h, mount, when, showError } from '../dom.js';
-import { normalize, funnel, heatmap, winner } from '../explain.js';
+import { picks, pictures } from '../explain.js';
 
 const PAGE = 25;
 
@@ -90,9 +90,7 @@ export async function detail(view, { cluster, id }) {
     api.get('/schedulingpolicies').catch(() => []),
   ]);
   const policy = policies.find((p) => p.id === answer.policy_id);
-  const instances = answer.explain
-    ? [{ vm_id: answer.vm_id, host: answer.chosen_host, explain: answer.explain }]
-    : (answer.instances || []).filter((i) => i.explain);
+  const instances = picks(answer);
   const picture = h('div', { id: 'explain' });
   const degraded = answer.degraded || [];
 
@@ -111,6 +109,7 @@ export async function detail(view, { cluster, id }) {
     h('section', { class: 'card' }, facts,
       degraded.length ? h('p', { class: 'notice' }, `Degraded: ${degraded.map((d) => `${d.unit} (${d.role}, ${d.kind})`).join(', ')} left out.`) : null,
       answer.reason ? h('p', { class: 'notice' }, answer.reason) : null),
+    entry.kind === 'schedule' && !answer.explain ? replayCard(cluster, id, policies, clusterInfo) : null,
     picture,
     h('details', { class: 'card raw' }, h('summary', {}, 'The answer as JSON'), h('pre', {}, JSON.stringify(answer, null, 2))));
 
@@ -119,8 +118,7 @@ export async function detail(view, { cluster, id }) {
     return;
   }
   function show(i) {
-    const e = normalize(instances[i].explain);
-    mount(picture, instances.length > 1 ? chooser(i) : null, winner(e), funnel(e), heatmap(e));
+    mount(picture, instances.length > 1 ? chooser(i) : null, pictures(instances[i].explain));
   }
   function chooser(current) {
     const select = h('select', { id: 'instance' }, instances.map((x, i) =>
@@ -129,4 +127,51 @@ export async function detail(view, { cluster, id }) {
     return h('div', { class: 'card field' }, h('label', { for: 'instance' }, 'Instance'), select);
   }
   show(0);
+}
+
+/**
+ * What if: the same request decided again, now, as a dry run (another
+ * policy or the cluster's own), drawn beside the original
+ * (POST .../decisions/{id}/replay, docs/what-if.md).
+ */
+function replayCard(cluster, id, policies, clusterInfo) {
+  const select = h('select', { id: 'replay-policy' },
+    h('option', { value: '' }, `The cluster's policy${clusterInfo ? ` (${clusterInfo.scheduling_policy.name})` : ''}`),
+    policies.map((p) => h('option', { value: p.id }, p.name)));
+  const run = h('button', { type: 'button', id: 'replay-run', class: 'primary' }, 'Replay');
+  const error = h('div', { id: 'replay-error', class: 'error-box', role: 'alert', hidden: true });
+  const status = h('p', { class: 'live', role: 'status', 'aria-live': 'polite' });
+  const out = h('div', { id: 'replay' });
+  run.addEventListener('click', async () => {
+    showError(error, null);
+    run.disabled = true;
+    status.textContent = 'Deciding again…';
+    try {
+      const q = select.value ? `?policy=${encodeURIComponent(select.value)}` : '';
+      const both = await api.post(`/clusters/${cluster}/decisions/${id}/replay${q}`);
+      const name = (pid) => (policies.find((p) => p.id === pid) || {}).name || pid;
+      const before = picks(both.original.answer)[0];
+      const after = picks(both.replay)[0];
+      status.textContent = `Replayed with ${name(both.replay.policy_id)}: ${both.replay.chosen_host || 'no host'} (was ${both.original.answer.chosen_host || 'no host'}).`;
+      mount(out, h('div', { class: 'side-by-side' },
+        h('div', { class: 'side' },
+          h('h3', {}, `Original — ${name(both.original.answer.policy_id)} → ${both.original.answer.chosen_host || 'no host'}`),
+          before ? pictures(before.explain, 'original-') : h('p', { class: 'muted' }, 'No explain record kept.')),
+        h('div', { class: 'side' },
+          h('h3', {}, `Replay now — ${name(both.replay.policy_id)} → ${both.replay.chosen_host || 'no host'}`),
+          after ? pictures(after.explain, 'replay-') : h('p', { class: 'muted' }, 'No explain record.'))));
+    } catch (e) {
+      status.textContent = '';
+      showError(error, e);
+    } finally {
+      run.disabled = false;
+    }
+  });
+  return h('section', { class: 'card', 'aria-labelledby': 'whatif-title' },
+    h('h2', { id: 'whatif-title' }, 'What if?'),
+    h('p', { class: 'hint' }, 'Decide this request again now, over the inventory held now, as a dry run: nothing is claimed or logged. The original is shown beside it.'),
+    h('div', { class: 'form-row' },
+      h('div', { class: 'field grow' }, h('label', { for: 'replay-policy' }, 'Policy'), select),
+      h('div', { class: 'field actions' }, run)),
+    status, error, out);
 }
