@@ -129,14 +129,14 @@ export function heatmap(e, prefix = '') {
       'This decision was made over the held inventory, whose log keeps a bounded summary: the weights that ran and the top totals. Every host\u2019s score per weight is kept for decisions over hosts sent inline.'));
   } else {
     caption.append(h('p', { class: 'muted' },
-      `Each cell is factor × points; darker favours the host more within its column. ${dir > 0 ? 'The highest total wins.' : 'The lowest total wins.'}`));
+      `Each cell is the points a weight gave the host, its factor included; the total is their sum. Darker favours the host more within its column. ${dir > 0 ? 'The highest total wins.' : 'The lowest total wins.'}`));
   }
   const cols = [...weights.map((w) => ({ title: w.unit, sub: `×${w.factor}`, value: (host) => {
     const x = w.hosts.get(host);
-    return x ? w.factor * x.points : null;
+    return x ? x.points : null;
   }, detail: (host) => {
     const x = w.hosts.get(host);
-    return x ? `${w.unit} on ${host}: raw ${num(x.raw, 3)}, rank ${x.rank}, ${num(x.points, 2)} points × factor ${w.factor} = ${num(w.factor * x.points, 2)}` : `${w.unit}: no score for ${host}`;
+    return x ? `${w.unit} on ${host}: raw score ${num(x.raw, 3)}, rank ${x.rank}, ${num(x.points, 2)} points (factor ${w.factor} included)` : `${w.unit}: no score for ${host}`;
   } })), { title: 'Total', sub: '', total: true, value: (host) => (hosts.find((t) => t.host === host) || {}).total, detail: (host) => `Total for ${host}` }];
 
   // Per column range, for the colour scale.
@@ -274,7 +274,7 @@ export function winner(e, prefix = '') {
     const diffs = weights.map((w) => {
       const a = w.hosts.get(e.winner);
       const b = w.hosts.get(runner.host);
-      return { unit: w.unit, factor: w.factor, d: dir * ((a ? a.points : 0) - (b ? b.points : 0)) * w.factor };
+      return { unit: w.unit, factor: w.factor, d: dir * ((a ? a.points : 0) - (b ? b.points : 0)) };
     });
     const max = Math.max(1e-9, ...diffs.map((x) => Math.abs(x.d)));
     const width = 760;
