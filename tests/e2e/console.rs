@@ -312,6 +312,8 @@ fn the_console_signs_in_edits_a_policy_and_pictures_a_decision() {
     assert!(row.contains("KiB"), "size shown: {row}");
     browser.text_with("#upload-status", "Uploaded");
     browser.screenshot("02-units");
+    browser.click("tr[data-name='ConsoleMemory'] button[data-versions]");
+    browser.text_with("#unit-versions", "current");
 
     // 3. A file that is not WebAssembly: the server's error is shown.
     let bad = write_file(dir.path(), "broken.wasm", b"this is not a component");
@@ -321,7 +323,20 @@ fn the_console_signs_in_edits_a_policy_and_pictures_a_decision() {
     browser.text_with("#upload-error", "module_not_wasm");
     browser.screenshot("03-upload-refused");
 
-    // 4. Build a policy in the editor.
+    // 4. A built-in policy is read-only; build one in the editor.
+    browser.goto(&format!("{base}#/policies"));
+    browser.click("tr[data-name='evenly_distributed'] a");
+    browser.text_with("main", "read-only");
+    let locked = browser.script(
+        "return [document.querySelector('#policy-save').hidden,
+                 [...document.querySelectorAll('#properties input')].every(i => i.disabled),
+                 [...document.querySelectorAll('button[data-add-filter]')].every(b => b.disabled)];",
+    );
+    assert_eq!(
+        locked,
+        json!([true, true, true]),
+        "a locked policy's editor is read-only"
+    );
     browser.goto(&format!("{base}#/policies"));
     browser.type_into("#new-policy-name", "console-policy");
     browser.click("#new-policy-create");
@@ -445,6 +460,17 @@ fn the_console_signs_in_edits_a_policy_and_pictures_a_decision() {
     browser.goto(&format!("{base}#/decisions"));
     browser.text_with("#decisions-table", "big-vm");
     browser.screenshot("06-decisions");
+    browser.type_into("#filter-vm", "held-vm");
+    browser.click("#decisions-filter");
+    browser.text_with("#decisions-table", "held-vm");
+    assert_eq!(
+        browser.count("#decisions-table tbody tr"),
+        1,
+        "filtered by VM"
+    );
+    browser.script("document.querySelector('#filter-vm').value = '';");
+    browser.click("#decisions-filter");
+    browser.text_with("#decisions-table", "big-vm");
     browser.click(&format!("a[data-decision='{decision_id}']"));
     browser.text_with("#funnel-figure", "ConsoleMemory");
     browser.text_with("#funnel-figure", "MiB");

@@ -23,7 +23,7 @@ export async function list(view, _params, { query }) {
       h('div', { class: 'field' }, h('label', { for: 'filter-vm' }, 'VM'), vm),
       h('div', { class: 'field' }, h('label', { for: 'filter-since' }, 'Since'), since),
       h('div', { class: 'field' }, h('label', { for: 'filter-until' }, 'Until'), until),
-      h('div', { class: 'field actions' }, h('button', { type: 'submit', class: 'primary' }, 'Apply'))),
+      h('div', { class: 'field actions' }, h('button', { type: 'submit', id: 'decisions-filter', class: 'primary' }, 'Apply'))),
     error);
   const tbody = h('tbody');
   const more = h('button', { type: 'button', id: 'decisions-older', class: 'ghost', hidden: true }, 'Older decisions');
