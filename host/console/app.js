@@ -67,6 +67,12 @@ async function route() {
       query,
       isCurrent: () => mine === generation,
     });
+    // A new page: tell screen readers where they are, as a page load would.
+    const heading = view.querySelector('h1');
+    if (heading && mine === generation) {
+      document.title = `${heading.textContent} — Sandpiper console`;
+      document.getElementById('announcer').textContent = heading.textContent;
+    }
   } catch (e) {
     if (mine !== generation) return;
     const box = h('div', { class: 'error-box', role: 'alert' });

@@ -14,7 +14,9 @@ export function normalize(explain) {
   const filters = (explain.filters || []).map((f) => {
     const reasons = (f.rejected || []).map((r) => Array.isArray(r.hosts)
       ? { reason: r.reason, count: r.hosts.length, examples: r.hosts.slice(0, 5) }
-      : { reason: r.reason, count: r.hosts, examples: r.examples || [] });
+      : { reason: r.reason, count: r.hosts, examples: r.examples || [] })
+      // The reasons that cost the most hosts first.
+      .sort((a, b) => b.count - a.count);
     return {
       unit: f.unit,
       position: f.position,

@@ -74,6 +74,7 @@ function draftOf(policy) {
   return {
     name: policy.name,
     description: policy.description,
+    combination: policy.combination,
     filters: policy.filters.map((f) => ({ name: f.scheduling_policy_unit.name, id: f.id, position: f.position, on_failure: f.on_failure, run_once: f.run_once })),
     weights: policy.weights.map((w) => ({ name: w.scheduling_policy_unit.name, id: w.id, factor: w.factor, on_failure: w.on_failure })),
     balancer: policy.balances.length ? policy.balances[0].scheduling_policy_unit.id : '',
@@ -100,6 +101,10 @@ export async function editor(view, { id }) {
   const propsBox = h('div', { id: 'properties' });
   const nameInput = h('input', { id: 'policy-name', value: draft.name, disabled: locked, autocomplete: 'off' });
   const descInput = h('textarea', { id: 'policy-description', rows: '2', disabled: locked }, draft.description);
+  const combination = h('select', { id: 'policy-combination', disabled: locked, 'aria-describedby': 'combination-help' },
+    [['rank', 'Rank (oVirt)'], ['normalised', 'Normalised (Nova)']]
+      .map(([v, label]) => h('option', { value: v, selected: draft.combination === v }, label)));
+  combination.addEventListener('change', () => { draft.combination = combination.value; });
   nameInput.addEventListener('input', () => { draft.name = nameInput.value; });
   descInput.addEventListener('input', () => { draft.description = descInput.value; });
 
@@ -115,9 +120,11 @@ export async function editor(view, { id }) {
     topError,
     h('section', { class: 'card', 'aria-labelledby': 'general-title' },
       h('h2', { id: 'general-title' }, 'General'),
-      h('div', { class: 'form-row' },
+      h('div', { class: 'form-row top' },
         h('div', { class: 'field grow' }, h('label', { for: 'policy-name' }, 'Name'), nameInput),
-        h('div', { class: 'field grow2' }, h('label', { for: 'policy-description' }, 'Description'), descInput))),
+        h('div', { class: 'field grow2' }, h('label', { for: 'policy-description' }, 'Description'), descInput),
+        h('div', { class: 'field grow' }, h('label', { for: 'policy-combination' }, 'How weights combine'), combination,
+          h('span', { class: 'hint', id: 'combination-help' }, 'Rank: only each weight\u2019s order of hosts counts. Normalised: its scores mapped to 0–1.')))),
     h('section', { class: 'card', 'aria-labelledby': 'filters-title' },
       h('h2', { id: 'filters-title' }, 'Filter modules'),
       h('p', { class: 'hint' }, 'Hard constraints: a host a filter rejects is out. Drag a filter between the lists or use its buttons; one filter may run first and one last, the others run in the order listed.'),
@@ -362,6 +369,7 @@ export async function editor(view, { id }) {
       await api.put(base, {
         name: draft.name.trim(),
         description: draft.description,
+        combination: draft.combination,
         properties: props.filter((p) => keptParams.has(p.name) && !check(p.name, p.value, declared().get(p.name) || [])),
       });
 
