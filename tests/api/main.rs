@@ -10,6 +10,7 @@
 
 mod audit;
 mod bad_input;
+mod console;
 mod decisions_log;
 mod extender;
 mod hardware;
