@@ -9,8 +9,8 @@ use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use sandpiper::cli::client::CliError;
 use sandpiper::cli::{
-    ClusterCommand, DecisionsArgs, InventoryCommand, PolicyCommand, Remote, ScheduleArgs,
-    TokenCommand, UnitCommand, commands,
+    ClusterCommand, DecisionsArgs, InventoryCommand, PolicyCommand, Remote, ReplayArgs,
+    ScheduleArgs, TokenCommand, UnitCommand, commands,
 };
 use sandpiper::config::ServeArgs;
 use sandpiper::upload::{self, CompileArgs};
@@ -78,6 +78,14 @@ enum Command {
         /// Its cluster [default: every cluster is searched].
         #[arg(long)]
         cluster: Option<String>,
+    },
+    /// A logged decision decided again with another policy (a dry run
+    /// over the inventory held now), beside the decision as it was made.
+    Replay {
+        #[command(flatten)]
+        remote: Remote,
+        #[command(flatten)]
+        args: ReplayArgs,
     },
     /// The decisions log, newest first.
     Decisions {
@@ -175,6 +183,7 @@ fn main() -> ExitCode {
             decision,
             cluster,
         } => commands::explain(&remote, &decision, cluster.as_deref()),
+        Command::Replay { remote, args } => commands::replay(&remote, args),
         Command::Decisions { remote, args } => commands::decisions(&remote, args),
         Command::Token { remote, command } => commands::token(&remote, command),
         Command::Login {

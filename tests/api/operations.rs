@@ -792,6 +792,7 @@ async fn an_operation_carrying_a_claim_confirms_or_releases_it() {
         );
         let op = operations
             .submit(NewOperation {
+                id: uuid::Uuid::new_v4(),
                 cluster_id,
                 kind: Kind::Start,
                 priority: 0,
@@ -836,6 +837,7 @@ async fn an_operation_carrying_a_claim_confirms_or_releases_it() {
     );
     operations
         .submit(NewOperation {
+            id: uuid::Uuid::new_v4(),
             cluster_id,
             kind: Kind::Start,
             priority: 0,
@@ -884,6 +886,7 @@ async fn a_claim_lives_as_long_as_its_operation() {
     api.state
         .operations()
         .submit(NewOperation {
+            id: uuid::Uuid::new_v4(),
             cluster_id,
             kind: Kind::Migrate,
             priority: 0,

@@ -89,6 +89,7 @@ async fn a_round_claims_and_queues_one_migration_and_leaves_out_hosts_migrating(
         .state
         .operations()
         .submit(NewOperation {
+            id: Uuid::new_v4(),
             cluster_id: id,
             kind: Kind::Migrate,
             priority: 0,

@@ -496,6 +496,20 @@ async fn the_monitor_starts_members_through_the_policy_with_a_claim_and_a_start_
         assert_eq!(op["kind"], "start");
         assert_eq!(op["payload"]["host_id"], host);
         assert_eq!(op["payload"]["vm"]["id"], vm_id);
+        // The start's decision kept its request, as an engine's does.
+        let replay = expect_status(
+            &admin
+                .post(
+                    &format!(
+                        "/api/v1/clusters/{cluster}/decisions/{}/replay",
+                        decision["id"].as_str().expect("id")
+                    ),
+                    &json!({}),
+                )
+                .await,
+            200,
+        );
+        assert_eq!(replay["replay"]["vm_id"], vm_id, "{replay:#}");
     }
 
     // Engine done: three up and free, and no more starts.
@@ -506,6 +520,52 @@ async fn the_monitor_starts_members_through_the_policy_with_a_claim_and_a_start_
     assert_eq!(
         state_counts(&expect_status(&admin.get(&pool).await, 200)),
         (5, 0, 3, 0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_the_queue_refuses_leaves_the_member_down_with_no_claim() {
+    // Room for one queued operation: the second member's start is refused.
+    let flags = [FLAGS, &["--max-queued-operations", "1"]].concat();
+    let api = Api::start_with(&flags).await;
+    let admin = api.admin();
+    let cluster = cluster_with_hosts(&admin, "full").await;
+    let pool = add_pool(&admin, &pool_body("full", &cluster, 2, 2, 1024.0)).await;
+
+    let p = wait_for(&admin, &pool, "a run that failed a start", |p| {
+        p["last_run"]["failures"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty())
+    })
+    .await;
+    assert_eq!(state_counts(&p), (1, 1, 0, 0), "{p:#}");
+    let members = vms(&admin, &pool).await;
+    let down = members
+        .iter()
+        .find(|m| m["state"] == "down")
+        .expect("one member down");
+    assert_eq!(down["start_operation_id"], Value::Null, "{down:#}");
+    assert_eq!(down["host_id"], Value::Null, "{down:#}");
+    let claims = expect_status(
+        &admin
+            .get(&format!("/api/v1/clusters/{cluster}/claims"))
+            .await,
+        200,
+    );
+    let claimed: Vec<&Value> = claims["claims"]
+        .as_array()
+        .expect("claims")
+        .iter()
+        .map(|c| &c["vm_id"])
+        .collect();
+    let starting = members
+        .iter()
+        .find(|m| m["state"] == "starting")
+        .expect("one member starting");
+    assert_eq!(
+        claimed,
+        [&starting["vm_id"]],
+        "the refused start's claim is gone"
     );
 }
 

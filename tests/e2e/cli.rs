@@ -218,6 +218,33 @@ fn every_noun_works_from_the_command_line() {
         "--dry-run",
     ]);
     assert_eq!(dry["decision_id"], Value::Null);
+
+    // What-if: another policy for a dry run, and a held decision replayed.
+    let none = admin.json(&["policy", "show", "none"]);
+    let what_if = admin.json(&[
+        "schedule",
+        "lab",
+        "--vm-id",
+        "vm-2",
+        "--memory-mib",
+        "1024",
+        "--dry-run",
+        "--policy",
+        "none",
+    ]);
+    assert_eq!(what_if["policy_id"], none["id"], "{what_if}");
+    admin.fails(&["schedule", "lab", "--policy", "none"], 2);
+    let held = admin.json(&["schedule", "lab", "--vm-id", "vm-2", "--memory-mib", "1024"]);
+    let held_id = held["decision_id"].as_str().expect("logged");
+    let both = admin.json(&["replay", held_id, "--cluster", "lab", "--policy", "none"]);
+    assert_eq!(both["original"]["id"], held_id);
+    assert_eq!(both["replay"]["policy_id"], none["id"], "{both}");
+    let side_by_side = admin.ok(&["replay", held_id, "--cluster", "lab"]);
+    assert!(
+        side_by_side.contains("== as decided") && side_by_side.contains("== replayed now"),
+        "{side_by_side}"
+    );
+    admin.fails(&["replay", &decision, "--cluster", "lab"], 4);
     let log = admin.ok(&["decisions", "--cluster", "lab"]);
     assert!(log.contains(&decision), "{log}");
     let explained = admin

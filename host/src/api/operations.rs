@@ -394,6 +394,7 @@ pub async fn submit_operation(
     let op = state
         .operations()
         .submit(NewOperation {
+            id: Uuid::new_v4(),
             cluster_id,
             kind,
             priority,

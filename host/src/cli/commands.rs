@@ -10,7 +10,7 @@ use super::client::{Body, CliError, Client};
 use super::output::{Format, Table, cell, fields, print};
 use super::{
     ClusterCommand, DecisionsArgs, FilterPosition, InventoryCommand, PolicyCommand, Remote,
-    ScheduleArgs, TokenCommand, UnitCommand, config,
+    ReplayArgs, ScheduleArgs, TokenCommand, UnitCommand, config,
 };
 
 const UNITS: &str = "/api/v1/schedulingpolicyunits";
@@ -688,8 +688,15 @@ pub fn schedule(remote: &Remote, args: ScheduleArgs) -> Result<(), CliError> {
             json!({ "vm": vm })
         }
     };
-    let dry = if args.dry_run { "?dry_run=true" } else { "" };
-    let answer = client.post(&format!("{CLUSTERS}/{id}/schedule{dry}"), &body)?;
+    let query = match (&args.policy, args.dry_run) {
+        (Some(policy), _) => format!(
+            "?dry_run=true&policy={}",
+            resolve(&client, POLICIES, "policy", policy)?
+        ),
+        (None, true) => "?dry_run=true".to_owned(),
+        (None, false) => String::new(),
+    };
+    let answer = client.post(&format!("{CLUSTERS}/{id}/schedule{query}"), &body)?;
     print(remote.output, &answer, || {
         let mut text = fields(&[
             ("decision", cell(&answer["decision_id"])),
@@ -697,6 +704,36 @@ pub fn schedule(remote: &Remote, args: ScheduleArgs) -> Result<(), CliError> {
         ]);
         text.push_str(&super::explain::answer(&answer));
         text
+    });
+    Ok(())
+}
+
+/// A logged decision and the same request decided again, one after the
+/// other: as it was decided, then as `args.policy` decides it now.
+pub fn replay(remote: &Remote, args: ReplayArgs) -> Result<(), CliError> {
+    let client = config::client(remote)?;
+    let cluster = resolve(&client, CLUSTERS, "cluster", &args.cluster)?;
+    let query = match &args.policy {
+        Some(policy) => format!("?policy={}", resolve(&client, POLICIES, "policy", policy)?),
+        None => String::new(),
+    };
+    let both = client.post(
+        &format!(
+            "{CLUSTERS}/{cluster}/decisions/{}/replay{query}",
+            encode(&args.decision)
+        ),
+        &json!({}),
+    )?;
+    print(remote.output, &both, || {
+        let original = &both["original"];
+        let replay = &both["replay"];
+        format!(
+            "== as decided (policy {}) ==\n{}\n== replayed now (policy {}, dry run) ==\n{}",
+            cell(&original["answer"]["policy_id"]),
+            super::explain::render(original),
+            cell(&replay["policy_id"]),
+            super::explain::answer(replay),
+        )
     });
     Ok(())
 }

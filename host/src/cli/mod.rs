@@ -220,6 +220,23 @@ pub struct ScheduleArgs {
     /// Decide, but record and claim nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// What-if: decide with this policy (name or id) instead of the
+    /// cluster's; only with `--dry-run` (docs/what-if.md).
+    #[arg(long, requires = "dry_run")]
+    pub policy: Option<String>,
+}
+
+/// `sandpiper replay`: a logged decision decided again, as a dry run.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The decision's id.
+    pub decision: String,
+    /// Its cluster (name or id).
+    #[arg(long)]
+    pub cluster: String,
+    /// The policy to decide with (name or id) [default: the cluster's].
+    #[arg(long)]
+    pub policy: Option<String>,
 }
 
 /// `sandpiper decisions`: the decisions log.

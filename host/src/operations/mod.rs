@@ -358,7 +358,7 @@ impl OperationsService {
             });
         }
         let op = Operation {
-            id: Uuid::new_v4(),
+            id: new.id,
             cluster_id: new.cluster_id,
             seq: self.inner.next_seq.fetch_add(1, Ordering::Relaxed),
             kind: new.kind,

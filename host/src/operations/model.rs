@@ -172,6 +172,12 @@ pub struct Lease {
 /// An operation to submit.
 #[derive(Clone, Debug)]
 pub struct NewOperation {
+    /// Chosen by whoever submits, so that it can be recorded where the
+    /// operation will be looked for before the operation exists (a pool
+    /// member's start, `crate::pools::starts`): a crash between the two
+    /// writes then leaves a reference to nothing, never an operation
+    /// nobody knows about.
+    pub id: Uuid,
     pub cluster_id: Uuid,
     pub kind: Kind,
     /// -20 (most urgent) .. 19, Ganeti's job priorities; 0 is normal.

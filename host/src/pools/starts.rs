@@ -90,7 +90,23 @@ pub async fn start_member(
             },
         ));
     };
+    // The member is pointed at its start operation before the operation
+    // exists: stopped in between, the member reads as down (its operation
+    // is unknown to the queue) and is simply started again. The other order
+    // could leave a queued start no member knows about, holding the VM's
+    // lock, so that the member's own later start would never be leased.
+    let operation_id = Uuid::new_v4();
+    record_start(
+        state,
+        pool,
+        member.row.idx,
+        Some(operation_id),
+        Some(&host_id),
+    )
+    .await
+    .map_err(|e| failed(Some(placed.decision_id), e))?;
     let new = NewOperation {
+        id: operation_id,
         cluster_id: pool.cluster_id,
         kind: Kind::Start,
         priority: START_PRIORITY,
@@ -105,41 +121,48 @@ pub async fn start_member(
         origin: Origin::Pool { pool_id: pool.id },
         vm_id: Some(vm_id.clone()),
     };
-    let operation = match state.operations().submit(new).await {
-        Ok(op) => op,
-        Err(e) => {
-            // Nothing will carry the claim out or back: free its host now
-            // rather than when it expires.
-            if let Err(release) = state
-                .placement()
-                .release(pool.cluster_id, vm_id.clone())
-                .await
-            {
-                tracing::warn!(%vm_id, error = %release, "claim of an unqueued start not released");
-            }
-            return Err(failed(
-                Some(placed.decision_id),
-                crate::api::operations::operation_error(e),
-            ));
+    if let Err(e) = state.operations().submit(new).await {
+        // Nothing will carry the claim out or back: free its host now
+        // rather than when it expires, and give the member back its
+        // previous start (if this fails too, it points at an operation that
+        // does not exist, and reads as down all the same).
+        if let Err(release) = state
+            .placement()
+            .release(pool.cluster_id, vm_id.clone())
+            .await
+        {
+            tracing::warn!(%vm_id, error = %release, "claim of an unqueued start not released");
         }
-    };
-    let recorded = async {
-        let mut tx = state.store().write().await?;
-        tx.set_vm_pool_member_start(pool.id, member.row.idx, Some(operation.id), Some(&host_id))
-            .await?;
-        tx.commit().await
-    };
-    if let Err(e) = recorded.await {
-        // The operation is queued and will run; the member does not know
-        // it and reads as down until the next start. Logged, not undone:
-        // cancelling could fail the same way.
-        tracing::error!(%vm_id, operation = %operation.id, error = %e, "pool member's start not recorded");
-        return Err(failed(Some(placed.decision_id), e.into()));
+        let previous = (member.row.start_operation_id, member.row.host_id.as_deref());
+        if let Err(restore) =
+            record_start(state, pool, member.row.idx, previous.0, previous.1).await
+        {
+            tracing::warn!(%vm_id, error = %restore, "pool member's previous start not restored");
+        }
+        return Err(failed(
+            Some(placed.decision_id),
+            crate::api::operations::operation_error(e),
+        ));
     }
     Ok(Started {
         vm_id,
-        operation_id: operation.id,
+        operation_id,
         host_id,
         decision_id: placed.decision_id,
     })
+}
+
+/// Points member `idx` at its start operation and where it placed the VM.
+async fn record_start(
+    state: &AppState,
+    pool: &PoolRecord,
+    idx: u32,
+    operation_id: Option<Uuid>,
+    host_id: Option<&str>,
+) -> Result<(), ApiError> {
+    let mut tx = state.store().write().await?;
+    tx.set_vm_pool_member_start(pool.id, idx, operation_id, host_id)
+        .await?;
+    tx.commit().await?;
+    Ok(())
 }

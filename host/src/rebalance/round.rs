@@ -183,6 +183,7 @@ pub async fn run(state: &AppState, cluster_id: Uuid) -> Result<Round, RoundError
     let submitted = state
         .operations()
         .submit(NewOperation {
+            id: Uuid::new_v4(),
             cluster_id,
             kind: Kind::Migrate,
             priority: 0,
