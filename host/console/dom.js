@@ -72,13 +72,14 @@ export function bytes(n) {
   return `${(n / 1024).toFixed(1)} KiB`;
 }
 
-export function when(iso) {
+/** A timestamp in the reader's locale; seconds only where they tell apart. */
+export function when(iso, seconds = true) {
   if (!iso) return '—';
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return iso;
   return d.toLocaleString(undefined, {
     year: 'numeric', month: 'short', day: '2-digit',
-    hour: '2-digit', minute: '2-digit', second: '2-digit',
+    hour: '2-digit', minute: '2-digit', second: seconds ? '2-digit' : undefined,
   });
 }
 

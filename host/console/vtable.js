@@ -7,10 +7,11 @@ import { h, mount } from './dom.js';
 
 /**
  * id names the table, scrollId its scrolling box;
- * columns: [{ title, className, cell(row) -> Node|string }]
+ * columns: [{ title, className, cell(row) -> Node|string }];
+ * empty: what the table says when the list is empty.
  * fetchPage(offset, limit) -> Promise<{ total, rows }>
  */
-export function virtualTable({ id, scrollId, label, columns, fetchPage, rowHeight = 44, pageSize = 100, height = 520, overscan = 6 }) {
+export function virtualTable({ id, scrollId, label, columns, fetchPage, empty = 'Nothing to show.', rowHeight = 44, pageSize = 100, height = 520, overscan = 6 }) {
   const pages = new Map(); // page index -> rows (or a pending promise)
   let total = 0;
   let onTotal = () => {};
@@ -46,6 +47,10 @@ export function virtualTable({ id, scrollId, label, columns, fetchPage, rowHeigh
   }
 
   function render() {
+    if (total === 0 && pages.get(0)) {
+      mount(body, h('div', { class: 'vrow vempty', role: 'row' }, h('div', { class: 'vcell muted', role: 'cell' }, empty)));
+      return;
+    }
     const first = Math.max(0, Math.floor(scroller.scrollTop / rowHeight) - overscan);
     const visible = Math.ceil(scroller.clientHeight / rowHeight) + 2 * overscan;
     const last = Math.min(total, first + visible);

@@ -424,6 +424,7 @@ fn the_console_signs_in_edits_a_policy_and_pictures_a_decision() {
     let cluster_id = cluster["id"].as_str().expect("id").to_owned();
     browser.goto(&format!("{base}#/clusters/{cluster_id}"));
     browser.select("#cluster-policy", "console-policy");
+    browser.text_with("#hosts-table", "has not sent an inventory");
     browser.click("#cluster-attach");
     browser.text_with("#cluster-status", "console-policy");
     let attached = expect_status(&admin.get(&format!("/api/v1/clusters/{cluster_id}")), 200);

@@ -96,6 +96,7 @@ export async function detail(view, { id }) {
     id: 'hosts-table',
     scrollId: 'hosts-scroll',
     label: `Hosts of ${cluster.name}`,
+    empty: 'No hosts held: the engine has not sent an inventory yet (PUT .../inventory).',
     columns: [
       { title: 'Host', className: 'c-host', cell: (r) => [h('span', { class: 'unit-name' }, r.name), r.name !== r.id ? h('span', { class: 'desc' }, r.id) : null] },
       { title: 'Status', className: 'c-status', cell: (r) => h('span', { class: `badge ${r.status === 'up' ? 'ok' : 'off'}` }, r.status) },

@@ -61,12 +61,12 @@ export async function list(view) {
     const shown = all.filter((u) => !needle || u.name.toLowerCase().includes(needle));
     count.textContent = `(${shown.length} of ${all.length})`;
     mount(tbody, shown.map((u) => h('tr', { dataset: { name: u.name } },
-      h('th', { scope: 'row' }, h('span', { class: 'unit-name' }, u.name),
-        h('span', { class: 'desc' }, u.description || '')),
+      h('th', { scope: 'row', class: 'c-unit' }, h('span', { class: 'unit-name' }, u.name),
+        h('span', { class: 'desc', title: u.description || '' }, u.description || '')),
       h('td', { class: 'kind' }, kinds(u).map((k) => h('span', { class: `chip ${k}` }, k))),
       h('td', {}, u.params.length ? u.params.map((p) => h('code', { class: 'param', title: p.description }, p.name)) : h('span', { class: 'muted' }, '—')),
       h('td', { class: 'num size' }, bytes(u.module && u.module.size_bytes)),
-      h('td', { class: 'when' }, when(u.uploaded_at), h('br'), h('span', { class: 'muted' }, `by ${u.uploaded_by}`)),
+      h('td', { class: 'when' }, when(u.uploaded_at, false), h('br'), h('span', { class: 'muted' }, `by ${u.uploaded_by}`)),
       h('td', {}, u.internal ? h('span', { class: 'badge' }, 'built in') : null,
         h('span', { class: u.enabled ? 'badge ok' : 'badge off' }, u.enabled ? 'enabled' : 'disabled')),
       h('td', {}, h('button', { type: 'button', class: 'ghost small', dataset: { versions: u.id }, onclick: () => showVersions(u) }, 'Versions')),
