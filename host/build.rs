@@ -10,6 +10,10 @@
 //!
 //! A file is `<version>_<description>.sql`, as sqlx reads it: the version
 //! an integer, `_` in the description read as a space.
+//!
+//! It also lists the admin console's files (`console/`, served by
+//! `src/console.rs`) the same way, so that a new page is a new file and no
+//! code names it.
 
 use std::fmt::Write;
 use std::path::Path;
@@ -55,4 +59,48 @@ fn main() {
     }
     std::fs::write(Path::new(&out_dir).join("migrations.rs"), listing)
         .expect("writing migrations.rs");
+    list_console(Path::new(&manifest_dir), Path::new(&out_dir));
+}
+
+/// Writes `console_files.rs`: `FILES`, every file under `console/` as its
+/// path relative to that folder (with `/`) and its bytes, sorted by path.
+fn list_console(manifest_dir: &Path, out_dir: &Path) {
+    let root = manifest_dir.join("console");
+    println!("cargo::rerun-if-changed={}", root.display());
+    let mut files = Vec::new();
+    walk(&root, &mut files);
+    files.sort();
+    let mut listing = String::from("pub const FILES: &[(&str, &[u8])] = &[\n");
+    for path in &files {
+        let relative = path
+            .strip_prefix(&root)
+            .expect("under console/")
+            .components()
+            .map(|c| c.as_os_str().to_str().expect("a UTF-8 file name"))
+            .collect::<Vec<_>>()
+            .join("/");
+        writeln!(
+            listing,
+            "    ({relative:?}, include_bytes!({:?})),",
+            path.display().to_string()
+        )
+        .unwrap();
+    }
+    listing.push_str("];\n");
+    std::fs::write(out_dir.join("console_files.rs"), listing).expect("writing console_files.rs");
+}
+
+/// Every file under `dir`. Cargo scans a folder named by
+/// `rerun-if-changed` whole, so the root alone makes any added, removed or
+/// edited file rebuild the listing.
+fn walk(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+    {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            walk(&path, files);
+        } else {
+            files.push(path);
+        }
+    }
 }

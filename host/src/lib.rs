@@ -6,6 +6,7 @@ pub mod auth;
 pub mod builtin;
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod extender;
 pub mod fleet;
 pub mod hardware;

@@ -10,9 +10,11 @@
 
 mod audit;
 mod bad_input;
+mod console;
 mod decisions_log;
 mod extender;
 mod hardware;
+mod inventory_hosts;
 mod openapi;
 mod operations;
 mod ovirt;

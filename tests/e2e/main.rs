@@ -10,6 +10,7 @@ mod api_tour;
 mod catalog;
 mod cli;
 mod cluster_delete;
+mod console;
 mod extender;
 mod fleet;
 mod hardening_input;

@@ -17,7 +17,8 @@ use crate::auth::{Principal, Role, hash_token};
 /// What a route requires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
-    /// No token: health checks and the OpenAPI document.
+    /// No token: health checks, the OpenAPI document and the console's
+    /// static files.
     Public,
     /// A token whose role includes this one.
     Role(Role),
@@ -49,6 +50,11 @@ const ADMIN: Access = Access::Role(Role::Admin);
 pub const ROUTES: &[RouteAccess] = &[
     route(Method::GET, "/healthz", PUBLIC),
     route(Method::GET, "/api/v1/openapi.json", PUBLIC),
+    // The admin console's static files (crate::console): the page holds no
+    // data, and every call it makes for data sends the user's token.
+    route(Method::GET, "/ui", PUBLIC),
+    route(Method::GET, "/ui/", PUBLIC),
+    route(Method::GET, "/ui/{*path}", PUBLIC),
     // A Prometheus scrape sends a reader token (docs/metrics.md): the
     // metrics name clusters and units, which anonymous callers cannot list.
     route(Method::GET, "/metrics", READER),
@@ -177,6 +183,7 @@ pub const ROUTES: &[RouteAccess] = &[
     // Held inventories, claims and the decisions log (crate::placement).
     route(Method::PUT, "/api/v1/clusters/{id}/inventory", ENGINE),
     route(Method::GET, "/api/v1/clusters/{id}/inventory", READER),
+    route(Method::GET, "/api/v1/clusters/{id}/inventory/hosts", READER),
     route(
         Method::POST,
         "/api/v1/clusters/{id}/inventory/updates",

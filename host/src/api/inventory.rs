@@ -9,22 +9,33 @@
 //!   generation; updates older than what is held for their host are
 //!   ignored and reported `stale`, never applied over newer data;
 //! * `GET /api/v1/clusters/{id}/inventory`: generations, counts and the
-//!   sum of the pending claims.
+//!   sum of the pending claims;
+//! * `GET /api/v1/clusters/{id}/inventory/hosts`: the held hosts a page at
+//!   a time, each with its memory and CPU in use, reported and claimed
+//!   (what the console's utilisation chart draws).
 //!
 //! The generation rules are in `crate::placement::hosts`.
 
 use axum::extract::{Request, State};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::AppState;
 use super::claims::exists;
 use super::decision_error::placement_error;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Path, body_bytes, is_json, parse_json};
-use crate::placement::{HostUpdate, InventorySummary, UpdateResult};
-use crate::snapshot::{Host, RunningVm, Snapshot};
+use super::extract::{Path, Query, body_bytes, is_json, parse_json};
+use crate::placement::{HostUpdate, HostUsage, InventorySummary, UpdateResult};
+use crate::snapshot::{Host, RunningVm, Snapshot, Status};
+
+/// Hosts listed when the request does not say how many: a screenful or
+/// two of the console's table.
+pub const DEFAULT_HOSTS_LISTED: u32 = 100;
+
+/// Most hosts one request lists: a page is read under the cluster's lock,
+/// and no reader needs a 10,000-host cluster in one answer.
+pub const MAX_HOSTS_LISTED: u32 = 500;
 
 /// A full snapshot of a cluster's hosts.
 #[derive(Clone, Debug, Deserialize, ToSchema)]
@@ -91,6 +102,110 @@ pub struct UpdatesAnswer {
     pub applied: usize,
     pub stale: usize,
     pub inventory: InventoryView,
+}
+
+/// Which held hosts to list.
+#[derive(Clone, Copy, Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct HostsQuery {
+    /// Hosts to skip, in inventory order; default 0.
+    pub offset: Option<usize>,
+    /// Hosts to list; default 100, at most 500.
+    #[param(maximum = 500)]
+    pub limit: Option<u32>,
+}
+
+/// One page of a cluster's held hosts.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct HostsPage {
+    pub cluster_id: Uuid,
+    /// Hosts held in all.
+    pub total: usize,
+    /// Where this page starts.
+    pub offset: usize,
+    pub hosts: Vec<HeldHost>,
+}
+
+/// One held host and what it uses: as last reported, and what live claims
+/// (decisions the engine has not reported back) add.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct HeldHost {
+    pub id: String,
+    /// The display name (the id when the host has none).
+    pub name: String,
+    pub status: Status,
+    /// The generation of the report the host comes from.
+    pub generation: u64,
+    /// VMs the host reports running.
+    pub vms: usize,
+    /// Live claims on the host.
+    pub claims: usize,
+    pub memory_total_mib: f64,
+    /// Reported in use: total less free.
+    pub memory_used_mib: f64,
+    /// Claimed and not yet reported.
+    pub memory_pending_mib: f64,
+    /// Reported CPU load, percent of the host's CPUs.
+    pub cpu_usage_percent: f64,
+    /// What the claims add to the load (the sum stops at 100).
+    pub cpu_pending_percent: f64,
+}
+
+impl From<HostUsage> for HeldHost {
+    fn from(u: HostUsage) -> Self {
+        HeldHost {
+            id: u.id,
+            name: u.name,
+            status: u.status,
+            generation: u.generation,
+            vms: u.vms,
+            claims: u.claims,
+            memory_total_mib: u.memory_total_mib,
+            memory_used_mib: u.memory_used_mib,
+            memory_pending_mib: u.memory_pending_mib,
+            cpu_usage_percent: u.cpu_usage_percent,
+            cpu_pending_percent: u.cpu_pending_percent,
+        }
+    }
+}
+
+/// The cluster's held hosts, a page at a time, in inventory order, with
+/// their memory and CPU in use, reported and claimed.
+#[utoipa::path(get, path = "/api/v1/clusters/{id}/inventory/hosts", tag = "placement",
+    security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Cluster id"), HostsQuery),
+    responses(
+        (status = 200, body = HostsPage),
+        (status = 400, description = "`invalid_query`: a limit above 500", body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, description = "The cluster", body = ErrorBody),
+        (status = 503, description = "`cluster_busy`", body = ErrorBody),
+    ))]
+pub async fn list_hosts(
+    State(state): State<AppState>,
+    Path(cluster_id): Path<Uuid>,
+    Query(query): Query<HostsQuery>,
+) -> Result<axum::Json<HostsPage>, ApiError> {
+    let limit = query.limit.unwrap_or(DEFAULT_HOSTS_LISTED);
+    if limit > MAX_HOSTS_LISTED {
+        return Err(ApiError::InvalidQuery(format!(
+            "limit {limit} is above the maximum of {MAX_HOSTS_LISTED}"
+        )));
+    }
+    exists(&state, cluster_id).await?;
+    let offset = query.offset.unwrap_or(0);
+    let (total, hosts) = state
+        .placement()
+        .held_hosts(cluster_id, offset, limit as usize)
+        .await
+        .map_err(placement_error)?;
+    Ok(axum::Json(HostsPage {
+        cluster_id,
+        total,
+        offset,
+        hosts: hosts.into_iter().map(HeldHost::from).collect(),
+    }))
 }
 
 async fn json_bytes(request: Request) -> Result<axum::body::Bytes, ApiError> {

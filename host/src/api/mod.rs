@@ -246,6 +246,7 @@ pub fn routes(limits: &ApiLimits) -> OpenApiRouter<AppState> {
             routes!(inventory::put_inventory, inventory::get_inventory),
             limits.max_snapshot_bytes,
         ))
+        .routes(routes!(inventory::list_hosts))
         .routes(with_body_limit(
             routes!(inventory::post_updates),
             limits.max_snapshot_bytes,
@@ -283,13 +284,16 @@ pub fn routes(limits: &ApiLimits) -> OpenApiRouter<AppState> {
 /// The whole application: every route with its access check, body limits
 /// and error shape, over `state`. `more` are the routes of what is built
 /// on the API (the prestarted pools, `crate::pools::routes`), which the
-/// API cannot name without importing its own clients;
+/// API cannot name without importing its own clients, and `pages` the
+/// routes of its clients served alongside it but outside the OpenAPI
+/// document (the console, `crate::console::routes`);
 /// `server::Services::app` passes them.
-pub fn app(state: AppState, more: OpenApiRouter<AppState>) -> Router {
+pub fn app(state: AppState, more: OpenApiRouter<AppState>, pages: Router<AppState>) -> Router {
     let limits = *state.limits();
     let (router, api) = routes(&limits).merge(more).split_for_parts();
     let api = openapi::finish(api);
     router
+        .merge(pages)
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             audit::record,

@@ -45,6 +45,7 @@ pub mod sample;
 pub mod service;
 #[cfg(test)]
 mod test_store;
+pub mod usage;
 /// Wall-clock instants, defined below placement (the store keeps them too).
 pub use crate::time;
 
@@ -62,3 +63,4 @@ pub use resources::Resources;
 pub use sample::{Sample, Sampling};
 pub use service::{Decided, HeldView, PlaceJob, PlacementConfig, PlacementError, PlacementService};
 pub use time::Timestamp;
+pub use usage::HostUsage;

@@ -372,6 +372,26 @@ impl PlacementService {
         .await
     }
 
+    /// Hosts `offset..offset + limit` of the cluster's held inventory with
+    /// what they use, reported and claimed (expired claims dropped first),
+    /// and how many hosts it holds in all.
+    pub async fn held_hosts(
+        &self,
+        cluster_id: Uuid,
+        offset: usize,
+        limit: usize,
+    ) -> Result<(usize, Vec<super::HostUsage>), PlacementError> {
+        self.locked(cluster_id, move |state, now| {
+            let (expired, changes) = state.expire(now);
+            Ok((
+                super::usage::page(state, offset, limit),
+                changes,
+                !expired.is_empty(),
+            ))
+        })
+        .await
+    }
+
     /// The cluster's live claims, oldest first.
     pub async fn claims(&self, cluster_id: Uuid) -> Result<Vec<Claim>, PlacementError> {
         self.locked(cluster_id, |state, now| {

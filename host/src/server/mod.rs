@@ -126,17 +126,25 @@ pub struct Services {
 }
 
 impl Services {
-    /// The whole application: the API's routes and the pools', every one
-    /// with its access check, body limits and error shape.
+    /// The whole application: the API's routes, the pools' and the
+    /// console's, every one with its access check, body limits and error
+    /// shape.
     pub fn app(&self) -> axum::Router {
         let pools = crate::pools::routes::routes().layer(axum::Extension(self.pools.clone()));
-        api::app(self.state.clone(), pools)
+        api::app(self.state.clone(), pools, crate::console::routes())
     }
 }
 
-/// Every route [`Services::app`] serves, as (method, path).
+/// Every route [`Services::app`] serves, as (method, path): the OpenAPI
+/// document's and the console's.
 pub fn served_routes(limits: &ApiLimits) -> Vec<(axum::http::Method, String)> {
-    api::served_routes(limits, crate::pools::routes::routes())
+    let mut routes = api::served_routes(limits, crate::pools::routes::routes());
+    routes.extend(
+        crate::console::PATHS
+            .iter()
+            .map(|path| (axum::http::Method::GET, (*path).to_owned())),
+    );
+    routes
 }
 
 /// A server that has loaded everything and bound its socket.

@@ -3,6 +3,7 @@
 //! call the API and to dump the database.
 
 pub mod http;
+pub mod webdriver;
 
 #[path = "../../common/mod.rs"]
 mod common;
