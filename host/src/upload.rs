@@ -7,7 +7,8 @@
 //! the hidden `sandpiper compile-unit` — with a wall-clock timeout, a
 //! memory rlimit and a lower CPU priority, while the server's own threads
 //! keep answering. The child reads the `.wasm` on stdin and writes the
-//! compiled artifact to stdout, or a typed rejection. The server then loads
+//! module's language on a first line and then the compiled artifact to
+//! stdout ([`Compiled`]), or a typed rejection. The server then loads
 //! the artifact in process; it is trusted because our own compile step
 //! produced it.
 //!
@@ -66,6 +67,51 @@ pub const COMPILE_QUEUE_RETRY_AFTER_SECS: u64 = 10;
 /// enough that a 64 MiB upload is a few dozen writes, not thousands of
 /// small ones through the blocking pool.
 const SPOOL_BUFFER_BYTES: usize = 1 << 20;
+
+/// What the child answers for a module it compiled: the language its
+/// producers sections tell (`crate::sandbox::language`, read here because
+/// only the child holds the whole module) and the compiled code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Compiled {
+    pub language: Option<String>,
+    pub artifact: Vec<u8>,
+}
+
+/// Longest first line of a compile answer: a language name and its newline.
+const MAX_LANGUAGE_LINE_BYTES: usize = 64;
+
+impl Compiled {
+    /// The child's stdout: the language line (empty when unknown), then the
+    /// artifact.
+    fn encode(&self) -> Vec<u8> {
+        let language = self.language.as_deref().unwrap_or("");
+        let mut out = Vec::with_capacity(language.len() + 1 + self.artifact.len());
+        out.extend_from_slice(language.as_bytes());
+        out.push(b'\n');
+        out.extend_from_slice(&self.artifact);
+        out
+    }
+
+    /// Reads what [`Compiled::encode`] wrote.
+    fn decode(mut out: Vec<u8>) -> Result<Compiled, UploadError> {
+        let newline = out
+            .iter()
+            .take(MAX_LANGUAGE_LINE_BYTES)
+            .position(|&b| b == b'\n')
+            .ok_or_else(|| {
+                UploadError::Internal("the compiler's answer has no language line".to_owned())
+            })?;
+        let artifact = out.split_off(newline + 1);
+        out.truncate(newline);
+        let language = String::from_utf8(out).map_err(|_| {
+            UploadError::Internal("the compiler's language line is not UTF-8".to_owned())
+        })?;
+        Ok(Compiled {
+            language: (!language.is_empty()).then_some(language),
+            artifact,
+        })
+    }
+}
 
 /// Exit code of the child when it refused the module (stdout then holds a
 /// JSON [`Rejection`]), as opposed to crashing or running out of limits.
@@ -415,7 +461,7 @@ impl Modules {
     /// uploads.
     pub async fn compile(&self, wasm: &Spooled) -> Result<Vec<u8>, UploadError> {
         let _slot = self.queue.slot().await?;
-        self.run_child(wasm).await
+        self.run_child(wasm).await.map(|compiled| compiled.artifact)
     }
 
     /// Validates and compiles an upload in the child process, once its
@@ -425,7 +471,7 @@ impl Modules {
         &self,
         ticket: &Ticket,
         wasm: &Spooled,
-    ) -> Result<Vec<u8>, UploadError> {
+    ) -> Result<Compiled, UploadError> {
         let _own = Arc::clone(&ticket.own)
             .acquire_owned()
             .await
@@ -435,7 +481,7 @@ impl Modules {
     }
 
     /// Runs the compile child on `wasm`, under the timeout.
-    async fn run_child(&self, wasm: &Spooled) -> Result<Vec<u8>, UploadError> {
+    async fn run_child(&self, wasm: &Spooled) -> Result<Compiled, UploadError> {
         let stdin = wasm
             .stdin()
             .map_err(|e| UploadError::Internal(format!("upload spool: {e}")))?;
@@ -498,7 +544,7 @@ impl Modules {
             )));
         }
         match status.code() {
-            Some(0) => Ok(out),
+            Some(0) => Compiled::decode(out),
             Some(code) if code == i32::from(REJECTED_EXIT_CODE) => {
                 let rejection: Rejection = serde_json::from_slice(&out).map_err(|e| {
                     UploadError::Internal(format!("unreadable answer from the compiler: {e}"))
@@ -740,10 +786,14 @@ pub fn compile_child(args: &CompileArgs) -> ExitCode {
         Runtime::new(crate::sandbox::Limits::default())
             .map_err(|e| Rejection::new("module_compile_failed", e.to_string()))
             .and_then(|runtime| runtime.precompile(&wasm).map_err(|e| rejection_of(&e)))
+            .map(|artifact| Compiled {
+                language: crate::sandbox::language::source_language(&wasm).map(str::to_owned),
+                artifact,
+            })
     };
     let mut stdout = std::io::stdout().lock();
     let (bytes, code) = match answer {
-        Ok(artifact) => (artifact, ExitCode::SUCCESS),
+        Ok(compiled) => (compiled.encode(), ExitCode::SUCCESS),
         Err(rejection) => match serde_json::to_vec(&rejection) {
             Ok(json) => (json, ExitCode::from(REJECTED_EXIT_CODE)),
             Err(e) => {
@@ -869,5 +919,28 @@ mod tests {
                 "{code} is not listed"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod compiled_tests {
+    use super::*;
+
+    #[test]
+    fn a_compile_answer_reads_back() {
+        for language in [Some("python".to_owned()), None] {
+            let compiled = Compiled {
+                language,
+                artifact: b"\x7fELF\nwith a newline".to_vec(),
+            };
+            assert_eq!(
+                Compiled::decode(compiled.encode()).expect("reads"),
+                compiled
+            );
+        }
+        assert!(
+            Compiled::decode(vec![b'x'; 100]).is_err(),
+            "no language line"
+        );
     }
 }

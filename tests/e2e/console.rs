@@ -310,6 +310,7 @@ fn the_console_signs_in_edits_a_policy_and_pictures_a_decision() {
     browser.click("#unit-upload");
     let row = browser.text_with("tr[data-name='ConsoleMemory']", "filter");
     assert!(row.contains("KiB"), "size shown: {row}");
+    assert!(row.contains("Rust"), "language shown: {row}");
     browser.text_with("#upload-status", "Uploaded");
     browser.screenshot("02-units");
     browser.click("tr[data-name='ConsoleMemory'] button[data-versions]");

@@ -87,6 +87,12 @@ fn upload(admin: &Client, language: Language, wasm: &[u8]) -> String {
         json!({ "filter": true, "score": true, "balance": false }),
         "{name}"
     );
+    // Read by the compile child from the component's producers sections.
+    let told = match language {
+        Language::Js => "javascript",
+        other => other.name(),
+    };
+    assert_eq!(unit["module"]["language"], told, "{name}");
     unit["id"].as_str().expect("id").to_owned()
 }
 

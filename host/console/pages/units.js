@@ -31,6 +31,7 @@ export async function list(view) {
     h('thead', {}, h('tr', {},
       h('th', { scope: 'col' }, 'Name'),
       h('th', { scope: 'col' }, 'Kind'),
+      h('th', { scope: 'col' }, 'Language'),
       h('th', { scope: 'col' }, 'Parameters'),
       h('th', { scope: 'col', class: 'num' }, 'Size'),
       h('th', { scope: 'col' }, 'Uploaded'),
@@ -64,6 +65,7 @@ export async function list(view) {
       h('th', { scope: 'row', class: 'c-unit' }, h('span', { class: 'unit-name' }, u.name),
         h('span', { class: 'desc', title: u.description || '' }, u.description || '')),
       h('td', { class: 'kind' }, kinds(u).map((k) => h('span', { class: `chip ${k}` }, k))),
+      h('td', { class: 'language' }, language(u.module)),
       h('td', {}, u.params.length ? u.params.map((p) => h('code', { class: 'param', title: p.description }, p.name)) : h('span', { class: 'muted' }, '—')),
       h('td', { class: 'num size' }, bytes(u.module && u.module.size_bytes)),
       h('td', { class: 'when' }, when(u.uploaded_at, false), h('br'), h('span', { class: 'muted' }, `by ${u.uploaded_by}`)),
@@ -81,10 +83,11 @@ export async function list(view) {
         h('div', { class: 'card-head' }, h('h2', {}, `Versions of ${unit.name}`),
           h('button', { type: 'button', class: 'ghost small', onclick: () => { versions.hidden = true; } }, 'Close')),
         h('table', { class: 'data' },
-          h('thead', {}, h('tr', {}, ['Version', 'Kind', 'Parameters', 'Size', 'sha256', 'Uploaded'].map((t) => h('th', { scope: 'col' }, t)))),
+          h('thead', {}, h('tr', {}, ['Version', 'Kind', 'Language', 'Parameters', 'Size', 'sha256', 'Uploaded'].map((t) => h('th', { scope: 'col' }, t)))),
           h('tbody', {}, list.map((v) => h('tr', {},
             h('td', {}, String(v.version), v.current ? h('span', { class: 'badge ok' }, 'current') : null),
             h('td', {}, kinds(v).join(', ')),
+            h('td', {}, language(v.module)),
             h('td', {}, (v.params || []).map((p) => p.name).join(', ') || '—'),
             h('td', { class: 'num' }, bytes(v.module ? v.module.size_bytes : v.size_bytes)),
             h('td', {}, h('code', {}, ((v.module && v.module.sha256) || v.sha256 || '').slice(0, 12))),
@@ -134,4 +137,11 @@ export async function list(view) {
   });
 
   await refresh();
+}
+
+/** The language a module's producers sections tell, as people write it. */
+function language(module) {
+  const names = { rust: 'Rust', python: 'Python', javascript: 'JavaScript', c: 'C' };
+  const code = module && module.language;
+  return code ? (names[code] || code) : h('span', { class: 'muted', title: 'The component does not say' }, 'unknown');
 }

@@ -66,6 +66,7 @@ fn version_view(v: &UnitVersion, current: bool) -> UnitVersionView {
         module: ModuleInfo {
             sha256: m.module_sha256.clone(),
             size_bytes: v.module_size_bytes,
+            language: v.module_language.clone(),
         },
         uploaded_at: v.uploaded_at.clone(),
         uploaded_by: m.uploaded_by.clone(),

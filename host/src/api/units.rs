@@ -96,6 +96,10 @@ pub struct ModuleInfo {
     /// sha256 of the `.wasm`, hex: the same bytes are the same module.
     pub sha256: String,
     pub size_bytes: u64,
+    /// The language it was written in (`rust`, `python`, `javascript`,
+    /// `c`), as the module's producers sections tell; absent when they do
+    /// not say.
+    pub language: Option<String>,
 }
 
 /// Overrides of what the module says about itself. Headers
@@ -148,6 +152,7 @@ pub(crate) fn view(u: &UnitRecord) -> SchedulingPolicyUnit {
         module: ModuleInfo {
             sha256: u.module_sha256.clone(),
             size_bytes: u.module_size_bytes,
+            language: u.module_language.clone(),
         },
         uploaded_at: u.uploaded_at.clone(),
         uploaded_by: u.uploaded_by.clone(),
@@ -258,6 +263,9 @@ struct Prepared {
     upload: Spooled,
     /// Compiled code to store, when it was compiled now.
     artifact: Option<Bytes>,
+    /// The module's language, when it was compiled now and its producers
+    /// sections tell (a module whose code was stored is stored too).
+    language: Option<String>,
     unit: Arc<dyn Unit>,
 }
 
@@ -305,13 +313,14 @@ async fn prepare(state: &AppState, ticket: &Ticket, upload: Spooled) -> Result<P
         let mut conn = state.store().read().await?;
         conn.artifact(upload.sha256(), &engine_hash).await?
     };
-    let (artifact, fresh) = match stored {
-        Some(artifact) => (Bytes::from(artifact), false),
+    let (artifact, fresh, language) = match stored {
+        Some(artifact) => (Bytes::from(artifact), false, None),
         None => {
             let started = std::time::Instant::now();
             let compiled = state.modules().compile_upload(ticket, &upload).await;
             crate::metrics::unit_compiled(compiled.is_ok(), started.elapsed());
-            (Bytes::from(compiled?), true)
+            let compiled = compiled?;
+            (Bytes::from(compiled.artifact), true, compiled.language)
         }
     };
     let unit = state
@@ -321,6 +330,7 @@ async fn prepare(state: &AppState, ticket: &Ticket, upload: Spooled) -> Result<P
     Ok(Prepared {
         upload,
         artifact: fresh.then_some(artifact),
+        language,
         unit,
     })
 }
@@ -334,8 +344,13 @@ async fn store_module(
     prepared: &Prepared,
 ) -> Result<(), ApiError> {
     let upload = &prepared.upload;
-    conn.insert_module(upload.sha256(), upload.len(), upload.reader()?)
-        .await?;
+    conn.insert_module(
+        upload.sha256(),
+        upload.len(),
+        prepared.language.as_deref(),
+        upload.reader()?,
+    )
+    .await?;
     if let Some(artifact) = &prepared.artifact {
         conn.insert_artifact(prepared.sha256(), &state.modules().engine_hash(), artifact)
             .await?;

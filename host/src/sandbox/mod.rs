@@ -29,6 +29,7 @@ mod bindings;
 mod call_state;
 mod engine;
 mod failure;
+pub mod language;
 mod limits;
 mod module_limits;
 mod output;

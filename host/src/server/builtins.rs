@@ -101,7 +101,8 @@ pub async fn register(
                 ),
             ));
         }
-        tx.insert_module(sha256, builtin.wasm.len() as u64, builtin.wasm)
+        let language = crate::sandbox::language::source_language(builtin.wasm);
+        tx.insert_module(sha256, builtin.wasm.len() as u64, language, builtin.wasm)
             .await?;
         if artifacts[i].fresh {
             tx.insert_artifact(sha256, &engine_hash, &artifacts[i].code)

@@ -186,18 +186,30 @@ impl Db {
         &mut self,
         sha256: &str,
         size_bytes: u64,
+        language: Option<&str>,
         wasm: impl AsyncRead + Unpin,
     ) -> Result<bool, StoreError> {
         let conn = self.conn();
         let done = sqlx::query(
-            "INSERT INTO modules (sha256, size_bytes) VALUES ($1, $2) \
+            "INSERT INTO modules (sha256, size_bytes, language) VALUES ($1, $2, $3) \
              ON CONFLICT (sha256) DO NOTHING",
         )
         .bind(sha256)
         .bind(sql_size(size_bytes))
+        .bind(language)
         .execute(&mut *conn)
         .await?;
         if done.rows_affected() == 0 {
+            // Stored before its language was read (migration 0013).
+            if language.is_some() {
+                sqlx::query(
+                    "UPDATE modules SET language = $1 WHERE sha256 = $2 AND language IS NULL",
+                )
+                .bind(language)
+                .bind(sha256)
+                .execute(&mut *conn)
+                .await?;
+            }
             return Ok(false);
         }
         Blob::Module { sha256 }
@@ -339,12 +351,12 @@ mod tests {
                 let sha256 = crate::sandbox::hex(&crate::sandbox::sha256(&wasm));
                 let mut tx = store.write().await.expect("write");
                 assert!(
-                    tx.insert_module(&sha256, len as u64, &wasm[..])
+                    tx.insert_module(&sha256, len as u64, None, &wasm[..])
                         .await
                         .expect("insert")
                 );
                 assert!(
-                    !tx.insert_module(&sha256, len as u64, &b""[..])
+                    !tx.insert_module(&sha256, len as u64, None, &b""[..])
                         .await
                         .expect("again"),
                     "the same bytes are stored once, and not read again"
@@ -383,7 +395,7 @@ mod tests {
             let store = db.open().await;
             let sha256 = "1".repeat(64);
             let mut tx = store.write().await.expect("write");
-            let refused = tx.insert_module(&sha256, 10, &b"short"[..]).await;
+            let refused = tx.insert_module(&sha256, 10, None, &b"short"[..]).await;
             assert!(matches!(refused, Err(StoreError::Source(_))), "{refused:?}");
         }
     }

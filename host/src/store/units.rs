@@ -23,6 +23,9 @@ pub struct UnitRecord {
     pub params: Vec<ParamSpec>,
     pub module_sha256: String,
     pub module_size_bytes: u64,
+    /// What the module's producers sections say it was written in
+    /// (`crate::sandbox::language`), when they say.
+    pub module_language: Option<String>,
     pub uploaded_at: String,
     /// Name of the token that uploaded it, or `builtin`.
     pub uploaded_by: String,
@@ -37,6 +40,7 @@ pub struct UnitVersion {
     pub version: i64,
     pub module: UnitModule,
     pub module_size_bytes: u64,
+    pub module_language: Option<String>,
     pub uploaded_at: String,
     /// The version this one restored, when it came from a rollback.
     pub rollback_of: Option<i64>,
@@ -67,6 +71,7 @@ row_struct! {
         score_order: String,
         module_sha256: String,
         size_bytes: i64,
+        language: Option<String>,
         uploaded_at: String,
         uploaded_by: String,
     }
@@ -83,7 +88,7 @@ row_struct! {
 
 const SELECT: &str = "SELECT u.id, u.name, u.description, u.internal, u.enabled, \
      u.has_filter, u.has_score, u.has_balance, u.score_order, u.module_sha256, \
-     m.size_bytes, u.uploaded_at, u.uploaded_by \
+     m.size_bytes, m.language, u.uploaded_at, u.uploaded_by \
      FROM policy_units u JOIN modules m ON m.sha256 = u.module_sha256";
 
 /// The roles a unit or version row says its module exports.
@@ -127,6 +132,7 @@ async fn complete(conn: &mut sqlx::AnyConnection, row: Row) -> Result<UnitRecord
         params,
         module_sha256: row.module_sha256,
         module_size_bytes: u64::try_from(row.size_bytes).unwrap_or(0),
+        module_language: row.language,
         uploaded_at: row.uploaded_at,
         uploaded_by: row.uploaded_by,
     })
@@ -346,6 +352,7 @@ row_struct! {
         version: i64,
         module_sha256: String,
         size_bytes: i64,
+        language: Option<String>,
         name: String,
         description: String,
         has_filter: i64,
@@ -359,7 +366,7 @@ row_struct! {
     }
 }
 
-const SELECT_VERSION: &str = "SELECT v.version, v.module_sha256, m.size_bytes, v.name, \
+const SELECT_VERSION: &str = "SELECT v.version, v.module_sha256, m.size_bytes, m.language, v.name, \
      v.description, v.has_filter, v.has_score, v.has_balance, v.score_order, v.params, \
      v.uploaded_at, v.uploaded_by, v.rollback_of \
      FROM unit_versions v JOIN modules m ON m.sha256 = v.module_sha256";
@@ -380,6 +387,7 @@ impl VersionRow {
                 uploaded_by: self.uploaded_by,
             },
             module_size_bytes: u64::try_from(self.size_bytes).unwrap_or(0),
+            module_language: self.language,
             uploaded_at: self.uploaded_at,
             rollback_of: self.rollback_of,
         })

@@ -109,6 +109,24 @@ fn every_language_describes_the_same_unit() {
     }
 }
 
+/// The language each component's producers sections tell, as the units
+/// API and the console show it (`sandpiper::sandbox::language`).
+#[test]
+fn every_language_is_told_from_its_component() {
+    for language in Language::ALL {
+        let expected = match language {
+            Language::Js => "javascript",
+            other => other.name(),
+        };
+        assert_eq!(
+            sandpiper::sandbox::language::source_language(&examples::example(language)),
+            Some(expected),
+            "{}",
+            language.name()
+        );
+    }
+}
+
 #[test]
 fn every_language_answers_identically_on_a_generated_cluster() {
     let hosts = 300;
