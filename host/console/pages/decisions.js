@@ -40,15 +40,17 @@ export async function list(view, _params, { query }) {
       h('div', { class: 'pager' }, more, status)));
 
   const iso = (local) => (local ? new Date(local).toISOString() : null);
-  let before = null;
+  // The next page starts after the last decision shown (the API's keyset
+  // cursor), so decisions logged in the same millisecond are all listed.
+  let after = null;
   async function load(append) {
     showError(error, null);
     const q = new URLSearchParams({ limit: String(PAGE) });
     if (cluster.value) q.set('cluster_id', cluster.value);
     if (vm.value.trim()) q.set('vm_id', vm.value.trim());
     if (since.value) q.set('since', iso(since.value));
-    const end = before || iso(until.value);
-    if (end) q.set('until', end);
+    if (until.value) q.set('until', iso(until.value));
+    if (after) q.set('after', after);
     let page;
     try {
       page = await api.get(`/decisions?${q}`);
@@ -70,11 +72,11 @@ export async function list(view, _params, { query }) {
     });
     if (append) tbody.append(...rows); else mount(tbody, rows.length ? rows : h('tr', {}, h('td', { colspan: '7', class: 'muted' }, 'No decisions match.')));
     const last = page.decisions[page.decisions.length - 1];
-    before = last ? last.created_at : before;
+    after = last ? last.id : after;
     more.hidden = page.decisions.length < PAGE;
     status.textContent = `${tbody.querySelectorAll('tr').length} decisions shown.`;
   }
-  form.addEventListener('submit', (e) => { e.preventDefault(); before = null; load(false); });
+  form.addEventListener('submit', (e) => { e.preventDefault(); after = null; load(false); });
   more.addEventListener('click', () => load(true));
   await load(false);
 }

@@ -49,6 +49,9 @@ pub struct DecisionFilter {
     /// Only decisions made before this time (RFC 3339, UTC).
     #[param(format = DateTime)]
     pub until: Option<String>,
+    /// Only decisions after this one, newest first: the last id of the
+    /// previous page. None are listed once that decision has left the log.
+    pub after: Option<Uuid>,
     /// Newest first; default 50, at most 500.
     #[param(maximum = 500)]
     pub limit: Option<u32>,
@@ -125,6 +128,7 @@ pub async fn list(
         until: time("until", filter.until.as_deref())?,
         cluster_id: filter.cluster_id,
         vm_id: filter.vm_id,
+        after: filter.after,
         limit,
     };
     let page = state.store().read().await?.decision_page(&query).await?;

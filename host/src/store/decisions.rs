@@ -137,6 +137,10 @@ pub struct DecisionQuery {
     pub since: Option<Timestamp>,
     /// Only decisions made before this time.
     pub until: Option<Timestamp>,
+    /// Only decisions listed after this one, newest first: the last id of
+    /// the previous page (a cursor that, unlike `until`, skips nothing
+    /// logged in the same millisecond). None are listed if it left the log.
+    pub after: Option<Uuid>,
     /// At most this many, newest first.
     pub limit: u32,
 }
@@ -425,6 +429,9 @@ impl Db {
                     OR d.id IN (SELECT decision_id FROM decision_claims WHERE vm_id = $2)) \
                AND ($3 IS NULL OR d.created_at >= $3) \
                AND ($4 IS NULL OR d.created_at < $4) \
+               AND ($6 IS NULL OR EXISTS (SELECT 1 FROM decisions p WHERE p.id = $6 \
+                    AND (d.created_at < p.created_at \
+                         OR (d.created_at = p.created_at AND d.rowid < p.rowid)))) \
              ORDER BY d.created_at DESC, d.rowid DESC LIMIT $5"
         )))
         .bind(query.cluster_id.map(|id| id.to_string()))
@@ -432,6 +439,7 @@ impl Db {
         .bind(query.since.map(Timestamp::to_rfc3339))
         .bind(query.until.map(Timestamp::to_rfc3339))
         .bind(i64::from(query.limit))
+        .bind(query.after.map(|id| id.to_string()))
         .fetch_all(conn)
         .await?;
         rows.into_iter().map(PageRow::into_entry).collect()
@@ -504,6 +512,42 @@ mod tests {
             .fetch_one(db.conn())
             .await
             .expect("count")
+    }
+
+    #[tokio::test]
+    async fn pages_follow_each_other_after_the_last_id_and_skip_nothing() {
+        for db in backends().await {
+            let (store, cluster) = store_with_cluster(&db).await;
+            let roomy = Retention {
+                count: 10,
+                max_age: Duration::from_secs(3600),
+            };
+            // One batch: most of them share a millisecond, which `until`
+            // (exclusive) would skip from one page to the next.
+            let acks: Vec<_> = (0..5)
+                .map(|i| store.submit((decision(cluster, i), roomy)))
+                .collect();
+            for ack in acks {
+                ack.wait().await.expect("stored");
+            }
+            let mut conn = store.read().await.expect("read");
+            let mut seen = Vec::new();
+            let mut after = None;
+            loop {
+                let page = conn
+                    .decision_page(&DecisionQuery {
+                        after,
+                        limit: 2,
+                        ..DecisionQuery::default()
+                    })
+                    .await
+                    .expect("page");
+                let Some(last) = page.last() else { break };
+                after = Some(last.record.id);
+                seen.extend(page.iter().filter_map(|d| d.record.vm_id.clone()));
+            }
+            assert_eq!(seen, ["vm4", "vm3", "vm2", "vm1", "vm0"]);
+        }
     }
 
     #[tokio::test]
