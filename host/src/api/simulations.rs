@@ -109,7 +109,7 @@ pub enum ReportFormat {
         (status = 404, description = "The cluster, or a policy", body = ErrorBody),
         (status = 409, description = "`no_inventory`: the cluster holds no inventory", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
-        (status = 422, description = "`invalid_snapshot` (naming the field under `snapshot`), `policy_invalid`", body = ErrorBody),
+        (status = 422, description = "`invalid_snapshot` (naming the field under `snapshot`), `simulation_failed` (a replay could not go on: a policy's balance unit failed, or a decision failed for a reason other than the VM's)", body = ErrorBody),
         (status = 503, description = "`cluster_busy`: too many simulations in progress; with `Retry-After`", body = ErrorBody),
     ))]
 pub async fn simulate(

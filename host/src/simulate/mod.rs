@@ -5,7 +5,7 @@
 //! spread of utilisation over hosts through time, empty hosts, migrations.
 //!
 //! * [`trace`]: the trace format (JSON Lines or CSV) and its checks.
-//! * [`generate`]: the seeded trace generator.
+//! * [`mod@generate`]: the seeded trace generator.
 //! * [`run`]: one policy's replay on a copy of the cluster.
 //! * [`report`]: the report, its figures and its human table.
 //! * [`render`]: the report as an HTML page or an SVG of charts.

@@ -428,9 +428,9 @@ pub fn html(report: &Report) -> String {
          .swatch{display:inline-block;width:10px;height:10px;margin-right:6px}\
          svg{display:block;margin:0 0 12px}</style></head><body>\n",
     );
-    let _ = write!(
+    let _ = writeln!(
         page,
-        "<h1>Sandpiper policy simulation</h1><p class=\"sub\">{} events over {} s of trace time{}, {} hosts. Figures at the end of the trace; utilisation as fractions 0&ndash;1 (mean / stddev / max over hosts).</p>\n",
+        "<h1>Sandpiper policy simulation</h1><p class=\"sub\">{} events over {} s of trace time{}, {} hosts. Figures at the end of the trace; utilisation as fractions 0&ndash;1 (mean / stddev / max over hosts).</p>",
         report.trace.events,
         report.trace.duration_s,
         report

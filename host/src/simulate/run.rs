@@ -152,13 +152,18 @@ pub enum SimulateError {
     Report(#[from] SnapshotError),
     #[error("a claim the simulator confirmed was gone (a bug): {0}")]
     Claim(#[from] ClaimError),
+    /// Boxed, as the other large reasons: a replay's error is rare and
+    /// its `Result` is on every step.
     #[error("policy `{policy}`: {error}")]
-    Place { policy: String, error: PlaceError },
+    Place {
+        policy: String,
+        error: Box<PlaceError>,
+    },
     #[error("policy `{policy}`, balancing at {at_s} s: {error}")]
     Balance {
         policy: String,
         at_s: u64,
-        error: BalanceFailure,
+        error: Box<BalanceFailure>,
     },
     #[error("`{field}`: {message}")]
     Interval {
@@ -490,7 +495,7 @@ impl<'a> Replay<'a> {
     fn place_error(&self, error: PlaceError) -> SimulateError {
         SimulateError::Place {
             policy: self.candidate.name.clone(),
-            error,
+            error: Box::new(error),
         }
     }
 
@@ -618,7 +623,7 @@ impl<'a> Replay<'a> {
             balance::run(job, Some((inventory, None))).map_err(|error| SimulateError::Balance {
                 policy: self.candidate.name.clone(),
                 at_s,
-                error,
+                error: Box::new(error),
             })?;
         let (Some(vm_id), Some(destination)) = (balanced.vm_id, balanced.destination) else {
             return Ok(());

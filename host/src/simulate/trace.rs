@@ -1,6 +1,6 @@
 //! A workload trace: VM arrivals and departures in time order, read from
 //! JSON Lines or CSV (docs/simulator.md, "Trace format"), or made by
-//! [`super::generate`]. Every event is checked once, here, with an error
+//! [`mod@super::generate`]. Every event is checked once, here, with an error
 //! naming its line (in a file) or its index (in an API body) and the
 //! field, so the replay never meets a VM it cannot decide.
 //!
@@ -413,10 +413,20 @@ pub fn check_events(events: Vec<TraceEvent>, seed: Option<u64>) -> Result<Trace,
 
 /// The trace as JSON Lines, one event per line: what
 /// `sandpiper simulate generate-trace` prints, which [`parse`] reads back.
+/// A VM's fields left at their defaults are left out, so a line says
+/// what the VM is, not every option it does not use.
 pub fn to_jsonl(trace: &Trace) -> Result<String, serde_json::Error> {
+    let defaults = serde_json::to_value(VmSpec::default())?;
     let mut out = String::new();
     for event in &trace.events {
-        out.push_str(&serde_json::to_string(&event.to_wire())?);
+        let mut line = serde_json::to_value(event.to_wire())?;
+        if let (Some(vm), Some(defaults)) = (
+            line.get_mut("vm").and_then(|v| v.as_object_mut()),
+            defaults.as_object(),
+        ) {
+            vm.retain(|key, value| key == "id" || defaults.get(key) != Some(value));
+        }
+        out.push_str(&serde_json::to_string(&line)?);
         out.push('\n');
     }
     Ok(out)
@@ -469,7 +479,7 @@ mod tests {
         );
         let text = "{\"at_s\":0,\"event\":\"arrive\",\"vm\":{\"id\":\"a\",\"memry_mib\":1}}\n";
         let e = parse(text).unwrap_err();
-        assert_eq!((e.line, e.field.as_str()), (Some(1), "vm"));
+        assert_eq!((e.line, e.field.as_str()), (Some(1), "vm.memry_mib"));
     }
 
     #[test]
