@@ -267,3 +267,52 @@ fn the_html_report_is_one_self_contained_page() {
         assert!(!html.contains(external), "external asset: {external}");
     }
 }
+
+#[test]
+fn a_vm_of_the_starting_cluster_departs_and_cannot_arrive_again() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let snapshot = dir.path().join("cluster.json");
+    std::fs::write(
+        &snapshot,
+        json!({
+            "hosts": [
+                {"id": "a", "metrics": {"memory_total_mib": 65536, "memory_free_mib": 57344, "cpu_cores": 16}},
+                {"id": "b", "metrics": {"memory_total_mib": 65536, "memory_free_mib": 65536, "cpu_cores": 16}}
+            ],
+            "vms": [{"id": "old", "host": "a", "memory_mib": 8192, "vcpus": 2}]
+        })
+        .to_string(),
+    )
+    .expect("write");
+    let trace = dir.path().join("trace.csv");
+    std::fs::write(
+        &trace,
+        "at_s,event,vm_id,memory_mib,vcpus\n0,arrive,old,1024,1\n60,depart,old,,\n",
+    )
+    .expect("write");
+    let text = ok(&sandpiper(&[
+        "simulate",
+        "--cluster-snapshot",
+        snapshot.to_str().expect("utf-8"),
+        "--trace",
+        trace.to_str().expect("utf-8"),
+        "--policy",
+        "none",
+        "-o",
+        "json",
+    ]));
+    let report: Value = serde_json::from_str(&text).expect("JSON");
+    let none = policy(&report, "none");
+    assert_eq!(none["refused"], 1, "{none}");
+    assert_eq!(none["refusals"][0]["reason"], "already running on a");
+    let first = &none["samples"][0];
+    assert_eq!(
+        (first["vms"].as_u64(), first["empty_hosts"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(first["memory"]["max"], 0.125);
+    // Gone at 60 s: both hosts empty, its memory free again.
+    assert_eq!(none["final"]["vms"], 0, "{none}");
+    assert_eq!(none["final"]["empty_hosts"], 2);
+    assert_eq!(none["final"]["memory"]["max"], 0.0);
+}

@@ -508,6 +508,13 @@ impl<'a> Replay<'a> {
 
     /// A schedule decision for the VM; placed, the engine starts it.
     fn arrive(&mut self, at_s: u64, vm: &VmSpec) -> Result<(), SimulateError> {
+        // A VM of the starting cluster cannot start again (the trace was
+        // checked against itself, not against the cluster).
+        if let Some(running) = self.engine.vms.get(&vm.id) {
+            let reason = format!("already running on {}", running.host);
+            self.refuse([reason].into());
+            return Ok(());
+        }
         let request = PlaceRequest {
             vm: vm.clone(),
             count: 1,
