@@ -170,6 +170,16 @@ async fn a_bad_simulation_is_refused_naming_the_field() {
         "snapshot.hosts[0].metrics.memory_total_mib",
     )
     .await;
+    // Too much work: 1,000 hosts times about 40,000 events.
+    let many: Vec<Value> = (0..1000).map(|i| json!({"id": format!("h{i}")})).collect();
+    refused(
+        json!({"snapshot": {"hosts": many}, "policies": [even],
+               "trace": {"generate": {"arrivals": 20000}}}),
+        400,
+        "invalid_value",
+        "trace",
+    )
+    .await;
     let unknown = admin
         .post(
             "/api/v1/simulations",

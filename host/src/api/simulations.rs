@@ -11,7 +11,7 @@
 //! simulation ([`SIMULATIONS`]) rather than any cluster's, so simulations
 //! queue behind each other and never take a cluster's own sandbox slots
 //! from its engine's decisions. The work is bounded by
-//! [`MAX_EVENTS_TIMES_POLICIES`].
+//! [`MAX_EVENTS_TIMES_POLICIES`] and [`MAX_HOST_DECISIONS`].
 
 use axum::extract::{Request, State};
 use axum::http::header;
@@ -44,6 +44,14 @@ pub const SIMULATIONS: Uuid = Uuid::nil();
 /// seconds of one core with oVirt's policies; a longer study belongs to
 /// `sandpiper simulate` on the user's own machine.
 pub const MAX_EVENTS_TIMES_POLICIES: usize = 50_000;
+
+/// The most hosts times events times policies one request may replay: a
+/// decision's units read every host, so a large cluster makes each of
+/// those decisions dearer. 20 million host-decisions is, at the few
+/// microseconds per host and unit call the built-in policies take, a
+/// minute or two of one core: 5,000 events against 2 policies on 2,000
+/// hosts, or the whole 50,000 on 400 hosts.
+pub const MAX_HOST_DECISIONS: usize = 20_000_000;
 
 /// A simulation to run.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -104,7 +112,7 @@ pub enum ReportFormat {
     request_body = SimulationBody,
     responses(
         (status = 200, description = "The report (JSON, or with `format=html` an HTML page)", body = Report),
-        (status = 400, description = "`malformed_json`, `invalid_field`, `invalid_value` naming the field (`cluster_id`, `policies`, `trace.events[12].vm.memory_mib`, `trace.generate.arrivals`, `sample_every_s`, `trace` past the limit of events × policies)", body = ErrorBody),
+        (status = 400, description = "`malformed_json`, `invalid_field`, `invalid_value` naming the field (`cluster_id`, `policies`, `trace.events[12].vm.memory_mib`, `trace.generate.arrivals`, `sample_every_s`, `trace` past the limits of events × policies and hosts × events × policies)", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, description = "The cluster, or a policy", body = ErrorBody),
         (status = 409, description = "`no_inventory`: the cluster holds no inventory", body = ErrorBody),
@@ -179,6 +187,23 @@ pub async fn simulate(
             ));
         }
     };
+    let hosts = match &held {
+        Ok(start) => start.host_count(),
+        Err(snapshot) => snapshot.hosts.len(),
+    };
+    let work = hosts
+        .saturating_mul(trace.events.len())
+        .saturating_mul(candidates.len());
+    if work > MAX_HOST_DECISIONS {
+        return Err(invalid(
+            "trace",
+            format!(
+                "{hosts} hosts times {} events times {} policies is more than {MAX_HOST_DECISIONS}",
+                trace.events.len(),
+                candidates.len()
+            ),
+        ));
+    }
     let report = admission
         .run(move || -> Result<Report, ApiError> {
             // Inline hosts are checked and built here, off the accepting
