@@ -68,6 +68,7 @@ pub struct SimulationBody {
     pub snapshot: Option<Snapshot>,
     pub trace: TraceBody,
     /// Stored policies to compare, 1 to 8, by id.
+    #[schema(min_items = 1, max_items = 8)]
     pub policies: Vec<Uuid>,
     /// Seconds of trace time between balancing rounds (0: never);
     /// 300 when absent.
