@@ -119,7 +119,7 @@ pub enum ReportFormat {
         (status = 409, description = "`no_inventory`: the cluster holds no inventory", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
         (status = 422, description = "`invalid_snapshot` (naming the field under `snapshot`), `simulation_failed` (a replay could not go on: a policy's balance unit failed, or a decision failed for a reason other than the VM's)", body = ErrorBody),
-        (status = 503, description = "`cluster_busy`: too many simulations in progress; with `Retry-After`", body = ErrorBody),
+        (status = 503, description = "`cluster_busy`: too many simulations in progress; `overloaded`: the machine starved a unit of CPU, so the simulation stopped rather than count a refusal the load made; with `Retry-After`", body = ErrorBody),
     ))]
 pub async fn simulate(
     State(state): State<AppState>,
@@ -273,6 +273,7 @@ fn simulate_error(e: SimulateError) -> ApiError {
             kind: e.kind,
         }),
         SimulateError::Interval { field, message } => invalid(field, message),
+        SimulateError::Overloaded { unit, failed } => ApiError::overloaded(&unit, &failed),
         SimulateError::Place { .. } | SimulateError::Balance { .. } => ApiError::Unprocessable {
             code: "simulation_failed",
             message: e.to_string(),

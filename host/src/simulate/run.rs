@@ -22,7 +22,7 @@ use uuid::Uuid;
 
 use super::report::{HostPlacements, MAX_REFUSAL_REASONS, PolicyReport, Refusal, Sample, Spread};
 use super::trace::{Event, Trace};
-use crate::pipeline::{ParamValues, Policy};
+use crate::pipeline::{BalanceError, ParamValues, Policy, ScheduleError};
 use crate::placement::balance::{self, BalanceFailure};
 use crate::placement::resources::{Resources, host_cpus, with_pending};
 use crate::placement::{
@@ -30,6 +30,7 @@ use crate::placement::{
     InventoryError, PlaceContext, PlaceError, PlaceRequest, Sampling, Timestamp,
 };
 use crate::snapshot::{Host, HostIndex, RunningVm, Snapshot, SnapshotError, VmSpec};
+use crate::unit::Failed;
 
 /// How often, in trace time, the policy's balance unit runs by default:
 /// five minutes, within the range of oVirt's balancing interval (one
@@ -165,6 +166,12 @@ pub enum SimulateError {
         at_s: u64,
         error: Box<BalanceFailure>,
     },
+    /// A unit hit its deadline because the machine starved it of CPU
+    /// (`UnitError::Overloaded`). A simulation stops rather than count a
+    /// refusal the machine's load made: its report must be a function of
+    /// its inputs. Run it again when the machine is less busy.
+    #[error("the machine was too busy for unit `{unit}` ({failed}); run the simulation again")]
+    Overloaded { unit: String, failed: Box<Failed> },
     #[error("`{field}`: {message}")]
     Interval {
         field: &'static str,
@@ -291,6 +298,27 @@ impl Engine {
             vms: Some(vms),
         }])?;
         Ok(())
+    }
+}
+
+/// A placement's result, unless a unit was starved of CPU by the machine:
+/// that stops the simulation (the outer `Err`); anything else is left for
+/// the caller to decide on.
+fn unless_overloaded<T>(
+    result: Result<T, PlaceError>,
+) -> Result<Result<T, PlaceError>, SimulateError> {
+    match result {
+        Err(PlaceError::Schedule { instance, error }) => match *error {
+            ScheduleError::Overloaded { unit, failed } => Err(SimulateError::Overloaded {
+                unit,
+                failed: Box::new(failed),
+            }),
+            other => Ok(Err(PlaceError::Schedule {
+                instance,
+                error: Box::new(other),
+            })),
+        },
+        other => Ok(other),
     }
 }
 
@@ -521,7 +549,7 @@ impl<'a> Replay<'a> {
             ..PlaceRequest::default()
         };
         let cx = self.context(at_s);
-        let placed = self.state.place(&request, &cx);
+        let placed = unless_overloaded(self.state.place(&request, &cx))?;
         let outcome = match placed {
             Ok((outcome, _)) => outcome,
             // The VM cannot be decided (a fail-closed unit failed, it
@@ -626,12 +654,25 @@ impl<'a> Replay<'a> {
             candidates: None,
             source: HostsSource::Held,
         };
-        let balanced =
-            balance::run(job, Some((inventory, None))).map_err(|error| SimulateError::Balance {
-                policy: self.candidate.name.clone(),
-                at_s,
-                error: Box::new(error),
-            })?;
+        let balanced = match balance::run(job, Some((inventory, None))) {
+            Ok(balanced) => balanced,
+            Err(BalanceFailure::Balance(
+                BalanceError::BalanceFailed { unit, failed }
+                | BalanceError::Schedule(ScheduleError::Overloaded { unit, failed }),
+            )) if failed.error.is_overload() => {
+                return Err(SimulateError::Overloaded {
+                    unit,
+                    failed: Box::new(failed),
+                });
+            }
+            Err(error) => {
+                return Err(SimulateError::Balance {
+                    policy: self.candidate.name.clone(),
+                    at_s,
+                    error: Box::new(error),
+                });
+            }
+        };
         let (Some(vm_id), Some(destination)) = (balanced.vm_id, balanced.destination) else {
             return Ok(());
         };
@@ -657,7 +698,7 @@ impl<'a> Replay<'a> {
             ..PlaceRequest::default()
         };
         let cx = self.context(at_s);
-        let outcome = match self.state.place(&request, &cx) {
+        let outcome = match unless_overloaded(self.state.place(&request, &cx))? {
             Ok((outcome, _)) => outcome,
             Err(PlaceError::Schedule { .. }) => return Ok(()),
             Err(error) => return Err(self.place_error(error)),
