@@ -248,14 +248,22 @@ async fn a_simulation_starts_from_a_held_cluster() {
         &admin
             .post(
                 "/api/v1/simulations",
+                // The largest intervals: one sample at the start, one at
+                // the end, and no balancing round.
                 &json!({"cluster_id": cluster_id, "policies": [packed],
-                        "trace": {"generate": {"seed": 1, "arrivals": 20}}}),
+                        "trace": {"generate": {"seed": 1, "arrivals": 20}},
+                        "sample_every_s": u64::MAX, "balance_every_s": u64::MAX}),
             )
             .await,
         200,
     );
     assert_eq!(report["hosts"], 20);
     assert_eq!(report["policies"][0]["placed"], 20, "{report}");
+    assert_eq!(
+        report["policies"][0]["samples"].as_array().map(Vec::len),
+        Some(2)
+    );
+    assert_eq!(report["policies"][0]["migrations"], 0);
     // The cluster itself took nothing.
     let claims = expect_status(
         &admin

@@ -422,12 +422,12 @@ pub fn replay(
             _ => {
                 if balances && next_balance == next_tick {
                     replay.balance(next_balance)?;
-                    next_balance += intervals.balance_every_s;
+                    next_balance = next_balance.saturating_add(intervals.balance_every_s);
                 }
                 if next_sample == next_tick {
                     let sample = replay.sample(next_sample);
                     replay.tally.samples.push(sample);
-                    next_sample += intervals.sample_every_s;
+                    next_sample = next_sample.saturating_add(intervals.sample_every_s);
                 }
             }
         }
