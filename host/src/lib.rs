@@ -24,6 +24,7 @@ pub mod registry;
 pub mod role;
 pub mod sandbox;
 pub mod server;
+pub mod simulate;
 pub mod snapshot;
 pub mod store;
 pub mod time;

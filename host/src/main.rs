@@ -114,6 +114,10 @@ enum Command {
     /// Ganeti's IAllocator: answers the request in Ganeti's input file
     /// (installed as /usr/lib/ganeti/iallocators/sandpiper; docs/ganeti.md).
     Iallocator(Box<sandpiper::iallocator::IallocatorArgs>),
+    /// Replays VM arrivals and departures against policies on a copy of a
+    /// cluster, and reports how each placed and spread them
+    /// (docs/simulator.md).
+    Simulate(Box<sandpiper::simulate::command::SimulateArgs>),
     /// Prints shell completions (`sandpiper completions bash >
     /// /etc/bash_completion.d/sandpiper`).
     Completions { shell: clap_complete::Shell },
@@ -143,6 +147,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::CompileUnit(args) => return upload::compile_child(&args),
         Command::Iallocator(args) => return sandpiper::iallocator::main(&args),
+        Command::Simulate(args) => return sandpiper::simulate::command::main(&args),
         Command::Unit {
             command: UnitCommand::Test(args),
             remote,

@@ -20,6 +20,7 @@ mod operations;
 mod ovirt;
 mod rebalance;
 mod roles;
+mod simulations;
 mod support;
 mod unit_versions;
 mod units;

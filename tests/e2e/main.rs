@@ -27,6 +27,7 @@ mod pools;
 mod rebalance;
 mod restart;
 mod schemathesis;
+mod simulate;
 mod starting;
 mod support;
 mod tls;

@@ -163,6 +163,9 @@ pub const ROUTES: &[RouteAccess] = &[
     route(Method::DELETE, "/api/v1/clusters/{id}", ADMIN),
     route(Method::POST, "/api/v1/clusters/{id}/schedule", ENGINE),
     route(Method::POST, "/api/v1/clusters/{id}/balance", ENGINE),
+    // The simulator decides nothing for real, but costs as much CPU as
+    // many decisions: the engine role, like the decisions.
+    route(Method::POST, "/api/v1/simulations", ENGINE),
     route(Method::GET, "/api/v1/clusters/{id}/decisions", READER),
     route(
         Method::GET,

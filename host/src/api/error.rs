@@ -223,6 +223,7 @@ pub const ERROR_CODES: &[&str] = &[
     "score_failed",
     "balance_failed",
     "no_balance_unit",
+    "simulation_failed",
     "internal",
     "unavailable",
     "database_busy",

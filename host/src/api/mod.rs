@@ -29,6 +29,7 @@ pub mod ovirt;
 pub mod policies;
 pub mod prepared;
 pub mod schedule;
+pub mod simulations;
 pub mod tokens;
 pub mod types;
 pub mod unit_versions;
@@ -236,6 +237,10 @@ pub fn routes(limits: &ApiLimits) -> OpenApiRouter<AppState> {
         ))
         .routes(with_body_limit(
             routes!(schedule::balance_cluster),
+            limits.max_snapshot_bytes,
+        ))
+        .routes(with_body_limit(
+            routes!(simulations::simulate),
             limits.max_snapshot_bytes,
         ))
         .routes(routes!(clusters::list_decisions))

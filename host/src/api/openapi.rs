@@ -37,6 +37,7 @@ use super::error::{ErrorBody, ErrorDetail};
         (name = "audit", description = "The audit log: every admin change, who made it and what came of it"),
         (name = "kubernetes", description = "kube-scheduler's extender verbs (`k8s.io/kube-scheduler/extender/v1`), for a cluster named in the path; see docs/kubernetes.md"),
         (name = "vmpools", description = "Prestarted VM pools: members kept running for users to take at once"),
+        (name = "simulations", description = "The policy simulator: a workload replayed against stored policies on a copy of a cluster; see docs/simulator.md"),
     )
 )]
 struct Base;

@@ -53,6 +53,50 @@ async fn read(
     let disabled = conn.disabled_units().await?;
     let names = conn.unit_names().await?;
     drop(conn);
+    let (policy, skip, skipped_units) = assemble_enabled(state, &record, &disabled, &names)?;
+    let overrides = if skip.is_empty() && other.is_none() {
+        cluster.params
+    } else {
+        only_declared(&cluster.params, policy.units())
+    };
+    Ok(Prepared {
+        policy_id: record.id,
+        policy,
+        overrides,
+        skipped_units,
+    })
+}
+
+/// A stored policy assembled as a cluster's is, disabled units left out,
+/// with no cluster's overrides: what a simulation compares
+/// (`super::simulations`). Its name comes along.
+pub async fn stored_policy(
+    state: &AppState,
+    policy_id: Uuid,
+) -> Result<(String, Policy), ApiError> {
+    let mut conn = state.store().read().await?;
+    let record = conn
+        .policy(policy_id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound {
+            resource: "scheduling policy",
+            id: policy_id.to_string(),
+        })?;
+    let disabled = conn.disabled_units().await?;
+    let names = conn.unit_names().await?;
+    drop(conn);
+    let (policy, _, _) = assemble_enabled(state, &record, &disabled, &names)?;
+    Ok((record.name, policy))
+}
+
+/// `record` assembled from the loaded units without the disabled ones;
+/// also which were left out, by id and by name (sorted).
+fn assemble_enabled(
+    state: &AppState,
+    record: &crate::store::policies::PolicyRecord,
+    disabled: &HashSet<Uuid>,
+    names: &HashMap<Uuid, String>,
+) -> Result<(Policy, HashSet<Uuid>, Vec<String>), ApiError> {
     let in_policy: HashSet<_> = record
         .filters
         .iter()
@@ -67,18 +111,8 @@ async fn read(
         .collect();
     skipped_units.sort();
     let lookup = from_registry(state.registry());
-    let policy = assemble(&record, &lookup, &skip)?;
-    let overrides = if skip.is_empty() && other.is_none() {
-        cluster.params
-    } else {
-        only_declared(&cluster.params, policy.units())
-    };
-    Ok(Prepared {
-        policy_id: record.id,
-        policy,
-        overrides,
-        skipped_units,
-    })
+    let policy = assemble(record, &lookup, &skip)?;
+    Ok((policy, skip, skipped_units))
 }
 
 /// The cluster's prepared policy, from the cache unless the configuration

@@ -41,7 +41,7 @@ use super::balance::{self, BalanceFailure, BalanceJob, Balanced};
 use super::claims::{Claim, ClaimError};
 use super::cluster::{Change, ClusterState, InventorySummary, UpdateResult};
 use super::fairness::{Admission, Fairness, FairnessConfig, TooManyInProgress};
-use super::hosts::{HostUpdate, InventoryError};
+use super::hosts::{HostInventory, HostUpdate, InventoryError};
 use super::persist::{self, Ack, LoggedDecision, Op, PersistError, Persister, Retention};
 use super::place::{self, PlaceContext, PlaceError, PlaceOutcome};
 use super::request::{HostsSource, PlaceRequest};
@@ -532,6 +532,24 @@ impl PlacementService {
                 unknown,
             };
             Ok((view, changes, resolved))
+        })
+        .await
+    }
+
+    /// A copy of what is held for the cluster — its hosts with their VMs,
+    /// and its live claims — and the instant it was taken, for a
+    /// simulation to replay a workload on (`crate::simulate`); the cluster
+    /// itself is left as it was.
+    pub async fn held_copy(
+        &self,
+        cluster_id: Uuid,
+    ) -> Result<(HostInventory, Vec<Claim>, Timestamp), PlacementError> {
+        self.locked(cluster_id, move |state, now| {
+            if !state.has_inventory() {
+                return Err(PlacementError::NoInventory { cluster_id });
+            }
+            let claims = state.claims().iter().cloned().collect();
+            Ok(((state.hosts().clone(), claims, now), Vec::new(), false))
         })
         .await
     }

@@ -414,7 +414,7 @@ pub(crate) async fn answer_balance(
 }
 
 /// Reads a JSON body (checking its content type) without parsing it.
-async fn json_body(request: Request) -> Result<axum::body::Bytes, ApiError> {
+pub(crate) async fn json_body(request: Request) -> Result<axum::body::Bytes, ApiError> {
     if !is_json(request.headers()) {
         return Err(ApiError::UnsupportedMediaType {
             expected: "application/json",
