@@ -508,7 +508,51 @@ fn the_console_signs_in_edits_a_policy_and_pictures_a_decision() {
     browser.script("document.querySelector('#whatif-title').scrollIntoView();");
     browser.screenshot("10-cluster-what-if");
 
-    // 9. A cluster of 1,000 hosts: only a window of rows is in the page,
+    // 9. The simulator: a generated workload replayed against two
+    //    policies on a copy of the cluster; the report drawn from its JSON.
+    //    A size mix the page cannot read, and a request the server refuses
+    //    (no policy chosen), are both shown.
+    browser.goto(&format!("{base}#/simulator"));
+    browser.select("#sim-cluster", "console-cluster");
+    browser.type_into("#sim-arrivals", "60");
+    browser.type_into("#sim-sizes", "lots of memory");
+    browser.click("#sim-run");
+    browser.text_with("#sim-error", "size mix");
+    browser.type_into("#sim-sizes", "2048x1:3, 4096x2");
+    browser.script(
+        "document.querySelectorAll('#sim-policies input').forEach(c => { c.checked = false; });",
+    );
+    browser.click("#sim-run");
+    browser.text_with("#sim-error", "policies");
+    browser.script(
+        "document.querySelectorAll('#sim-policies input').forEach(c => {
+           c.checked = ['evenly_distributed', 'power_saving'].includes(c.dataset.name); });",
+    );
+    browser.click("#sim-run");
+    browser.text_with("#sim-status", "Simulated");
+    browser.text_with("#sim-table", "power_saving");
+    browser.text_with("#sim-table", "evenly_distributed");
+    assert_eq!(browser.count("#sim-table tbody tr"), 2, "a row per policy");
+    assert_eq!(
+        browser.count("#sim-memory-chart polyline"),
+        2,
+        "a line per policy"
+    );
+    assert!(browser.count("#sim-hosts-chart rect") >= 2);
+    let before = expect_status(
+        &admin.get(&format!("/api/v1/clusters/{cluster_id}/claims")),
+        200,
+    );
+    assert_eq!(
+        before["claims"].as_array().map(Vec::len),
+        Some(1),
+        "the simulation left the cluster's claims as they were: {before}"
+    );
+    browser.screenshot("13-simulator");
+    browser.script("document.querySelector('#sim-memory-chart').scrollIntoView();");
+    browser.screenshot("14-simulator-charts");
+
+    // 10. A cluster of 1,000 hosts: only a window of rows is in the page,
     //    and scrolling brings the last hosts in.
     let large = expect_status(
         &admin.post(
@@ -553,7 +597,7 @@ fn the_console_signs_in_edits_a_policy_and_pictures_a_decision() {
     );
     browser.screenshot("12-cluster-hosts-scrolled");
 
-    // 10. Signing out forgets the token; a page then asks for it again.
+    // 11. Signing out forgets the token; a page then asks for it again.
     browser.click("#signout");
     browser.find("#token");
 }
