@@ -230,6 +230,24 @@ pub fn check_instance_ids(ids: &[String]) -> Result<(), SnapshotError> {
     Ok(())
 }
 
+/// A file a command reads (`-`: stdin), at most `limit` bytes: `Ok(None)`
+/// when it holds more, which is known after reading one byte past the
+/// limit, never the whole. The in-process commands (`sandpiper iallocator`,
+/// `sandpiper simulate`) read their inputs through it.
+pub fn read_at_most(path: &std::path::Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let reader: Box<dyn Read> = if path.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::fs::File::open(path)?)
+    };
+    let mut bytes = Vec::new();
+    reader
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

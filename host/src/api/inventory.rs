@@ -27,7 +27,7 @@ use super::decision_error::placement_error;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Path, Query, body_bytes, is_json, parse_json};
 use crate::placement::{HostUpdate, HostUsage, InventorySummary, UpdateResult};
-use crate::snapshot::{Host, RunningVm, Snapshot, Status};
+use crate::snapshot::{Host, RunningVm, Snapshot};
 
 /// Hosts listed when the request does not say how many: a screenful or
 /// two of the console's table.
@@ -124,50 +124,7 @@ pub struct HostsPage {
     pub total: usize,
     /// Where this page starts.
     pub offset: usize,
-    pub hosts: Vec<HeldHost>,
-}
-
-/// One held host and what it uses: as last reported, and what live claims
-/// (decisions the engine has not reported back) add.
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub struct HeldHost {
-    pub id: String,
-    /// The display name (the id when the host has none).
-    pub name: String,
-    pub status: Status,
-    /// The generation of the report the host comes from.
-    pub generation: u64,
-    /// VMs the host reports running.
-    pub vms: usize,
-    /// Live claims on the host.
-    pub claims: usize,
-    pub memory_total_mib: f64,
-    /// Reported in use: total less free.
-    pub memory_used_mib: f64,
-    /// Claimed and not yet reported.
-    pub memory_pending_mib: f64,
-    /// Reported CPU load, percent of the host's CPUs.
-    pub cpu_usage_percent: f64,
-    /// What the claims add to the load (the sum stops at 100).
-    pub cpu_pending_percent: f64,
-}
-
-impl From<HostUsage> for HeldHost {
-    fn from(u: HostUsage) -> Self {
-        HeldHost {
-            id: u.id,
-            name: u.name,
-            status: u.status,
-            generation: u.generation,
-            vms: u.vms,
-            claims: u.claims,
-            memory_total_mib: u.memory_total_mib,
-            memory_used_mib: u.memory_used_mib,
-            memory_pending_mib: u.memory_pending_mib,
-            cpu_usage_percent: u.cpu_usage_percent,
-            cpu_pending_percent: u.cpu_pending_percent,
-        }
-    }
+    pub hosts: Vec<HostUsage>,
 }
 
 /// The cluster's held hosts, a page at a time, in inventory order, with
@@ -204,7 +161,7 @@ pub async fn list_hosts(
         cluster_id,
         total,
         offset,
-        hosts: hosts.into_iter().map(HeldHost::from).collect(),
+        hosts,
     }))
 }
 

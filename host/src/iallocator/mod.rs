@@ -34,7 +34,6 @@ pub mod wire;
 #[cfg(test)]
 mod golden;
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -141,22 +140,10 @@ pub fn run(bytes: &[u8], decide: &dyn Decide) -> Result<Envelope, RunError> {
 
 /// Reads the input file (or stdin for `-`), at most [`MAX_INPUT_BYTES`].
 pub fn read_input(path: &std::path::Path) -> Result<Vec<u8>, RunError> {
-    let fail = |e: std::io::Error| RunError::Read {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    };
-    let reader: Box<dyn Read> = if path.as_os_str() == "-" {
-        Box::new(std::io::stdin().lock())
-    } else {
-        Box::new(std::fs::File::open(path).map_err(fail)?)
-    };
-    let mut bytes = Vec::new();
-    reader
-        .take(MAX_INPUT_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(fail)?;
-    if bytes.len() as u64 > MAX_INPUT_BYTES {
-        return Err(RunError::TooLarge);
-    }
-    Ok(bytes)
+    crate::inputs::read_at_most(path, MAX_INPUT_BYTES)
+        .map_err(|e| RunError::Read {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?
+        .ok_or(RunError::TooLarge)
 }

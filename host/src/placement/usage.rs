@@ -12,8 +12,11 @@ use super::cluster::ClusterState;
 use super::resources::{self, Resources};
 use crate::snapshot::{Host, Status};
 
-/// One held host's memory and CPU in use.
-#[derive(Clone, Debug, PartialEq)]
+/// One held host and what it uses: as last reported, and what live claims
+/// (decisions the engine has not reported back) add. The API answers it as
+/// it is (`GET .../inventory/hosts`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, utoipa::ToSchema)]
+#[schema(as = HeldHost)]
 pub struct HostUsage {
     pub id: String,
     /// The display name (the id when the host has none).

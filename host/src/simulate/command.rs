@@ -8,7 +8,7 @@
 //! or is refused (the message names the file, line and field), or a
 //! replay fails; 2 for a bad command line (clap's).
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -281,27 +281,15 @@ fn read_trace(args: &RunArgs) -> Result<Trace, CommandError> {
 
 /// A file's bytes, at most `limit` of them (`-` reads stdin).
 fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, CommandError> {
-    let fail = |e: std::io::Error| CommandError::Read {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    };
-    let reader: Box<dyn Read> = if path.as_os_str() == "-" {
-        Box::new(std::io::stdin().lock())
-    } else {
-        Box::new(std::fs::File::open(path).map_err(fail)?)
-    };
-    let mut bytes = Vec::new();
-    reader
-        .take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(fail)?;
-    if bytes.len() as u64 > limit {
-        return Err(CommandError::TooLarge {
+    crate::inputs::read_at_most(path, limit)
+        .map_err(|e| CommandError::Read {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?
+        .ok_or_else(|| CommandError::TooLarge {
             path: path.display().to_string(),
             limit,
-        });
-    }
-    Ok(bytes)
+        })
 }
 
 /// Writes `text` to `path`, or stdout.
