@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::support::{Api, Client, expect_status};
+use crate::support::{Api, Client, expect_status, policy_id};
 
 fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/api/golden/extender")
@@ -52,14 +52,7 @@ fn golden(name: &str, answer: &Value) {
 /// RamFilter, CoreFilter, ComputeFilter, ComputeCapabilitiesFilter, ...
 /// and its weighers, RAM first).
 async fn cluster(admin: &Client, name: &str) -> Uuid {
-    let policies = expect_status(&admin.get("/api/v1/schedulingpolicies").await, 200);
-    let nova = policies
-        .as_array()
-        .expect("policies")
-        .iter()
-        .find(|p| p["name"] == "nova_default")
-        .expect("the built-in nova_default policy")["id"]
-        .clone();
+    let nova = policy_id(admin, "nova_default").await;
     let created = expect_status(
         &admin
             .post(

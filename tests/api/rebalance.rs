@@ -10,19 +10,12 @@ use sandpiper::rebalance::round::run;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::support::{Api, Client, expect_status, overloaded_hosts, overloaded_vms};
+use crate::support::{Api, Client, expect_status, overloaded_hosts, overloaded_vms, policy_id};
 
 /// A cluster on the built-in policy `policy`, balanced only when the test
 /// says so; with the overloaded inventory held when `held`.
 async fn cluster(admin: &Client, name: &str, policy: &str, held: bool) -> Uuid {
-    let policies = expect_status(&admin.get("/api/v1/schedulingpolicies").await, 200);
-    let policy_id = policies
-        .as_array()
-        .expect("policies")
-        .iter()
-        .find(|p| p["name"] == policy)
-        .unwrap_or_else(|| panic!("built-in policy {policy}"))["id"]
-        .clone();
+    let policy_id = policy_id(admin, policy).await;
     let created = expect_status(
         &admin
             .post(

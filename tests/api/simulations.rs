@@ -10,7 +10,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::support::{Api, Client, expect_status};
+use crate::support::{Api, expect_status, policy_id};
 
 /// Twenty hosts of 32 cores (64 threads) and 256 GiB, empty and idle: the
 /// cluster of tests/e2e/simulate.rs.
@@ -28,17 +28,6 @@ fn cluster() -> Value {
         })
         .collect();
     json!({"hosts": hosts, "vms": []})
-}
-
-async fn policy_id(admin: &Client, name: &str) -> String {
-    let all = expect_status(&admin.get("/api/v1/schedulingpolicies").await, 200);
-    all.as_array()
-        .expect("policies")
-        .iter()
-        .find(|p| p["name"] == name)
-        .and_then(|p| p["id"].as_str())
-        .unwrap_or_else(|| panic!("no built-in policy {name}"))
-        .to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread")]

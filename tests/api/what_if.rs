@@ -6,20 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Api, Client, expect_status, overloaded_hosts, overloaded_vms};
-
-async fn policy_id(admin: &Client, name: &str) -> String {
-    let policies = expect_status(&admin.get("/api/v1/schedulingpolicies").await, 200);
-    policies
-        .as_array()
-        .expect("policies")
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap_or_else(|| panic!("built-in policy {name}"))["id"]
-        .as_str()
-        .expect("id")
-        .to_owned()
-}
+use crate::support::{Api, Client, expect_status, overloaded_hosts, overloaded_vms, policy_id};
 
 /// A cluster on `evenly_distributed` holding the overloaded inventory
 /// (`hot` 95 % CPU, `warm` 40 %, `cool` 10 %); its path.

@@ -417,6 +417,20 @@ impl Client {
     }
 }
 
+/// The id (as text) of the policy called `name`, looked up through the API.
+pub async fn policy_id(client: &Client, name: &str) -> String {
+    let policies = expect_status(&client.get("/api/v1/schedulingpolicies").await, 200);
+    policies
+        .as_array()
+        .expect("a list")
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no policy named {name}"))["id"]
+        .as_str()
+        .expect("an id")
+        .to_owned()
+}
+
 /// The id (as text) of the unit called `name`, looked up through the API.
 pub async fn unit_id(client: &Client, name: &str) -> String {
     let units = expect_status(&client.get("/api/v1/schedulingpolicyunits").await, 200);
