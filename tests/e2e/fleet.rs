@@ -597,6 +597,31 @@ fn a_change_made_through_one_replica_is_in_effect_on_the_others() {
     );
     assert_eq!(answer["claims"][0]["host_id"], HOSTS[0].id, "{answer:#}");
 
+    // A simulation of that cluster through the replica that does not own
+    // it: a copy of the held inventory read from the database, with the
+    // live claim counted, and the cluster left as it was.
+    let simulated = expect_status(
+        &first.post(
+            "/api/v1/simulations",
+            &json!({
+                "cluster_id": cluster["id"],
+                "policies": [policy],
+                "trace": { "generate": { "seed": 1, "arrivals": 3, "arrivals_per_hour": 60,
+                                         "mean_lifetime_s": 3600,
+                                         "sizes": [{ "memory_mib": 512, "vcpus": 1 }] } },
+            }),
+        ),
+        200,
+    );
+    assert_eq!(simulated["hosts"], 1, "{simulated:#}");
+    assert_eq!(simulated["policies"][0]["placed"], 3, "{simulated:#}");
+    let claims = expect_status(&second.get(&format!("{path}/claims")), 200);
+    assert_eq!(
+        claims["claims"].as_array().map(Vec::len),
+        Some(1),
+        "{claims:#}"
+    );
+
     // A token made and then revoked through the first replica.
     let token = expect_status(
         &first.post(

@@ -544,14 +544,18 @@ impl PlacementService {
         &self,
         cluster_id: Uuid,
     ) -> Result<(HostInventory, Vec<Claim>, Timestamp), PlacementError> {
-        self.locked(cluster_id, move |state, now| {
-            if !state.has_inventory() {
-                return Err(PlacementError::NoInventory { cluster_id });
-            }
-            let claims = state.claims().iter().cloned().collect();
-            Ok(((state.hosts().clone(), claims, now), Vec::new(), false))
-        })
-        .await
+        // Read from the store, not from the cluster's state here: every
+        // replica can answer (with several, another may own the cluster,
+        // and a state loaded here would go stale), and a simulation never
+        // takes the lock its cluster's decisions wait on. The store holds
+        // every change that was acknowledged.
+        let now = Timestamp::now();
+        let state = persist::load(&self.inner.store, cluster_id).await?;
+        if !state.has_inventory() {
+            return Err(PlacementError::NoInventory { cluster_id });
+        }
+        let claims = state.claims().iter().cloned().collect();
+        Ok((state.hosts().clone(), claims, now))
     }
 
     /// The ids of the cluster's held hosts, in inventory order (the
