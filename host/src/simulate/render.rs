@@ -25,6 +25,56 @@ const LEFT: f64 = 64.0;
 const RIGHT: f64 = 190.0;
 const TOP: f64 = 34.0;
 const BOTTOM: f64 = 42.0;
+/// The plotting area inside those margins.
+const PLOT_W: f64 = WIDTH - LEFT - RIGHT;
+const PLOT_H: f64 = HEIGHT - TOP - BOTTOM;
+
+/// A chart's vertical scale: from 0 to the first round step at or above
+/// its largest value.
+struct YScale {
+    step: f64,
+    top: f64,
+}
+
+impl YScale {
+    fn new(max: f64) -> YScale {
+        let step = step(max);
+        YScale {
+            step,
+            top: (max / step).ceil().max(1.0) * step,
+        }
+    }
+
+    /// Where `value` stands, pixels from the chart's top.
+    fn y(&self, value: f64) -> f64 {
+        TOP + PLOT_H - value / self.top * PLOT_H
+    }
+
+    /// The horizontal grid lines, each labelled with its value.
+    fn grid(&self, out: &mut String) {
+        let mut v = 0.0;
+        while v <= self.top + self.step / 2.0 {
+            let yy = self.y(v);
+            let _ = write!(
+                out,
+                r##"<line x1="{LEFT:.0}" x2="{:.1}" y1="{yy:.1}" y2="{yy:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+                LEFT + PLOT_W,
+                LEFT - 6.0,
+                yy + 4.0,
+                tick_label(v, self.step)
+            );
+            v += self.step;
+        }
+    }
+}
+
+/// Opens a chart's `<svg>` placed at `y`, on white, with its title.
+fn open_chart(y: f64, title: &str) -> String {
+    format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" y="{y:.0}" width="{WIDTH:.0}" height="{HEIGHT:.0}" viewBox="0 0 {WIDTH:.0} {HEIGHT:.0}" font-family="sans-serif" font-size="12"><rect width="{WIDTH:.0}" height="{HEIGHT:.0}" fill="white"/><text x="{LEFT:.0}" y="20" font-size="15" font-weight="bold">{}</text>"#,
+        escape(title)
+    )
+}
 
 fn colour(i: usize) -> &'static str {
     COLOURS[i % COLOURS.len()]
@@ -110,37 +160,12 @@ fn line_chart(
     lines: &[Series],
     y: f64,
 ) -> String {
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
     let x_max = if x_max > 0.0 { x_max } else { 1.0 };
-    let y_step = step(y_max);
-    let y_top = (y_max / y_step).ceil().max(1.0) * y_step;
-    let px = |x: f64| LEFT + x / x_max * plot_w;
-    let py = |v: f64| TOP + plot_h - v / y_top * plot_h;
-    let mut out = String::new();
-    let _ = write!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" y="{y:.0}" width="{WIDTH:.0}" height="{HEIGHT:.0}" viewBox="0 0 {WIDTH:.0} {HEIGHT:.0}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = write!(
-        out,
-        r#"<rect width="{WIDTH:.0}" height="{HEIGHT:.0}" fill="white"/><text x="{LEFT:.0}" y="20" font-size="15" font-weight="bold">{}</text>"#,
-        escape(title)
-    );
-    // Grid and y ticks.
-    let mut v = 0.0;
-    while v <= y_top + y_step / 2.0 {
-        let yy = py(v);
-        let _ = write!(
-            out,
-            r##"<line x1="{LEFT:.0}" x2="{:.1}" y1="{yy:.1}" y2="{yy:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            LEFT + plot_w,
-            LEFT - 6.0,
-            yy + 4.0,
-            tick_label(v, y_step)
-        );
-        v += y_step;
-    }
+    let scale = YScale::new(y_max);
+    let px = |x: f64| LEFT + x / x_max * PLOT_W;
+    let py = |v: f64| scale.y(v);
+    let mut out = open_chart(y, title);
+    scale.grid(&mut out);
     // X ticks.
     let x_step = step(x_max);
     let mut x = 0.0;
@@ -149,9 +174,9 @@ fn line_chart(
         let _ = write!(
             out,
             r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{:.1}" y2="{:.1}" stroke="#999"/><text x="{xx:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
-            TOP + plot_h,
-            TOP + plot_h + 5.0,
-            TOP + plot_h + 18.0,
+            TOP + PLOT_H,
+            TOP + PLOT_H + 5.0,
+            TOP + PLOT_H + 18.0,
             tick_label(x, x_step)
         );
         x += x_step;
@@ -159,18 +184,18 @@ fn line_chart(
     let _ = write!(
         out,
         r##"<line x1="{LEFT:.0}" x2="{LEFT:.0}" y1="{TOP:.0}" y2="{:.1}" stroke="#333"/><line x1="{LEFT:.0}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#333"/>"##,
-        TOP + plot_h,
-        LEFT + plot_w,
-        TOP + plot_h,
-        TOP + plot_h
+        TOP + PLOT_H,
+        LEFT + PLOT_W,
+        TOP + PLOT_H,
+        TOP + PLOT_H
     );
     let _ = write!(
         out,
         r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text><text transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
-        LEFT + plot_w / 2.0,
+        LEFT + PLOT_W / 2.0,
         HEIGHT - 6.0,
         escape(x_label),
-        TOP + plot_h / 2.0,
+        TOP + PLOT_H / 2.0,
         escape(y_label)
     );
     for line in lines {
@@ -193,7 +218,7 @@ fn line_chart(
     // Legend: the lines with a label (a policy's first).
     for (i, line) in lines.iter().filter(|l| !l.label.is_empty()).enumerate() {
         let ly = TOP + 6.0 + i as f64 * 18.0;
-        let lx = LEFT + plot_w + 14.0;
+        let lx = LEFT + PLOT_W + 14.0;
         let dash = line
             .dash
             .map(|d| format!(r#" stroke-dasharray="{d}""#))
@@ -275,8 +300,6 @@ fn empty_hosts_chart(report: &Report, y: f64) -> String {
 
 /// Placements per host, one bar per policy in each host's group.
 fn placements_chart(report: &Report, y: f64) -> String {
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
     let hosts: Vec<&str> = report
         .policies
         .first()
@@ -294,29 +317,12 @@ fn placements_chart(report: &Report, y: f64) -> String {
         .max()
         .unwrap_or(0)
         .max(1) as f64;
-    let y_step = step(max);
-    let y_top = (max / y_step).ceil().max(1.0) * y_step;
-    let py = |v: f64| TOP + plot_h - v / y_top * plot_h;
-    let group = plot_w / hosts.len().max(1) as f64;
+    let scale = YScale::new(max);
+    let py = |v: f64| scale.y(v);
+    let group = PLOT_W / hosts.len().max(1) as f64;
     let bar = (group * 0.8) / report.policies.len().max(1) as f64;
-    let mut out = String::new();
-    let _ = write!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" y="{y:.0}" width="{WIDTH:.0}" height="{HEIGHT:.0}" viewBox="0 0 {WIDTH:.0} {HEIGHT:.0}" font-family="sans-serif" font-size="12"><rect width="{WIDTH:.0}" height="{HEIGHT:.0}" fill="white"/><text x="{LEFT:.0}" y="20" font-size="15" font-weight="bold">Placements per host</text>"#
-    );
-    let mut v = 0.0;
-    while v <= y_top + y_step / 2.0 {
-        let yy = py(v);
-        let _ = write!(
-            out,
-            r##"<line x1="{LEFT:.0}" x2="{:.1}" y1="{yy:.1}" y2="{yy:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            LEFT + plot_w,
-            LEFT - 6.0,
-            yy + 4.0,
-            tick_label(v, y_step)
-        );
-        v += y_step;
-    }
+    let mut out = open_chart(y, "Placements per host");
+    scale.grid(&mut out);
     // Label every host while they fit, else about 25 of them.
     let every = hosts.len().div_ceil(25).max(1);
     for (h, host) in hosts.iter().enumerate() {
@@ -329,7 +335,7 @@ fn placements_chart(report: &Report, y: f64) -> String {
                 gx + i as f64 * bar,
                 py(n),
                 bar.max(0.5),
-                TOP + plot_h - py(n),
+                TOP + PLOT_H - py(n),
                 colour(i)
             );
         }
@@ -338,7 +344,7 @@ fn placements_chart(report: &Report, y: f64) -> String {
                 out,
                 r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
                 LEFT + h as f64 * group + group / 2.0,
-                TOP + plot_h + 16.0,
+                TOP + PLOT_H + 16.0,
                 escape(host)
             );
         }
@@ -346,16 +352,16 @@ fn placements_chart(report: &Report, y: f64) -> String {
     let _ = write!(
         out,
         r##"<line x1="{LEFT:.0}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#333"/><text x="{:.1}" y="{:.1}" text-anchor="middle">host</text><text transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">VMs placed</text>"##,
-        LEFT + plot_w,
-        TOP + plot_h,
-        TOP + plot_h,
-        LEFT + plot_w / 2.0,
+        LEFT + PLOT_W,
+        TOP + PLOT_H,
+        TOP + PLOT_H,
+        LEFT + PLOT_W / 2.0,
         HEIGHT - 6.0,
-        TOP + plot_h / 2.0
+        TOP + PLOT_H / 2.0
     );
     for (i, p) in report.policies.iter().enumerate() {
         let ly = TOP + 6.0 + i as f64 * 18.0;
-        let lx = LEFT + plot_w + 14.0;
+        let lx = LEFT + PLOT_W + 14.0;
         let _ = write!(
             out,
             r#"<rect x="{lx:.1}" y="{:.1}" width="14" height="10" fill="{}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
