@@ -10,25 +10,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::support::{Api, expect_status, policy_id};
-
-/// Twenty hosts of 32 cores (64 threads) and 256 GiB, empty and idle: the
-/// cluster of tests/e2e/simulate.rs.
-fn cluster() -> Value {
-    let hosts: Vec<Value> = (1..=20)
-        .map(|i| {
-            json!({
-                "id": format!("h{i:02}"),
-                "metrics": {
-                    "cpu_sockets": 2, "cpu_cores": 32, "cpu_threads": 64,
-                    "memory_total_mib": 262144, "memory_free_mib": 262144,
-                    "cpu_usage_percent": 2
-                }
-            })
-        })
-        .collect();
-    json!({"hosts": hosts, "vms": []})
-}
+use crate::support::{Api, expect_status, policy_id, simulation_cluster};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_simulation_answers_the_command_lines_report() {
@@ -37,7 +19,7 @@ async fn a_simulation_answers_the_command_lines_report() {
     let even = policy_id(&admin, "evenly_distributed").await;
     let packed = policy_id(&admin, "power_saving").await;
     let body = json!({
-        "snapshot": cluster(),
+        "snapshot": simulation_cluster(),
         "trace": {"generate": {"seed": 7, "arrivals": 80}},
         "policies": [even, packed],
     });
@@ -59,7 +41,7 @@ async fn a_simulation_answers_the_command_lines_report() {
     // policies of the same names: the same report.
     let dir = tempfile::tempdir().expect("temp dir");
     let snapshot = dir.path().join("cluster.json");
-    std::fs::write(&snapshot, cluster().to_string()).expect("write");
+    std::fs::write(&snapshot, simulation_cluster().to_string()).expect("write");
     // The compiled units' cache tests/e2e/simulate.rs fills too (written
     // whole or not at all, so the two may share it): compiling every unit
     // of both policies again would be most of this test's time.
@@ -123,7 +105,7 @@ async fn a_bad_simulation_is_refused_naming_the_field() {
     };
     let arrive = |at: u64, id: &str, memory: i64| json!({"at_s": at, "event": "arrive", "vm": {"id": id, "memory_mib": memory}});
     refused(
-        json!({"snapshot": cluster(), "policies": [even],
+        json!({"snapshot": simulation_cluster(), "policies": [even],
                "trace": {"events": [arrive(0, "a", 1024), arrive(5, "b", -1)]}}),
         400,
         "invalid_value",
@@ -131,7 +113,7 @@ async fn a_bad_simulation_is_refused_naming_the_field() {
     )
     .await;
     refused(
-        json!({"snapshot": cluster(), "policies": [even],
+        json!({"snapshot": simulation_cluster(), "policies": [even],
                "trace": {"events": [arrive(9, "a", 1024), arrive(5, "b", 1024)]}}),
         400,
         "invalid_value",
@@ -139,7 +121,7 @@ async fn a_bad_simulation_is_refused_naming_the_field() {
     )
     .await;
     refused(
-        json!({"snapshot": cluster(), "policies": [even],
+        json!({"snapshot": simulation_cluster(), "policies": [even],
                "trace": {"generate": {"arrivals": 0}}}),
         400,
         "invalid_value",
@@ -147,7 +129,7 @@ async fn a_bad_simulation_is_refused_naming_the_field() {
     )
     .await;
     refused(
-        json!({"snapshot": cluster(), "policies": [],
+        json!({"snapshot": simulation_cluster(), "policies": [],
                "trace": {"generate": {}}}),
         400,
         "invalid_value",
@@ -182,7 +164,7 @@ async fn a_bad_simulation_is_refused_naming_the_field() {
     let unknown = admin
         .post(
             "/api/v1/simulations",
-            &json!({"snapshot": cluster(), "trace": {"generate": {}},
+            &json!({"snapshot": simulation_cluster(), "trace": {"generate": {}},
                     "policies": ["00000000-0000-4000-8000-00000000beef"]}),
         )
         .await;
@@ -209,7 +191,7 @@ async fn a_bad_simulation_is_refused_naming_the_field() {
         .client(None)
         .post(
             "/api/v1/simulations",
-            &json!({"snapshot": cluster(), "trace": {"generate": {}}, "policies": [even]}),
+            &json!({"snapshot": simulation_cluster(), "trace": {"generate": {}}, "policies": [even]}),
         )
         .await;
     assert_eq!(
@@ -219,7 +201,7 @@ async fn a_bad_simulation_is_refused_naming_the_field() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_simulation_starts_from_a_held_cluster() {
+async fn a_simulation_starts_from_a_held_simulation_cluster() {
     let api = Api::start().await;
     let admin = api.admin();
     let packed = policy_id(&admin, "power_saving").await;
@@ -232,7 +214,7 @@ async fn a_simulation_starts_from_a_held_cluster() {
         .as_str()
         .expect("id")
         .to_owned();
-    let mut snapshot = cluster();
+    let mut snapshot = simulation_cluster();
     snapshot["generation"] = json!(1);
     expect_status(
         &admin

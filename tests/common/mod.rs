@@ -107,6 +107,25 @@ pub fn overloaded_vms() -> Value {
     json!([vm("v1", 90.0), vm("v2", 20.0), vm("v3", 50.0)])
 }
 
+/// The simulator tests' cluster (`tests/e2e/simulate.rs`,
+/// `tests/api/simulations.rs`): twenty hosts of 32 cores (64 threads) and
+/// 256 GiB, empty and idle, as a snapshot.
+pub fn simulation_cluster() -> Value {
+    let hosts: Vec<Value> = (1..=20)
+        .map(|i| {
+            json!({
+                "id": format!("h{i:02}"),
+                "metrics": {
+                    "cpu_sockets": 2, "cpu_cores": 32, "cpu_threads": 64,
+                    "memory_total_mib": 262144, "memory_free_mib": 262144,
+                    "cpu_usage_percent": 2
+                }
+            })
+        })
+        .collect();
+    json!({"hosts": hosts, "vms": []})
+}
+
 /// The component of the built-in unit in `policies/<dir>`, as embedded in
 /// the binary: a real unit built from source, to upload under another name.
 pub fn builtin_wasm(dir: &str) -> &'static [u8] {

@@ -13,6 +13,8 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
+use crate::support::simulation_cluster;
+
 /// Compiled units cached once for every test of this file: the first
 /// test to get here compiles the policies' units alone (as `sandpiper
 /// iallocator` would), the others wait and then only read them back,
@@ -50,6 +52,22 @@ fn sandpiper(args: &[&str]) -> Output {
         .expect("run sandpiper")
 }
 
+/// Runs a simulation of `trace` on `cluster` that must be refused (exit 1);
+/// what it says on stderr.
+fn refused(cluster: &Path, trace: &Path) -> String {
+    let output = sandpiper(&[
+        "simulate",
+        "--cluster-snapshot",
+        cluster.to_str().expect("utf-8"),
+        "--trace",
+        trace.to_str().expect("utf-8"),
+        "--policy",
+        "none",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 fn ok(output: &Output) -> String {
     assert_eq!(
         output.status.code(),
@@ -60,22 +78,10 @@ fn ok(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).expect("utf-8")
 }
 
-/// Twenty hosts of 32 cores (64 threads) and 256 GiB, empty and idle.
+/// [`simulation_cluster`] in a file of `dir`.
 fn cluster(dir: &Path) -> PathBuf {
-    let hosts: Vec<Value> = (1..=20)
-        .map(|i| {
-            json!({
-                "id": format!("h{i:02}"),
-                "metrics": {
-                    "cpu_sockets": 2, "cpu_cores": 32, "cpu_threads": 64,
-                    "memory_total_mib": 262144, "memory_free_mib": 262144,
-                    "cpu_usage_percent": 2
-                }
-            })
-        })
-        .collect();
     let path = dir.join("cluster.json");
-    std::fs::write(&path, json!({"hosts": hosts, "vms": []}).to_string()).expect("write");
+    std::fs::write(&path, simulation_cluster().to_string()).expect("write");
     path
 }
 
@@ -203,17 +209,7 @@ fn a_bad_trace_line_is_refused_by_line_and_field() {
         ),
     )
     .expect("write");
-    let output = sandpiper(&[
-        "simulate",
-        "--cluster-snapshot",
-        cluster.to_str().expect("utf-8"),
-        "--trace",
-        trace.to_str().expect("utf-8"),
-        "--policy",
-        "none",
-    ]);
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refused(&cluster, &trace);
     assert!(stderr.contains("line 3: vm.memory_mib"), "{stderr}");
 
     // Out of order, in CSV.
@@ -222,17 +218,7 @@ fn a_bad_trace_line_is_refused_by_line_and_field() {
         "at_s,event,vm_id,memory_mib,vcpus\n60,arrive,a,1024,1\n30,arrive,b,1024,1\n",
     )
     .expect("write");
-    let output = sandpiper(&[
-        "simulate",
-        "--cluster-snapshot",
-        cluster.to_str().expect("utf-8"),
-        "--trace",
-        trace.to_str().expect("utf-8"),
-        "--policy",
-        "none",
-    ]);
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refused(&cluster, &trace);
     assert!(stderr.contains("line 3: at_s"), "{stderr}");
 }
 

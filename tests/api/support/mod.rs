@@ -27,7 +27,7 @@ use sandpiper::store::Location;
 
 pub use common::{
     Reply, builtin_wasm, distinct_copy, dump, expect_status, overloaded_hosts, overloaded_vms,
-    tour_hosts,
+    simulation_cluster, tour_hosts,
 };
 
 /// The admin token every test state starts with (what

@@ -19,7 +19,8 @@ use serde_json::Value;
 
 pub use common::postgres;
 pub use common::{
-    Reply, builtin_wasm, distinct_copy, expect_status, overloaded_hosts, overloaded_vms, tour_hosts,
+    Reply, builtin_wasm, distinct_copy, expect_status, overloaded_hosts, overloaded_vms,
+    simulation_cluster, tour_hosts,
 };
 
 /// The admin token every test server starts with (via
