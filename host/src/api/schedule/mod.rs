@@ -127,6 +127,25 @@ fn kept_request(body: &[u8]) -> Option<String> {
         .flatten()
 }
 
+/// The placement a decision with these `facts` asks of the service: the
+/// prepared policy with its overrides, and the decision's id (a fresh one
+/// for a dry run, which the log never sees).
+pub(crate) fn place_job(
+    prepared: &Prepared,
+    facts: &Facts,
+    request: PlaceRequest,
+    source: HostsSource,
+) -> PlaceJob {
+    PlaceJob {
+        policy: prepared.policy.clone(),
+        params: prepared.overrides.clone(),
+        request,
+        source,
+        dry_run: facts.dry_run,
+        decision_id: facts.decision_id.unwrap_or_else(Uuid::new_v4),
+    }
+}
+
 /// Records a balancing round, which claims nothing. A schedule decision
 /// records its entry through `Decided::record` instead (over the held
 /// inventory in the same batch as its claims, before its cluster is
@@ -197,14 +216,7 @@ pub async fn schedule_vm(
     };
     drop(body);
     let vm_id = request.vm.id.clone();
-    let job = PlaceJob {
-        policy: prepared.policy.clone(),
-        params: prepared.overrides.clone(),
-        request,
-        source,
-        dry_run: facts.dry_run,
-        decision_id: facts.decision_id.unwrap_or_else(Uuid::new_v4),
-    };
+    let job = place_job(&prepared, &facts, request, source);
     let decided = state
         .placement()
         .place_admitted(cluster_id, job, &admission)
@@ -461,7 +473,6 @@ pub async fn place_held(
     let prepared = prepared(state, cluster_id).await?;
     let attempt = SchedulingAttempt::new(cluster_id, started);
     let facts = facts(cluster_id, DecisionQuery::default(), &prepared);
-    let decision_id = facts.decision_id.unwrap_or_else(Uuid::new_v4);
     let vm_id = vm.id.clone();
     let kept = own_request(&vm, candidates.as_deref());
     let request = PlaceRequest {
@@ -470,14 +481,8 @@ pub async fn place_held(
         count: 1,
         ..PlaceRequest::default()
     };
-    let job = PlaceJob {
-        policy: prepared.policy.clone(),
-        params: prepared.overrides.clone(),
-        request,
-        source: HostsSource::Held,
-        dry_run: false,
-        decision_id,
-    };
+    let job = place_job(&prepared, &facts, request, HostsSource::Held);
+    let decision_id = job.decision_id;
     let decided = state
         .placement()
         .place_admitted(cluster_id, job, &admission)

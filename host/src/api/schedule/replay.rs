@@ -26,7 +26,7 @@ use uuid::Uuid;
 
 use super::answer::{AnswerForm, ScheduleAnswer};
 use super::request::{DecisionQuery, source_mismatch};
-use super::{admission, answer_and_record, facts, json_response};
+use super::{admission, answer_and_record, facts, json_response, place_job};
 use crate::api::AppState;
 use crate::api::clusters::{DecisionEntry, decision_view};
 use crate::api::decision_error::placement_error;
@@ -34,7 +34,7 @@ use crate::api::error::{ApiError, ErrorBody};
 use crate::api::extract::{Path, Query, parse_json};
 use crate::api::prepared::decision_policy;
 use crate::metrics::SchedulingAttempt;
-use crate::placement::{ExplainDetail, HostsSource, PlaceJob, PlaceRequest};
+use crate::placement::{ExplainDetail, HostsSource, PlaceRequest};
 
 /// Which policy replays the decision.
 #[derive(Clone, Copy, Debug, Default, Deserialize, IntoParams)]
@@ -122,14 +122,7 @@ pub async fn replay_decision(
         detail: ExplainDetail::Full,
     };
     let vm_id = request.vm.id.clone();
-    let job = PlaceJob {
-        policy: prepared.policy.clone(),
-        params: prepared.overrides.clone(),
-        request,
-        source,
-        dry_run: true,
-        decision_id: Uuid::new_v4(),
-    };
+    let job = place_job(&prepared, &facts, request, source);
     let decided = state
         .placement()
         .place_admitted(cluster_id, job, &admission)
