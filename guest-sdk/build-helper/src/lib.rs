@@ -19,6 +19,7 @@
 
 mod listing;
 pub mod nested;
+pub mod precompile;
 
 use std::path::{Path, PathBuf};
 
@@ -76,6 +77,13 @@ pub enum BuildError {
         status: std::process::ExitStatus,
         stderr: String,
     },
+    #[error("compiling the built components ahead of time failed ({status}):\n{stderr}")]
+    Precompile {
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+    #[error("cargo built no executable `{0}`")]
+    MissingExecutable(&'static str),
     #[error("cargo built no component for `{0}`; is it a `cdylib`?")]
     MissingComponent(String),
     #[error("could not write `{}`: {source}", path.display())]

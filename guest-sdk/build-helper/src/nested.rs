@@ -305,7 +305,7 @@ fn push_source(sources: &mut Vec<PathBuf>, path: &mut String, target_dir: &Path)
 }
 
 /// The end of a process's error output, lossily decoded.
-fn tail(stderr: &[u8]) -> String {
+pub(crate) fn tail(stderr: &[u8]) -> String {
     let start = stderr.len().saturating_sub(MAX_STDERR_BYTES);
     String::from_utf8_lossy(&stderr[start..]).into_owned()
 }

@@ -5,9 +5,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use wasmtime::{
-    Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Strategy,
-};
+use wasmtime::{Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::limits::{
     MAX_INSTANCES_PER_CALL, MAX_MEMORIES_PER_CALL, MAX_MEMORY_BYTES, MAX_TABLES_PER_CALL,
@@ -65,15 +63,13 @@ pub const KEEP_RESIDENT_WITHOUT_SCAN_BYTES: usize = 4 << 20;
 /// them; with none, every call ended in an `madvise` per table.
 pub const TABLE_KEEP_RESIDENT_BYTES: usize = 64 << 10;
 
-/// Native stack a unit may use. Calls run on the caller's thread, so this
-/// must fit inside the smallest host thread stack (2 MiB for Rust threads)
-/// with room for the host's own frames.
-pub const MAX_WASM_STACK_BYTES: usize = 512 << 10;
+/// Native stack a unit may use (defined with the compile settings).
+pub use sandpiper_compile::MAX_WASM_STACK_BYTES;
 
 /// Builds the engine every unit is compiled for and run in.
 ///
-/// Artifacts from `precompile` embed this configuration: one compiled for a
-/// differently configured engine (say, without fuel) is refused by
+/// Artifacts from `precompile` embed the compile settings: one compiled for
+/// a differently configured engine (say, without fuel) is refused by
 /// wasmtime when loaded, never run.
 pub(crate) fn build() -> wasmtime::Result<Engine> {
     let scan = page_scan_usable();
@@ -94,19 +90,9 @@ pub(crate) fn build() -> wasmtime::Result<Engine> {
         .table_keep_resident(TABLE_KEEP_RESIDENT_BYTES)
         .pagemap_scan(if scan { Enabled::Yes } else { Enabled::No });
 
-    let mut config = Config::new();
-    // Cranelift is wasmtime's Tier 1 compiler on x86_64, fuzzed continuously;
-    // the baseline compiler (Winch) is not even built in.
-    config.strategy(Strategy::Cranelift);
-    config.wasm_component_model(true);
-    // Fuel gives each call a deterministic budget; epochs bound its wall
-    // clock, including time fuel does not see.
-    config.consume_fuel(true);
-    config.epoch_interruption(true);
-    config.max_wasm_stack(MAX_WASM_STACK_BYTES);
-    // A unit's output must be a pure function of its input, on any CPU.
-    config.cranelift_nan_canonicalization(true);
-    config.relaxed_simd_deterministic(true);
+    // What compiled code depends on, shared with the build step that
+    // compiles the built-in units ahead of time.
+    let mut config = sandpiper_compile::config();
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     Engine::new(&config)
 }

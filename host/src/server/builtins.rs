@@ -18,6 +18,7 @@ use super::StartError;
 use crate::builtin::{BuiltinPolicy, BuiltinUnit};
 use crate::pipeline::OnFailure;
 use crate::registry::{Named, Registry};
+use crate::sandbox::{LoadError, Runtime, sha256};
 use crate::store::policies::{FilterLink, PolicyRecord, WeightLink};
 use crate::store::units::UnitModule;
 use crate::store::{self, Store};
@@ -142,34 +143,39 @@ fn builtin_error(builtin: &BuiltinUnit, message: String) -> StartError {
     }
 }
 
-/// A built-in unit's compiled code, and whether this start compiled it
+/// A built-in unit's compiled code, and whether this start produced it
 /// (then it is not stored yet).
 struct Artifact {
     code: Bytes,
     fresh: bool,
 }
 
+/// Where the code of a built-in unit this start did not find stored came
+/// from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CodeSource {
+    /// Compiled by this binary's own build (`BuiltinUnit::compiled`).
+    Embedded,
+    /// Compiled now.
+    Compiled,
+}
+
 /// The compiled code of every built-in unit, in `UNITS` order: the stored
-/// one where `stored` has it, else compiled now, logging progress. One at a
-/// time: wasmtime already compiles each component's functions on every
-/// core. Our own embedded units are trusted: they are compiled in process,
-/// not in the upload's sandboxed child.
+/// one where `stored` has it, else the code a release build embedded, else
+/// compiled now, logging progress. One at a time: wasmtime already
+/// compiles each component's functions on every core. Our own embedded
+/// units are trusted: they are compiled in process, not in the upload's
+/// sandboxed child.
 async fn compile_missing(
     modules: &Modules,
     stored: Vec<Option<Vec<u8>>>,
 ) -> Result<Vec<Artifact>, StartError> {
     let builtins = crate::builtin::UNITS;
     let total = stored.iter().filter(|s| s.is_none()).count();
-    if total > 0 {
-        tracing::info!(
-            units = total,
-            "compiling the built-in units (once: their compiled code is stored)"
-        );
-    }
     let runtime = Arc::clone(modules.runtime());
     let started = std::time::Instant::now();
-    let artifacts = tokio::task::spawn_blocking(move || {
-        let mut done = 0;
+    let loaded = tokio::task::spawn_blocking(move || {
+        let mut missing = Missing::new(total);
         let mut artifacts = Vec::with_capacity(builtins.len());
         for (builtin, stored) in builtins.iter().zip(stored) {
             let artifact = match stored {
@@ -177,38 +183,109 @@ async fn compile_missing(
                     code: code.into(),
                     fresh: false,
                 },
-                None => {
-                    let code = runtime
-                        .precompile(builtin.wasm)
-                        .map_err(|e| builtin_error(builtin, e.to_string()))?;
-                    // A line per quarter, so a slow first start shows it
-                    // moves.
-                    done += 1;
-                    if done * 4 / total != (done - 1) * 4 / total {
-                        tracing::info!(done, of = total, "built-in units compiled");
-                    }
-                    Artifact {
-                        code: code.into(),
-                        fresh: true,
-                    }
-                }
+                None => Artifact {
+                    code: missing
+                        .code_of(&runtime, builtin.wasm, builtin.compiled)
+                        .map_err(|e| builtin_error(builtin, e.to_string()))?,
+                    fresh: true,
+                },
             };
             artifacts.push(artifact);
         }
-        Ok::<_, StartError>(artifacts)
+        Ok::<_, StartError>((artifacts, missing))
     })
     .await
     .map_err(|e| StartError::Builtin {
         name: "(compiling)".to_owned(),
         message: e.to_string(),
     })??;
+    let (artifacts, missing) = loaded;
     if total > 0 {
         tracing::info!(
+            embedded = missing.embedded,
+            compiled = missing.compiled,
             elapsed_ms = started.elapsed().as_millis() as u64,
-            "built-in units compiled"
+            "built-in units loaded"
         );
     }
     Ok(artifacts)
+}
+
+/// The built-in units a start found no stored code for, as it gets theirs.
+struct Missing {
+    total: usize,
+    embedded: usize,
+    compiled: usize,
+    /// False once wasmtime refused embedded code: the rest was compiled by
+    /// the same build for the same CPU, so it would be refused too.
+    try_embedded: bool,
+}
+
+impl Missing {
+    fn new(total: usize) -> Self {
+        Missing {
+            total,
+            embedded: 0,
+            compiled: 0,
+            try_embedded: true,
+        }
+    }
+
+    /// Compiled code for `wasm`: `embedded` (our build's compiled code for
+    /// it) when wasmtime accepts it here, else compiled now. Either way the
+    /// unit is loaded into the runtime's cache.
+    fn code_of(
+        &mut self,
+        runtime: &Runtime,
+        wasm: &[u8],
+        embedded: Option<&'static [u8]>,
+    ) -> Result<Bytes, LoadError> {
+        let (code, source) = self.code_and_source(runtime, wasm, embedded)?;
+        match source {
+            CodeSource::Embedded => self.embedded += 1,
+            CodeSource::Compiled => {
+                if self.compiled == 0 {
+                    tracing::info!(
+                        units = self.total - self.embedded,
+                        "compiling the built-in units (once: their compiled code is stored)"
+                    );
+                }
+                self.compiled += 1;
+                // A line per quarter, so a slow first start shows it moves.
+                let of = self.total - self.embedded;
+                if self.compiled * 4 / of != (self.compiled - 1) * 4 / of {
+                    tracing::info!(done = self.compiled, of, "built-in units compiled");
+                }
+            }
+        }
+        Ok(code)
+    }
+
+    fn code_and_source(
+        &mut self,
+        runtime: &Runtime,
+        wasm: &[u8],
+        embedded: Option<&'static [u8]>,
+    ) -> Result<(Bytes, CodeSource), LoadError> {
+        if let Some(code) = embedded.filter(|_| self.try_embedded) {
+            // SAFETY: `code` is `sandpiper-precompile`'s output for `wasm`,
+            // made by this binary's own build and embedded in it
+            // (`BuiltinUnit::compiled`); never bytes from outside.
+            match unsafe { runtime.load_precompiled(sha256(wasm), code) } {
+                Ok(_) => return Ok((Bytes::from_static(code), CodeSource::Embedded)),
+                Err(error) => {
+                    tracing::warn!(
+                        %error,
+                        "the built-in units' embedded compiled code was refused \
+                         (built for another CPU?); compiling them instead"
+                    );
+                    self.try_embedded = false;
+                }
+            }
+        }
+        let code = runtime.precompile(wasm)?;
+        Ok((code.into(), CodeSource::Compiled))
+    }
 }
 
 /// Whether two policies have the same content (ignoring times and the
@@ -317,4 +394,77 @@ async fn register_policy(
     }
     tx.commit().await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::sandbox::Limits;
+
+    /// A built-in unit's component, to compile.
+    fn component() -> &'static [u8] {
+        crate::builtin::UNITS[0].wasm
+    }
+
+    /// `wasm` compiled as the build step does (`sandpiper-precompile`), in
+    /// a `'static` buffer as embedded code is.
+    fn compiled_by_build_step(config: &wasmtime::Config, wasm: &[u8]) -> &'static [u8] {
+        let engine = wasmtime::Engine::new(config).unwrap();
+        engine.precompile_component(wasm).unwrap().leak()
+    }
+
+    /// What keeps the build step honest: code compiled with
+    /// `sandpiper_compile::config()` alone is accepted by the server's
+    /// engine, which adds its memory layout to those settings. If the two
+    /// drifted apart, a release build's embedded code would be refused and
+    /// every first start would compile again.
+    #[test]
+    fn embedded_code_from_the_build_step_is_loaded_not_compiled() {
+        let runtime = Runtime::new(Limits::default()).unwrap();
+        let embedded = compiled_by_build_step(&sandpiper_compile::config(), component());
+        let mut missing = Missing::new(1);
+        let (code, source) = missing
+            .code_and_source(&runtime, component(), Some(embedded))
+            .unwrap();
+        assert_eq!(source, CodeSource::Embedded);
+        assert_eq!(&code[..], embedded, "the embedded code is what gets stored");
+        assert!(runtime.compatibility_hash().len() == 64);
+    }
+
+    #[test]
+    fn refused_embedded_code_is_compiled_instead_and_not_tried_again() {
+        let runtime = Runtime::new(Limits::default()).unwrap();
+        // Code for another engine configuration (no fuel): wasmtime refuses
+        // it, as it would code built for another CPU.
+        let mut other = sandpiper_compile::config();
+        other.consume_fuel(false);
+        let foreign = compiled_by_build_step(&other, component());
+        let mut missing = Missing::new(2);
+        let (code, source) = missing
+            .code_and_source(&runtime, component(), Some(foreign))
+            .unwrap();
+        assert_eq!(source, CodeSource::Compiled);
+        assert_ne!(&code[..], foreign);
+        assert!(!missing.try_embedded);
+
+        // Good code for the next unit is not tried: the build that made the
+        // refused code made it too.
+        let second = crate::builtin::UNITS[1].wasm;
+        let good = compiled_by_build_step(&sandpiper_compile::config(), second);
+        let (_, source) = missing
+            .code_and_source(&runtime, second, Some(good))
+            .unwrap();
+        assert_eq!(source, CodeSource::Compiled);
+    }
+
+    #[test]
+    fn without_embedded_code_units_are_compiled() {
+        let runtime = Runtime::new(Limits::default()).unwrap();
+        let mut missing = Missing::new(1);
+        let code = missing.code_of(&runtime, component(), None).unwrap();
+        assert_eq!((missing.embedded, missing.compiled), (0, 1));
+        // SAFETY: `code` is `Runtime::precompile`'s output, just made.
+        unsafe { runtime.load_precompiled(sha256(component()), &code) }.unwrap();
+    }
 }

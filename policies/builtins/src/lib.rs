@@ -23,6 +23,12 @@ pub struct BuiltinUnit {
     pub dir: &'static str,
     /// The component.
     pub wasm: &'static [u8],
+    /// The component compiled by our own build with the server's settings
+    /// (`sandpiper-compile`), for the building machine's CPU: release
+    /// builds only (`sandpiper_guest_build::precompile`). Wasmtime refuses
+    /// it safely on another CPU or engine configuration; the server then
+    /// compiles `wasm`.
+    pub compiled: Option<&'static [u8]>,
     /// Its `native_unit()`, compiled into this crate.
     #[cfg(feature = "native")]
     native_unit: fn() -> sandpiper_guest::native::NativeUnit,
