@@ -103,9 +103,14 @@ fn strings(table: wit::Strings) -> Vec<String> {
 
 impl From<wit::Interned> for model::Interned {
     fn from(value: wit::Interned) -> Self {
-        model::Interned {
-            values: strings(value.values),
-            indices: value.indices,
+        // The table is taken as it is: no string is built per value.
+        let text = match String::from_utf8(value.values.text) {
+            Ok(text) => text,
+            Err(error) => panic!("the host sent a string table that is not UTF-8: {error}"),
+        };
+        match model::Interned::from_parts(text, value.values.offsets, value.indices) {
+            Ok(column) => column,
+            Err(error) => panic!("the host sent a string table whose {error}"),
         }
     }
 }

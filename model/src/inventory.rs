@@ -680,10 +680,7 @@ impl<F: Fetch + Clone> Inventory<F> {
 }
 
 fn default_interned(rows: usize) -> Interned {
-    Interned {
-        values: vec![String::new()],
-        indices: vec![0; rows],
-    }
+    Interned::from_values([""], vec![0; rows])
 }
 
 fn default_labels(rows: usize) -> Labels {

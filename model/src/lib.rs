@@ -207,27 +207,75 @@ impl Default for ScoreOrder {
     }
 }
 
-/// An interned string column: `values[indices[row]]` is row's string.
-#[derive(Clone, Debug, Default, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+/// An interned string column: row `row`'s string is value
+/// `indices[row]`, and the distinct values are kept as the WIT's `strings`
+/// table: one UTF-8 text, value `i` its bytes `offsets[i]..offsets[i + 1]`.
+///
+/// Why one text rather than a `String` per value: a copy of the column is
+/// then three copies of memory, not an allocation per value (and as many
+/// frees when it is dropped). The host copies the VM columns for every
+/// decision while claims are live (the claimed VMs follow the reported
+/// ones), which at 10,000 hosts was 60,000 `String`s cloned and freed per
+/// decision, over a third of the server's time (docs/performance.md); and
+/// the table crosses into a unit as it is, with no string built per value
+/// on either side.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Interned {
-    pub values: Vec<String>,
+    /// The distinct values, one after another.
+    text: String,
+    /// One more than there are values, from 0; each on a character
+    /// boundary of `text`, none before the previous one.
+    offsets: Vec<u32>,
     pub indices: Vec<u32>,
 }
+
+impl Default for Interned {
+    fn default() -> Self {
+        Interned {
+            text: String::new(),
+            offsets: vec![0],
+            indices: Vec::new(),
+        }
+    }
+}
+
+/// A string table whose offsets do not fit its text: value `value`'s bytes
+/// `start..end` are not a range of character boundaries of its `len` bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StringsError {
+    pub value: usize,
+    pub start: u32,
+    pub end: u32,
+    pub len: usize,
+}
+
+impl std::fmt::Display for StringsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "offsets {}..{} do not fit its {} bytes",
+            self.start, self.end, self.len
+        )
+    }
+}
+
+impl std::error::Error for StringsError {}
 
 impl Interned {
     /// Interns `rows`, one string per row.
     pub fn from_rows<S: AsRef<str>>(rows: impl IntoIterator<Item = S>) -> Self {
-        let mut positions = std::collections::HashMap::<String, u32>::new();
+        let mut positions = std::collections::HashMap::<&str, u32>::new();
+        // The keys borrow the rows, so the rows are gathered first.
+        let rows: Vec<S> = rows.into_iter().collect();
         let mut out = Interned::default();
-        for row in rows {
+        out.indices.reserve(rows.len());
+        for row in &rows {
             let row = row.as_ref();
             let index = match positions.get(row) {
                 Some(&i) => i,
                 None => {
-                    let i = out.values.len() as u32;
-                    positions.insert(row.to_owned(), i);
-                    out.values.push(row.to_owned());
+                    let i = out.push_value(row);
+                    positions.insert(row, i);
                     i
                 }
             };
@@ -236,12 +284,131 @@ impl Interned {
         out
     }
 
+    /// The column of `values` (in this order, not looked up for
+    /// duplicates) and `indices`.
+    pub fn from_values<S: AsRef<str>>(
+        values: impl IntoIterator<Item = S>,
+        indices: Vec<u32>,
+    ) -> Self {
+        let mut out = Interned {
+            indices,
+            ..Interned::default()
+        };
+        for value in values {
+            out.push_value(value.as_ref());
+        }
+        out
+    }
+
+    /// The column of a WIT `strings` table (`text`, `offsets`) and
+    /// `indices`, checked: each value must be a range of character
+    /// boundaries of `text`. Empty `offsets` mean no values.
+    pub fn from_parts(
+        text: String,
+        mut offsets: Vec<u32>,
+        indices: Vec<u32>,
+    ) -> Result<Self, StringsError> {
+        for (value, pair) in offsets.windows(2).enumerate() {
+            let (start, end) = (pair[0], pair[1]);
+            if text.get(start as usize..end as usize).is_none() {
+                return Err(StringsError {
+                    value,
+                    start,
+                    end,
+                    len: text.len(),
+                });
+            }
+        }
+        if offsets.is_empty() {
+            offsets.push(0);
+        }
+        Ok(Interned {
+            text,
+            offsets,
+            indices,
+        })
+    }
+
+    /// Appends `value` to the values (without looking for it among them)
+    /// and returns its position.
+    pub fn push_value(&mut self, value: &str) -> u32 {
+        let position = self.value_count() as u32;
+        self.text.push_str(value);
+        self.offsets.push(self.text.len() as u32);
+        position
+    }
+
+    /// Appends a row whose string is `value`, as a new value: for a string
+    /// known not to be among the values (a claimed VM's id), or where a
+    /// duplicate value does not matter.
+    pub fn push_new_row(&mut self, value: &str) {
+        let position = self.push_value(value);
+        self.indices.push(position);
+    }
+
     /// Row `row`'s string, or "" when the row or its index is out of range.
     pub fn get(&self, row: usize) -> &str {
         self.indices
             .get(row)
-            .and_then(|&i| self.values.get(i as usize))
-            .map_or("", String::as_str)
+            .map_or("", |&i| self.value(i as usize))
+    }
+
+    /// Value `i`, or "" when out of range.
+    pub fn value(&self, i: usize) -> &str {
+        match (self.offsets.get(i), self.offsets.get(i + 1)) {
+            (Some(&start), Some(&end)) => self.text.get(start as usize..end as usize).unwrap_or(""),
+            _ => "",
+        }
+    }
+
+    /// Number of distinct values.
+    pub fn value_count(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    /// The values, in order.
+    pub fn values(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        (0..self.value_count()).map(|i| self.value(i))
+    }
+
+    /// The values' text, one after another (the WIT's `strings.text`).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Where each value starts in [`Interned::text`], and where the last
+    /// ends (the WIT's `strings.offsets`).
+    pub fn offsets(&self) -> &[u32] {
+        &self.offsets
+    }
+}
+
+/// The serialized form is the values as strings and the indices, as before
+/// the values became one text.
+#[cfg(feature = "serde")]
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename = "Interned")]
+struct InternedRows {
+    values: Vec<String>,
+    indices: Vec<u32>,
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for Interned {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        InternedRows {
+            values: self.values().map(str::to_owned).collect(),
+            indices: self.indices.clone(),
+        }
+        .serialize(serializer)
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for Interned {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let rows = InternedRows::deserialize(deserializer)?;
+        Ok(Interned::from_values(rows.values, rows.indices))
     }
 }
 
@@ -563,5 +730,45 @@ impl UnitInfo {
     /// The declared parameter called `name`.
     pub fn param(&self, name: &str) -> Option<&ParamSpec> {
         self.params.iter().find(|p| p.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interned_column_keeps_each_value_once_in_one_text() {
+        let mut column = Interned::from_rows(["b", "a", "b", "ç"]);
+        assert_eq!(column.indices, [0, 1, 0, 2]);
+        assert_eq!(column.values().collect::<Vec<_>>(), ["b", "a", "ç"]);
+        assert_eq!(
+            (column.text(), column.offsets()),
+            ("baç", &[0, 1, 2, 4][..])
+        );
+        assert_eq!(
+            (column.get(2), column.get(3), column.get(4)),
+            ("b", "ç", "")
+        );
+        // A copy extended with a new row leaves the original as it was.
+        let copy = column.clone();
+        column.push_new_row("new");
+        assert_eq!((column.get(4), column.value_count()), ("new", 4));
+        assert_eq!((copy.get(4), copy.value_count()), ("", 3));
+        // An index past the values reads as "".
+        column.indices.push(9);
+        assert_eq!(column.get(5), "");
+    }
+
+    #[test]
+    fn a_string_table_whose_offsets_do_not_fit_its_text_is_refused() {
+        let ok = Interned::from_parts("abç".to_owned(), vec![0, 1, 4], vec![1, 0]);
+        assert_eq!(ok.map(|c| c.get(0).to_owned()), Ok("bç".to_owned()));
+        for offsets in [vec![0, 5], vec![2, 1], vec![0, 3]] {
+            let column = Interned::from_parts("abç".to_owned(), offsets, Vec::new());
+            assert!(column.is_err(), "{column:?}");
+        }
+        let none = Interned::from_parts(String::new(), Vec::new(), Vec::new());
+        assert_eq!(none, Ok(Interned::default()));
     }
 }

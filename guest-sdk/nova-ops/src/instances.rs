@@ -25,11 +25,7 @@ pub enum Wanted {
 pub fn hosts_running(cx: &Context<'_>, ids: &HashSet<&str>) -> Vec<bool> {
     let vms = cx.vms();
     let texts = vms.texts(VmText::Id);
-    let listed: Vec<bool> = texts
-        .values
-        .iter()
-        .map(|id| ids.contains(id.as_str()))
-        .collect();
+    let listed: Vec<bool> = texts.values().map(|id| ids.contains(id)).collect();
     let mut running = vec![false; cx.hosts().len()];
     for (&index, &host) in texts.indices.iter().zip(vms.hosts()) {
         if listed.get(index as usize).copied().unwrap_or(false)

@@ -38,7 +38,7 @@ same_enum!(types::HostLabelKind => model::HostLabels {
 
 fn interned(column: &model::Interned) -> types::Interned {
     types::Interned {
-        values: column.values.clone(),
+        values: column.values().map(str::to_owned).collect(),
         indices: column.indices.clone(),
     }
 }

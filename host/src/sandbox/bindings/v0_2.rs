@@ -59,8 +59,12 @@ fn strings(table: &[String]) -> types::Strings {
 }
 
 fn interned(column: &model::Interned) -> types::Interned {
+    // The model keeps the values as this very table.
     types::Interned {
-        values: strings(&column.values),
+        values: types::Strings {
+            text: column.text().as_bytes().to_vec(),
+            offsets: column.offsets().to_vec(),
+        },
         indices: column.indices.clone(),
     }
 }

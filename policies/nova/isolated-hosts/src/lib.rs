@@ -123,11 +123,7 @@ impl Filter for IsolatedHostsFilter {
         // one is looked up once.
         let listed = (!isolated_hosts.is_empty()).then(|| {
             let names = hosts.texts(HostText::Name);
-            let marks: Vec<bool> = names
-                .values
-                .iter()
-                .map(|v| isolated_hosts.contains(v.as_str()))
-                .collect();
+            let marks: Vec<bool> = names.values().map(|v| isolated_hosts.contains(v)).collect();
             (marks, names)
         });
         let in_list = |(marks, names): &(Vec<bool>, &Interned), row: usize| {

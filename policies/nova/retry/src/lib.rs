@@ -40,11 +40,7 @@ impl Filter for RetryFilter {
         }
         // Judge each distinct name once, then each host by index.
         let names = cx.hosts().texts(HostText::Name);
-        let tried_name: Vec<bool> = names
-            .values
-            .iter()
-            .map(|v| tried.contains(v.as_str()))
-            .collect();
+        let tried_name: Vec<bool> = names.values().map(|v| tried.contains(v)).collect();
         let mut rejections = Rejections::new();
         for &host in candidates {
             let tried = names

@@ -130,8 +130,7 @@ impl Filter for SimpleCidrAffinityFilter {
         let addresses = cx.hosts().texts(HostText::Address);
         // Each distinct address is parsed once.
         let verdicts: Vec<Result<bool, ()>> = addresses
-            .values
-            .iter()
+            .values()
             .map(|a| {
                 a.parse::<IpAddr>()
                     .map(|ip| network.contains(ip))

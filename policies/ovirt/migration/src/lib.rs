@@ -47,8 +47,7 @@ impl Filter for MigrationFilter {
         let source_address = addresses.get(source as usize).trim();
         // Compare interned strings once each, not once per host.
         let verdicts: Vec<Verdict> = addresses
-            .values
-            .iter()
+            .values()
             .map(|address| Verdict::of(address.trim(), source_address))
             .collect();
         for host in cx.hosts().candidates(candidates) {
