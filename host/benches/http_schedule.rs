@@ -64,12 +64,14 @@ fn main() -> anyhow::Result<()> {
         // the rest of a decision.
         let policy = four_unit_policy(server.addr)?;
         for round in 0..rounds {
-            figures.push(run(server.addr, "adaptive", DECISIONS, round, None)?);
+            let first = round == 0;
+            figures.push(run(server.addr, "adaptive", DECISIONS, round, first, None)?);
             figures.push(run(
                 server.addr,
                 "adaptive",
                 FOUR_UNIT_DECISIONS,
                 round,
+                false,
                 Some(&policy),
             )?);
         }
@@ -82,7 +84,7 @@ fn main() -> anyhow::Result<()> {
     let mut server = Server::start(&db, &[], &[("SANDPIPER_SAMPLE_HOSTS", "all")])?;
     let result = (|| {
         for round in 0..rounds {
-            figures.push(run(server.addr, "all", ALL_DECISIONS, round + 1, None)?);
+            figures.push(run(server.addr, "all", ALL_DECISIONS, round, false, None)?);
         }
         Ok::<_, anyhow::Error>(())
     })();
@@ -158,16 +160,16 @@ fn four_unit_policy(addr: SocketAddr) -> anyhow::Result<String> {
 }
 
 /// Pushes the inventory of a new cluster, then times `decisions`
-/// placements from `CLIENTS` clients; round 0 also times the inventory
+/// placements from `CLIENTS` clients; `first` also times the inventory
 /// stream and the burst. The cluster runs the default policy, or `policy`.
 fn run(
     addr: SocketAddr,
     sampling: &str,
     decisions: usize,
     round: usize,
+    first: bool,
     policy: Option<&str>,
 ) -> anyhow::Result<Figures> {
-    let first = round == 0;
     let mut admin = Client::connect(addr)?;
     let label = if policy.is_some() {
         "four_units"
