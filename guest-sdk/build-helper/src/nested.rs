@@ -88,14 +88,8 @@ impl Workspace {
         command
             .args(["metadata", "--format-version", "1", "--no-deps"])
             .current_dir(dir);
-        let output = command.output().map_err(|source| BuildError::Spawn {
-            command: format!("{command:?}"),
-            source,
-        })?;
-        if !output.status.success() {
-            return Err(BuildError::Metadata(tail(&output.stderr)));
-        }
-        let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)
+        let stdout = run(&mut command, |_, stderr| BuildError::Metadata(stderr))?;
+        let metadata: serde_json::Value = serde_json::from_slice(&stdout)
             .map_err(|error| BuildError::Metadata(error.to_string()))?;
         let path = |key: &str| {
             metadata[key]
@@ -210,20 +204,11 @@ pub fn cargo_build(
         ),
         format!("-Clink-arg=--initial-memory={INITIAL_MEMORY_BYTES}"),
     );
-    let output = command.output().map_err(|source| BuildError::Spawn {
-        command: format!("{command:?}"),
-        source,
+    let stdout = run(&mut command, |status, stderr| BuildError::Cargo {
+        status,
+        stderr,
     })?;
-    if !output.status.success() {
-        return Err(BuildError::Cargo {
-            status: output.status,
-            stderr: tail(&output.stderr),
-        });
-    }
-    Ok(components(
-        &String::from_utf8_lossy(&output.stdout),
-        packages,
-    ))
+    Ok(components(&String::from_utf8_lossy(&stdout), packages))
 }
 
 /// The `.wasm` files among cargo's `compiler-artifact` messages, by package.
@@ -305,7 +290,24 @@ fn push_source(sources: &mut Vec<PathBuf>, path: &mut String, target_dir: &Path)
 }
 
 /// The end of a process's error output, lossily decoded.
-pub(crate) fn tail(stderr: &[u8]) -> String {
+/// Runs `command` and returns its standard output: a failure to start it
+/// is [`BuildError::Spawn`], a failed exit `failed(status, the end of its
+/// standard error)`.
+pub(crate) fn run(
+    command: &mut Command,
+    failed: impl FnOnce(std::process::ExitStatus, String) -> BuildError,
+) -> Result<Vec<u8>, BuildError> {
+    let output = command.output().map_err(|source| BuildError::Spawn {
+        command: format!("{command:?}"),
+        source,
+    })?;
+    if !output.status.success() {
+        return Err(failed(output.status, tail(&output.stderr)));
+    }
+    Ok(output.stdout)
+}
+
+fn tail(stderr: &[u8]) -> String {
     let start = stderr.len().saturating_sub(MAX_STDERR_BYTES);
     String::from_utf8_lossy(&stderr[start..]).into_owned()
 }

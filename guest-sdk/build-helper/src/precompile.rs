@@ -82,16 +82,10 @@ fn try_precompile(guests: &[BuiltGuest]) -> Result<Vec<PathBuf>, BuildError> {
     let mut command = Command::new(&compiler);
     command.arg(&out_dir);
     command.args(guests.iter().map(|guest| &guest.path));
-    let output = command.output().map_err(|source| BuildError::Spawn {
-        command: format!("{command:?}"),
-        source,
+    nested::run(&mut command, |status, stderr| BuildError::Precompile {
+        status,
+        stderr,
     })?;
-    if !output.status.success() {
-        return Err(BuildError::Precompile {
-            status: output.status,
-            stderr: nested::tail(&output.stderr),
-        });
-    }
     Ok(guests
         .iter()
         .map(|guest| out_dir.join(compiled_name(&guest.path)))
@@ -109,18 +103,11 @@ fn build_compiler(cargo: &Path, workspace: &Workspace) -> Result<PathBuf, BuildE
         .arg("--message-format=json-render-diagnostics")
         .current_dir(&workspace.root);
     nested::scrub(&mut command);
-    let output = command.output().map_err(|source| BuildError::Spawn {
-        command: format!("{command:?}"),
-        source,
+    let stdout = nested::run(&mut command, |status, stderr| BuildError::Cargo {
+        status,
+        stderr,
     })?;
-    if !output.status.success() {
-        return Err(BuildError::Cargo {
-            status: output.status,
-            stderr: nested::tail(&output.stderr),
-        });
-    }
-    executable(&String::from_utf8_lossy(&output.stdout))
-        .ok_or(BuildError::MissingExecutable(BINARY))
+    executable(&String::from_utf8_lossy(&stdout)).ok_or(BuildError::MissingExecutable(BINARY))
 }
 
 /// The executable among cargo's `compiler-artifact` messages.
