@@ -441,7 +441,12 @@ async fn the_monitor_starts_members_through_the_policy_with_a_claim_and_a_start_
     let cluster = cluster_with_hosts(&admin, "top").await;
     let pool = add_pool(&admin, &pool_body("top", &cluster, 8, 3, 1024.0)).await;
 
-    let p = wait_for(&admin, &pool, "three starting", |p| state_counts(p).1 == 3).await;
+    // The run is recorded after its starts: wait for both, or the pool
+    // may be read between the last start and the record.
+    let p = wait_for(&admin, &pool, "three starting and the run", |p| {
+        state_counts(p).1 == 3 && !p["last_run"].is_null()
+    })
+    .await;
     assert_eq!(state_counts(&p), (5, 3, 0, 0));
     let run = &p["last_run"];
     assert_eq!(run["stopped_early"], false, "{p:#}");
