@@ -44,11 +44,11 @@ pub fn builtin_unit_id(name: &str) -> Uuid {
 /// Registers every built-in unit (storing, compiling and loading it) and
 /// then every built-in policy.
 ///
-/// A first start compiles every unit, which is most of its time: the units
-/// are compiled side by side on every core (`compile_missing`), and all of
-/// them are written in one transaction, so the store is never left with
-/// half of this binary's units and pays one commit, not one per unit. A
-/// restart finds their compiled code stored and compiles nothing.
+/// A first start takes each unit's compiled code from the binary (release
+/// builds embed it) or else compiles it, which is then most of its time
+/// (`compile_missing`); all of them are written in one transaction, so the
+/// store is never left with half of this binary's units and pays one
+/// commit, not one per unit. A restart finds their compiled code stored.
 pub async fn register(
     store: &Store,
     modules: &Modules,
