@@ -116,14 +116,16 @@ fn a_prestarted_pool_fills_through_an_engine_survives_failed_starts_and_restarts
     assert_eq!(p["last_run"]["stopped_early"], true, "{p:#}");
     assert_eq!(p["last_run"]["started"].as_array().map(Vec::len), Some(0));
     assert_eq!(counts(&p), (10, 0, 0, 0));
+    let failed_run = p["last_run"]["at_ms"].as_u64();
 
     // A restart mid-way: the failures stay counted once, and the monitor
-    // (which runs at start) retries.
+    // (which runs at start) retries. Its run is recorded after its starts:
+    // wait for the record too, or the pool may be read in between.
     assert!(server.stop().success());
     let server = Server::start_with(dir.path(), FLAGS, &[]);
     let admin = server.admin();
     let p = wait_for(&admin, &pool, "a retry after the restart", |p| {
-        counts(p).1 == 3
+        counts(p).1 == 3 && p["last_run"]["at_ms"].as_u64() > failed_run
     });
     assert!(
         p["last_run"]["failures"]
