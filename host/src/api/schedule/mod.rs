@@ -215,15 +215,29 @@ pub async fn schedule_vm(
         ),
     };
     drop(body);
-    let vm_id = request.vm.id.clone();
     let job = place_job(&prepared, &facts, request, source);
+    let text = place_and_answer(&state, &admission, job, facts, form, attempt, kept).await?;
+    Ok(json_response(text))
+}
+
+/// Places `job` and answers it: [`answer_and_record`] of the placement.
+/// Every route that places a VM goes through here.
+async fn place_and_answer(
+    state: &AppState,
+    admission: &Admission,
+    job: PlaceJob,
+    facts: Facts,
+    form: AnswerForm,
+    attempt: SchedulingAttempt,
+    kept: Option<String>,
+) -> Result<String, ApiError> {
+    let vm_id = job.request.vm.id.clone();
     let decided = state
         .placement()
-        .place_admitted(cluster_id, job, &admission)
+        .place_admitted(facts.cluster_id, job, admission)
         .await
         .map_err(placement_error)?;
-    let text = answer_and_record(&admission, facts, vm_id, decided, form, attempt, kept).await?;
-    Ok(json_response(text))
+    answer_and_record(admission, facts, vm_id, decided, form, attempt, kept).await
 }
 
 /// Renders a placement's answer and records it in the decisions log with
@@ -473,7 +487,6 @@ pub async fn place_held(
     let prepared = prepared(state, cluster_id).await?;
     let attempt = SchedulingAttempt::new(cluster_id, started);
     let facts = facts(cluster_id, DecisionQuery::default(), &prepared);
-    let vm_id = vm.id.clone();
     let kept = own_request(&vm, candidates.as_deref());
     let request = PlaceRequest {
         vm,
@@ -483,16 +496,11 @@ pub async fn place_held(
     };
     let job = place_job(&prepared, &facts, request, HostsSource::Held);
     let decision_id = job.decision_id;
-    let decided = state
-        .placement()
-        .place_admitted(cluster_id, job, &admission)
-        .await
-        .map_err(placement_error)?;
     let form = AnswerForm::Placement {
         mode: crate::placement::Mode::AllOrNothing,
         detail: ExplainDetail::Summary,
     };
-    let text = answer_and_record(&admission, facts, vm_id, decided, form, attempt, kept).await?;
+    let text = place_and_answer(state, &admission, job, facts, form, attempt, kept).await?;
     let answer: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| ApiError::Internal(format!("a decision's own answer is not JSON: {e}")))?;
     let text_of = |key: &str| answer[key].as_str().map(str::to_owned);

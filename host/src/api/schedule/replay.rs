@@ -26,10 +26,9 @@ use uuid::Uuid;
 
 use super::answer::{AnswerForm, ScheduleAnswer};
 use super::request::{DecisionQuery, source_mismatch};
-use super::{admission, answer_and_record, facts, json_response, place_job};
+use super::{admission, facts, json_response, place_and_answer, place_job};
 use crate::api::AppState;
 use crate::api::clusters::{DecisionEntry, decision_view};
-use crate::api::decision_error::placement_error;
 use crate::api::error::{ApiError, ErrorBody};
 use crate::api::extract::{Path, Query, parse_json};
 use crate::api::prepared::decision_policy;
@@ -121,14 +120,8 @@ pub async fn replay_decision(
         mode: request.mode,
         detail: ExplainDetail::Full,
     };
-    let vm_id = request.vm.id.clone();
     let job = place_job(&prepared, &facts, request, source);
-    let decided = state
-        .placement()
-        .place_admitted(cluster_id, job, &admission)
-        .await
-        .map_err(placement_error)?;
-    let text = answer_and_record(&admission, facts, vm_id, decided, form, attempt, None).await?;
+    let text = place_and_answer(&state, &admission, job, facts, form, attempt, None).await?;
     let replay = Replay {
         original: decision_view(original)?,
         replay: RawValue::from_string(text)
