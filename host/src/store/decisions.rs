@@ -507,6 +507,12 @@ mod tests {
         }
     }
 
+    /// Room for every decision a test logs, none trimmed by age.
+    const ROOMY: Retention = Retention {
+        count: 10,
+        max_age: Duration::from_secs(3600),
+    };
+
     async fn count(db: &mut Db, table: &str) -> i64 {
         sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
             .fetch_one(db.conn())
@@ -518,10 +524,7 @@ mod tests {
     async fn pages_follow_each_other_after_the_last_id_and_skip_nothing() {
         for db in backends().await {
             let (store, cluster) = store_with_cluster(&db).await;
-            let roomy = Retention {
-                count: 10,
-                max_age: Duration::from_secs(3600),
-            };
+            let roomy = ROOMY;
             // One batch: most of them share a millisecond, which `until`
             // (exclusive) would skip from one page to the next.
             let acks: Vec<_> = (0..5)
@@ -554,10 +557,7 @@ mod tests {
     async fn a_decision_keeps_the_request_it_was_asked() {
         for db in backends().await {
             let (store, cluster) = store_with_cluster(&db).await;
-            let roomy = Retention {
-                count: 10,
-                max_age: Duration::from_secs(3600),
-            };
+            let roomy = ROOMY;
             let asked = decision(cluster, 1);
             let inline = LoggedDecision {
                 request: None,
@@ -592,10 +592,7 @@ mod tests {
     async fn decisions_are_logged_with_their_claims_and_trimmed() {
         for db in backends().await {
             let (store, cluster) = store_with_cluster(&db).await;
-            let roomy = Retention {
-                count: 10,
-                max_age: Duration::from_secs(3600),
-            };
+            let roomy = ROOMY;
             let acks: Vec<_> = (0..5)
                 .map(|i| store.submit((decision(cluster, i), roomy)))
                 .collect();
@@ -682,10 +679,7 @@ mod tests {
     async fn the_page_filters_by_a_vm_claimed_for() {
         for db in backends().await {
             let (store, cluster) = store_with_cluster(&db).await;
-            let roomy = Retention {
-                count: 10,
-                max_age: Duration::from_secs(3600),
-            };
+            let roomy = ROOMY;
             for i in 0..3 {
                 store
                     .log_decision(decision(cluster, i), roomy)
@@ -729,10 +723,7 @@ mod tests {
     async fn a_large_answer_is_kept_apart_from_its_summary_row() {
         for db in backends().await {
             let (store, cluster) = store_with_cluster(&db).await;
-            let roomy = Retention {
-                count: 10,
-                max_age: Duration::from_secs(3600),
-            };
+            let roomy = ROOMY;
             let big = large(cluster, 0, 100_000);
             let small = decision(cluster, 1);
             for d in [&big, &small] {
