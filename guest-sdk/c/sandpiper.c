@@ -51,6 +51,7 @@ void sp_unit_info(const sp_unit_t *unit, sandpiper_policy_types_unit_info_t *ret
     sp_string_copy(&spec->pattern, decl->pattern);
   }
   ret->score_order = unit->score_order;
+  ret->per_host = unit->per_host;
   if (unit->applies_to_count == 0) {
     ret->applies_to.tag = SANDPIPER_POLICY_TYPES_APPLIES_TO_EVERY_REQUEST;
     return;

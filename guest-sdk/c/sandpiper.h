@@ -100,6 +100,10 @@ typedef struct sp_unit {
    * host skips the call. */
   const sp_property_t *applies_to;
   size_t applies_to_count;
+  /* The unit judges each host on its own (`unit-info.per-host`): its answer
+   * for a host depends only on that host and the request, apart from the
+   * VM's id and name, so the host may reuse it while neither changes. */
+  bool per_host;
 } sp_unit_t;
 
 /* Fills `ret` (owned by the caller, freed by the generated post-return). */

@@ -67,14 +67,16 @@ export function requestsWith(...properties) {
  * What the unit says about itself; also where parameter defaults come from
  * when a caller did not fill them in. `scoreOrder` is 'lower-is-better'
  * (costs) or 'higher-is-better' (merits); `appliesTo` is `everyRequest()`
- * unless given.
+ * unless given; `perHost: true` promises the unit judges each host on its
+ * own (`types.unit-info.per-host`), so the host may reuse its answers for
+ * hosts that did not change.
  */
 export function unitInfo(
   name,
   description,
-  { params = [], scoreOrder = 'lower-is-better', appliesTo = everyRequest() } = {},
+  { params = [], scoreOrder = 'lower-is-better', appliesTo = everyRequest(), perHost = false } = {},
 ) {
-  return { name, description, params, scoreOrder, appliesTo };
+  return { name, description, params, scoreOrder, appliesTo, perHost };
 }
 
 /** A score unit's answer: one finite value per candidate, in order. */

@@ -130,16 +130,20 @@ def unit_info(
     params=(),
     score_order: ScoreOrder = ScoreOrder.LOWER_IS_BETTER,
     applies_to=None,
+    per_host: bool = False,
 ) -> UnitInfo:
     """What the unit says about itself; also where parameter defaults come
     from when a caller did not fill them in. ``applies_to`` is
-    :func:`every_request` when not given."""
+    :func:`every_request` when not given. ``per_host`` promises the unit
+    judges each host on its own (``types.unit-info.per-host``), so the host
+    may reuse its answers for hosts that did not change."""
     return UnitInfo(
         name=name,
         description=description,
         params=list(params),
         score_order=score_order,
         applies_to=every_request() if applies_to is None else applies_to,
+        per_host=per_host,
     )
 
 

@@ -373,6 +373,7 @@ impl From<model::UnitInfo> for wit::UnitInfo {
             params: value.params.into_iter().map(Into::into).collect(),
             score_order: value.score_order.into(),
             applies_to: value.applies_to.into(),
+            per_host: value.per_host,
         }
     }
 }

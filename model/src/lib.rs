@@ -677,6 +677,11 @@ pub struct UnitInfo {
     /// 0.2.0; a 0.1.0 unit applies to every request).
     #[cfg_attr(feature = "serde", serde(default))]
     pub applies_to: AppliesTo,
+    /// Whether the unit judges each host on its own, so that its answers
+    /// for unchanged hosts may be reused (see `unit-info.per-host`; new in
+    /// WIT 0.2.0).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub per_host: bool,
 }
 
 impl ParamSpec {
@@ -705,7 +710,17 @@ impl UnitInfo {
             params: Vec::new(),
             score_order: ScoreOrder::LowerIsBetter,
             applies_to: AppliesTo::EveryRequest,
+            per_host: false,
         }
+    }
+
+    /// Says the unit judges each host on its own: its answer for a host
+    /// depends only on that host and the request (apart from the VM's id and
+    /// name), so the host may reuse it while neither changes (see
+    /// `unit-info.per-host` for the whole promise).
+    pub fn per_host(mut self) -> Self {
+        self.per_host = true;
+        self
     }
 
     /// Says the unit has something to say only about requests with at

@@ -944,6 +944,7 @@ mod tests {
                 params: Vec::new(),
                 score_order: sandpiper_model::ScoreOrder::LowerIsBetter,
                 applies_to: Default::default(),
+                per_host: false,
             },
             filter: Some(filter),
             score: None,

@@ -1041,6 +1041,7 @@ impl Starved {
             params: Vec::new(),
             score_order: ScoreOrder::LowerIsBetter,
             applies_to: Default::default(),
+            per_host: false,
         }))
     }
 

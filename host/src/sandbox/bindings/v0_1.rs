@@ -77,5 +77,6 @@ fn unit_info(info: types::UnitInfo) -> model::UnitInfo {
         params: param_specs(info.params),
         score_order: info.score_order.into(),
         applies_to: model::AppliesTo::EveryRequest,
+        per_host: false,
     }
 }

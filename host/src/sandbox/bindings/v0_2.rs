@@ -264,5 +264,6 @@ fn unit_info(info: types::UnitInfo) -> model::UnitInfo {
                 model::AppliesTo::RequestsWith(properties.into_iter().map(Into::into).collect())
             }
         },
+        per_host: info.per_host,
     }
 }
