@@ -59,6 +59,9 @@ pub struct FilterRecord {
     /// Set when the filter was not called because it declared it has
     /// nothing to say about the request (`applies-to`): why.
     pub skipped: Option<String>,
+    /// Candidates whose verdict was reused from an earlier decision (a
+    /// `per-host` unit, the host and the request unchanged), not asked for.
+    pub reused: usize,
 }
 
 /// Where a score unit stands each candidate, by combination mode.
@@ -109,6 +112,9 @@ pub struct ScoreRecord {
     /// to say about the request (`applies-to`): why. Its standing is the
     /// answer it promised, the same value for every candidate.
     pub skipped: Option<String>,
+    /// Candidates whose score was reused from an earlier decision (a
+    /// `per-host` unit, the host and the request unchanged), not asked for.
+    pub reused: usize,
 }
 
 impl ScoreRecord {
@@ -295,6 +301,12 @@ struct FilterView<'a> {
     failure: &'a Option<FailureRecord>,
     #[serde(skip_serializing_if = "Option::is_none")]
     skipped: &'a Option<String>,
+    #[serde(skip_serializing_if = "is_zero")]
+    reused: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Serialize)]
@@ -315,6 +327,8 @@ struct ScoreView<'a> {
     ceiling: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     skipped: &'a Option<String>,
+    #[serde(skip_serializing_if = "is_zero")]
+    reused: usize,
     hosts: Vec<ScoredHostView<'a>>,
 }
 
@@ -377,6 +391,7 @@ impl Serialize for Explain {
                 usage: &f.usage,
                 failure: &f.failure,
                 skipped: &f.skipped,
+                reused: f.reused,
             })
             .collect();
         let scores = self
@@ -392,6 +407,7 @@ impl Serialize for Explain {
                 floor: u.floor,
                 ceiling: u.ceiling,
                 skipped: &u.skipped,
+                reused: u.reused,
                 hosts: (0..u.raw.len().max(u.standing.len()))
                     .map(|i| ScoredHostView {
                         host: host(self.scored.get(i).copied().unwrap_or(u32::MAX)),

@@ -8,6 +8,8 @@
 //! * [`balance`] asks the balance unit for a migration and lets the same
 //!   filters and scores decide whether it happens.
 //! * [`Explain`] records every step for people and golden tests.
+//! * [`ReuseCache`] keeps per-host units' answers between decisions, so
+//!   [`schedule_reusing`] asks them only about hosts that changed.
 //!
 //! The pipeline sees units only through [`crate::unit::Unit`], so the same
 //! code runs sandboxed WebAssembly units and native builds of their source.
@@ -19,6 +21,7 @@ mod explain;
 mod native;
 mod params;
 mod policy;
+mod reuse;
 mod schedule;
 
 pub use balance::{BalanceDecision, BalanceError, BalanceInput, balance};
@@ -35,6 +38,8 @@ pub use policy::{
     Combination, DEFAULT_FACTOR, DEFAULT_WEIGHT_ON_FAILURE, FilterStep, OnFailure, Policy,
     PolicyBuilder, PolicyError, Position, ScoreStep, only_declared,
 };
+pub use reuse::{MAX_ANSWERS, Reuse, ReuseCache, Stamp, fresh_stamps};
 pub use schedule::{
     Decision, Ranked, ScheduleError, ScheduleRequest, schedule, schedule_calling_every_unit,
+    schedule_reusing,
 };

@@ -26,6 +26,12 @@
 //!   skip never changes a decision; the explain record says "skipped" and
 //!   why. [`schedule_calling_every_unit`] decides without skipping, for the
 //!   equality test and the benchmark.
+//! * A unit that declares `per-host` may have its answers for unchanged
+//!   hosts reused from earlier decisions ([`schedule_reusing`], see
+//!   `reuse`): it is called only for the other candidates, or not at all,
+//!   and the reused answers count exactly as fresh ones. The explain record
+//!   says how many were reused; a filter's rejections are then grouped in
+//!   candidate order.
 //! * **Ties** go to the candidate that comes first in candidate order — the
 //!   order of the request's `candidates`, or host order when it gives none.
 //!   Filters keep that order, so a caller that wants a different preference
@@ -44,7 +50,8 @@ use super::explain::{
 };
 use super::params::{ParamError, ParamValues};
 use super::policy::{Combination, OnFailure, Policy};
-use crate::unit::{Called, Failed, Role, UnitError, Usage};
+use super::reuse::{self, FilterAnswers, Reuse, ScoreAnswers, Stamp};
+use crate::unit::{CallResult, Called, Failed, Role, Unit, UnitError, Usage};
 
 /// What to place and where it may go.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -125,7 +132,23 @@ pub fn schedule(
     inventory: &Arc<Inventory>,
     request: &ScheduleRequest,
 ) -> Result<Decision, ScheduleError> {
-    let decision = decide(policy, inventory, request, Skips::Allowed)?;
+    let decision = decide(policy, inventory, request, Skips::Allowed, None)?;
+    degraded::observe(&decision.explain);
+    Ok(decision)
+}
+
+/// [`schedule`], reusing the answers `reuse` kept of per-host units for
+/// the hosts whose stamps did not change, and keeping this decision's
+/// answers for the next. Stamps for another number of hosts than the
+/// snapshot's are ignored: the decision is then made whole.
+pub fn schedule_reusing(
+    policy: &Policy,
+    inventory: &Arc<Inventory>,
+    request: &ScheduleRequest,
+    reuse: Reuse<'_>,
+) -> Result<Decision, ScheduleError> {
+    let reuse = (reuse.stamps.len() == inventory.host_count()).then_some(reuse);
+    let decision = decide(policy, inventory, request, Skips::Allowed, reuse)?;
     degraded::observe(&decision.explain);
     Ok(decision)
 }
@@ -139,7 +162,7 @@ pub fn schedule_calling_every_unit(
     inventory: &Arc<Inventory>,
     request: &ScheduleRequest,
 ) -> Result<Decision, ScheduleError> {
-    let decision = decide(policy, inventory, request, Skips::Never)?;
+    let decision = decide(policy, inventory, request, Skips::Never, None)?;
     degraded::observe(&decision.explain);
     Ok(decision)
 }
@@ -171,6 +194,7 @@ fn decide(
     inventory: &Arc<Inventory>,
     request: &ScheduleRequest,
     skips: Skips,
+    mut reuse: Option<Reuse<'_>>,
 ) -> Result<Decision, ScheduleError> {
     let resolved = policy.param_table().resolve(&request.params)?;
     let host_count = inventory.host_count();
@@ -215,6 +239,8 @@ fn decide(
         params: Vec::new(),
         hints: request.hints.clone(),
     };
+    // The VM as the reuse cache compares requests, made once.
+    let shape = reuse.as_ref().map(|_| reuse::shape_of(&request.vm));
 
     for (index, step) in policy.filters().iter().enumerate() {
         if survivors.is_empty() {
@@ -233,23 +259,34 @@ fn decide(
                 usage: Usage::default(),
                 failure: None,
                 skipped: Some(reason),
+                reused: 0,
             });
             continue;
         }
-        let answer = unit
-            .filter(inventory, &call, &survivors)
-            .and_then(|called| {
-                check_rejections(&called.value, &survivors, &mut marks).map_err(|reason| {
-                    Failed {
-                        error: UnitError::InvalidOutput(reason),
-                        usage: called.usage,
-                    }
-                })?;
-                Ok(called)
-            });
+        let answer = match (&mut reuse, &shape) {
+            (Some(reuse), Some(shape)) if unit.info().per_host => {
+                let answers = reuse
+                    .cache
+                    .filter(unit, reuse.view, shape, &call, host_count);
+                filter_reusing(
+                    unit,
+                    inventory,
+                    &call,
+                    &survivors,
+                    &mut marks,
+                    answers,
+                    reuse.stamps,
+                )
+            }
+            _ => filter_whole(unit, inventory, &call, &survivors, &mut marks),
+        };
         let input = survivors.len();
         match answer {
-            Ok(called) => {
+            Ok(Filtered {
+                mut rejected,
+                usage,
+                reused,
+            }) => {
                 survivors.retain(|&h| {
                     let mark = &mut marks[h as usize];
                     if *mark == Mark::Rejecting {
@@ -257,9 +294,6 @@ fn decide(
                     }
                     *mark == Mark::Survivor
                 });
-                // Templates with figures are written out here, natively,
-                // so every reader of the record sees sentences.
-                let mut rejected = reason::into_sentences(called.value);
                 rejected.retain(|r| !r.hosts.is_empty());
                 explain.filters.push(FilterRecord {
                     unit: unit.info().name.clone(),
@@ -268,9 +302,10 @@ fn decide(
                     input,
                     rejected,
                     survivors: survivors.len(),
-                    usage: called.usage,
+                    usage,
                     failure: None,
                     skipped: None,
+                    reused,
                 });
             }
             Err(failed) if failed.error.is_overload() => {
@@ -298,6 +333,7 @@ fn decide(
                         usage: failed.usage,
                         failure: Some(failure),
                         skipped: None,
+                        reused: 0,
                     });
                 }
             },
@@ -345,6 +381,7 @@ fn decide(
             raw: Vec::new(),
             standing: Standing::None,
             skipped: None,
+            reused: 0,
         };
         if step.factor == 0 {
             explain.scores.push(record);
@@ -362,7 +399,19 @@ fn decide(
             }
             None => {
                 record.called = true;
-                unit.score(inventory, &call, &survivors)
+                match (&mut reuse, &shape) {
+                    (Some(reuse), Some(shape)) if info.per_host => {
+                        let answers = reuse
+                            .cache
+                            .score(unit, reuse.view, shape, &call, host_count);
+                        score_reusing(unit, inventory, &call, &survivors, answers, reuse.stamps)
+                            .map(|(called, reused)| {
+                                record.reused = reused;
+                                called
+                            })
+                    }
+                    _ => unit.score(inventory, &call, &survivors),
+                }
             }
         };
         let answer = answer.and_then(|called| {
@@ -461,6 +510,198 @@ fn decide(
         ranked,
         explain,
     })
+}
+
+/// A filter's answer as the decision uses it.
+struct Filtered {
+    /// Rejected hosts grouped by sentence (templates written out).
+    rejected: Vec<Rejection>,
+    usage: Usage,
+    /// Candidates whose verdict was reused, not asked for.
+    reused: usize,
+}
+
+/// Asks the filter about every candidate and marks the hosts it rejects.
+fn filter_whole(
+    unit: &Arc<dyn Unit>,
+    inventory: &Arc<Inventory>,
+    call: &Request,
+    survivors: &[u32],
+    marks: &mut [Mark],
+) -> Result<Filtered, Failed> {
+    let called = unit.filter(inventory, call, survivors)?;
+    check_rejections(&called.value, survivors, marks).map_err(|reason| Failed {
+        error: UnitError::InvalidOutput(reason),
+        usage: called.usage,
+    })?;
+    Ok(Filtered {
+        // Templates with figures are written out here, natively, so every
+        // reader of the record sees sentences.
+        rejected: reason::into_sentences(called.value),
+        usage: called.usage,
+        reused: 0,
+    })
+}
+
+/// Asks a per-host filter only about the candidates with no kept verdict
+/// for their stamp, keeps its fresh verdicts, and marks every rejected
+/// host, fresh or kept. When something was reused, the rejections are
+/// grouped by sentence in candidate order.
+fn filter_reusing(
+    unit: &Arc<dyn Unit>,
+    inventory: &Arc<Inventory>,
+    call: &Request,
+    survivors: &[u32],
+    marks: &mut [Mark],
+    answers: &mut FilterAnswers,
+    stamps: &[Stamp],
+) -> Result<Filtered, Failed> {
+    answers.trim();
+    let stamp = |host: u32| stamps[host as usize];
+    let ask: Vec<u32> = survivors
+        .iter()
+        .copied()
+        .filter(|&h| answers.get(h, stamp(h)).is_none())
+        .collect();
+    let fresh = if ask.is_empty() {
+        Filtered {
+            rejected: Vec::new(),
+            usage: Usage::default(),
+            reused: 0,
+        }
+    } else {
+        let fresh = filter_whole(unit, inventory, call, &ask, marks)?;
+        for &h in &ask {
+            answers.put(h, stamp(h), None);
+        }
+        for group in &fresh.rejected {
+            for &h in &group.hosts {
+                answers.put(h, stamp(h), Some(&group.reason));
+            }
+        }
+        fresh
+    };
+    let reused = survivors.len() - ask.len();
+    if reused == 0 {
+        return Ok(fresh);
+    }
+    let fresh_reason: std::collections::HashMap<u32, &str> = fresh
+        .rejected
+        .iter()
+        .flat_map(|g| g.hosts.iter().map(|&h| (h, g.reason.as_str())))
+        .collect();
+    let mut rejected: Vec<Rejection> = Vec::new();
+    let mut group_of: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for &h in survivors {
+        let sentence = match fresh_reason.get(&h) {
+            Some(&sentence) => sentence,
+            None => match answers.get(h, stamp(h)) {
+                // Asked hosts that passed read as passes here.
+                Some(Some(sentence)) => {
+                    marks[h as usize] = Mark::Rejecting;
+                    sentence
+                }
+                _ => continue,
+            },
+        };
+        let at = *group_of.entry(sentence).or_insert_with(|| {
+            rejected.push(Rejection::new(sentence, Vec::new()));
+            rejected.len() - 1
+        });
+        rejected[at].hosts.push(h);
+    }
+    Ok(Filtered {
+        rejected,
+        usage: fresh.usage,
+        reused,
+    })
+}
+
+/// Asks a per-host score only about the candidates with no kept value for
+/// their stamp and keeps its fresh values; returns every candidate's value
+/// and how many were reused. If the unit's floor or ceiling differ from
+/// the kept values' (a broken promise), it is asked about every candidate.
+fn score_reusing(
+    unit: &Arc<dyn Unit>,
+    inventory: &Arc<Inventory>,
+    call: &Request,
+    survivors: &[u32],
+    answers: &mut ScoreAnswers,
+    stamps: &[Stamp],
+) -> Result<(Called<Scores>, usize), Failed> {
+    let n = survivors.len();
+    let stamp = |host: u32| stamps[host as usize];
+    let mut values = vec![0.0; n];
+    let mut ask_at = Vec::new();
+    for (i, &h) in survivors.iter().enumerate() {
+        match answers.get(h, stamp(h)) {
+            Some(value) => values[i] = value,
+            None => ask_at.push(i),
+        }
+    }
+    if ask_at.is_empty() {
+        let (floor, ceiling) = answers.bounds().unwrap_or_default();
+        let value = Scores {
+            values,
+            floor,
+            ceiling,
+        };
+        return Ok((
+            Called {
+                value,
+                usage: Usage::default(),
+            },
+            n,
+        ));
+    }
+    let ask: Vec<u32> = ask_at.iter().map(|&i| survivors[i]).collect();
+    let called = checked_score(unit, inventory, call, &ask)?;
+    let bounds = (called.value.floor, called.value.ceiling);
+    if ask.len() < n
+        && answers
+            .bounds()
+            .is_some_and(|kept| !reuse::same_bounds(kept, bounds))
+    {
+        answers.forget();
+        let called = checked_score(unit, inventory, call, survivors)?;
+        let bounds = (called.value.floor, called.value.ceiling);
+        let fresh = survivors.iter().zip(&called.value.values);
+        answers.put(fresh.map(|(&h, &v)| (h, stamp(h), v)), bounds);
+        return Ok((called, 0));
+    }
+    let fresh = ask.iter().zip(&called.value.values);
+    answers.put(fresh.map(|(&h, &v)| (h, stamp(h), v)), bounds);
+    for (&i, &v) in ask_at.iter().zip(&called.value.values) {
+        values[i] = v;
+    }
+    let value = Scores {
+        values,
+        floor: bounds.0,
+        ceiling: bounds.1,
+    };
+    Ok((
+        Called {
+            value,
+            usage: called.usage,
+        },
+        n - ask.len(),
+    ))
+}
+
+/// A score call whose answer was checked (one finite value per candidate),
+/// so that only checked values are kept.
+fn checked_score(
+    unit: &Arc<dyn Unit>,
+    inventory: &Arc<Inventory>,
+    call: &Request,
+    candidates: &[u32],
+) -> CallResult<Scores> {
+    let called = unit.score(inventory, call, candidates)?;
+    combine::check_scores(&called.value, candidates.len()).map_err(|reason| Failed {
+        error: UnitError::InvalidOutput(reason),
+        usage: called.usage,
+    })?;
+    Ok(called)
 }
 
 /// Checks a filter's answer against the current survivors and marks the

@@ -34,6 +34,11 @@ pub struct PlacementArgs {
     #[arg(long, env = "SANDPIPER_SAMPLE_HOSTS", default_value = "adaptive", value_parser = parse_sampling)]
     pub sample_hosts: Sampling,
 
+    /// Reuse per-host units' answers for hosts that did not change since
+    /// an earlier decision with the same request (`true` or `false`).
+    #[arg(long, env = "SANDPIPER_REUSE_ANSWERS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub reuse_answers: bool,
+
     /// Days a logged decision is kept.
     #[arg(long, env = "SANDPIPER_DECISIONS_MAX_AGE_DAYS", default_value_t = service::DEFAULT_DECISIONS_MAX_AGE.as_secs() / 86_400)]
     pub decisions_max_age_days: u64,
@@ -84,6 +89,7 @@ impl PlacementArgs {
                 max_age: Duration::from_secs(self.decisions_max_age_days.saturating_mul(86_400)),
             },
             sampling: self.sample_hosts,
+            reuse_answers: self.reuse_answers,
             fairness: self.fairness(),
         }
     }

@@ -20,6 +20,7 @@ use super::hosts::{
 };
 use super::resources::Resources;
 use super::time::Timestamp;
+use crate::pipeline::ReuseCache;
 use crate::snapshot::{Snapshot, SnapshotError, SnapshotErrorKind};
 use sandpiper_model::Inventory;
 
@@ -87,6 +88,9 @@ pub struct ClusterState {
     /// Where the next sampled decision's window starts (see
     /// `sample::Sampling`); not stored, a restart starts from the top.
     pub(super) next_window: usize,
+    /// Per-host units' answers kept for the next decisions; not stored, a
+    /// restart asks again.
+    pub(super) reuse: ReuseCache,
 }
 
 impl ClusterState {
@@ -106,6 +110,7 @@ impl ClusterState {
             claims: ledger,
             columns: None,
             next_window: 0,
+            reuse: ReuseCache::default(),
         }
     }
 

@@ -57,6 +57,10 @@ pub struct Columns {
     flags: Vec<Vec<bool>>,
     /// Whether any row was patched since the build.
     patched: bool,
+    /// Each row's reported stamp (`pipeline::Stamp::reported`): new with
+    /// the build and with every patch of the row, so a per-host unit's
+    /// kept answers for a host are reused only while its row is the same.
+    stamps: Vec<u64>,
     /// Windows built so far, by (index, number of windows).
     windows: HashMap<(usize, usize), Arc<Window>>,
 }
@@ -157,6 +161,7 @@ impl Columns {
             .iter()
             .map(|&f| base.host_flag(f).to_vec())
             .collect();
+        let stamps = crate::pipeline::fresh_stamps(base.host_count()).collect();
         Columns {
             base,
             hosts,
@@ -164,6 +169,7 @@ impl Columns {
             statuses,
             flags,
             patched: false,
+            stamps,
             windows: HashMap::new(),
         }
     }
@@ -246,6 +252,12 @@ impl Columns {
             self.flags[flag as usize][row] = one.host_flag(flag).first().copied().unwrap_or(false);
         }
         self.patched = true;
+        self.stamps[row] = crate::pipeline::fresh_stamps(1).start;
+    }
+
+    /// Each held row's reported stamp.
+    pub fn stamps(&self) -> &[u64] {
+        &self.stamps
     }
 
     /// The snapshot a decision over `window` reads: its hosts only, with

@@ -35,6 +35,19 @@ pub struct Resources {
 }
 
 impl Resources {
+    /// The amounts bit for bit, for fingerprints.
+    pub fn bits(&self) -> [u64; 6] {
+        [
+            self.memory_mib,
+            self.memory_guaranteed_mib,
+            self.vcpus,
+            self.cpu_vcpu_percent,
+            self.disk_gib,
+            self.vms,
+        ]
+        .map(f64::to_bits)
+    }
+
     /// What `vm` takes on the host it is placed on.
     pub fn of_vm(vm: &Vm) -> Self {
         let vcpus = f64::from(vm.vcpus);

@@ -97,6 +97,8 @@ pub struct PlacementConfig {
     pub retention: Retention,
     /// How many hosts a decision's first pick considers.
     pub sampling: Sampling,
+    /// Whether per-host units' answers are reused between decisions.
+    pub reuse_answers: bool,
     /// Per-cluster bounds on decisions in progress and their CPU work.
     pub fairness: FairnessConfig,
 }
@@ -114,6 +116,7 @@ impl Default for PlacementConfig {
                 max_age: DEFAULT_DECISIONS_MAX_AGE,
             },
             sampling: Sampling::Adaptive,
+            reuse_answers: true,
             fairness: FairnessConfig::default(),
         }
     }
@@ -708,6 +711,7 @@ impl PlacementService {
         let ttl = self.inner.config.claim_ttl;
         let max_hold = self.inner.config.max_hold;
         let sampling = self.inner.config.sampling;
+        let reuse_answers = self.inner.config.reuse_answers;
         let (slot, mut guard, acquired) = self.lock(cluster_id).await?;
         // The sandbox slot after the lock, so a slot is never held idle by
         // a decision queued for the lock; held by the task until it ends.
@@ -731,6 +735,7 @@ impl PlacementService {
                 hold_deadline: Some(acquired + max_hold),
                 dry_run: job.dry_run,
                 sampling,
+                reuse_answers,
             };
             let (outcome, changes) = state.place(&job.request, &cx)?;
             state.observe(cluster_id);

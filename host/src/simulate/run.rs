@@ -517,6 +517,7 @@ impl<'a> Replay<'a> {
             hold_deadline: None,
             dry_run: false,
             sampling: Sampling::All,
+            reuse_answers: true,
         }
     }
 

@@ -5,6 +5,7 @@ mod default_policies;
 mod languages;
 mod pipeline;
 mod placement_model;
+mod reuse;
 mod sandbox;
 mod unit_cases;
 mod units_doc;

@@ -376,6 +376,7 @@ impl World {
             hold_deadline: None,
             dry_run: false,
             sampling: Sampling::Adaptive,
+            reuse_answers: true,
         };
         let (outcome, _) = self
             .state

@@ -108,6 +108,7 @@ fn record_refusals(decision: &mut Decision, refused: &[(u32, String)], chosen: O
         usage: Default::default(),
         failure: None,
         skipped: None,
+        reused: 0,
     });
     decision.chosen = chosen;
     decision.explain.outcome = match chosen {

@@ -73,6 +73,9 @@ pub struct PlaceContext<'a> {
     pub dry_run: bool,
     /// How many hosts the first pick considers.
     pub sampling: Sampling,
+    /// Whether per-host units' answers for unchanged hosts are reused
+    /// from earlier decisions (`pipeline::schedule_reusing`).
+    pub reuse_answers: bool,
 }
 
 /// One instance's pick.
@@ -227,9 +230,10 @@ impl ClusterState {
         };
         let except: BTreeSet<String> = ids.iter().cloned().collect();
         let claims_held = &self.claims;
+        let mut reuse = cx.reuse_answers.then_some(&mut self.reuse);
         // Every claimed host, computed only if a pass over every host runs.
         let all_pending = std::cell::OnceCell::new();
-        let pass = |view: Option<&Window>| {
+        let mut pass = |view: Option<&Window>| {
             let rows = view.map_or(0..columns.host_count(), |w| w.lo..w.hi);
             let hardware = ClusterState::pending_hardware(columns, claims_held, &except, rows);
             let (pending, vms) = match view {
@@ -253,6 +257,7 @@ impl ClusterState {
                 later,
                 hold_deadline: cx.hold_deadline,
                 started,
+                reuse: reuse.as_deref_mut(),
             })
         };
 

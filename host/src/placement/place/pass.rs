@@ -3,6 +3,7 @@
 //! recorded yet.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -11,7 +12,7 @@ use sandpiper_model::GroupScope;
 use super::instances::candidate_rows;
 use super::{Pick, PlaceError};
 use crate::hardware::claim::{self as hardware_claim, HardwareClaim};
-use crate::pipeline::{self, ParamValues, Policy, ScheduleRequest};
+use crate::pipeline::{self, ParamValues, Policy, Reuse, ReuseCache, ScheduleRequest, Stamp};
 use crate::placement::columns::{Columns, PendingVm, Window};
 use crate::placement::request::PlaceRequest;
 use crate::placement::resources::Resources;
@@ -38,6 +39,9 @@ pub(super) struct Pass<'a> {
     pub(super) later: Option<(&'a Policy, &'a ParamValues)>,
     pub(super) hold_deadline: Option<Instant>,
     pub(super) started: Instant,
+    /// Where per-host units' answers are kept between decisions; `None`
+    /// decides whole.
+    pub(super) reuse: Option<&'a mut ReuseCache>,
 }
 
 /// What a pass decided.
@@ -68,6 +72,7 @@ pub(super) fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
         later,
         hold_deadline,
         started,
+        mut reuse,
     } = pass;
     let (hosts, offset) = match window {
         Some(w) => (w.hosts(), w.lo),
@@ -136,13 +141,22 @@ pub(super) fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
             candidates: candidates.clone(),
             params: params.clone(),
         };
-        let mut decision =
-            pipeline::schedule(policy, &inventory, &schedule_request).map_err(|error| {
-                PlaceError::Schedule {
-                    instance: id.clone(),
-                    error: Box::new(error),
-                }
-            })?;
+        let decided = match reuse.as_deref_mut() {
+            Some(cache) => {
+                let stamps = stamps(columns, offset, host_count, &rows, &vms, &taken);
+                let reuse = Reuse {
+                    cache,
+                    view: (offset, host_count),
+                    stamps: &stamps,
+                };
+                pipeline::schedule_reusing(policy, &inventory, &schedule_request, reuse)
+            }
+            None => pipeline::schedule(policy, &inventory, &schedule_request),
+        };
+        let mut decision = decided.map_err(|error| PlaceError::Schedule {
+            instance: id.clone(),
+            error: Box::new(error),
+        })?;
         let took = super::fit::claim_hardware(&inventory, &vm, &mut decision).map(Arc::new);
         let Some(host) = decision.chosen else {
             failed_over = candidates
@@ -198,4 +212,55 @@ pub(super) fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
         resources,
         failed_over,
     }))
+}
+
+/// The stamps of the view's hosts (held rows `offset..offset + count`) for
+/// reusing per-host units' answers: each row's reported stamp with a
+/// fingerprint of what is pending on it (the sum of its claims and each
+/// claimed VM, in any order: the snapshot shows exactly these), and no
+/// reuse at all for a host with specific hardware taken.
+fn stamps(
+    columns: &Columns,
+    offset: usize,
+    count: usize,
+    pending: &[(usize, Resources)],
+    vms: &[PendingVm<'_>],
+    taken: &[(usize, &HardwareClaim)],
+) -> Vec<Stamp> {
+    static KEYS: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
+    let keys = KEYS.get_or_init(std::hash::RandomState::new);
+    let reported = columns
+        .stamps()
+        .get(offset..offset + count)
+        .unwrap_or_default();
+    let mut stamps: Vec<Stamp> = reported
+        .iter()
+        .map(|&reported| Stamp {
+            reported,
+            claimed: 0,
+        })
+        .collect();
+    if reported.len() != count {
+        return Vec::new();
+    }
+    let mut add = |row: usize, fingerprint: u64| {
+        if let Some(stamp) = row
+            .checked_sub(offset)
+            .and_then(|local| stamps.get_mut(local))
+        {
+            stamp.claimed = stamp.claimed.wrapping_add(fingerprint);
+        }
+    };
+    for &(row, sum) in pending {
+        add(row, keys.hash_one(sum.bits()));
+    }
+    for vm in vms {
+        add(vm.row, keys.hash_one((vm.id, vm.resources.bits())));
+    }
+    for &(local, _) in taken {
+        if let Some(stamp) = stamps.get_mut(local) {
+            *stamp = Stamp::NONE;
+        }
+    }
+    stamps
 }

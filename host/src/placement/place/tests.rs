@@ -86,6 +86,7 @@ fn place(
         hold_deadline: None,
         dry_run: false,
         sampling: Sampling::Adaptive,
+        reuse_answers: true,
     };
     state.place(request, &cx).map(|(outcome, _)| outcome)
 }
@@ -559,6 +560,7 @@ fn a_dry_run_claims_nothing_and_expired_claims_never_count() {
         hold_deadline: None,
         dry_run: true,
         sampling: Sampling::Adaptive,
+        reuse_answers: true,
     };
     let req = request(vm("v", 4096.0), 1, Mode::AllOrNothing);
     let (outcome, _) = state.place(&req, &cx).expect("decided");
@@ -621,6 +623,7 @@ fn a_sampled_decision_rotates_and_widens_before_saying_no() {
         hold_deadline: None,
         dry_run: false,
         sampling: Sampling::AtMost(4),
+        reuse_answers: true,
     };
     let mut chosen = Vec::new();
     for i in 0..10 {

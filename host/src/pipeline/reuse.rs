@@ -1,0 +1,347 @@
+//! Incremental decisions: a per-host unit's answers kept between decisions
+//! and reused for the hosts that did not change.
+//!
+//! A unit that declares `per-host` (WIT 0.2.0) promises that its answer for
+//! a host depends only on that host's row, the VMs on it, its index and the
+//! request apart from the VM's id and name. So an answer stays valid while
+//! three things stay the same:
+//!
+//! * **the unit**: the very unit object of the policy (a new version of a
+//!   unit, or a policy rebuilt with it, is a new object; the cache holds a
+//!   reference to each, so an address is never reused for another unit);
+//! * **the request's shape**: the VM without its id and name, the unit's
+//!   parameters and the hints, compared whole;
+//! * **the host's row**: its [`Stamp`], which the caller gives for every
+//!   host of the snapshot — a number that changes whenever anything a unit
+//!   can read about the host changes (the held inventory renews it when a
+//!   report changes the host, and adds a fingerprint of the claims pending
+//!   on it). [`Stamp::NONE`] means "do not reuse".
+//!
+//! Answers are kept per *view* (the caller's name for which hosts the
+//! snapshot's rows are: every held host, or one window of them), by row:
+//! the row is the host's index, which the promise lets a unit look at.
+//!
+//! The pipeline then calls the unit only for the hosts with no valid
+//! answer, or not at all; reused answers are combined exactly as fresh
+//! ones, and the explain record counts them. A score unit whose floor or
+//! ceiling changes for the same request broke its promise: its answers are
+//! dropped and it is called for every candidate.
+//!
+//! The cache is bounded by the answers it holds ([`MAX_ANSWERS`]); the
+//! least recently used entry goes first.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sandpiper_model::{KeyValue, Request, Vm};
+
+use crate::unit::{Role, Unit};
+
+/// What identifies the content of a host row, for reuse.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Stamp {
+    /// The host as reported: unique in the process, renewed with each
+    /// change ([`fresh_stamps`]); 0 for "never reuse".
+    pub reported: u64,
+    /// A fingerprint of the claims pending on the host; 0 for none.
+    pub claimed: u64,
+}
+
+impl Stamp {
+    /// A row whose answers must not be reused or kept.
+    pub const NONE: Stamp = Stamp {
+        reported: 0,
+        claimed: 0,
+    };
+
+    fn reusable(self) -> bool {
+        self.reported != 0
+    }
+}
+
+/// `count` reported stamps never handed out before in this process.
+pub fn fresh_stamps(count: usize) -> std::ops::Range<u64> {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let first = NEXT.fetch_add(count as u64, Ordering::Relaxed);
+    first..first + count as u64
+}
+
+/// What a decision may reuse: the cache and the stamps of the snapshot's
+/// hosts, in a view the caller names.
+pub struct Reuse<'a> {
+    pub cache: &'a mut ReuseCache,
+    /// Which hosts the snapshot's rows are (e.g. a window's first held
+    /// row and length); answers are kept per view.
+    pub view: (usize, usize),
+    /// One per host of the snapshot.
+    pub stamps: &'a [Stamp],
+}
+
+/// The most answers (one per host per entry) a cache holds: about 24 MB.
+pub const MAX_ANSWERS: usize = 1_000_000;
+
+/// Kept answers of per-host units, for one cluster.
+#[derive(Default)]
+pub struct ReuseCache {
+    entries: Vec<Entry>,
+    /// Answers held over all entries.
+    held: usize,
+    tick: u64,
+}
+
+/// A per-host filter's kept verdicts.
+pub struct FilterAnswers {
+    /// By row: the stamp the verdict was given for, and the index of its
+    /// sentence in `sentences`, or [`PASSES`].
+    verdicts: Vec<(Stamp, u32)>,
+    sentences: Vec<String>,
+    by_sentence: HashMap<String, u32>,
+}
+
+/// A verdict of "not rejected".
+pub const PASSES: u32 = u32::MAX;
+
+/// A per-host score's kept values.
+pub struct ScoreAnswers {
+    /// By row: the stamp the value was given for, and the value.
+    values: Vec<(Stamp, f64)>,
+    /// The floor and ceiling the kept values came with; `None` while none
+    /// is kept.
+    bounds: Option<(Option<f64>, Option<f64>)>,
+}
+
+enum Answers {
+    Filter(FilterAnswers),
+    Score(ScoreAnswers),
+}
+
+impl Answers {
+    fn len(&self) -> usize {
+        match self {
+            Answers::Filter(a) => a.verdicts.len(),
+            Answers::Score(a) => a.values.len(),
+        }
+    }
+}
+
+struct Entry {
+    unit: Arc<dyn Unit>,
+    view: (usize, usize),
+    vm: Arc<Vm>,
+    params: Vec<KeyValue>,
+    hints: Vec<KeyValue>,
+    answers: Answers,
+    used: u64,
+}
+
+/// The VM as the cache compares requests: without its id and name.
+pub fn shape_of(vm: &Vm) -> Arc<Vm> {
+    Arc::new(Vm {
+        id: String::new(),
+        name: String::new(),
+        ..vm.clone()
+    })
+}
+
+fn same_unit(a: &Arc<dyn Unit>, b: &Arc<dyn Unit>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+}
+
+impl ReuseCache {
+    /// The kept verdicts of `unit` as a filter for requests shaped like
+    /// `call` (its VM shaped by [`shape_of`] as `vm`) over `hosts` rows of
+    /// `view`; an empty set when there are none yet.
+    pub fn filter(
+        &mut self,
+        unit: &Arc<dyn Unit>,
+        view: (usize, usize),
+        vm: &Arc<Vm>,
+        call: &Request,
+        hosts: usize,
+    ) -> &mut FilterAnswers {
+        let entry = self.entry(unit, Role::Filter, view, vm, call, hosts);
+        match &mut entry.answers {
+            Answers::Filter(answers) => answers,
+            Answers::Score(_) => unreachable!("entries are looked up by role"),
+        }
+    }
+
+    /// The kept values of `unit` as a score; see [`ReuseCache::filter`].
+    pub fn score(
+        &mut self,
+        unit: &Arc<dyn Unit>,
+        view: (usize, usize),
+        vm: &Arc<Vm>,
+        call: &Request,
+        hosts: usize,
+    ) -> &mut ScoreAnswers {
+        let entry = self.entry(unit, Role::Score, view, vm, call, hosts);
+        match &mut entry.answers {
+            Answers::Score(answers) => answers,
+            Answers::Filter(_) => unreachable!("entries are looked up by role"),
+        }
+    }
+
+    /// Answers held over all entries.
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    fn entry(
+        &mut self,
+        unit: &Arc<dyn Unit>,
+        role: Role,
+        view: (usize, usize),
+        vm: &Arc<Vm>,
+        call: &Request,
+        hosts: usize,
+    ) -> &mut Entry {
+        self.tick += 1;
+        let found = self.entries.iter().position(|e| {
+            same_unit(&e.unit, unit)
+                && matches!(
+                    (&e.answers, role),
+                    (Answers::Filter(_), Role::Filter) | (Answers::Score(_), Role::Score)
+                )
+                && e.view == view
+                && e.answers.len() == hosts
+                && (Arc::ptr_eq(&e.vm, vm) || *e.vm == **vm)
+                && e.params == call.params
+                && e.hints == call.hints
+        });
+        let at = match found {
+            Some(at) => at,
+            None => {
+                while !self.entries.is_empty() && self.held + hosts > MAX_ANSWERS {
+                    let oldest = (0..self.entries.len())
+                        .min_by_key(|&i| self.entries[i].used)
+                        .unwrap_or(0);
+                    let gone = self.entries.swap_remove(oldest);
+                    self.held -= gone.answers.len();
+                }
+                let answers = match role {
+                    Role::Score => Answers::Score(ScoreAnswers {
+                        values: vec![(Stamp::NONE, 0.0); hosts],
+                        bounds: None,
+                    }),
+                    _ => Answers::Filter(FilterAnswers {
+                        verdicts: vec![(Stamp::NONE, PASSES); hosts],
+                        sentences: Vec::new(),
+                        by_sentence: HashMap::new(),
+                    }),
+                };
+                self.held += hosts;
+                self.entries.push(Entry {
+                    unit: Arc::clone(unit),
+                    view,
+                    vm: Arc::clone(vm),
+                    params: call.params.clone(),
+                    hints: call.hints.clone(),
+                    answers,
+                    used: 0,
+                });
+                self.entries.len() - 1
+            }
+        };
+        let entry = &mut self.entries[at];
+        entry.used = self.tick;
+        entry
+    }
+}
+
+impl FilterAnswers {
+    /// The kept verdict on row `host` if it was given for `stamp`: the
+    /// sentence it was rejected for, or `Some(None)` when it passed.
+    pub fn get(&self, host: u32, stamp: Stamp) -> Option<Option<&str>> {
+        if !stamp.reusable() {
+            return None;
+        }
+        let &(kept, verdict) = self.verdicts.get(host as usize)?;
+        (kept == stamp)
+            .then(|| (verdict != PASSES).then(|| self.sentences[verdict as usize].as_str()))
+    }
+
+    /// Keeps a fresh verdict: `rejected_for` is the sentence, `None` for
+    /// a pass.
+    pub fn put(&mut self, host: u32, stamp: Stamp, rejected_for: Option<&str>) {
+        if !stamp.reusable() {
+            return;
+        }
+        let verdict = match rejected_for {
+            None => PASSES,
+            Some(sentence) => match self.by_sentence.get(sentence) {
+                Some(&at) => at,
+                None => {
+                    let at = self.sentences.len() as u32;
+                    self.sentences.push(sentence.to_owned());
+                    self.by_sentence.insert(sentence.to_owned(), at);
+                    at
+                }
+            },
+        };
+        if let Some(slot) = self.verdicts.get_mut(host as usize) {
+            *slot = (stamp, verdict);
+        }
+    }
+
+    /// Forgets every verdict when the sentences kept outgrow the rows (a
+    /// reason with per-host figures leaves one sentence per host, and the
+    /// old ones are never looked up again).
+    pub fn trim(&mut self) {
+        if self.sentences.len() > 2 * self.verdicts.len() + 64 {
+            self.sentences.clear();
+            self.by_sentence.clear();
+            self.verdicts.fill((Stamp::NONE, PASSES));
+        }
+    }
+}
+
+impl ScoreAnswers {
+    /// The kept value of row `host` if it was given for `stamp`.
+    pub fn get(&self, host: u32, stamp: Stamp) -> Option<f64> {
+        if !stamp.reusable() {
+            return None;
+        }
+        let &(kept, value) = self.values.get(host as usize)?;
+        (kept == stamp).then_some(value)
+    }
+
+    /// The floor and ceiling the kept values came with.
+    pub fn bounds(&self) -> Option<(Option<f64>, Option<f64>)> {
+        self.bounds
+    }
+
+    /// Keeps fresh values given with `bounds`. Values kept with other
+    /// bounds are forgotten first: the unit broke its promise, and nothing
+    /// it said before can be trusted.
+    pub fn put(
+        &mut self,
+        fresh: impl Iterator<Item = (u32, Stamp, f64)>,
+        bounds: (Option<f64>, Option<f64>),
+    ) {
+        if self.bounds.is_some_and(|kept| !same_bounds(kept, bounds)) {
+            self.forget();
+        }
+        self.bounds = Some(bounds);
+        for (host, stamp, value) in fresh {
+            if stamp.reusable()
+                && let Some(slot) = self.values.get_mut(host as usize)
+            {
+                *slot = (stamp, value);
+            }
+        }
+    }
+
+    /// Forgets every kept value.
+    pub fn forget(&mut self) {
+        self.values.fill((Stamp::NONE, 0.0));
+        self.bounds = None;
+    }
+}
+
+/// Whether two (floor, ceiling) pairs are the same numbers, bit for bit.
+pub fn same_bounds(a: (Option<f64>, Option<f64>), b: (Option<f64>, Option<f64>)) -> bool {
+    let bits = |x: Option<f64>| x.map(f64::to_bits);
+    bits(a.0) == bits(b.0) && bits(a.1) == bits(b.1)
+}
