@@ -30,6 +30,7 @@ impl Unit for AggregateCoreFilter {
              AggregateCoreFilter).",
         )
         .with_param(Resource::Cpu.ratio_param().spec())
+        .per_host()
     }
 }
 

@@ -30,6 +30,7 @@ impl Unit for AggregateDiskFilter {
              AggregateDiskFilter).",
         )
         .with_param(Resource::Disk.ratio_param().spec())
+        .per_host()
     }
 }
 

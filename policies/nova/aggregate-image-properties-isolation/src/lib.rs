@@ -51,6 +51,7 @@ impl Unit for AggregateImagePropertiesIsolation {
             "^[^\\n]*$",
         ))
         .applies_to([RequestProperty::ImageProperty(String::new())])
+        .per_host()
     }
 }
 

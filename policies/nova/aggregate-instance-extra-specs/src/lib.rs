@@ -44,6 +44,7 @@ impl Unit for AggregateInstanceExtraSpecsFilter {
              AggregateInstanceExtraSpecsFilter).",
         )
         .applies_to([RequestProperty::ExtraSpec(String::new())])
+        .per_host()
     }
 }
 

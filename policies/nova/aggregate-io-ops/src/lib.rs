@@ -23,6 +23,7 @@ impl Unit for AggregateIoOpsFilter {
              (Nova's AggregateIoOpsFilter).",
         )
         .with_param(Count::IoOps.param().spec())
+        .per_host()
     }
 }
 

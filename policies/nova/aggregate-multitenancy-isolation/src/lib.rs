@@ -29,6 +29,7 @@ impl Unit for AggregateMultiTenancyIsolation {
              filter_tenant_id) for tenants other than the VM's (Nova's \
              AggregateMultiTenancyIsolation).",
         )
+        .per_host()
     }
 }
 

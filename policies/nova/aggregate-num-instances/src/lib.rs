@@ -24,6 +24,7 @@ impl Unit for AggregateNumInstancesFilter {
              AggregateNumInstancesFilter).",
         )
         .with_param(Count::Instances.param().spec())
+        .per_host()
     }
 }
 

@@ -30,6 +30,7 @@ impl Unit for AggregateRamFilter {
              AggregateRamFilter).",
         )
         .with_param(Resource::Ram.ratio_param().spec())
+        .per_host()
     }
 }
 

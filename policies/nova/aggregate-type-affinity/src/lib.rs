@@ -26,6 +26,7 @@ impl Unit for AggregateTypeAffinityFilter {
             "Rejects hosts whose aggregates' instance_type metadata does not list the VM's \
              flavor (Nova's AggregateTypeAffinityFilter).",
         )
+        .per_host()
     }
 }
 

@@ -15,6 +15,7 @@ impl Unit for AllHostsFilter {
             "AllHostsFilter",
             "Passes every host (Nova's AllHostsFilter, a no-op).",
         )
+        .per_host()
     }
 }
 

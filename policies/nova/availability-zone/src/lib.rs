@@ -46,6 +46,7 @@ impl Unit for AvailabilityZoneFilter {
             "^[^\\n]*$",
         ))
         .applies_to([RequestProperty::Hint(AVAILABILITY_ZONE_HINT.to_owned())])
+        .per_host()
     }
 }
 

@@ -31,6 +31,7 @@ impl Unit for BuildFailureWeigher {
              multiplier is negated).",
         )
         .with_score_order(ScoreOrder::LowerIsBetter)
+        .per_host()
     }
 }
 

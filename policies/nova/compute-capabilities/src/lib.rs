@@ -61,6 +61,7 @@ impl Unit for ComputeCapabilitiesFilter {
              ComputeCapabilitiesFilter).",
         )
         .applies_to([RequestProperty::ExtraSpec(String::new())])
+        .per_host()
     }
 }
 

@@ -21,6 +21,7 @@ impl Unit for ComputeFilter {
             "ComputeFilter",
             "Rejects hosts whose compute service is disabled or not up (Nova's ComputeFilter).",
         )
+        .per_host()
     }
 }
 

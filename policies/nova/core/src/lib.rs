@@ -25,6 +25,7 @@ impl Unit for CoreFilter {
              legacy CoreFilter).",
         )
         .with_param(Resource::Cpu.ratio_param().spec())
+        .per_host()
     }
 }
 

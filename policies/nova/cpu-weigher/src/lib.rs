@@ -40,6 +40,7 @@ impl Unit for CpuWeigher {
         .with_score_order(ScoreOrder::HigherIsBetter)
         .with_param(CPU_ALLOCATION_RATIO.spec())
         .with_param(REVERSE.spec())
+        .per_host()
     }
 }
 

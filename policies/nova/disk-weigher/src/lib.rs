@@ -33,6 +33,7 @@ impl Unit for DiskWeigher {
         )
         .with_score_order(ScoreOrder::HigherIsBetter)
         .with_param(REVERSE.spec())
+        .per_host()
     }
 }
 

@@ -25,6 +25,7 @@ impl Unit for DiskFilter {
              (Nova's legacy DiskFilter).",
         )
         .with_param(Resource::Disk.ratio_param().spec())
+        .per_host()
     }
 }
 

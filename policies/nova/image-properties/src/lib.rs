@@ -133,6 +133,7 @@ impl Unit for ImagePropertiesFilter {
             "",
             "^[a-zA-Z0-9_]*$",
         ))
+        .per_host()
     }
 }
 

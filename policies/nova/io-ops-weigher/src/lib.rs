@@ -34,6 +34,7 @@ impl Unit for IoOpsWeigher {
         )
         .with_score_order(ScoreOrder::LowerIsBetter)
         .with_param(REVERSE.spec())
+        .per_host()
     }
 }
 

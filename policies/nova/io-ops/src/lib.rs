@@ -19,6 +19,7 @@ impl Unit for IoOpsFilter {
              migrating (Nova's IoOpsFilter).",
         )
         .with_param(Count::IoOps.param().spec())
+        .per_host()
     }
 }
 

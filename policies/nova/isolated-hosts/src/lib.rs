@@ -66,6 +66,7 @@ impl Unit for IsolatedHostsFilter {
             "true",
             "^(true|false)$",
         ))
+        .per_host()
     }
 }
 

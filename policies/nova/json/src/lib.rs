@@ -78,6 +78,7 @@ impl Unit for JsonFilter {
              grammar over host variables such as $free_ram_mb (Nova's JsonFilter).",
         )
         .applies_to([RequestProperty::Hint(QUERY_HINT.to_owned())])
+        .per_host()
     }
 }
 

@@ -60,6 +60,7 @@ impl Unit for MetricsWeigher {
             "true",
             "^(true|false)$",
         ))
+        .per_host()
     }
 }
 

@@ -26,6 +26,7 @@ impl Unit for MetricsFilter {
              (Nova's MetricsFilter).",
         )
         .with_param(METRICS_WEIGHT_SETTING.spec())
+        .per_host()
     }
 }
 

@@ -33,6 +33,7 @@ impl Unit for NumInstancesWeigher {
         )
         .with_score_order(ScoreOrder::LowerIsBetter)
         .with_param(REVERSE.spec())
+        .per_host()
     }
 }
 

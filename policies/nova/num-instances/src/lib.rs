@@ -19,6 +19,7 @@ impl Unit for NumInstancesFilter {
              NumInstancesFilter).",
         )
         .with_param(Count::Instances.param().spec())
+        .per_host()
     }
 }
 

@@ -20,6 +20,9 @@
 //! fit which host cell and what was short, with figures (Nova logs "does
 //! not fit"); Nova's network NUMA affinity (`network_metadata`) and
 //! Placement's candidate mappings have no counterpart.
+//!
+//! Per-host: the fitter starts with host 0's ratios only because it needs
+//! some; every host is checked with its own.
 
 use sandpiper_guest::prelude::*;
 use sandpiper_hardware::{Fitter, Limits, Options, Wanted};
@@ -43,6 +46,7 @@ impl Unit for NumaTopologyFilter {
             RequestProperty::CpuPinning,
             RequestProperty::PageSize,
         ])
+        .per_host()
     }
 }
 

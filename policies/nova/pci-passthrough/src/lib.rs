@@ -31,6 +31,7 @@ impl Unit for PciPassthroughFilter {
              PciPassthroughFilter).",
         )
         .applies_to([RequestProperty::PciDevices])
+        .per_host()
     }
 }
 

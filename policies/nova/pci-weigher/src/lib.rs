@@ -35,6 +35,7 @@ impl Unit for PciWeigher {
              requests that need them (Nova's PCIWeigher, raw weight 100 - min(free, 99)).",
         )
         .with_score_order(ScoreOrder::HigherIsBetter)
+        .per_host()
     }
 }
 

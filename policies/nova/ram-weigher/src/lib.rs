@@ -32,6 +32,7 @@ impl Unit for RamWeigher {
         )
         .with_score_order(ScoreOrder::HigherIsBetter)
         .with_param(REVERSE.spec())
+        .per_host()
     }
 }
 

@@ -25,6 +25,7 @@ impl Unit for RamFilter {
              legacy RamFilter).",
         )
         .with_param(Resource::Ram.ratio_param().spec())
+        .per_host()
     }
 }
 

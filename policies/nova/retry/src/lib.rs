@@ -29,6 +29,7 @@ impl Unit for RetryFilter {
              repeated hint `retry_hosts` (Nova's legacy RetryFilter).",
         )
         .applies_to([RequestProperty::Hint(RETRY_HOSTS_HINT.to_owned())])
+        .per_host()
     }
 }
 

@@ -9,6 +9,8 @@
 //! Data: the running VMs' `id` and host columns (pending placements
 //! included); the hint repeats its key for several instances. The shared
 //! logic is `sandpiper_nova_ops::instances`.
+//!
+//! Per-host: a host's verdict reads only the ids of the VMs on it.
 
 use sandpiper_guest::prelude::*;
 use sandpiper_nova_ops::instances::{self, Wanted};
@@ -27,6 +29,7 @@ impl Unit for SameHostFilter {
              SameHostFilter).",
         )
         .applies_to([RequestProperty::Hint(SAME_HOST_HINT.to_owned())])
+        .per_host()
     }
 }
 

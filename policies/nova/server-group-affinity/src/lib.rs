@@ -12,6 +12,9 @@
 //! members run, pending placements included. Groups of other kinds (soft,
 //! anti-affinity, VM-to-host) are for other units. Nova gives an instance
 //! at most one server group; a VM in several such groups must satisfy each.
+//!
+//! Per-host: where the members run comes from the request's group, not
+//! from other hosts' VMs.
 
 use sandpiper_guest::model::GroupScope;
 use sandpiper_guest::prelude::*;
@@ -27,6 +30,7 @@ impl Unit for ServerGroupAffinityFilter {
              server group (Nova's ServerGroupAffinityFilter).",
         )
         .applies_to([RequestProperty::Groups])
+        .per_host()
     }
 }
 

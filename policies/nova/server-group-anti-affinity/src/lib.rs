@@ -18,6 +18,9 @@
 //!
 //! Where we differ from Nova: a rule that is not a positive integer is
 //! refused by Nova's API; here it rejects every host with the reason.
+//!
+//! Per-host: where the members run comes from the request's group, not
+//! from other hosts' VMs.
 
 use sandpiper_guest::model::GroupScope;
 use sandpiper_guest::prelude::*;
@@ -40,6 +43,7 @@ impl Unit for ServerGroupAntiAffinityFilter {
              VM's hard anti-affinity server group (Nova's ServerGroupAntiAffinityFilter).",
         )
         .applies_to([RequestProperty::Groups])
+        .per_host()
     }
 }
 

@@ -40,6 +40,7 @@ impl Unit for SimpleCidrAffinityFilter {
              hint with the `cidr` hint (default /24) (Nova's SimpleCIDRAffinityFilter).",
         )
         .applies_to([RequestProperty::Hint(BUILD_NEAR_HOST_IP_HINT.to_owned())])
+        .per_host()
     }
 }
 

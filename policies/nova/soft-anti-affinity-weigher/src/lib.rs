@@ -14,6 +14,9 @@
 //! *other* members, so it does not. A VM in several such groups (Nova
 //! allows one) sums them, each weighted by its `priority` (1 by default,
 //! which is Nova's count).
+//!
+//! Per-host: where the members run comes from the request's group, not
+//! from other hosts' VMs.
 
 use sandpiper_guest::prelude::*;
 use sandpiper_nova_ops::weighers::soft_group_members;
@@ -30,6 +33,7 @@ impl Unit for SoftAntiAffinityWeigher {
         )
         .with_score_order(ScoreOrder::HigherIsBetter)
         .applies_to([RequestProperty::Groups])
+        .per_host()
     }
 }
 

@@ -21,6 +21,7 @@ impl Unit for ClusterInMaintenance {
             "Rejects every host for a VM start unless the VM is highly available; running VMs \
              may still migrate.",
         )
+        .per_host()
     }
 }
 

@@ -28,6 +28,7 @@ impl Unit for CompatibilityVersion {
              compatibility version.",
         )
         .applies_to([RequestProperty::CompatibilityVersion])
+        .per_host()
     }
 }
 

@@ -43,6 +43,7 @@ impl Unit for CpuLevel {
              passthrough starts anywhere and migrates only to hosts with all its flags.",
         )
         .applies_to([RequestProperty::CpuModel, RequestProperty::CpuFlags])
+        .per_host()
     }
 }
 

@@ -38,6 +38,7 @@ impl Unit for CpuAndNumaPinning {
              its CPU pinning, 1000 the others and hosts without NUMA.",
         )
         .applies_to([RequestProperty::NumaTopology])
+        .per_host()
     }
 }
 

@@ -43,6 +43,7 @@ impl Unit for CpuOverloaded {
         .with_param(params::high_utilization(DEFAULT_HIGH_UTILIZATION))
         .with_param(params::cpu_over_commit_duration_minutes())
         .with_param(params::count_threads_as_cores())
+        .per_host()
     }
 }
 

@@ -50,6 +50,7 @@ impl Unit for CpuPinning {
             RequestProperty::CpuPinning,
             RequestProperty::ExtraSpec(CPU_PINNING_PREFIX.to_owned()),
         ])
+        .per_host()
     }
 }
 

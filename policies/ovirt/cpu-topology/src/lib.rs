@@ -68,6 +68,7 @@ impl Unit for CpuTopology {
             "Rejects hosts without a known CPU topology, and hosts whose topology cannot serve \
              the VM's resize-and-pin-NUMA or dedicated CPU pinning policy.",
         )
+        .per_host()
     }
 }
 

@@ -27,6 +27,7 @@ impl Unit for CpuFilter {
              true) than the VM has vCPUs.",
         )
         .with_param(params::count_threads_as_cores())
+        .per_host()
     }
 }
 

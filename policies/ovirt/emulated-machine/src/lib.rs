@@ -23,6 +23,7 @@ impl Unit for EmulatedMachine {
             "Rejects hosts whose emulator does not support the VM's machine type.",
         )
         .applies_to([RequestProperty::MachineType])
+        .per_host()
     }
 }
 

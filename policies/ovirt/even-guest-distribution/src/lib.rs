@@ -33,6 +33,10 @@
 //! Data: `vm-count`, `vm-pending-count`, the `spm` flag; for the balancer
 //! also the CPU and memory columns and the running VMs' host, flags,
 //! memory, vCPUs and CPU usage.
+//!
+//! Per-host: the score reads only the host's own row; the balancer
+//! answers with one migration, not per host, so the promise does not
+//! concern it.
 
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::balancing::{self, BalancePlan, Cluster, DestinationLimits};
@@ -63,6 +67,7 @@ impl Unit for EvenGuestDistribution {
         .with_param(params::max_free_memory_for_over_utilized())
         .with_param(params::max_memory_over_commit())
         .with_score_order(ScoreOrder::LowerIsBetter)
+        .per_host()
     }
 }
 

@@ -38,6 +38,7 @@ impl Unit for HugePages {
              memory.",
         )
         .applies_to([RequestProperty::PageSize])
+        .per_host()
     }
 }
 

@@ -30,6 +30,7 @@ impl Unit for MDevice {
              too few free instances of it.",
         )
         .applies_to([RequestProperty::MdevTypes])
+        .per_host()
     }
 }
 

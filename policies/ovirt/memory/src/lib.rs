@@ -40,6 +40,7 @@ impl Unit for MemoryFilter {
              schedulable memory under the over-commit limit cannot guarantee it.",
         )
         .with_param(params::max_memory_over_commit())
+        .per_host()
     }
 }
 

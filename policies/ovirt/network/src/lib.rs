@@ -32,6 +32,7 @@ impl Unit for NetworkFilter {
             "Rejects hosts that are not attached to every network the VM's interfaces need.",
         )
         .applies_to([RequestProperty::Networks])
+        .per_host()
     }
 }
 

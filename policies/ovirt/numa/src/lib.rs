@@ -46,6 +46,7 @@ impl Unit for Numa {
             RequestProperty::NumaTopology,
             RequestProperty::ExtraSpec(PINNING_POLICY_SPEC.to_owned()),
         ])
+        .per_host()
     }
 }
 

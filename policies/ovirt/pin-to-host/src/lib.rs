@@ -27,6 +27,7 @@ impl Unit for PinToHost {
             RequestProperty::DedicatedHosts,
             RequestProperty::CurrentHost,
         ])
+        .per_host()
     }
 }
 

@@ -32,6 +32,7 @@ impl Unit for PreferredHosts {
         )
         .with_score_order(ScoreOrder::LowerIsBetter)
         .applies_to([RequestProperty::DedicatedHosts])
+        .per_host()
     }
 }
 

@@ -36,6 +36,7 @@ impl Unit for SwapFilter {
              of physical memory, over MaximumAllowedSwapUsage.",
         )
         .with_param(params::maximum_allowed_swap_usage())
+        .per_host()
     }
 }
 
