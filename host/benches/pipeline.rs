@@ -14,6 +14,13 @@
 //! Every unit's median call time is printed per size (`unit ... role=`):
 //! that is each unit's cost at 10,000 hosts, sandboxed and native.
 //!
+//! Both policies at 10,000 hosts are then decided **incrementally**
+//! (`mode=incremental`), as a held cluster decides a steady stream of
+//! requests of one shape: per-host units' answers are kept between
+//! decisions (`pipeline::schedule_reusing`) and before each decision
+//! `CHANGED_PER_DECISION` hosts change (new stamps, as a report or a claim
+//! gives them), so the units are asked about those hosts only.
+//!
 //! Run with: `cargo bench --bench pipeline` (figures in docs/performance.md).
 
 use std::hint::black_box;
@@ -23,8 +30,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use sandpiper::builtin::{BuiltinPolicy, UNITS};
 use sandpiper::pipeline::{
-    Decision, OnFailure, Policy, ScheduleError, ScheduleRequest, schedule,
-    schedule_calling_every_unit,
+    Decision, OnFailure, Policy, Reuse, ReuseCache, ScheduleError, ScheduleRequest, Stamp,
+    fresh_stamps, schedule, schedule_calling_every_unit, schedule_reusing,
 };
 use sandpiper::sandbox::{Limits, Runtime};
 use sandpiper::unit::Unit;
@@ -43,6 +50,8 @@ const MAX_RUNS: usize = 201;
 const WARMUP_RUNS: usize = 5;
 /// Hosts the default policy runs over.
 const DEFAULT_POLICY_HOSTS: usize = 10_000;
+/// Hosts that change between two incremental decisions.
+const CHANGED_PER_DECISION: usize = 10;
 /// Seed of the synthetic cluster generator: every run sees the same cluster.
 const SEED: u64 = 0x5A4D_9195_0B1E_C7ED;
 
@@ -97,6 +106,9 @@ fn main() -> anyhow::Result<()> {
             &request,
             schedule,
         )?;
+        if hosts == DEFAULT_POLICY_HOSTS {
+            measure_incremental(&label, [&wasm_policy, &native_policy], &inventory, &request)?;
+        }
         let instantiate = instantiate_median(wasm[0].as_ref(), &inventory, runs_for(hosts))?;
         println!(
             "  instantiate hosts={hosts} median_us={:.1}",
@@ -149,6 +161,67 @@ fn main() -> anyhow::Result<()> {
         "default_policy name={} hosts={hosts} wasm_skips_off_over_on={:.2}",
         spec.name,
         ratio(off, on)
+    );
+    measure_incremental(&label("on"), policies, &inventory, &request)?;
+    Ok(())
+}
+
+/// Decides `policies` (`[sandboxed, native]`) interleaved as a held
+/// cluster does a stream of one request shape: each keeps its per-host
+/// units' answers, and before each decision `CHANGED_PER_DECISION` random
+/// hosts get new stamps, so only they are asked about again. Prints the
+/// medians, their ratio and the answers reused per decision.
+fn measure_incremental(
+    label: &str,
+    policies: [&Policy; 2],
+    inventory: &Arc<Inventory>,
+    request: &ScheduleRequest,
+) -> anyhow::Result<()> {
+    let hosts = inventory.host_count();
+    let runs = runs_for(hosts);
+    let mut caches = [ReuseCache::default(), ReuseCache::default()];
+    let mut stamps: Vec<Stamp> = fresh_stamps(hosts)
+        .map(|reported| Stamp {
+            reported,
+            claimed: 0,
+        })
+        .collect();
+    let mut rng = SplitMix(SEED);
+    let mut samples: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    let mut reused = 0;
+    for i in 0..WARMUP_RUNS + runs {
+        for _ in 0..CHANGED_PER_DECISION {
+            let host = (rng.next() % hosts as u64) as usize;
+            stamps[host].reported = fresh_stamps(1).start;
+        }
+        let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+        for k in order {
+            let reuse = Reuse {
+                cache: &mut caches[k],
+                view: (0, hosts),
+                stamps: &stamps,
+            };
+            let start = Instant::now();
+            let decision = black_box(schedule_reusing(policies[k], inventory, request, reuse))
+                .context("scheduling")?;
+            let elapsed = start.elapsed();
+            if i >= WARMUP_RUNS {
+                samples[k].push(elapsed);
+                let explain = &decision.explain;
+                reused = explain.filters.iter().map(|f| f.reused).sum::<usize>()
+                    + explain.scores.iter().map(|s| s.reused).sum::<usize>();
+            }
+        }
+    }
+    let [mut wasm, mut native] = samples;
+    let (w, n) = (median(&mut wasm), median(&mut native));
+    println!(
+        "{label} mode=incremental changed_per_decision={CHANGED_PER_DECISION} runs={runs} wasm_median_us={} native_median_us={} ratio={:.2} wasm_min_us={} native_min_us={} reused_answers={reused}",
+        w.as_micros(),
+        n.as_micros(),
+        ratio(w, n),
+        fastest(&wasm).as_micros(),
+        fastest(&native).as_micros(),
     );
     Ok(())
 }

@@ -19,6 +19,7 @@ mod openapi;
 mod operations;
 mod ovirt;
 mod rebalance;
+mod reuse;
 mod roles;
 mod simulations;
 mod support;

@@ -67,6 +67,14 @@ pub struct FilterSummary {
     /// this request (`unit-info.applies-to`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    /// Candidates whose verdict was reused from an earlier decision, not
+    /// asked for (a `per-host` unit; the host and the request unchanged).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reused: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// One rejection reason.
@@ -88,6 +96,9 @@ pub struct ScoreSummary {
     /// Why the unit was not called (see [`FilterSummary::skipped`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    /// Candidates whose score was reused (see [`FilterSummary::reused`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reused: usize,
 }
 
 impl ExplainSummary {
@@ -120,6 +131,7 @@ impl ExplainSummary {
                     other_hosts: groups[listed..].iter().map(|g| g.hosts.len()).sum(),
                     failure: f.failure.clone(),
                     skipped: f.skipped.clone(),
+                    reused: f.reused,
                 }
             })
             .collect();
@@ -132,6 +144,7 @@ impl ExplainSummary {
                 called: s.called,
                 failure: s.failure.clone(),
                 skipped: s.skipped.clone(),
+                reused: s.reused,
             })
             .collect();
         let (outcome, winner, tied_with) = match &explain.outcome {
