@@ -62,6 +62,9 @@ pub fn explain(record: &Value) -> String {
     let mut filters = Table::new(["  UNIT", "IN", "OUT", "REJECTED"]);
     for f in record["filters"].as_array().into_iter().flatten() {
         let mut reasons = rejections(f);
+        if let Some(reused) = f["reused"].as_u64().filter(|&n| n > 0) {
+            reasons.push(format!("{reused} verdicts reused from earlier decisions"));
+        }
         if let Some(why) = f["skipped"].as_str() {
             reasons.insert(0, format!("skipped: {why}"));
         }
@@ -103,7 +106,10 @@ pub fn explain(record: &Value) -> String {
                 (Value::Object(f), _) => format!("failed: {}", cell(&f["message"])),
                 _ if s["skipped"].is_string() => format!("skipped: {}", cell(&s["skipped"])),
                 (_, Some(false)) => "not called (one candidate left)".to_owned(),
-                _ => "called".to_owned(),
+                _ => match s["reused"].as_u64().filter(|&n| n > 0) {
+                    Some(reused) => format!("called, {reused} scores reused"),
+                    None => "called".to_owned(),
+                },
             };
             let _ = writeln!(
                 out,

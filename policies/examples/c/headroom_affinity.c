@@ -34,6 +34,8 @@ static const sp_unit_t UNIT = {
     /* Every request (it always has memory to check). */
     NULL,
     0,
+    /* Per host: a host's verdict and score read only that host. */
+    true,
 };
 
 /* The first of the VM's required CPU flags the host lacks; false when none. */

@@ -40,6 +40,8 @@ const INFO = unitInfo(
       ),
     ],
     scoreOrder: 'higher-is-better',
+    // A host's verdict and score read only that host (types.unit-info.per-host).
+    perHost: true,
   },
 );
 

@@ -354,13 +354,14 @@ pub fn dump(db: &Path) -> String {
         )))
 }
 
-/// `value` without the `usage` records (time and fuel spent), which differ
-/// from run to run.
+/// `value` without what differs from run to run and is not the decision:
+/// the `usage` records (time and fuel spent), and how many answers were
+/// `reused` from earlier decisions (a cache, empty after a restart).
 pub fn without_usage(value: &Value) -> Value {
     match value {
         Value::Object(map) => Value::Object(
             map.iter()
-                .filter(|(k, _)| k.as_str() != "usage")
+                .filter(|(k, _)| !matches!(k.as_str(), "usage" | "reused"))
                 .map(|(k, v)| (k.clone(), without_usage(v)))
                 .collect(),
         ),

@@ -291,7 +291,7 @@ fn looping_unit(language: Language) -> WasmUnit {
              class Metadata(exports.Metadata):\n\
              \x20   def info(self):\n\
              \x20       return UnitInfo('Spin', 'Never answers.', [], ScoreOrder.LOWER_IS_BETTER,\n\
-             \x20                       AppliesTo_EveryRequest())\n\
+             \x20                       AppliesTo_EveryRequest(), False)\n\
              class Filter(exports.Filter):\n\
              \x20   def filter(self, request, candidates):\n\
              \x20       n = 0\n\
@@ -305,7 +305,7 @@ fn looping_unit(language: Language) -> WasmUnit {
         Language::Js => (
             "spin.js",
             "export const metadata = { info: () => ({ name: 'Spin', description: 'Never answers.', \
-             params: [], scoreOrder: 'lower-is-better', appliesTo: { tag: 'every-request' } }) };\n\
+             params: [], scoreOrder: 'lower-is-better', appliesTo: { tag: 'every-request' }, perHost: false }) };\n\
              export const filter = { filter(request, candidates) { let n = 0; for (;;) { n++; } } };\n\
              export const score = { score(request, candidates) { for (;;) {} } };\n",
         ),
@@ -313,7 +313,7 @@ fn looping_unit(language: Language) -> WasmUnit {
             "spin.c",
             "#include \"sandpiper.h\"\n\
              static const sp_unit_t UNIT = {\"Spin\", \"Never answers.\", NULL, 0,\n\
-             \x20   SANDPIPER_POLICY_TYPES_SCORE_ORDER_LOWER_IS_BETTER, NULL, 0};\n\
+             \x20   SANDPIPER_POLICY_TYPES_SCORE_ORDER_LOWER_IS_BETTER, NULL, 0, false};\n\
              void exports_sandpiper_policy_metadata_info(exports_sandpiper_policy_metadata_unit_info_t *ret) {\n\
              \x20 sp_unit_info(&UNIT, ret);\n}\n\
              static volatile unsigned long long spins;\n\

@@ -23,6 +23,8 @@ static const sp_unit_t UNIT = {
     /* The requests it concerns (none listed: every request). */
     NULL,
     0,
+    /* Per host (`unit-info.per-host`): a host's answer reads only that host. */
+    true,
 };
 
 void exports_sandpiper_policy_metadata_info(exports_sandpiper_policy_metadata_unit_info_t *ret) {

@@ -34,6 +34,8 @@ const INFO = unitInfo('{{name}}', 'Keeps MinFreeMib of memory free on every host
     ),
   ],
   scoreOrder: 'higher-is-better',
+  // A host's verdict and score read only that host (types.unit-info.per-host).
+  perHost: true,
 });
 
 export const metadata = {

@@ -25,6 +25,8 @@ INFO = sandpiper.unit_info(
         ),
     ],
     score_order=ScoreOrder.HIGHER_IS_BETTER,
+    # A host's verdict and score read only that host (types.unit-info.per-host).
+    per_host=True,
 )
 
 

@@ -23,6 +23,8 @@ impl Unit for {{type}} {
                 "^[0-9]{1,9}$",
             ))
             .with_score_order(ScoreOrder::HigherIsBetter)
+            // A host's answer reads only that host (`unit-info.per-host`).
+            .per_host()
     }
 }
 {{#filter}}

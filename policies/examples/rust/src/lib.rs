@@ -40,6 +40,8 @@ impl Unit for HeadroomAffinity {
             "^[A-Za-z0-9_.:/-]{1,64}$",
         ))
         .with_score_order(ScoreOrder::HigherIsBetter)
+        // A host's verdict and score read only that host.
+        .per_host()
     }
 }
 
