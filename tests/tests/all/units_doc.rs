@@ -1,8 +1,9 @@
 //! Keeps `docs/units.md` honest: every built-in unit has an entry there
 //! (a `#### `Name`` heading) giving its kind, its crate and every parameter
 //! it declares with the declared pattern and default, and every entry and
-//! parameter line there belongs to a built-in unit. A failure lists every
-//! difference.
+//! parameter line there belongs to a built-in unit; and that its per-host
+//! table has one row per built-in unit agreeing with the unit's `per_host`
+//! declaration. A failure lists every difference.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -19,6 +20,10 @@ const KIND_PREFIX: &str = "- **Kind**: ";
 const CRATE_PREFIX: &str = "- **Crate**: ";
 /// Opens a parameter line: `  - `Name`: pattern `...`, default ...`.
 const PARAM_PREFIX: &str = "  - `";
+/// The heading of the per-host table.
+const PER_HOST_HEADING: &str = "## Per-host units";
+/// Opens a row of that table: `| `Name` | yes | |`.
+const ROW_PREFIX: &str = "| `";
 
 fn units_doc() -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/units.md");
@@ -164,6 +169,66 @@ fn units_doc_has_an_entry_for_every_builtin_unit_with_its_kind_and_parameters() 
         "docs/units.md disagrees with the built-in units ({} entries, {} units):\n{}",
         entries.len(),
         units.len(),
+        failures.join("\n")
+    );
+}
+
+/// The per-host table's rows, `(name, per-host)`, in page order; a row
+/// whose second cell is neither `yes` nor `no` reads as `None`.
+fn per_host_rows(doc: &str) -> Vec<(String, Option<bool>)> {
+    doc.lines()
+        .skip_while(|line| *line != PER_HOST_HEADING)
+        .skip(1)
+        .take_while(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix(ROW_PREFIX)?.split_once('`')?;
+            let cell = rest
+                .trim_start_matches([' ', '|'])
+                .split('|')
+                .next()?
+                .trim();
+            let per_host = match cell {
+                "yes" => Some(true),
+                "no" => Some(false),
+                _ => None,
+            };
+            Some((name.to_owned(), per_host))
+        })
+        .collect()
+}
+
+#[test]
+fn units_doc_per_host_table_agrees_with_every_builtin_unit() {
+    let doc = units_doc();
+    let rows = per_host_rows(&doc);
+    let units = builtin_units();
+    let mut failures = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (name, per_host) in &rows {
+        if !seen.insert(name.as_str()) {
+            failures.push(format!("{name}: more than one per-host row"));
+        }
+        match (units.get(name), per_host) {
+            (None, _) => failures.push(format!("{name}: a per-host row, but no such unit")),
+            (Some(_), None) => failures.push(format!("{name}: per-host is neither yes nor no")),
+            (Some((_, native)), Some(documented)) if native.info.per_host != *documented => {
+                failures.push(format!(
+                    "{name}: declares per_host {}, the table says {}",
+                    native.info.per_host,
+                    if *documented { "yes" } else { "no" }
+                ))
+            }
+            _ => {}
+        }
+    }
+    for name in units.keys() {
+        if !seen.contains(name.as_str()) {
+            failures.push(format!("{name}: no row in `{PER_HOST_HEADING}`"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "docs/units.md's per-host table disagrees with the built-in units:\n{}",
         failures.join("\n")
     );
 }
