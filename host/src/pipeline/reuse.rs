@@ -55,7 +55,8 @@ impl Stamp {
         claimed: 0,
     };
 
-    fn reusable(self) -> bool {
+    /// Whether answers for this row may be kept and reused.
+    pub fn reusable(self) -> bool {
         self.reported != 0
     }
 }
@@ -252,36 +253,45 @@ impl ReuseCache {
 
 impl FilterAnswers {
     /// The kept verdict on row `host` if it was given for `stamp`: the
-    /// sentence it was rejected for, or `Some(None)` when it passed.
-    pub fn get(&self, host: u32, stamp: Stamp) -> Option<Option<&str>> {
+    /// index of the sentence it was rejected for, or [`PASSES`].
+    pub fn verdict(&self, host: u32, stamp: Stamp) -> Option<u32> {
         if !stamp.reusable() {
             return None;
         }
         let &(kept, verdict) = self.verdicts.get(host as usize)?;
-        (kept == stamp)
-            .then(|| (verdict != PASSES).then(|| self.sentences[verdict as usize].as_str()))
+        (kept == stamp).then_some(verdict)
     }
 
-    /// Keeps a fresh verdict: `rejected_for` is the sentence, `None` for
-    /// a pass.
-    pub fn put(&mut self, host: u32, stamp: Stamp, rejected_for: Option<&str>) {
+    /// The sentence of verdict `index` (from [`FilterAnswers::verdict`] or
+    /// [`FilterAnswers::sentence_index`]).
+    pub fn sentence(&self, index: u32) -> &str {
+        &self.sentences[index as usize]
+    }
+
+    /// How many sentences are kept: every sentence index is below it.
+    pub fn sentence_count(&self) -> usize {
+        self.sentences.len()
+    }
+
+    /// The index of `sentence` among the kept ones, kept now if new.
+    pub fn sentence_index(&mut self, sentence: &str) -> u32 {
+        if let Some(&at) = self.by_sentence.get(sentence) {
+            return at;
+        }
+        let at = self.sentences.len() as u32;
+        self.sentences.push(sentence.to_owned());
+        self.by_sentence.insert(sentence.to_owned(), at);
+        at
+    }
+
+    /// Keeps a fresh verdict: `rejected_for` is the sentence's index (from
+    /// [`FilterAnswers::sentence_index`]), `None` for a pass.
+    pub fn put(&mut self, host: u32, stamp: Stamp, rejected_for: Option<u32>) {
         if !stamp.reusable() {
             return;
         }
-        let verdict = match rejected_for {
-            None => PASSES,
-            Some(sentence) => match self.by_sentence.get(sentence) {
-                Some(&at) => at,
-                None => {
-                    let at = self.sentences.len() as u32;
-                    self.sentences.push(sentence.to_owned());
-                    self.by_sentence.insert(sentence.to_owned(), at);
-                    at
-                }
-            },
-        };
         if let Some(slot) = self.verdicts.get_mut(host as usize) {
-            *slot = (stamp, verdict);
+            *slot = (stamp, rejected_for.unwrap_or(PASSES));
         }
     }
 

@@ -50,7 +50,7 @@ use super::explain::{
 };
 use super::params::{ParamError, ParamValues};
 use super::policy::{Combination, OnFailure, Policy};
-use super::reuse::{self, FilterAnswers, Reuse, ScoreAnswers, Stamp};
+use super::reuse::{self, FilterAnswers, PASSES, Reuse, ScoreAnswers, Stamp};
 use crate::unit::{CallResult, Called, Failed, Role, Unit, UnitError, Usage};
 
 /// What to place and where it may go.
@@ -561,58 +561,76 @@ fn filter_reusing(
     let ask: Vec<u32> = survivors
         .iter()
         .copied()
-        .filter(|&h| answers.get(h, stamp(h)).is_none())
+        .filter(|&h| answers.verdict(h, stamp(h)).is_none())
         .collect();
-    let fresh = if ask.is_empty() {
-        Filtered {
+    let reused = survivors.len() - ask.len();
+    if ask.is_empty() && reused == 0 {
+        return Ok(Filtered {
             rejected: Vec::new(),
             usage: Usage::default(),
-            reused: 0,
-        }
-    } else {
+            reused,
+        });
+    }
+    let mut usage = Usage::default();
+    // Fresh rejections of hosts that cannot be kept (no stamp), by host.
+    let mut unkept: Vec<(u32, u32)> = Vec::new();
+    if !ask.is_empty() {
         let fresh = filter_whole(unit, inventory, call, &ask, marks)?;
+        if reused == 0 {
+            // Nothing reused: keep the answer, and give it as the unit did.
+            for &h in &ask {
+                answers.put(h, stamp(h), None);
+            }
+            for group in &fresh.rejected {
+                let sentence = answers.sentence_index(&group.reason);
+                for &h in &group.hosts {
+                    answers.put(h, stamp(h), Some(sentence));
+                }
+            }
+            return Ok(fresh);
+        }
+        usage = fresh.usage;
         for &h in &ask {
             answers.put(h, stamp(h), None);
         }
         for group in &fresh.rejected {
+            let sentence = answers.sentence_index(&group.reason);
             for &h in &group.hosts {
-                answers.put(h, stamp(h), Some(&group.reason));
+                if stamp(h).reusable() {
+                    answers.put(h, stamp(h), Some(sentence));
+                } else {
+                    unkept.push((h, sentence));
+                }
             }
         }
-        fresh
-    };
-    let reused = survivors.len() - ask.len();
-    if reused == 0 {
-        return Ok(fresh);
+        unkept.sort_unstable();
     }
-    let fresh_reason: std::collections::HashMap<u32, &str> = fresh
-        .rejected
-        .iter()
-        .flat_map(|g| g.hosts.iter().map(|&h| (h, g.reason.as_str())))
-        .collect();
+    // Every verdict, fresh or kept, in candidate order, one group per
+    // sentence (by its index, so no sentence is hashed per host).
     let mut rejected: Vec<Rejection> = Vec::new();
-    let mut group_of: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut group_of = vec![usize::MAX; answers.sentence_count()];
     for &h in survivors {
-        let sentence = match fresh_reason.get(&h) {
-            Some(&sentence) => sentence,
-            None => match answers.get(h, stamp(h)) {
-                // Asked hosts that passed read as passes here.
-                Some(Some(sentence)) => {
-                    marks[h as usize] = Mark::Rejecting;
-                    sentence
-                }
-                _ => continue,
+        let verdict = match answers.verdict(h, stamp(h)) {
+            Some(verdict) => verdict,
+            None => match unkept.binary_search_by_key(&h, |&(host, _)| host) {
+                Ok(at) => unkept[at].1,
+                Err(_) => PASSES,
             },
         };
-        let at = *group_of.entry(sentence).or_insert_with(|| {
-            rejected.push(Rejection::new(sentence, Vec::new()));
-            rejected.len() - 1
-        });
-        rejected[at].hosts.push(h);
+        if verdict == PASSES {
+            continue;
+        }
+        marks[h as usize] = Mark::Rejecting;
+        let at = &mut group_of[verdict as usize];
+        if *at == usize::MAX {
+            rejected.push(Rejection::new(answers.sentence(verdict), Vec::new()));
+            *at = rejected.len() - 1;
+        }
+        rejected[*at].hosts.push(h);
     }
     Ok(Filtered {
         rejected,
-        usage: fresh.usage,
+        usage,
         reused,
     })
 }

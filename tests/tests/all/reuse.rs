@@ -424,7 +424,7 @@ fn run(steps: &[Step], policy: &Policy, sampling: Sampling) -> usize {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 48,
+        cases: 96,
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
