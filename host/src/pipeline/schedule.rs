@@ -564,32 +564,11 @@ fn filter_reusing(
         .filter(|&h| answers.verdict(h, stamp(h)).is_none())
         .collect();
     let reused = survivors.len() - ask.len();
-    if ask.is_empty() && reused == 0 {
-        return Ok(Filtered {
-            rejected: Vec::new(),
-            usage: Usage::default(),
-            reused,
-        });
-    }
     let mut usage = Usage::default();
     // Fresh rejections of hosts that cannot be kept (no stamp), by host.
     let mut unkept: Vec<(u32, u32)> = Vec::new();
     if !ask.is_empty() {
         let fresh = filter_whole(unit, inventory, call, &ask, marks)?;
-        if reused == 0 {
-            // Nothing reused: keep the answer, and give it as the unit did.
-            for &h in &ask {
-                answers.put(h, stamp(h), None);
-            }
-            for group in &fresh.rejected {
-                let sentence = answers.sentence_index(&group.reason);
-                for &h in &group.hosts {
-                    answers.put(h, stamp(h), Some(sentence));
-                }
-            }
-            return Ok(fresh);
-        }
-        usage = fresh.usage;
         for &h in &ask {
             answers.put(h, stamp(h), None);
         }
@@ -603,6 +582,11 @@ fn filter_reusing(
                 }
             }
         }
+        if reused == 0 {
+            // Nothing reused: the answer as the unit gave it.
+            return Ok(fresh);
+        }
+        usage = fresh.usage;
         unkept.sort_unstable();
     }
     // Every verdict, fresh or kept, in candidate order, one group per
