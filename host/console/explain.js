@@ -24,6 +24,9 @@ export function normalize(explain) {
       survivors: f.survivors,
       removed: Math.max(0, (f.input || 0) - (f.survivors || 0)),
       skipped: f.skipped || null,
+      // Verdicts reused from earlier decisions (a per-host unit, the host
+      // and the request unchanged).
+      reused: f.reused || 0,
       failure: f.failure || null,
       reasons,
       otherReasons: f.other_reasons || 0,
@@ -105,11 +108,15 @@ export function funnel(e, prefix = '') {
   const notRun = skipped.length ? h('details', { class: 'skipped' },
     h('summary', {}, `${skipped.length} filter${skipped.length === 1 ? '' : 's'} not run: the request does not concern them`),
     h('ul', {}, skipped.map((f) => h('li', {}, h('strong', {}, f.unit), ` — ${f.skipped}`)))) : null;
+  const reusing = ran.filter((f) => f.reused > 0);
+  const reused = reusing.length ? h('p', { class: 'muted reused' },
+    'Verdicts reused from earlier decisions (host and request unchanged): ',
+    reusing.map((f) => `${f.unit} ${f.reused} of ${f.input}`).join(', '), '.') : null;
 
   return h('figure', { id: `${prefix}funnel-figure`, class: 'card figure' },
     h('figcaption', {}, h('h2', {}, 'Funnel'), h('p', { class: 'muted' },
       `${e.candidates} candidate hosts${e.considered ? ` (${e.considered})` : ''}, filters in the order they ran.`)),
-    svg, reasons, notRun);
+    svg, reasons, reused, notRun);
 }
 
 // -------------------------------------------------------------- heat map

@@ -505,6 +505,10 @@ fn the_console_signs_in_edits_a_policy_and_pictures_a_decision() {
     browser.text_with("#whatif-status", "would place");
     browser.text_with("#whatif-funnel-figure", "ConsoleMemory");
     assert!(browser.count("#whatif-heatmap rect.cell") >= 2);
+    // The same question again: the per-host Memory filter's verdicts come
+    // from the first asking, and the funnel says so.
+    browser.click("#whatif-run");
+    browser.text_with("#whatif-funnel-figure", "reused from earlier decisions");
     browser.script("document.querySelector('#whatif-title').scrollIntoView();");
     browser.screenshot("10-cluster-what-if");
 
