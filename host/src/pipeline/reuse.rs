@@ -137,7 +137,7 @@ struct Entry {
 }
 
 /// The VM as the cache compares requests: without its id and name.
-pub fn shape_of(vm: &Vm) -> Arc<Vm> {
+pub(super) fn shape_of(vm: &Vm) -> Arc<Vm> {
     Arc::new(Vm {
         id: String::new(),
         name: String::new(),
@@ -151,7 +151,7 @@ fn same_unit(a: &Arc<dyn Unit>, b: &Arc<dyn Unit>) -> bool {
 
 impl ReuseCache {
     /// The kept verdicts of `unit` as a filter for requests shaped like
-    /// `call` (its VM shaped by [`shape_of`] as `vm`) over `hosts` rows of
+    /// `call` (its VM without id and name as `vm`, from `shape_of`) over `hosts` rows of
     /// `view`; an empty set when there are none yet.
     pub fn filter(
         &mut self,
