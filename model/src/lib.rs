@@ -18,7 +18,7 @@
 
 pub mod inventory;
 
-pub use inventory::Inventory;
+pub use inventory::{Inventory, MoreVm};
 
 /// Declares a fieldless enum that mirrors a WIT enum, in the same order (the
 /// bindings' discriminants index `ALL`), with its WIT case names.

@@ -38,7 +38,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use sandpiper_model::Inventory;
-use sandpiper_model::{HostFlag, HostMetric, HostStatus, VmFlag, VmMetric, VmText};
+use sandpiper_model::{HostFlag, HostMetric, HostStatus, MoreVm, VmFlag, VmMetric};
 
 use super::hosts::HostRecord;
 use super::resources::{self, PENDING_METRICS, Resources};
@@ -78,45 +78,30 @@ pub struct PendingVm<'a> {
 /// A snapshot with `base`'s hosts and VMs plus `extra` VMs (host row in
 /// the snapshot, VM): every host column shared with `base` (the caller
 /// replaces the numeric ones pending placements change), the VM columns
-/// extended. `base.share()` when there is nothing to add.
+/// extended when a unit first reads them (`Inventory::with_more_vms`).
 fn with_vms(base: &Inventory, extra: &[(u32, &PendingVm<'_>)]) -> Inventory {
-    if extra.is_empty() {
-        return base.share();
-    }
-    // The hosts are unchanged: their columns are shared, not copied.
-    let mut inventory = base.share_hosts(base.vm_count() + extra.len());
-    let mut on_host = base.vm_hosts().to_vec();
-    on_host.extend(extra.iter().map(|&(host, _)| host));
-    let _ = inventory.set_vm_hosts(on_host);
-    for &metric in VmMetric::ALL {
-        let mut column = base.vm_metric(metric).to_vec();
-        column.extend(extra.iter().map(|(_, vm)| {
+    let more = extra
+        .iter()
+        .map(|&(host, vm)| {
             let r = &vm.resources;
-            match metric {
-                VmMetric::MemoryMib => r.memory_mib,
-                VmMetric::MemoryGuaranteedMib => r.memory_guaranteed_mib,
-                VmMetric::Vcpus => r.vcpus,
-                // Claimed as vCPU-percent; the column is per vCPU.
-                VmMetric::CpuUsagePercent if r.vcpus > 0.0 => r.cpu_vcpu_percent / r.vcpus,
-                VmMetric::CpuUsagePercent => 0.0,
+            MoreVm {
+                host,
+                id: vm.id.to_owned(),
+                metrics: std::array::from_fn(|i| match VmMetric::ALL[i] {
+                    VmMetric::MemoryMib => r.memory_mib,
+                    VmMetric::MemoryGuaranteedMib => r.memory_guaranteed_mib,
+                    VmMetric::Vcpus => r.vcpus,
+                    // Claimed as vCPU-percent; the column is per vCPU.
+                    VmMetric::CpuUsagePercent if r.vcpus > 0.0 => r.cpu_vcpu_percent / r.vcpus,
+                    VmMetric::CpuUsagePercent => 0.0,
+                }),
+                flags: std::array::from_fn(|i| {
+                    matches!(VmFlag::ALL[i], VmFlag::Pending | VmFlag::Migratable)
+                }),
             }
-        }));
-        let _ = inventory.set_vm_metric(metric, column);
-    }
-    for &flag in VmFlag::ALL {
-        let mut column = base.vm_flag(flag).to_vec();
-        let value = matches!(flag, VmFlag::Pending | VmFlag::Migratable);
-        column.extend(std::iter::repeat_n(value, extra.len()));
-        let _ = inventory.set_vm_flag(flag, column);
-    }
-    for &text in VmText::ALL {
-        let mut column = base.vm_text(text).clone();
-        for (_, vm) in extra {
-            column.push_new_row(vm.id);
-        }
-        let _ = inventory.set_vm_text(text, column);
-    }
-    inventory
+        })
+        .collect();
+    base.with_more_vms(more)
 }
 
 /// A contiguous run of hosts, rows `lo..hi` of the held inventory, with
@@ -351,6 +336,7 @@ impl Columns {
 mod tests {
     use super::*;
     use crate::snapshot::{Host, Snapshot, Status};
+    use sandpiper_model::VmText;
 
     fn host(id: &str, free: f64, cores: f64) -> Host {
         Host {
