@@ -86,8 +86,6 @@ pub const MAX_ANSWERS: usize = 1_000_000;
 #[derive(Default)]
 pub struct ReuseCache {
     entries: Vec<Entry>,
-    /// Answers held over all entries.
-    held: usize,
     tick: u64,
 }
 
@@ -184,11 +182,6 @@ impl ReuseCache {
         }
     }
 
-    /// Answers held over all entries.
-    pub fn held(&self) -> usize {
-        self.held
-    }
-
     fn entry(
         &mut self,
         unit: &Arc<dyn Unit>,
@@ -214,12 +207,13 @@ impl ReuseCache {
         let at = match found {
             Some(at) => at,
             None => {
-                while !self.entries.is_empty() && self.held + hosts > MAX_ANSWERS {
+                let held =
+                    |entries: &[Entry]| -> usize { entries.iter().map(|e| e.answers.len()).sum() };
+                while !self.entries.is_empty() && held(&self.entries) + hosts > MAX_ANSWERS {
                     let oldest = (0..self.entries.len())
                         .min_by_key(|&i| self.entries[i].used)
                         .unwrap_or(0);
-                    let gone = self.entries.swap_remove(oldest);
-                    self.held -= gone.answers.len();
+                    self.entries.swap_remove(oldest);
                 }
                 let answers = match role {
                     Role::Score => Answers::Score(ScoreAnswers {
@@ -232,7 +226,6 @@ impl ReuseCache {
                         by_sentence: HashMap::new(),
                     }),
                 };
-                self.held += hosts;
                 self.entries.push(Entry {
                     unit: Arc::clone(unit),
                     view,
@@ -344,7 +337,7 @@ impl ScoreAnswers {
     }
 
     /// Forgets every kept value.
-    pub fn forget(&mut self) {
+    fn forget(&mut self) {
         self.values.fill((Stamp::NONE, 0.0));
         self.bounds = None;
     }

@@ -664,7 +664,7 @@ fn score_reusing(
             .bounds()
             .is_some_and(|kept| !reuse::same_bounds(kept, bounds))
     {
-        answers.forget();
+        // Keeping these answers forgets the ones kept with other bounds.
         let called = checked_score(unit, inventory, call, survivors)?;
         let bounds = (called.value.floor, called.value.ceiling);
         let fresh = survivors.iter().zip(&called.value.values);
