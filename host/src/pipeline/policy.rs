@@ -207,6 +207,17 @@ impl Policy {
             .chain(self.balance.as_ref())
     }
 
+    /// Whether a filter or score unit declares `per-host`: only then can a
+    /// decision reuse kept answers (`schedule_reusing`), so only then is
+    /// it worth stamping the hosts.
+    pub fn has_per_host_units(&self) -> bool {
+        self.filters
+            .iter()
+            .map(|s| &s.unit)
+            .chain(self.scores.iter().map(|s| &s.unit))
+            .any(|unit| unit.info().per_host)
+    }
+
     /// Checks a cluster's overrides against the policy's units, so that a
     /// bad override is refused when it is set rather than at the next
     /// decision.

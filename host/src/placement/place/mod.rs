@@ -230,7 +230,9 @@ impl ClusterState {
         };
         let except: BTreeSet<String> = ids.iter().cloned().collect();
         let claims_held = &self.claims;
-        let mut reuse = cx.reuse_answers.then_some(&mut self.reuse);
+        // Later instances' policy has the same units, or fewer.
+        let mut reuse =
+            (cx.reuse_answers && cx.policy.has_per_host_units()).then_some(&mut self.reuse);
         // Every claimed host, computed only if a pass over every host runs.
         let all_pending = std::cell::OnceCell::new();
         let mut pass = |view: Option<&Window>| {

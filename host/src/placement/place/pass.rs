@@ -218,7 +218,8 @@ pub(super) fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
 /// reusing per-host units' answers: each row's reported stamp with a
 /// fingerprint of what is pending on it (the sum of its claims and each
 /// claimed VM, in any order: the snapshot shows exactly these), and no
-/// reuse at all for a host with specific hardware taken.
+/// reuse at all for a host with specific hardware taken. None when the
+/// rows are not held: the decision is then made whole.
 fn stamps(
     columns: &Columns,
     offset: usize,
@@ -229,10 +230,9 @@ fn stamps(
 ) -> Vec<Stamp> {
     static KEYS: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
     let keys = KEYS.get_or_init(std::hash::RandomState::new);
-    let reported = columns
-        .stamps()
-        .get(offset..offset + count)
-        .unwrap_or_default();
+    let Some(reported) = columns.stamps().get(offset..offset + count) else {
+        return Vec::new();
+    };
     let mut stamps: Vec<Stamp> = reported
         .iter()
         .map(|&reported| Stamp {
@@ -240,9 +240,6 @@ fn stamps(
             claimed: 0,
         })
         .collect();
-    if reported.len() != count {
-        return Vec::new();
-    }
     let mut add = |row: usize, fingerprint: u64| {
         if let Some(stamp) = row
             .checked_sub(offset)
