@@ -301,12 +301,14 @@ struct FilterView<'a> {
     failure: &'a Option<FailureRecord>,
     #[serde(skip_serializing_if = "Option::is_none")]
     skipped: &'a Option<String>,
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "nothing_reused")]
     reused: usize,
 }
 
-fn is_zero(n: &usize) -> bool {
-    *n == 0
+/// Whether a record reused no answer: its `reused` count is then left
+/// out, so records of decisions that reuse nothing read as before.
+pub(crate) fn nothing_reused(reused: &usize) -> bool {
+    *reused == 0
 }
 
 #[derive(Serialize)]
@@ -327,7 +329,7 @@ struct ScoreView<'a> {
     ceiling: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     skipped: &'a Option<String>,
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "nothing_reused")]
     reused: usize,
     hosts: Vec<ScoredHostView<'a>>,
 }

@@ -26,6 +26,7 @@ mod schedule;
 
 pub use balance::{BalanceDecision, BalanceError, BalanceInput, balance};
 pub use degraded::{Degraded, merge as merge_degraded};
+pub(crate) use explain::nothing_reused;
 pub use explain::{
     BalanceExplain, Explain, FailureRecord, FilterRecord, Outcome, ScoreRecord, Standing,
     TIE_BREAK_RULE,

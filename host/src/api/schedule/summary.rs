@@ -69,12 +69,8 @@ pub struct FilterSummary {
     pub skipped: Option<String>,
     /// Candidates whose verdict was reused from an earlier decision, not
     /// asked for (a `per-host` unit; the host and the request unchanged).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "crate::pipeline::nothing_reused")]
     pub reused: usize,
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
 }
 
 /// One rejection reason.
@@ -97,7 +93,7 @@ pub struct ScoreSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
     /// Candidates whose score was reused (see [`FilterSummary::reused`]).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "crate::pipeline::nothing_reused")]
     pub reused: usize,
 }
 
