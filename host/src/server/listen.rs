@@ -81,13 +81,11 @@ const REFUSAL_DRAIN_BYTES: usize = 64 * 1024;
 /// descriptors, typically): retrying at once would spin.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 
-/// Serves `app` on `listener` until `stop` resolves, then stops accepting
-/// (a listener passed by value is closed; a borrowed one stays bound, for
-/// the next `serve` on it, as when the starting answers give way to the
-/// real routes), lets every connection finish its request in flight, and
+/// Serves `app` on `listener` until `stop` resolves, then closes the
+/// listener, lets every connection finish its request in flight, and
 /// returns when all are closed.
 pub async fn serve(
-    listener: impl std::borrow::Borrow<TcpListener>,
+    listener: TcpListener,
     app: Router,
     limits: ConnectionLimits,
     tls: Option<Tls>,
@@ -100,7 +98,7 @@ pub async fn serve(
     let mut stop = std::pin::pin!(stop);
     loop {
         tokio::select! {
-            accepted = listener.borrow().accept() => match accepted {
+            accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => match counts.admit(peer.ip(), &limits) {
                     Some(slot) => {
                         let app = app.clone();

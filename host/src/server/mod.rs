@@ -149,7 +149,10 @@ pub fn served_routes(limits: &ApiLimits) -> Vec<(axum::http::Method, String)> {
 
 /// A server that has loaded everything and bound its socket.
 pub struct Server {
-    listener: TcpListener,
+    /// The main listener, served since the bind; it stops when `stopping`
+    /// says so or is dropped.
+    main: tokio::task::JoinHandle<()>,
+    stopping: tokio::sync::watch::Sender<bool>,
     /// The extender-only listener (`--extender-listen`), if asked for.
     extender: Option<TcpListener>,
     /// oVirt's XML-RPC listener (`--ovirt-listen`), if asked for.
@@ -164,8 +167,10 @@ pub struct Server {
 }
 
 impl Server {
-    /// Does everything up to, and including, binding the socket; requests
-    /// are answered once [`Server::run`] is called.
+    /// Binds the main socket first and answers 503 `starting` on it while
+    /// the units load; returns once the real routes answer there and the
+    /// engines' own listeners are bound. [`Server::run`] serves them all
+    /// until a signal.
     pub async fn start(args: ServeArgs) -> Result<Server, StartError> {
         let signals = StopSignals::install().map_err(StartError::Signals)?;
         let supplied = std::env::var(ADMIN_TOKEN_ENV)
@@ -191,24 +196,18 @@ impl Server {
         // Bound before the units load: until they are, every request is
         // answered 503 `starting` (see `starting`), not refused.
         tracing::info!(%addr, "bound; answering 503 `starting` until the units are loaded");
-        let (loaded_tx, loaded_rx) = tokio::sync::oneshot::channel::<()>();
-        let while_starting = listen::serve(
-            &listener,
-            starting::app(),
+        let routes = starting::Routes::default();
+        // Dropping the sender (a failed start, a dropped server) stops the
+        // listener as sending `true` does.
+        let (stopping, stopping_rx) = tokio::sync::watch::channel(false);
+        let main = tokio::spawn(listen::serve(
+            listener,
+            routes.app(),
             connections,
             tls.clone(),
-            async move {
-                let _ = loaded_rx.await;
-            },
-        );
-        let build = async {
-            let built = Server::build_state(&args, supplied.as_deref(), exe, Some(addr)).await;
-            let _ = loaded_tx.send(());
-            built
-        };
-        let ((), built) = tokio::join!(while_starting, build);
-        let services = built?;
-        tracing::info!(%addr, tls = tls.is_some(), "listening");
+            stopped(stopping_rx),
+        ));
+        let services = Server::build_state(&args, supplied.as_deref(), exe, Some(addr)).await?;
         let extender = match args.extender_listen {
             None => None,
             Some(extender_addr) => {
@@ -237,8 +236,11 @@ impl Server {
                 Some(bound)
             }
         };
+        routes.ready(services.app());
+        tracing::info!(%addr, tls = tls.is_some(), "listening");
         Ok(Server {
-            listener,
+            main,
+            stopping,
             extender,
             ovirt,
             tls,
@@ -371,7 +373,8 @@ impl Server {
     /// the grace period for requests in flight, and closes the store.
     pub async fn run(self) -> std::io::Result<()> {
         let Server {
-            listener,
+            main,
+            stopping,
             extender,
             ovirt,
             tls,
@@ -384,35 +387,31 @@ impl Server {
         let state = services.state.clone();
         let store = state.store().clone();
         let operations = state.operations().clone();
-        let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
         // The engines' own listeners stop when the main one does.
         let beside = |listener: TcpListener, app: axum::Router| {
-            let mut stopping = stopping_rx.clone();
             tokio::spawn(listen::serve(
                 listener,
                 app,
                 connections,
                 tls.clone(),
-                async move {
-                    while !*stopping.borrow() {
-                        if stopping.changed().await.is_err() {
-                            break;
-                        }
-                    }
-                },
+                stopped(stopping.subscribe()),
             ))
         };
         let extender = extender.map(|l| beside(l, api::extender_app(state.clone())));
         let ovirt = ovirt.map(|l| beside(l, api::ovirt::app(state.clone())));
-        let app = services.app();
-        let serve = listen::serve(listener, app, connections, tls, async move {
+        let stopping_rx = stopping.subscribe();
+        let serve = async move {
             signals.received().await;
             tracing::info!("shutting down: no new connections, finishing requests in flight");
             // Long polls and event streams would otherwise hold the
             // shutdown for its whole grace period.
             operations.shut_down();
-            let _ = stopping_tx.send(true);
-        });
+            let _ = stopping.send(true);
+            let _ = main.await;
+            for listener in [extender, ovirt].into_iter().flatten() {
+                let _ = listener.await;
+            }
+        };
         let grace_expired = async move {
             let mut stopping = stopping_rx;
             // Wait for the signal, then for the grace period.
@@ -423,12 +422,6 @@ impl Server {
                 }
             }
             tokio::time::sleep(grace).await;
-        };
-        let serve = async move {
-            serve.await;
-            for listener in [extender, ovirt].into_iter().flatten() {
-                let _ = listener.await;
-            }
         };
         tokio::select! {
             () = serve => {},
@@ -443,6 +436,12 @@ impl Server {
         tracing::info!("store closed; bye");
         Ok(())
     }
+}
+
+/// Resolves once `stopping` says `true` or its sender is dropped: the stop
+/// of a listener.
+async fn stopped(mut stopping: tokio::sync::watch::Receiver<bool>) {
+    let _ = stopping.wait_for(|stop| *stop).await;
 }
 
 /// SIGINT (Ctrl-C) and SIGTERM, listened for from the moment the server

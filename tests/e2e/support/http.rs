@@ -64,7 +64,16 @@ fn bad(what: String) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, what)
 }
 
-fn read_reply(stream: TcpStream) -> std::io::Result<Reply> {
+/// Sends one request without a body on `stream`, an open connection
+/// the server may keep alive, and reads its answer.
+pub fn exchange(stream: &TcpStream, method: &str, path: &str) -> std::io::Result<Reply> {
+    let addr = stream.peer_addr()?;
+    let mut writer = stream;
+    writer.write_all(format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+    read_reply(stream)
+}
+
+fn read_reply(stream: impl Read) -> std::io::Result<Reply> {
     let mut reader = BufReader::new(stream);
     let mut status_line = String::new();
     if reader.read_line(&mut status_line)? == 0 {
