@@ -20,9 +20,11 @@
 //!   it, synchronous and clock-free, so the model-based test runs the very
 //!   code the server runs; [`place`] also decides over hosts sent inline.
 //! * [`balance`]: a balancing round over either source of hosts.
-//! * [`service`]: the clusters' locks, the delayed retry, and the
-//!   [`Decided`] handle through which a caller records a decision before
-//!   its cluster is unlocked.
+//! * [`service`]: the clusters' locks, the delayed retry, and the one
+//!   entry point of a decision, which records the caller's log entry with
+//!   the decision's claims before its cluster is unlocked.
+//! * [`turns`]: held decisions queued at their cluster, decided back to
+//!   back by whichever request holds its lock.
 //! * [`time`]: wall-clock instants for claims, which survive restarts.
 //! * [`fairness`]: per-cluster bounds on decisions in progress and on the
 //!   CPU their units may take, so one cluster cannot slow the others.
@@ -45,6 +47,7 @@ pub mod sample;
 pub mod service;
 #[cfg(test)]
 mod test_store;
+pub mod turns;
 pub mod usage;
 /// Wall-clock instants, defined below placement (the store keeps them too).
 pub use crate::time;
@@ -61,6 +64,7 @@ pub use place::{Pick, PlaceContext, PlaceError, PlaceOutcome, over_snapshot, pic
 pub use request::{ExplainDetail, HostsSource, Mode, PlaceRequest, SourceMismatch};
 pub use resources::Resources;
 pub use sample::{Sample, Sampling};
-pub use service::{Decided, HeldView, PlaceJob, PlacementConfig, PlacementError, PlacementService};
+pub use service::{HeldView, PlaceJob, PlacementConfig, PlacementError, PlacementService};
 pub use time::Timestamp;
+pub use turns::{Decided, Recorder};
 pub use usage::HostUsage;

@@ -34,7 +34,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, OwnedMutexGuard};
+use tokio::sync::{Notify, OwnedMutexGuard, oneshot};
 use uuid::Uuid;
 
 use super::balance::{self, BalanceFailure, BalanceJob, Balanced};
@@ -42,11 +42,12 @@ use super::claims::{Claim, ClaimError};
 use super::cluster::{Change, ClusterState, InventorySummary, UpdateResult};
 use super::fairness::{Admission, Fairness, FairnessConfig, TooManyInProgress};
 use super::hosts::{HostInventory, HostUpdate, InventoryError};
-use super::persist::{self, Ack, LoggedDecision, Op, PersistError, Persister, Retention};
-use super::place::{self, PlaceContext, PlaceError, PlaceOutcome};
+use super::persist::{self, LoggedDecision, PersistError, Persister, Retention};
+use super::place::{self, PlaceError};
 use super::request::{HostsSource, PlaceRequest};
 use super::sample::Sampling;
 use super::time::Timestamp;
+use super::turns::{Decided, Recorder, Taken, Turn, Turns, Unqueued};
 use crate::pipeline::{BalanceError, ParamValues, Policy};
 use crate::snapshot::{Snapshot, SnapshotError};
 use crate::store::{Store, StoreError};
@@ -178,110 +179,6 @@ pub struct PlaceJob {
     pub decision_id: Uuid,
 }
 
-/// A placement decided; over the held inventory, with its cluster still
-/// locked.
-///
-/// The caller renders its answer from [`Decided::outcome`] and hands the
-/// decision's log entry to [`Decided::record`], which queues it to the
-/// store in the same batch as the claims the placement made and only then
-/// unlocks the cluster: a decision and its claims are stored together, in
-/// the order decisions were made, and the placement layer never learns
-/// what a log entry looks like. Dropped without being recorded (the caller
-/// failed, or its request was cancelled), it still queues the placement's
-/// changes and unlocks, so the store never lags the claims in memory. A
-/// decision over inline hosts holds no lock and made no change: recording
-/// it only queues its log entry.
-pub struct Decided {
-    pub outcome: PlaceOutcome,
-    /// How long the request waited for pending claims before its retry.
-    pub waited: Option<Duration>,
-    unlock: Unlock,
-}
-
-impl Decided {
-    /// Records the decision (`None`: a dry run, nothing to log) with the
-    /// placement's claims, unlocks the cluster, and waits until the store
-    /// has both.
-    pub async fn record(&mut self, logged: Option<LoggedDecision>) -> Result<(), PlacementError> {
-        if self.unlock.recorded {
-            return Err(PlacementError::Task(
-                "a decision was recorded twice".to_owned(),
-            ));
-        }
-        Ok(self.unlock.submit(logged).wait().await?)
-    }
-}
-
-/// A locked cluster's changes, waiting to be queued to the store. Queuing
-/// them releases the lock; dropping an `Unlock` queues them, so that work
-/// done under the lock is stored even when its caller went away. (For a
-/// decision over inline hosts: no lock, no changes, only the log entry.)
-struct Unlock {
-    cluster_id: Uuid,
-    changes: Vec<Change>,
-    /// Some claim resolved (expired, released, covered): requests waiting
-    /// to retry are woken.
-    resolved: bool,
-    /// `None` for a decision over inline hosts.
-    slot: Option<Arc<Slot>>,
-    guard: Option<OwnedMutexGuard<Option<ClusterState>>>,
-    persister: Persister,
-    recorded: bool,
-}
-
-impl Unlock {
-    /// Nothing held, nothing to store but a log entry.
-    fn stateless(cluster_id: Uuid, persister: Persister) -> Unlock {
-        Unlock {
-            cluster_id,
-            changes: Vec::new(),
-            resolved: false,
-            slot: None,
-            guard: None,
-            persister,
-            recorded: false,
-        }
-    }
-
-    /// Queues the changes (and the log entry), unlocks, wakes waiters.
-    fn submit(&mut self, logged: Option<LoggedDecision>) -> Ack {
-        self.recorded = true;
-        let mut ops = Vec::with_capacity(2);
-        if !self.changes.is_empty() {
-            ops.push(Op::Changes {
-                cluster_id: self.cluster_id,
-                changes: std::mem::take(&mut self.changes),
-            });
-        }
-        ops.extend(logged.map(Op::Decision));
-        // Queued while the lock is held: the store sees changes in the
-        // order they were made.
-        let ack = self.persister.submit(ops);
-        self.guard = None;
-        if let Some(slot) = self.slot.as_ref().filter(|_| self.resolved) {
-            slot.resolved.notify_waiters();
-        }
-        ack
-    }
-}
-
-impl Drop for Unlock {
-    fn drop(&mut self) {
-        if self.guard.is_some() {
-            // Nobody waits for this acknowledgement; a failed write is
-            // logged by the writer.
-            drop(self.submit(None));
-        }
-    }
-}
-
-/// What one attempt at a placement came to.
-enum Attempt {
-    Decided(Box<Decided>),
-    /// Nothing placed, and waiting for pending claims could help.
-    Retry,
-}
-
 /// The placement service; cloning shares it.
 #[derive(Clone)]
 pub struct PlacementService {
@@ -296,10 +193,12 @@ struct Inner {
     fairness: Fairness,
 }
 
-/// One cluster: its state (`None` until loaded) and a signal raised
-/// whenever one of its claims resolves.
+/// One cluster: its state (`None` until loaded), its held decisions
+/// waiting for a turn, and a signal raised whenever one of its claims
+/// resolves.
 struct Slot {
     state: Arc<tokio::sync::Mutex<Option<ClusterState>>>,
+    turns: Turns,
     resolved: Notify,
 }
 
@@ -635,37 +534,68 @@ impl PlacementService {
     /// Places the job's instances: the one entry point of a schedule
     /// decision, whichever source its hosts come from.
     ///
-    /// Over the held inventory, with one delayed retry when waiting for
-    /// pending claims could help; the cluster stays locked until the answer
-    /// is [recorded](Decided::record). Over inline hosts, one pick over
-    /// exactly those hosts, without the cluster's lock (it reads and claims
-    /// nothing held).
-    pub async fn place(&self, cluster_id: Uuid, job: PlaceJob) -> Result<Decided, PlacementError> {
+    /// The decision goes to `answer`, the caller's part
+    /// (see [`Recorder`]): it renders its answer and the decision's log
+    /// entry while the cluster is still locked, and the log entry is stored
+    /// with the claims the decision made. Returns once the store has both.
+    ///
+    /// Over the held inventory, the decision takes its turn at the cluster
+    /// ([`super::turns`]). Over inline hosts, one pick over exactly those
+    /// hosts, without the cluster's lock (it reads and claims nothing
+    /// held).
+    pub async fn place<A: Send + 'static>(
+        &self,
+        cluster_id: Uuid,
+        job: PlaceJob,
+        answer: impl FnOnce(&Decided) -> (A, Option<LoggedDecision>) + Send + 'static,
+    ) -> Result<(Decided, A), PlacementError> {
         let admission = self.admit(cluster_id)?;
-        self.place_admitted(cluster_id, job, &admission).await
+        self.place_admitted(cluster_id, job, &admission, answer)
+            .await
     }
 
     /// [`PlacementService::place`] for a decision already admitted: its
     /// units run only with one of the cluster's sandbox slots.
-    pub async fn place_admitted(
+    pub async fn place_admitted<A: Send + 'static>(
         &self,
         cluster_id: Uuid,
         mut job: PlaceJob,
         admission: &Admission,
-    ) -> Result<Decided, PlacementError> {
+        answer: impl FnOnce(&Decided) -> (A, Option<LoggedDecision>) + Send + 'static,
+    ) -> Result<(Decided, A), PlacementError> {
+        // The answer comes back beside the decision, whichever thread
+        // decided it.
+        let (answered, mut answer_rx) = oneshot::channel();
+        let record: Recorder = Box::new(move |decided| {
+            let (text, logged) = answer(decided);
+            let _ = answered.send(text);
+            logged
+        });
+        let mut answered = move |decided: Decided| {
+            let answer = answer_rx
+                .try_recv()
+                .map_err(|_| PlacementError::Task("a decision was not answered".to_owned()))?;
+            Ok((decided, answer))
+        };
         if let HostsSource::Inline(snapshot) = std::mem::replace(&mut job.source, HostsSource::Held)
         {
-            let outcome = admission
+            let persister = self.inner.persister.clone();
+            let (decided, ack) = admission
                 .run(move || {
-                    place::over_snapshot(&snapshot, &job.request, &job.policy, &job.params)
+                    let outcome =
+                        place::over_snapshot(&snapshot, &job.request, &job.policy, &job.params)?;
+                    let decided = Decided {
+                        outcome,
+                        waited: None,
+                    };
+                    let logged = record(&decided);
+                    let ack = Unqueued::new(cluster_id, Vec::new(), &persister).queue(logged);
+                    Ok::<_, PlacementError>((decided, ack))
                 })
                 .await
                 .map_err(|e| PlacementError::Task(e.to_string()))??;
-            return Ok(Decided {
-                outcome,
-                waited: None,
-                unlock: Unlock::stateless(cluster_id, self.inner.persister.clone()),
-            });
+            ack.wait().await?;
+            return answered(decided);
         }
         let job = Arc::new(job);
         let slot = self.slot(cluster_id);
@@ -677,93 +607,125 @@ impl PlacementService {
 
         let retry_wait = self.inner.config.retry_wait;
         let may_wait = !retry_wait.is_zero() && !job.dry_run;
-        if let Attempt::Decided(decided) =
-            self.attempt(cluster_id, &job, may_wait, admission).await?
+        let record = match self
+            .attempt(cluster_id, &slot, &job, may_wait, None, record, admission)
+            .await?
         {
-            return Ok(*decided);
-        }
+            Taken::Decided { decided, ack } => {
+                ack.wait().await?;
+                return answered(decided);
+            }
+            Taken::Retry { ack, record } => {
+                ack.wait().await?;
+                record
+            }
+        };
         let started = Instant::now();
         let _ = tokio::time::timeout(retry_wait, resolved).await;
-        let waited = started.elapsed();
-        match self.attempt(cluster_id, &job, false, admission).await? {
-            Attempt::Decided(mut decided) => {
-                decided.waited = Some(waited);
-                Ok(*decided)
+        let waited = Some(started.elapsed());
+        match self
+            .attempt(cluster_id, &slot, &job, false, waited, record, admission)
+            .await?
+        {
+            Taken::Decided { decided, ack } => {
+                ack.wait().await?;
+                answered(decided)
             }
-            Attempt::Retry => Err(PlacementError::Task(
+            Taken::Retry { .. } => Err(PlacementError::Task(
                 "a final attempt asked to be retried".to_owned(),
             )),
         }
     }
 
-    /// One attempt. With `may_wait`, an attempt that placed nothing, found
-    /// no host, and would find one once pending claims resolve stores its
-    /// changes, unlocks and answers [`Attempt::Retry`]; the caller waits and
-    /// tries again.
+    /// One attempt: queues the decision as a turn at its cluster and waits
+    /// until a holder of the cluster's lock (this request, or one queued
+    /// before it) has taken it, or answers [`PlacementError::Busy`] if none
+    /// did within the lock timeout. With `may_wait`, an attempt that placed
+    /// nothing, found no host, and would find one once pending claims
+    /// resolve answers [`Taken::Retry`]; the caller waits and tries again.
+    #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,
         cluster_id: Uuid,
+        slot: &Arc<Slot>,
         job: &Arc<PlaceJob>,
         may_wait: bool,
+        waited: Option<Duration>,
+        record: Recorder,
         admission: &Admission,
-    ) -> Result<Attempt, PlacementError> {
-        let job = Arc::clone(job);
-        let ttl = self.inner.config.claim_ttl;
-        let max_hold = self.inner.config.max_hold;
-        let sampling = self.inner.config.sampling;
-        let reuse_answers = self.inner.config.reuse_answers;
-        let (slot, mut guard, acquired) = self.lock(cluster_id).await?;
+    ) -> Result<Taken, PlacementError> {
+        let (reply, mut taken) = oneshot::channel();
+        let id = slot.turns.push(|id| Turn {
+            id,
+            job: Arc::clone(job),
+            may_wait,
+            waited,
+            record,
+            reply,
+        });
+        let timeout = self.inner.config.lock_timeout;
+        let gave_up = tokio::time::sleep(timeout);
+        tokio::pin!(gave_up);
+        // Set once a holder has started this turn: only its answer is
+        // awaited then.
+        let mut started = false;
+        loop {
+            tokio::select! {
+                biased;
+                answer = &mut taken => {
+                    return answer.map_err(|_| {
+                        PlacementError::Task("the decision's task ended without answering".to_owned())
+                    })?;
+                }
+                guard = Arc::clone(&slot.state).lock_owned(), if !started => {
+                    if let Err(e) = self.take_turns(cluster_id, slot, guard, admission).await {
+                        if slot.turns.withdraw(id) {
+                            return Err(e);
+                        }
+                        started = true;
+                    }
+                }
+                () = &mut gave_up, if !started => {
+                    if slot.turns.withdraw(id) {
+                        return Err(PlacementError::Busy { cluster_id, waited: timeout });
+                    }
+                    started = true;
+                }
+            }
+        }
+    }
+
+    /// With the cluster's lock: loads its state if this is its first use,
+    /// then hands lock and queue to a task on the blocking pool, which
+    /// decides the queued turns and unlocks. Not awaited: this request's
+    /// own answer comes through its turn like every other's, as soon as it
+    /// is decided, not when the last turn of the hold is.
+    async fn take_turns(
+        &self,
+        cluster_id: Uuid,
+        slot: &Arc<Slot>,
+        guard: OwnedMutexGuard<Option<ClusterState>>,
+        admission: &Admission,
+    ) -> Result<(), PlacementError> {
+        let mut guard = self.loaded(cluster_id, guard).await?;
         // The sandbox slot after the lock, so a slot is never held idle by
         // a decision queued for the lock; held by the task until it ends.
         let permit = admission.sandbox().await;
         let persister = self.inner.persister.clone();
-        let (outcome, mut unlock) = tokio::task::spawn_blocking(move || {
+        let config = self.inner.config;
+        let slot = Arc::clone(slot);
+        tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            let state = match guard.as_mut() {
-                None => return Err(PlacementError::Task("cluster state not loaded".to_owned())),
-                Some(state) if !state.has_inventory() => {
-                    return Err(PlacementError::NoInventory { cluster_id });
-                }
-                Some(state) => state,
+            let resolved = match guard.as_mut() {
+                Some(state) => slot.turns.take(cluster_id, state, &config, &persister),
+                None => false,
             };
-            let cx = PlaceContext {
-                policy: &job.policy,
-                params: &job.params,
-                decision_id: job.decision_id,
-                now: Timestamp::now(),
-                claim_ttl: ttl,
-                hold_deadline: Some(acquired + max_hold),
-                dry_run: job.dry_run,
-                sampling,
-                reuse_answers,
-            };
-            let (outcome, changes) = state.place(&job.request, &cx)?;
-            state.observe(cluster_id);
-            let resolved = changes
-                .iter()
-                .any(|c| matches!(c, Change::ClaimDeleted { .. }));
-            let unlock = Unlock {
-                cluster_id,
-                changes,
-                resolved,
-                slot: Some(slot),
-                guard: Some(guard),
-                persister,
-                recorded: false,
-            };
-            Ok((outcome, unlock))
-        })
-        .await
-        .map_err(|e| PlacementError::Task(e.to_string()))??;
-        if may_wait && !outcome.complete && outcome.pending_could_fit && outcome.claims.is_empty() {
-            unlock.submit(None).wait().await?;
-            return Ok(Attempt::Retry);
-        }
-        Ok(Attempt::Decided(Box::new(Decided {
-            outcome,
-            waited: None,
-            unlock,
-        })))
+            drop(guard);
+            if resolved {
+                slot.resolved.notify_waiters();
+            }
+        });
+        Ok(())
     }
 
     fn slot(&self, cluster_id: Uuid) -> Arc<Slot> {
@@ -775,6 +737,7 @@ impl PlacementService {
         Arc::clone(clusters.entry(cluster_id).or_insert_with(|| {
             Arc::new(Slot {
                 state: Arc::new(tokio::sync::Mutex::new(None)),
+                turns: Turns::default(),
                 resolved: Notify::new(),
             })
         }))
@@ -785,20 +748,29 @@ impl PlacementService {
     async fn lock(
         &self,
         cluster_id: Uuid,
-    ) -> Result<(Arc<Slot>, OwnedMutexGuard<Option<ClusterState>>, Instant), PlacementError> {
+    ) -> Result<(Arc<Slot>, OwnedMutexGuard<Option<ClusterState>>), PlacementError> {
         let slot = self.slot(cluster_id);
         let timeout = self.inner.config.lock_timeout;
-        let mut guard = tokio::time::timeout(timeout, Arc::clone(&slot.state).lock_owned())
+        let guard = tokio::time::timeout(timeout, Arc::clone(&slot.state).lock_owned())
             .await
             .map_err(|_| PlacementError::Busy {
                 cluster_id,
                 waited: timeout,
             })?;
-        let acquired = Instant::now();
+        let guard = self.loaded(cluster_id, guard).await?;
+        Ok((slot, guard))
+    }
+
+    /// The cluster's state, loaded from the store if this is its first use.
+    async fn loaded(
+        &self,
+        cluster_id: Uuid,
+        mut guard: OwnedMutexGuard<Option<ClusterState>>,
+    ) -> Result<OwnedMutexGuard<Option<ClusterState>>, PlacementError> {
         if guard.is_none() {
             *guard = Some(persist::load(&self.inner.store, cluster_id).await?);
         }
-        Ok((slot, guard, acquired))
+        Ok(guard)
     }
 
     /// Runs `work` on the blocking pool with the cluster locked, queues its
@@ -814,28 +786,26 @@ impl PlacementService {
         + Send
         + 'static,
     ) -> Result<T, PlacementError> {
-        let (slot, mut guard, _) = self.lock(cluster_id).await?;
+        let (slot, mut guard) = self.lock(cluster_id).await?;
         let persister = self.inner.persister.clone();
-        let (value, mut unlock) = tokio::task::spawn_blocking(move || {
+        let (value, ack, resolved) = tokio::task::spawn_blocking(move || {
             let Some(state) = guard.as_mut() else {
                 return Err(PlacementError::Task("cluster state not loaded".to_owned()));
             };
             let (value, changes, resolved) = work(state, Timestamp::now())?;
             state.observe(cluster_id);
-            let unlock = Unlock {
-                cluster_id,
-                changes,
-                resolved,
-                slot: Some(slot),
-                guard: Some(guard),
-                persister,
-                recorded: false,
-            };
-            Ok((value, unlock))
+            // Queued while the lock is held: the store sees changes in
+            // the order they were made.
+            let ack = Unqueued::new(cluster_id, changes, &persister).queue(None);
+            drop(guard);
+            Ok((value, ack, resolved))
         })
         .await
         .map_err(|e| PlacementError::Task(e.to_string()))??;
-        unlock.submit(None).wait().await?;
+        if resolved {
+            slot.resolved.notify_waiters();
+        }
+        ack.wait().await?;
         Ok(value)
     }
 }
@@ -871,10 +841,7 @@ async fn sweep(inner: Weak<Inner>, every: Duration) {
             }
             let (expired, changes) = state.expire(now);
             state.observe(cluster_id);
-            let ack = inner.persister.submit(vec![Op::Changes {
-                cluster_id,
-                changes,
-            }]);
+            let ack = Unqueued::new(cluster_id, changes, &inner.persister).queue(None);
             drop(guard);
             if !expired.is_empty() {
                 tracing::info!(%cluster_id, claims = expired.len(), "claims expired");
@@ -892,6 +859,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::placement::place::PlaceOutcome;
     use crate::placement::request::{Mode, PlaceRequest};
     use crate::placement::test_store::{TestDb, backends, store_with_cluster};
     use crate::snapshot::{Host, VmSpec};
@@ -977,62 +945,151 @@ mod tests {
         }
     }
 
-    /// Places and records the job, as the API does.
+    /// Places the job with nothing to log.
     async fn place(
         service: &PlacementService,
         cluster: Uuid,
         job: PlaceJob,
     ) -> Result<PlaceOutcome, PlacementError> {
-        let mut decided = service.place(cluster, job).await?;
-        decided.record(None).await?;
+        let (decided, ()) = service.place(cluster, job, |_| ((), None)).await?;
         Ok(decided.outcome)
     }
 
+    /// A log entry for `decided`, as the API would write one.
+    fn entry(cluster: Uuid, job_id: Uuid, decided: &Decided) -> LoggedDecision {
+        LoggedDecision {
+            id: job_id,
+            cluster_id: cluster,
+            kind: crate::store::decisions::DecisionKind::Schedule,
+            vm_id: None,
+            host_id: None,
+            answer: "{}".to_owned(),
+            full: None,
+            claims: decided
+                .outcome
+                .claims
+                .iter()
+                .map(|c| (c.vm_id.clone(), c.host_id.clone()))
+                .collect(),
+            request: None,
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_decision_keeps_its_cluster_until_recorded_and_a_dropped_one_still_stores() {
+    async fn a_decision_is_answered_under_its_lock_and_stored_with_its_log_entry() {
         for db in backends().await {
             let (service, cluster) = service(&db, Duration::from_millis(100)).await;
             let policy = Policy::builder()
                 .filter(native("sandpiper-policy-memory"))
                 .build()
                 .expect("valid");
-            let mut decided = service
-                .place(cluster, job(&policy, "v1", 1024.0))
+            let job = job(&policy, "v1", 1024.0);
+            let id = job.decision_id;
+            let state = Arc::clone(&service.slot(cluster).state);
+            let (decided, locked) = service
+                .place(cluster, job, move |decided| {
+                    (state.try_lock().is_err(), Some(entry(cluster, id, decided)))
+                })
                 .await
                 .expect("decided");
+            assert!(locked, "the answer is made while the cluster is locked");
             assert_eq!(decided.outcome.claims.len(), 1);
-            // Until the decision is recorded, nothing else gets the cluster.
-            assert!(matches!(
-                service.summary(cluster).await,
-                Err(PlacementError::Busy { .. })
-            ));
-            decided.record(None).await.expect("recorded");
-            assert!(decided.record(None).await.is_err(), "recorded once");
-            assert_eq!(service.summary(cluster).await.expect("free").claims, 1);
+            // Answered only once the store has the claim and the entry.
+            let stored = persist::load(&service.inner.store, cluster)
+                .await
+                .expect("loads");
+            assert_eq!(stored.claims().len(), 1);
+            let mut conn = service.inner.store.read().await.expect("reads");
+            let logged = conn.decision(id).await.expect("reads").expect("logged");
+            assert_eq!(logged.cluster_id, cluster);
+        }
+    }
 
-            // Dropped unrecorded: the cluster is free and the claim is stored.
-            drop(
-                service
-                    .place(cluster, job(&policy, "v2", 1024.0))
-                    .await
-                    .expect("decided"),
-            );
-            assert_eq!(service.summary(cluster).await.expect("free").claims, 2);
-            // The dropped decision's changes were queued to the store's writer
-            // without anyone waiting for them: wait until the writer has
-            // applied them (bounded, so a lost write fails the test).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn decisions_queued_behind_a_holder_are_taken_back_to_back_in_order() {
+        for db in backends().await {
+            let (service, cluster) = service(&db, Duration::from_secs(10)).await;
+            let slow = Policy::builder().filter(slow()).build().expect("valid");
+            let memory = Policy::builder()
+                .filter(native("sandpiper-policy-memory"))
+                .build()
+                .expect("valid");
+            let holder = {
+                let service = service.clone();
+                let job = job(&slow, "slow", 1.0);
+                tokio::spawn(async move { place(&service, cluster, job).await })
+            };
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            // Queued while the slow decision holds the cluster, and then
+            // left alone: polled once, so each is queued, and not again
+            // until the holder is done. The holder decides them all.
+            let mut queued: Vec<_> = (0..5)
+                .map(|i| {
+                    let job = job(&memory, &format!("v{i}"), 1024.0);
+                    Box::pin(service.place(cluster, job, |_| (Instant::now(), None)))
+                })
+                .collect();
+            for decision in &mut queued {
+                let polled = tokio::time::timeout(Duration::from_millis(1), decision).await;
+                assert!(polled.is_err(), "queued behind the holder");
+            }
+            assert!(holder.await.expect("joined").expect("placed").complete);
             let mut on_disk = 0;
             for _ in 0..100 {
                 let stored = persist::load(&service.inner.store, cluster)
                     .await
                     .expect("loads");
                 on_disk = stored.claims().len();
-                if on_disk == 2 {
+                if on_disk == 6 {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            assert_eq!(on_disk, 2, "both claims are on disk");
+            assert_eq!(on_disk, 6, "the holder decided every queued decision");
+            let mut answered = Vec::new();
+            for decision in queued {
+                let (decided, at) = decision.await.expect("placed");
+                assert!(decided.outcome.complete);
+                answered.push(at);
+            }
+            assert!(answered.windows(2).all(|w| w[0] <= w[1]), "in order");
+            assert_eq!(service.summary(cluster).await.expect("summary").claims, 6);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_decision_that_gave_up_or_was_cancelled_while_queued_claims_nothing() {
+        for db in backends().await {
+            let (service, cluster) = service(&db, Duration::from_millis(100)).await;
+            let slow = Policy::builder().filter(slow()).build().expect("valid");
+            let memory = Policy::builder()
+                .filter(native("sandpiper-policy-memory"))
+                .build()
+                .expect("valid");
+            let holder = {
+                let service = service.clone();
+                let job = job(&slow, "slow", 1.0);
+                tokio::spawn(async move { place(&service, cluster, job).await })
+            };
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            // Past the lock timeout behind the slow decision: busy.
+            let gave_up = place(&service, cluster, job(&memory, "late", 1024.0)).await;
+            assert!(
+                matches!(gave_up, Err(PlacementError::Busy { .. })),
+                "{gave_up:?}"
+            );
+            // Cancelled while queued.
+            let cancelled = {
+                let service = service.clone();
+                let job = job(&memory, "cancelled", 1024.0);
+                tokio::spawn(async move { place(&service, cluster, job).await })
+            };
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            cancelled.abort();
+            assert!(holder.await.expect("joined").expect("placed").complete);
+            let claims = service.claims(cluster).await.expect("claims");
+            let vms: Vec<&str> = claims.iter().map(|c| c.vm_id.as_str()).collect();
+            assert_eq!(vms, ["slow"]);
         }
     }
 

@@ -146,10 +146,10 @@ pub(crate) fn place_job(
     }
 }
 
-/// Records a balancing round, which claims nothing. A schedule decision
-/// records its entry through `Decided::record` instead (over the held
-/// inventory in the same batch as its claims, before its cluster is
-/// unlocked).
+/// Records a balancing round, which claims nothing. A schedule decision's
+/// entry is recorded by `PlacementService::place_admitted` instead (over
+/// the held inventory in the same batch as its claims, before its cluster
+/// is unlocked).
 pub(crate) async fn record(state: &AppState, entry: LoggedDecision) -> Result<(), ApiError> {
     state
         .store()
@@ -220,8 +220,22 @@ pub async fn schedule_vm(
     Ok(json_response(text))
 }
 
-/// Places `job` and answers it: [`answer_and_record`] of the placement.
-/// Every route that places a VM goes through here.
+/// Places `job` and answers it, recording the decision in the decisions
+/// log with the claims it made; returns the answer's text. Every route
+/// that places a VM goes through here.
+///
+/// The answer and the log entry are rendered by the placement's own task
+/// right after the decision ([`PlacementService::place_admitted`]): over
+/// the held inventory the cluster is still locked then, and the log entry
+/// (the answer's summary form, small) is stored with the claims, in
+/// decision order; a full explain asked for is rendered afterwards on the
+/// blocking pool. Over inline hosts nothing is locked, and the answer,
+/// which carries the full explain record of up to every host sent, is
+/// logged as returned. The `attempt` is counted once the decision is
+/// recorded (as an error if this fails first), with the `kept` request it
+/// was asked if it is kept for replays.
+///
+/// [`PlacementService::place_admitted`]: crate::placement::PlacementService::place_admitted
 async fn place_and_answer(
     state: &AppState,
     admission: &Admission,
@@ -232,46 +246,60 @@ async fn place_and_answer(
     kept: Option<String>,
 ) -> Result<String, ApiError> {
     let vm_id = job.request.vm.id.clone();
-    let decided = state
+    let (answer_facts, answer_vm) = (facts.clone(), vm_id.clone());
+    let (decided, answered) = state
         .placement()
-        .place_admitted(facts.cluster_id, job, admission)
+        .place_admitted(
+            facts.cluster_id,
+            job,
+            admission,
+            move |decided| match render(&answer_facts, &answer_vm, decided, form, kept) {
+                Ok((text, logged)) => (Ok(text), logged),
+                Err(e) => (Err(e), None),
+            },
+        )
         .await
         .map_err(placement_error)?;
-    answer_and_record(admission, facts, vm_id, decided, form, attempt, kept).await
-}
-
-/// Renders a placement's answer and records it in the decisions log with
-/// the claims it made, returning the answer's text.
-///
-/// Over the held inventory the cluster is still locked here: the log entry
-/// (the answer's summary form, small) is rendered on this thread and
-/// recorded with the claims, in decision order, which unlocks the cluster;
-/// a full explain asked for is rendered afterwards on the blocking pool.
-/// Over inline hosts nothing is locked, and the answer, which carries the
-/// full explain record of up to every host sent, is rendered on the
-/// blocking pool and logged as returned. The `attempt` is counted once the
-/// decision is recorded (as an error if this fails first), with the
-/// `request` it was asked if it is kept for replays.
-async fn answer_and_record(
-    admission: &Admission,
-    facts: Facts,
-    vm_id: String,
-    mut decided: Decided,
-    form: AnswerForm,
-    attempt: SchedulingAttempt,
-    request: Option<String>,
-) -> Result<String, ApiError> {
-    let result = if decided.outcome.complete {
+    let text = answered?;
+    attempt.finish(if decided.outcome.complete {
         AttemptResult::Scheduled
     } else {
         AttemptResult::Unschedulable
-    };
-    let entry = |logged: Logged, decided: &Decided| {
+    });
+    match (text, form) {
+        (Some(text), AnswerForm::Pick)
+        | (
+            Some(text),
+            AnswerForm::Placement {
+                detail: ExplainDetail::Summary,
+                ..
+            },
+        ) => Ok(text),
+        _ => {
+            blocking(admission, move || {
+                to_json(&ScheduleAnswer::new(&facts, &vm_id, &decided, form)?)
+            })
+            .await
+        }
+    }
+}
+
+/// A decision's answer text as far as it is rendered before the cluster
+/// is unlocked (the whole answer for a pick; the summary form, logged, for
+/// a placement, none for a dry run), and its log entry.
+fn render(
+    facts: &Facts,
+    vm_id: &str,
+    decided: &Decided,
+    form: AnswerForm,
+    request: Option<String>,
+) -> Result<(Option<String>, Option<LoggedDecision>), ApiError> {
+    let entry = |logged: Logged| {
         let outcome = &decided.outcome;
         log_entry(
-            &facts,
+            facts,
             DecisionKind::Schedule,
-            Some(vm_id.clone()),
+            Some(vm_id.to_owned()),
             outcome.picks.first().and_then(|p| p.host_id.clone()),
             logged,
             outcome
@@ -279,55 +307,29 @@ async fn answer_and_record(
                 .iter()
                 .map(|c| (c.vm_id.clone(), c.host_id.clone()))
                 .collect(),
-            request.clone(),
+            request,
         )
     };
     match form {
         AnswerForm::Pick => {
-            let (answer_facts, answer_vm) = (facts.clone(), vm_id.clone());
-            let (mut decided, text, logged) = blocking(admission, move || {
-                let answer = ScheduleAnswer::new(&answer_facts, &answer_vm, &decided, form)?;
-                let text = to_json(&answer)?;
-                let logged = match answer.decision_id {
-                    Some(_) => Some(Logged::schedule(&answer, &text)?),
-                    None => None,
-                };
-                Ok((decided, text, logged))
-            })
-            .await?;
-            let entry = logged.and_then(|logged| entry(logged, &decided));
-            decided.record(entry).await.map_err(placement_error)?;
-            attempt.finish(result);
-            Ok(text)
+            let answer = ScheduleAnswer::new(facts, vm_id, decided, form)?;
+            let text = to_json(&answer)?;
+            let logged = match answer.decision_id {
+                Some(_) => Some(Logged::schedule(&answer, &text)?),
+                None => None,
+            };
+            Ok((Some(text), logged.and_then(entry)))
         }
-        AnswerForm::Placement { mode, detail } => {
+        AnswerForm::Placement { mode, .. } => {
             let logged_form = AnswerForm::Placement {
                 mode,
                 detail: ExplainDetail::Summary,
             };
-            let summary = match facts.decision_id {
-                Some(_) => Some(to_json(&ScheduleAnswer::new(
-                    &facts,
-                    &vm_id,
-                    &decided,
-                    logged_form,
-                )?)?),
-                None => None,
+            let Some(_) = facts.decision_id else {
+                return Ok((None, None));
             };
-            let logged = summary
-                .clone()
-                .and_then(|text| entry(Logged::whole(text), &decided));
-            decided.record(logged).await.map_err(placement_error)?;
-            attempt.finish(result);
-            match (summary, detail) {
-                (Some(text), ExplainDetail::Summary) => Ok(text),
-                _ => {
-                    blocking(admission, move || {
-                        to_json(&ScheduleAnswer::new(&facts, &vm_id, &decided, form)?)
-                    })
-                    .await
-                }
-            }
+            let summary = to_json(&ScheduleAnswer::new(facts, vm_id, decided, logged_form)?)?;
+            Ok((Some(summary.clone()), entry(Logged::whole(summary))))
         }
     }
 }
