@@ -18,6 +18,10 @@
 //!   (A pick in progress finishes: unit calls are bounded by their own
 //!   deadlines.)
 //!
+//! Held decisions take turns ([`super::turns`]): each is queued at its
+//! cluster, and whichever request holds the lock decides every queued one
+//! back to back, so a burst costs one lock hold and one hand-off.
+//!
 //! Different clusters have different locks and never wait on each other,
 //! and [`super::fairness`] keeps one cluster's storm from taking the CPU
 //! the others need: a decision is admitted (or refused 503 at once when its
@@ -1005,21 +1009,28 @@ mod tests {
         }
     }
 
+    /// A decision (VM `slow`) that holds the cluster for 400 ms, started.
+    async fn hold_slowly(
+        service: &PlacementService,
+        cluster: Uuid,
+    ) -> tokio::task::JoinHandle<Result<PlaceOutcome, PlacementError>> {
+        let policy = Policy::builder().filter(slow()).build().expect("valid");
+        let service = service.clone();
+        let job = job(&policy, "slow", 1.0);
+        let holder = tokio::spawn(async move { place(&service, cluster, job).await });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        holder
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn decisions_queued_behind_a_holder_are_taken_back_to_back_in_order() {
         for db in backends().await {
             let (service, cluster) = service(&db, Duration::from_secs(10)).await;
-            let slow = Policy::builder().filter(slow()).build().expect("valid");
             let memory = Policy::builder()
                 .filter(native("sandpiper-policy-memory"))
                 .build()
                 .expect("valid");
-            let holder = {
-                let service = service.clone();
-                let job = job(&slow, "slow", 1.0);
-                tokio::spawn(async move { place(&service, cluster, job).await })
-            };
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            let holder = hold_slowly(&service, cluster).await;
             // Queued while the slow decision holds the cluster, and then
             // left alone: polled once, so each is queued, and not again
             // until the holder is done. The holder decides them all.
@@ -1061,17 +1072,11 @@ mod tests {
     async fn a_decision_that_gave_up_or_was_cancelled_while_queued_claims_nothing() {
         for db in backends().await {
             let (service, cluster) = service(&db, Duration::from_millis(100)).await;
-            let slow = Policy::builder().filter(slow()).build().expect("valid");
             let memory = Policy::builder()
                 .filter(native("sandpiper-policy-memory"))
                 .build()
                 .expect("valid");
-            let holder = {
-                let service = service.clone();
-                let job = job(&slow, "slow", 1.0);
-                tokio::spawn(async move { place(&service, cluster, job).await })
-            };
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            let holder = hold_slowly(&service, cluster).await;
             // Past the lock timeout behind the slow decision: busy.
             let gave_up = place(&service, cluster, job(&memory, "late", 1024.0)).await;
             assert!(
