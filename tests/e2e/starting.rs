@@ -7,7 +7,7 @@
 //! unit, which takes seconds here, so the starting answers are seen.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::http::{exchange, send};
@@ -25,7 +25,7 @@ fn a_first_start_answers_503_starting_until_its_units_are_loaded() {
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port())
         .parse()
         .expect("address");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandpiper"))
+    let child = Command::new(env!("CARGO_BIN_EXE_sandpiper"))
         // Longer than the start, so a connection that says nothing while
         // starting is still open at the switch.
         .args(["serve", "--header-read-timeout-secs", "300"])
@@ -38,6 +38,8 @@ fn a_first_start_answers_503_starting_until_its_units_are_loaded() {
         .stderr(Stdio::null())
         .spawn()
         .expect("start sandpiper");
+    // Killed if an assertion fails first, so a failed run leaves no server.
+    let mut child = KillOnDrop(Some(child));
     let bearer = format!("Bearer {ADMIN_TOKEN}");
     let auth = [("Authorization", bearer.as_str())];
 
@@ -101,9 +103,21 @@ fn a_first_start_answers_503_starting_until_its_units_are_loaded() {
         assert_eq!(reply.status, 200, "the {which} connection after the switch");
     }
 
+    let mut child = child.0.take().expect("running");
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
     let status = child.wait().expect("wait");
     assert!(status.success(), "{status}");
+}
+
+struct KillOnDrop(Option<Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
