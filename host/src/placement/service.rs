@@ -712,6 +712,11 @@ impl PlacementService {
         admission: &Admission,
     ) -> Result<(), PlacementError> {
         let mut guard = self.loaded(cluster_id, guard).await?;
+        if slot.turns.is_empty() {
+            // Every turn queued so far was taken by the previous holder; a
+            // turn queued after this has its requester waiting for the lock.
+            return Ok(());
+        }
         // The sandbox slot after the lock, so a slot is never held idle by
         // a decision queued for the lock; held by the task until it ends.
         let permit = admission.sandbox().await;

@@ -91,6 +91,13 @@ impl Turns {
         }
     }
 
+    /// No turn is waiting: a holder that finds this has nothing to do
+    /// (its own turn was taken by the holder before it).
+    pub fn is_empty(&self) -> bool {
+        let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        queue.1.is_empty()
+    }
+
     fn next(&self) -> Option<Turn> {
         let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         queue.1.pop_front()
