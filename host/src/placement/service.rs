@@ -612,7 +612,7 @@ impl PlacementService {
         let retry_wait = self.inner.config.retry_wait;
         let may_wait = !retry_wait.is_zero() && !job.dry_run;
         let record = match self
-            .attempt(cluster_id, &slot, &job, may_wait, None, record, admission)
+            .attempt(cluster_id, &job, may_wait, None, record, admission)
             .await?
         {
             Taken::Decided { decided, ack } => {
@@ -628,7 +628,7 @@ impl PlacementService {
         let _ = tokio::time::timeout(retry_wait, resolved).await;
         let waited = Some(started.elapsed());
         match self
-            .attempt(cluster_id, &slot, &job, false, waited, record, admission)
+            .attempt(cluster_id, &job, false, waited, record, admission)
             .await?
         {
             Taken::Decided { decided, ack } => {
@@ -647,17 +647,16 @@ impl PlacementService {
     /// did within the lock timeout. With `may_wait`, an attempt that placed
     /// nothing, found no host, and would find one once pending claims
     /// resolve answers [`Taken::Retry`]; the caller waits and tries again.
-    #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,
         cluster_id: Uuid,
-        slot: &Arc<Slot>,
         job: &Arc<PlaceJob>,
         may_wait: bool,
         waited: Option<Duration>,
         record: Recorder,
         admission: &Admission,
     ) -> Result<Taken, PlacementError> {
+        let slot = self.slot(cluster_id);
         let (reply, mut taken) = oneshot::channel();
         let id = slot.turns.push(|id| Turn {
             id,
@@ -682,7 +681,7 @@ impl PlacementService {
                     })?;
                 }
                 guard = Arc::clone(&slot.state).lock_owned(), if !started => {
-                    if let Err(e) = self.take_turns(cluster_id, slot, guard, admission).await {
+                    if let Err(e) = self.take_turns(cluster_id, &slot, guard, admission).await {
                         if slot.turns.withdraw(id) {
                             return Err(e);
                         }

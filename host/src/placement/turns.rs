@@ -12,7 +12,7 @@
 //! own `max_hold` from the moment its turn starts.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
@@ -23,7 +23,6 @@ use super::persist::{Ack, LoggedDecision, Op, Persister};
 use super::place::{PlaceContext, PlaceOutcome};
 use super::service::{PlaceJob, PlacementConfig, PlacementError};
 use super::time::Timestamp;
-use std::sync::Arc;
 
 /// Most decisions one lock hold takes: past this, the holder lets go, so a
 /// host report or a confirm waiting for the lock is not held up behind a
