@@ -4,29 +4,29 @@
 
 use std::time::Duration;
 
+use super::config::{self, PlacementConfig};
 use super::fairness::{self, FairnessConfig};
 use super::persist::Retention;
 use super::sample::Sampling;
-use super::service::{self, PlacementConfig};
 
 /// Placement settings of `sandpiper serve`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct PlacementArgs {
     /// Seconds an unconfirmed claim holds its resources.
-    #[arg(long, env = "SANDPIPER_CLAIM_TTL_SECS", default_value_t = service::DEFAULT_CLAIM_TTL.as_secs())]
+    #[arg(long, env = "SANDPIPER_CLAIM_TTL_SECS", default_value_t = config::DEFAULT_CLAIM_TTL.as_secs())]
     pub claim_ttl_secs: u64,
 
     /// Milliseconds a request waits for its cluster's lock before a 503.
-    #[arg(long, env = "SANDPIPER_LOCK_TIMEOUT_MS", default_value_t = millis(service::DEFAULT_LOCK_TIMEOUT))]
+    #[arg(long, env = "SANDPIPER_LOCK_TIMEOUT_MS", default_value_t = millis(config::DEFAULT_LOCK_TIMEOUT))]
     pub lock_timeout_ms: u64,
 
     /// Milliseconds one decision may hold its cluster's lock.
-    #[arg(long, env = "SANDPIPER_MAX_HOLD_MS", default_value_t = millis(service::DEFAULT_MAX_HOLD))]
+    #[arg(long, env = "SANDPIPER_MAX_HOLD_MS", default_value_t = millis(config::DEFAULT_MAX_HOLD))]
     pub max_hold_ms: u64,
 
     /// Milliseconds a request with no host waits for pending claims to
     /// resolve before its one retry; 0 turns delay-and-retry off.
-    #[arg(long, env = "SANDPIPER_RETRY_WAIT_MS", default_value_t = millis(service::DEFAULT_RETRY_WAIT))]
+    #[arg(long, env = "SANDPIPER_RETRY_WAIT_MS", default_value_t = millis(config::DEFAULT_RETRY_WAIT))]
     pub retry_wait_ms: u64,
 
     /// Hosts a decision considers when the request names none: `adaptive`
@@ -40,7 +40,7 @@ pub struct PlacementArgs {
     pub reuse_answers: bool,
 
     /// Days a logged decision is kept.
-    #[arg(long, env = "SANDPIPER_DECISIONS_MAX_AGE_DAYS", default_value_t = service::DEFAULT_DECISIONS_MAX_AGE.as_secs() / 86_400)]
+    #[arg(long, env = "SANDPIPER_DECISIONS_MAX_AGE_DAYS", default_value_t = config::DEFAULT_DECISIONS_MAX_AGE.as_secs() / 86_400)]
     pub decisions_max_age_days: u64,
 
     /// Decisions one cluster may have in progress before further ones are
@@ -83,7 +83,7 @@ impl PlacementArgs {
             lock_timeout: Duration::from_millis(self.lock_timeout_ms),
             max_hold: Duration::from_millis(self.max_hold_ms),
             retry_wait: Duration::from_millis(self.retry_wait_ms),
-            sweep_interval: service::SWEEP_INTERVAL,
+            sweep_interval: config::SWEEP_INTERVAL,
             retention: Retention {
                 count: decisions_retained,
                 max_age: Duration::from_secs(self.decisions_max_age_days.saturating_mul(86_400)),

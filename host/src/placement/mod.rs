@@ -15,7 +15,7 @@
 //! * [`sample`]: how many held hosts a decision considers (a rotating
 //!   window above 1,000 hosts).
 //! * [`request`]: the one schedule request, whichever source its hosts
-//!   come from.
+//!   come from, and the decision to make of it ([`PlaceJob`]).
 //! * [`cluster`] and [`place`]: one cluster's state and every operation on
 //!   it, synchronous and clock-free, so the model-based test runs the very
 //!   code the server runs; [`place`] also decides over hosts sent inline.
@@ -25,6 +25,8 @@
 //!   the decision's claims before its cluster is unlocked.
 //! * [`turns`]: held decisions queued at their cluster, decided back to
 //!   back by whichever request holds its lock.
+//! * [`config`] and [`error`]: the service's settings with their
+//!   defaults, and its one error.
 //! * [`time`]: wall-clock instants for claims, which survive restarts.
 //! * [`fairness`]: per-cluster bounds on decisions in progress and on the
 //!   CPU their units may take, so one cluster cannot slow the others.
@@ -37,6 +39,8 @@ pub mod balance;
 pub mod claims;
 pub mod cluster;
 pub mod columns;
+pub mod config;
+pub mod error;
 pub mod fairness;
 pub mod hosts;
 pub mod persist;
@@ -57,14 +61,16 @@ pub use args::PlacementArgs;
 pub use balance::{BalanceJob, Balanced};
 pub use claims::{Claim, ClaimError, ClaimLedger, ClaimState};
 pub use cluster::{Change, ClusterState, InventorySummary, UpdateResult};
+pub use config::PlacementConfig;
+pub use error::PlacementError;
 pub use fairness::{Admission, Fairness, FairnessConfig, TooManyInProgress};
 pub use hosts::{Applied, HostInventory, HostRecord, HostUpdate, InventoryError};
 pub use persist::{LoggedDecision, Persister, Retention};
 pub use place::{Pick, PlaceContext, PlaceError, PlaceOutcome, over_snapshot, pick_over};
-pub use request::{ExplainDetail, HostsSource, Mode, PlaceRequest, SourceMismatch};
+pub use request::{ExplainDetail, HostsSource, Mode, PlaceJob, PlaceRequest, SourceMismatch};
 pub use resources::Resources;
 pub use sample::{Sample, Sampling};
-pub use service::{HeldView, PlaceJob, PlacementConfig, PlacementError, PlacementService};
+pub use service::{HeldView, PlacementService};
 pub use time::Timestamp;
 pub use turns::{Decided, Recorder};
 pub use usage::HostUsage;

@@ -13,7 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use uuid::Uuid;
 
+use crate::pipeline::{ParamValues, Policy};
 use crate::snapshot::{HintValue, Host, RunningVm, Snapshot, VmSpec};
 
 /// How a multi-instance request treats an instance that cannot be placed.
@@ -164,6 +166,20 @@ impl PlaceRequest {
             None => Ok(HostsSource::Held),
         }
     }
+}
+
+/// A placement to make: the request, where its hosts come from, and the
+/// policy to decide with.
+pub struct PlaceJob {
+    pub policy: Policy,
+    /// The cluster's parameter overrides.
+    pub params: ParamValues,
+    /// The request, its hosts source already taken out
+    /// ([`PlaceRequest::take_source`]).
+    pub request: PlaceRequest,
+    pub source: HostsSource,
+    pub dry_run: bool,
+    pub decision_id: Uuid,
 }
 
 #[cfg(test)]

@@ -42,122 +42,19 @@ use tokio::sync::{Notify, OwnedMutexGuard, oneshot};
 use uuid::Uuid;
 
 use super::balance::{self, BalanceFailure, BalanceJob, Balanced};
-use super::claims::{Claim, ClaimError};
+use super::claims::Claim;
 use super::cluster::{Change, ClusterState, InventorySummary, UpdateResult};
-use super::fairness::{Admission, Fairness, FairnessConfig, TooManyInProgress};
-use super::hosts::{HostInventory, HostUpdate, InventoryError};
-use super::persist::{self, LoggedDecision, PersistError, Persister, Retention};
+use super::config::PlacementConfig;
+use super::error::PlacementError;
+use super::fairness::{Admission, Fairness};
+use super::hosts::{HostInventory, HostUpdate};
+use super::persist::{self, LoggedDecision, PersistError, Persister};
 use super::place::{self, PlaceError};
-use super::request::{HostsSource, PlaceRequest};
-use super::sample::Sampling;
+use super::request::{HostsSource, PlaceJob};
 use super::time::Timestamp;
 use super::turns::{Decided, Recorder, Taken, Turn, Turns, Unqueued};
-use crate::pipeline::{BalanceError, ParamValues, Policy};
-use crate::snapshot::{Snapshot, SnapshotError};
-use crate::store::{Store, StoreError};
-
-/// How long an unconfirmed claim holds its resources, seconds. A VM start
-/// (image fetch, boot to "powering up") takes seconds to a couple of
-/// minutes; ten minutes covers slow starts. Too short would free capacity
-/// that is about to be used (a double booking); too long only parks
-/// capacity after a lost message, which is the safe side.
-pub const DEFAULT_CLAIM_TTL: Duration = Duration::from_secs(600);
-
-/// How long a request waits for its cluster's lock before it is answered
-/// 503. A decision holds it for about a millisecond at 10,000 hosts, so
-/// ten seconds is thousands of decisions queued: past that, the caller is
-/// better served by an answer it can retry than by a hung connection.
-pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long one decision may hold its cluster's lock before it stops
-/// placing instances, answers 503 and claims nothing. 256 instances over
-/// 10,000 hosts take well under a second with compiled units; ten seconds
-/// leaves room for slow interpreted units while bounding the wait of
-/// everyone queued behind.
-pub const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(10);
-
-/// How long a request with no host waits for pending claims to resolve
-/// before its one retry. oVirt waits at most one host refresh (3 s by
-/// default) for the monitoring report that resolves a claim.
-pub const DEFAULT_RETRY_WAIT: Duration = Duration::from_secs(3);
-
-/// How often expired claims are swept even when no request arrives, so
-/// that their rows are deleted and requests waiting to retry are woken.
-/// Decisions drop expired claims themselves, so this only bounds how long
-/// an expired claim lingers in listings: one second is plenty.
-pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
-
-/// Decisions kept in the log at most this long, days. A month of history
-/// answers "why did this VM land there" for any recent incident.
-pub const DEFAULT_DECISIONS_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
-
-/// The service's settings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PlacementConfig {
-    pub claim_ttl: Duration,
-    pub lock_timeout: Duration,
-    pub max_hold: Duration,
-    pub retry_wait: Duration,
-    pub sweep_interval: Duration,
-    pub retention: Retention,
-    /// How many hosts a decision's first pick considers.
-    pub sampling: Sampling,
-    /// Whether per-host units' answers are reused between decisions.
-    pub reuse_answers: bool,
-    /// Per-cluster bounds on decisions in progress and their CPU work.
-    pub fairness: FairnessConfig,
-}
-
-impl Default for PlacementConfig {
-    fn default() -> Self {
-        PlacementConfig {
-            claim_ttl: DEFAULT_CLAIM_TTL,
-            lock_timeout: DEFAULT_LOCK_TIMEOUT,
-            max_hold: DEFAULT_MAX_HOLD,
-            retry_wait: DEFAULT_RETRY_WAIT,
-            sweep_interval: SWEEP_INTERVAL,
-            retention: Retention {
-                count: 1000,
-                max_age: DEFAULT_DECISIONS_MAX_AGE,
-            },
-            sampling: Sampling::Adaptive,
-            reuse_answers: true,
-            fairness: FairnessConfig::default(),
-        }
-    }
-}
-
-/// Why a placement operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum PlacementError {
-    #[error(
-        "cluster {cluster_id} is busy: its lock was not free within {} ms; retry",
-        waited.as_millis()
-    )]
-    Busy { cluster_id: Uuid, waited: Duration },
-    #[error(transparent)]
-    TooManyInProgress(#[from] TooManyInProgress),
-    #[error(transparent)]
-    Inventory(#[from] InventoryError),
-    #[error(transparent)]
-    Invalid(#[from] SnapshotError),
-    #[error(transparent)]
-    Place(#[from] PlaceError),
-    #[error(transparent)]
-    Balance(#[from] BalanceError),
-    #[error(transparent)]
-    Claim(#[from] ClaimError),
-    #[error(
-        "cluster {cluster_id} has no inventory: push a snapshot first, or send the hosts inline"
-    )]
-    NoInventory { cluster_id: Uuid },
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Persist(#[from] PersistError),
-    #[error("placement task failed: {0}")]
-    Task(String),
-}
+use crate::snapshot::Snapshot;
+use crate::store::Store;
 
 /// The held inventory of a cluster with some of its hosts named
 /// ([`PlacementService::held_view`]).
@@ -167,20 +64,6 @@ pub struct HeldView {
     pub candidates: Vec<u32>,
     /// The names it does not hold.
     pub unknown: Vec<String>,
-}
-
-/// A placement to make: the request, where its hosts come from, and the
-/// policy to decide with.
-pub struct PlaceJob {
-    pub policy: Policy,
-    /// The cluster's parameter overrides.
-    pub params: ParamValues,
-    /// The request, its hosts source already taken out
-    /// ([`PlaceRequest::take_source`]).
-    pub request: PlaceRequest,
-    pub source: HostsSource,
-    pub dry_run: bool,
-    pub decision_id: Uuid,
 }
 
 /// The placement service; cloning shares it.
@@ -867,6 +750,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::pipeline::{ParamValues, Policy};
     use crate::placement::place::PlaceOutcome;
     use crate::placement::request::{Mode, PlaceRequest};
     use crate::placement::test_store::{TestDb, backends, store_with_cluster};
@@ -906,6 +790,14 @@ mod tests {
             .await
             .expect("inventory");
         (service, cluster)
+    }
+
+    /// The Memory filter alone.
+    fn memory_policy() -> Policy {
+        Policy::builder()
+            .filter(native("sandpiper-policy-memory"))
+            .build()
+            .expect("valid")
     }
 
     /// A filter that rejects nothing, slowly.
@@ -987,10 +879,7 @@ mod tests {
     async fn a_decision_is_answered_under_its_lock_and_stored_with_its_log_entry() {
         for db in backends().await {
             let (service, cluster) = service(&db, Duration::from_millis(100)).await;
-            let policy = Policy::builder()
-                .filter(native("sandpiper-policy-memory"))
-                .build()
-                .expect("valid");
+            let policy = memory_policy();
             let job = job(&policy, "v1", 1024.0);
             let id = job.decision_id;
             let state = Arc::clone(&service.slot(cluster).state);
@@ -1030,10 +919,7 @@ mod tests {
     async fn decisions_queued_behind_a_holder_are_taken_back_to_back_in_order() {
         for db in backends().await {
             let (service, cluster) = service(&db, Duration::from_secs(10)).await;
-            let memory = Policy::builder()
-                .filter(native("sandpiper-policy-memory"))
-                .build()
-                .expect("valid");
+            let memory = memory_policy();
             let holder = hold_slowly(&service, cluster).await;
             // Queued while the slow decision holds the cluster, and then
             // left alone: polled once, so each is queued, and not again
@@ -1076,10 +962,7 @@ mod tests {
     async fn a_decision_that_gave_up_or_was_cancelled_while_queued_claims_nothing() {
         for db in backends().await {
             let (service, cluster) = service(&db, Duration::from_millis(100)).await;
-            let memory = Policy::builder()
-                .filter(native("sandpiper-policy-memory"))
-                .build()
-                .expect("valid");
+            let memory = memory_policy();
             let holder = hold_slowly(&service, cluster).await;
             // Past the lock timeout behind the slow decision: busy.
             let gave_up = place(&service, cluster, job(&memory, "late", 1024.0)).await;
@@ -1106,13 +989,7 @@ mod tests {
     async fn a_busy_cluster_answers_busy_after_the_lock_timeout() {
         for db in backends().await {
             let (service, cluster) = service(&db, Duration::from_millis(100)).await;
-            let policy = Policy::builder().filter(slow()).build().expect("valid");
-            let holder = {
-                let service = service.clone();
-                let job = job(&policy, "slow", 1.0);
-                tokio::spawn(async move { place(&service, cluster, job).await })
-            };
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            let holder = hold_slowly(&service, cluster).await;
             let started = Instant::now();
             let waited = service.summary(cluster).await;
             assert!(
@@ -1131,10 +1008,7 @@ mod tests {
     async fn concurrent_decisions_never_overcommit() {
         for db in backends().await {
             let (service, cluster) = service(&db, Duration::from_secs(10)).await;
-            let policy = Policy::builder()
-                .filter(native("sandpiper-policy-memory"))
-                .build()
-                .expect("valid");
+            let policy = memory_policy();
             // Two hosts of 4 GiB: eight 1 GiB VMs fit, the other 12 do not.
             let tasks: Vec<_> = (0..20)
                 .map(|i| {

@@ -19,9 +19,11 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::cluster::{Change, ClusterState};
+use super::config::PlacementConfig;
+use super::error::PlacementError;
 use super::persist::{Ack, LoggedDecision, Op, Persister};
 use super::place::{PlaceContext, PlaceOutcome};
-use super::service::{PlaceJob, PlacementConfig, PlacementError};
+use super::request::PlaceJob;
 use super::time::Timestamp;
 
 /// Most decisions one lock hold takes: past this, the holder lets go, so a

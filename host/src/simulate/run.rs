@@ -513,7 +513,7 @@ impl<'a> Replay<'a> {
             // the same on every run.
             decision_id: Uuid::from_u128(self.tally.decisions),
             now: self.epoch.after(Duration::from_secs(at_s)),
-            claim_ttl: crate::placement::service::DEFAULT_CLAIM_TTL,
+            claim_ttl: crate::placement::config::DEFAULT_CLAIM_TTL,
             hold_deadline: None,
             dry_run: false,
             sampling: Sampling::All,
