@@ -4,7 +4,7 @@
 //! and a cluster's state loaded back ([`load`]).
 //!
 //! Every operation changes the in-memory state under its cluster's lock
-//! and, still under the lock, queues the resulting [`Change`]s here, so the
+//! and, still under the lock, queues the resulting [`Change`]s here ([`Unqueued`]), so the
 //! queue holds them in the order they happened. The store's writer applies
 //! whatever is queued in one transaction (group commit) and acknowledges
 //! each job; a request answers only once its job is acknowledged, so a
@@ -64,6 +64,63 @@ impl Persister {
             ops,
             retention: self.retention,
         })
+    }
+}
+
+/// Changes made under a cluster's lock, waiting to be queued to the store.
+/// Dropped unqueued (a recorder panicked), they are queued anyway: the
+/// store never lags the claims in memory.
+pub struct Unqueued {
+    cluster_id: Uuid,
+    changes: Vec<Change>,
+    persister: Persister,
+    queued: bool,
+}
+
+impl Unqueued {
+    pub fn new(cluster_id: Uuid, changes: Vec<Change>, persister: &Persister) -> Unqueued {
+        Unqueued {
+            cluster_id,
+            changes,
+            persister: persister.clone(),
+            queued: false,
+        }
+    }
+
+    /// Some claim ended (expired, released, covered).
+    pub fn resolves_a_claim(&self) -> bool {
+        self.changes
+            .iter()
+            .any(|c| matches!(c, Change::ClaimDeleted { .. }))
+    }
+
+    /// Queues the changes and the log entry, in one batch, behind every
+    /// change queued before (the caller still holds the lock).
+    pub fn queue(mut self, logged: Option<LoggedDecision>) -> Ack {
+        self.submit(logged)
+    }
+
+    fn submit(&mut self, logged: Option<LoggedDecision>) -> Ack {
+        self.queued = true;
+        let mut ops = Vec::with_capacity(2);
+        if !self.changes.is_empty() {
+            ops.push(Op::Changes {
+                cluster_id: self.cluster_id,
+                changes: std::mem::take(&mut self.changes),
+            });
+        }
+        ops.extend(logged.map(Op::Decision));
+        self.persister.submit(ops)
+    }
+}
+
+impl Drop for Unqueued {
+    fn drop(&mut self) {
+        if !self.queued {
+            // Nobody waits for this acknowledgement; a failed write is
+            // logged by the writer.
+            drop(self.submit(None));
+        }
     }
 }
 

@@ -48,11 +48,11 @@ use super::config::PlacementConfig;
 use super::error::PlacementError;
 use super::fairness::{Admission, Fairness};
 use super::hosts::{HostInventory, HostUpdate};
-use super::persist::{self, LoggedDecision, PersistError, Persister};
+use super::persist::{self, LoggedDecision, PersistError, Persister, Unqueued};
 use super::place::{self, PlaceError};
 use super::request::{HostsSource, PlaceJob};
 use super::time::Timestamp;
-use super::turns::{Decided, Recorder, Taken, Turn, Turns, Unqueued};
+use super::turns::{Decided, Recorder, Taken, Turn, Turns};
 use crate::snapshot::Snapshot;
 use crate::store::Store;
 

@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use super::cluster::{Change, ClusterState};
+use super::cluster::ClusterState;
 use super::config::PlacementConfig;
 use super::error::PlacementError;
-use super::persist::{Ack, LoggedDecision, Op, Persister};
+use super::persist::{Ack, LoggedDecision, Persister, Unqueued};
 use super::place::{PlaceContext, PlaceOutcome};
 use super::request::PlaceJob;
 use super::time::Timestamp;
@@ -189,61 +189,4 @@ fn take_turn(
     };
     let _ = reply.send(Ok(taken));
     resolved
-}
-
-/// Changes made under a cluster's lock, waiting to be queued to the store.
-/// Dropped unqueued (a recorder panicked), they are queued anyway: the
-/// store never lags the claims in memory.
-pub(super) struct Unqueued {
-    cluster_id: Uuid,
-    changes: Vec<Change>,
-    persister: Persister,
-    queued: bool,
-}
-
-impl Unqueued {
-    pub fn new(cluster_id: Uuid, changes: Vec<Change>, persister: &Persister) -> Unqueued {
-        Unqueued {
-            cluster_id,
-            changes,
-            persister: persister.clone(),
-            queued: false,
-        }
-    }
-
-    /// Some claim ended (expired, released, covered).
-    pub fn resolves_a_claim(&self) -> bool {
-        self.changes
-            .iter()
-            .any(|c| matches!(c, Change::ClaimDeleted { .. }))
-    }
-
-    /// Queues the changes and the log entry, in one batch, behind every
-    /// change queued before (the caller still holds the lock).
-    pub fn queue(mut self, logged: Option<LoggedDecision>) -> Ack {
-        self.submit(logged)
-    }
-
-    fn submit(&mut self, logged: Option<LoggedDecision>) -> Ack {
-        self.queued = true;
-        let mut ops = Vec::with_capacity(2);
-        if !self.changes.is_empty() {
-            ops.push(Op::Changes {
-                cluster_id: self.cluster_id,
-                changes: std::mem::take(&mut self.changes),
-            });
-        }
-        ops.extend(logged.map(Op::Decision));
-        self.persister.submit(ops)
-    }
-}
-
-impl Drop for Unqueued {
-    fn drop(&mut self) {
-        if !self.queued {
-            // Nobody waits for this acknowledgement; a failed write is
-            // logged by the writer.
-            drop(self.submit(None));
-        }
-    }
 }
