@@ -34,7 +34,9 @@
 //! `nova_http hosts=... mode=held|held_dry_run|inline|in_process runs=... median_ms=... min_ms=... load=... retries=...`.
 //!
 //! Run with: `cargo bench --bench nova_http [hosts]` (figures in
-//! docs/performance.md, "Nova's policy over HTTP").
+//! docs/performance.md, "Nova's policy over HTTP"); `NOVA_HTTP_RUNS=N`
+//! times N decisions per mode instead of the default count, e.g. to
+//! profile the server through one phase.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -109,9 +111,13 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// Timed decisions per size and mode; `divisor` makes a costlier mode
-/// run fewer.
+/// run fewer. `NOVA_HTTP_RUNS` sets the count instead, to keep a phase
+/// running long enough for a profiler to sample it.
 fn runs_for(hosts: usize, divisor: usize) -> usize {
-    (HOST_RUNS / divisor / hosts).clamp(MIN_RUNS, MAX_RUNS)
+    match std::env::var("NOVA_HTTP_RUNS").ok().and_then(|r| r.parse().ok()) {
+        Some(runs) => runs,
+        None => (HOST_RUNS / divisor / hosts).clamp(MIN_RUNS, MAX_RUNS),
+    }
 }
 
 /// Measures every mode at `hosts` hosts.
