@@ -114,7 +114,10 @@ fn main() -> anyhow::Result<()> {
 /// run fewer. `NOVA_HTTP_RUNS` sets the count instead, to keep a phase
 /// running long enough for a profiler to sample it.
 fn runs_for(hosts: usize, divisor: usize) -> usize {
-    match std::env::var("NOVA_HTTP_RUNS").ok().and_then(|r| r.parse().ok()) {
+    match std::env::var("NOVA_HTTP_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+    {
         Some(runs) => runs,
         None => (HOST_RUNS / divisor / hosts).clamp(MIN_RUNS, MAX_RUNS),
     }

@@ -30,11 +30,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use sandpiper::builtin::{BuiltinPolicy, UNITS};
 use sandpiper::pipeline::{
-    Decision, OnFailure, Policy, Reuse, ReuseCache, ScheduleError, ScheduleRequest, Stamp,
+    Decision, OnFailure, Policy, Reuse, ReuseCache, ScheduleError, ScheduleRequest, Stamp, Stamps,
     fresh_stamps, schedule, schedule_calling_every_unit, schedule_reusing,
 };
 use sandpiper::sandbox::{Limits, Runtime};
-use sandpiper::unit::Unit;
+use sandpiper::unit::{ColumnsRead, Unit};
 use sandpiper_model::Inventory;
 use sandpiper_model::{HostFlag, HostMetric, HostText, Interned, Request, Vm};
 
@@ -199,7 +199,11 @@ fn measure_incremental(
             let reuse = Reuse {
                 cache: &mut caches[k],
                 view: (0, hosts),
-                stamps: &stamps,
+                // Hosts change by report here, never by a claim.
+                stamps: Stamps {
+                    by_host: &stamps,
+                    claimed_columns: ColumnsRead::ALL,
+                },
             };
             let start = Instant::now();
             let decision = black_box(schedule_reusing(policies[k], inventory, request, reuse))

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sandpiper_model::Inventory;
 use sandpiper_model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
+use sandpiper_model::{HostMetric, Inventory};
 
 /// Which of the three roles a unit implements, read from its exports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -68,11 +68,93 @@ fn serialize_micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S
     s.serialize_u64(d.as_micros().min(u128::from(u64::MAX)) as u64)
 }
 
-/// A unit's answer together with what it cost.
+/// A unit's answer together with what it cost and what it read.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Called<T> {
     pub value: T,
     pub usage: Usage,
+    pub read: ColumnsRead,
+}
+
+/// Which of the snapshot's changeable columns a call read: each host
+/// metric, the VM columns and the hardware columns. The VM count is not
+/// a column here: every call reads it (the guest's snapshot is sized by
+/// it), and a per-host answer may depend only on the VMs on its host,
+/// which a unit finds through `vm-hosts`. These are what a decision's own snapshot changes between
+/// calls without a host reporting anything (the claims pending on a host
+/// move its usage metrics and add VMs), so an answer from a call that read
+/// none of a change's columns cannot have depended on it: the reuse of
+/// per-host answers relies on that (`pipeline::reuse`).
+///
+/// A sandboxed call's record is exact: the host serves every column the
+/// unit reads through its `inventory` import and notes it. A native call
+/// reads the snapshot directly, unseen, so it counts as having read
+/// everything ([`ColumnsRead::ALL`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ColumnsRead {
+    /// Bit `m` for `HostMetric` `m`.
+    host_metrics: u64,
+    vms: bool,
+    hardware: bool,
+}
+
+impl ColumnsRead {
+    /// Nothing read.
+    pub const NONE: ColumnsRead = ColumnsRead {
+        host_metrics: 0,
+        vms: false,
+        hardware: false,
+    };
+
+    /// Everything, as far as anyone can tell.
+    pub const ALL: ColumnsRead = ColumnsRead {
+        host_metrics: u64::MAX,
+        vms: true,
+        hardware: true,
+    };
+
+    /// These host metrics, and the VM and hardware columns as given.
+    pub const fn of(metrics: &[HostMetric], vms: bool, hardware: bool) -> ColumnsRead {
+        let mut host_metrics = 0;
+        let mut i = 0;
+        while i < metrics.len() {
+            host_metrics |= 1 << metrics[i] as u64;
+            i += 1;
+        }
+        ColumnsRead {
+            host_metrics,
+            vms,
+            hardware,
+        }
+    }
+
+    pub fn host_metric(&mut self, metric: HostMetric) {
+        self.host_metrics |= 1 << metric as u64;
+    }
+
+    pub fn vms(&mut self) {
+        self.vms = true;
+    }
+
+    pub fn hardware(&mut self) {
+        self.hardware = true;
+    }
+
+    /// Whether a column read here is among `other`'s.
+    pub fn overlaps(self, other: ColumnsRead) -> bool {
+        self.host_metrics & other.host_metrics != 0
+            || (self.vms && other.vms)
+            || (self.hardware && other.hardware)
+    }
+
+    /// Both records together.
+    pub fn union(self, other: ColumnsRead) -> ColumnsRead {
+        ColumnsRead {
+            host_metrics: self.host_metrics | other.host_metrics,
+            vms: self.vms || other.vms,
+            hardware: self.hardware || other.hardware,
+        }
+    }
 }
 
 /// Why a unit call failed. Classified from typed traps and limiter errors,

@@ -171,6 +171,7 @@ impl Prepared {
                     .map(|called| Called {
                         value: as_sentences(called.value),
                         usage: called.usage,
+                        read: called.read,
                     })
             }),
             scores: expect

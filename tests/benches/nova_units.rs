@@ -79,6 +79,7 @@ fn main() {
     }
     if filter.is_none() {
         nova_policy();
+        one_changed_host(&inventory, &request);
     }
     if filter
         .as_deref()
@@ -459,6 +460,37 @@ fn report(name: &str, role: &str, builds: &[&dyn Unit; 2], call: impl Fn(&dyn Un
         micros(wasm) / micros(native).max(0.1),
         micros(wasm) * 1000.0 / HOSTS as f64
     );
+}
+
+/// What each unit of Nova's policy costs asked about one host of
+/// [`HOSTS`]: the call a decision makes when every other host's answer is
+/// reused (one host changed since the last decision of the same shape), so
+/// what is left is the call's fixed cost, the columns it reads included.
+/// Prints `one_host name=... role=... wasm_median_us=...
+/// native_median_us=...`.
+fn one_changed_host(inventory: &Arc<Inventory>, request: &Request) {
+    println!("Nova's policy units asked about one host of {HOSTS} (median of {RUNS})");
+    let one = [(HOSTS / 2) as u32];
+    for package in NOVA_POLICY {
+        for (wasm, native) in common::both_builds(|p| p == package) {
+            let builds: [&dyn Unit; 2] = [wasm.as_ref(), &native];
+            let (role, [w, n]) = if native.filter.is_some() {
+                let medians =
+                    common::medians(&builds, |u| elapsed(u.filter(inventory, request, &one)));
+                ("filter", medians)
+            } else {
+                let medians =
+                    common::medians(&builds, |u| elapsed(u.score(inventory, request, &one)));
+                ("score", medians)
+            };
+            println!(
+                "  one_host name={} role={role} wasm_median_us={:.1} native_median_us={:.1}",
+                native.info.name,
+                micros(w),
+                micros(n),
+            );
+        }
+    }
 }
 
 /// `count` Nova-shaped hosts (`common/nova_cluster.rs`, shared with the

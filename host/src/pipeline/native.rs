@@ -14,7 +14,7 @@ use sandpiper_guest::native::NativeUnit;
 use sandpiper_model::Inventory;
 use sandpiper_model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
 
-use crate::unit::{CallResult, Called, Exports, Failed, Role, Unit, UnitError, Usage};
+use crate::unit::{CallResult, Called, ColumnsRead, Exports, Failed, Role, Unit, UnitError, Usage};
 
 /// The trap name a caught native panic is reported with.
 const NATIVE_PANIC_TRAP: &str = "native panic";
@@ -78,7 +78,12 @@ fn timed<T>(call: impl FnOnce() -> T) -> CallResult<T> {
         elapsed: start.elapsed(),
     };
     match outcome {
-        Ok(value) => Ok(Called { value, usage }),
+        // Read directly from the snapshot, unseen.
+        Ok(value) => Ok(Called {
+            value,
+            usage,
+            read: ColumnsRead::ALL,
+        }),
         Err(payload) => {
             let panic = payload
                 .downcast_ref::<&str>()

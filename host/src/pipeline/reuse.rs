@@ -15,7 +15,13 @@
 //!   host of the snapshot — a number that changes whenever anything a unit
 //!   can read about the host changes (the held inventory renews it when a
 //!   report changes the host, and adds a fingerprint of the claims pending
-//!   on it). [`Stamp::NONE`] means "do not reuse".
+//!   on it). [`Stamp::NONE`] means "do not reuse". The claims' part counts
+//!   only for answers whose call read a column the claims change
+//!   ([`Stamps::claimed_columns`]; a sandboxed call's reads are recorded
+//!   exactly, [`ColumnsRead`]): a unit that never read them gave the same
+//!   answer whatever was claimed, so a decision's claims do not make it
+//!   ask again about the host just placed on (Nova's `ComputeFilter`
+//!   reads only the hosts' statuses).
 //!
 //! Answers are kept per *view* (the caller's name for which hosts the
 //! snapshot's rows are: every held host, or one window of them), by row:
@@ -36,7 +42,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use sandpiper_model::{KeyValue, Request, Vm};
 
-use crate::unit::{Role, Unit};
+use crate::unit::{ColumnsRead, Role, Unit};
 
 /// What identifies the content of a host row, for reuse.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -61,6 +67,30 @@ impl Stamp {
     }
 }
 
+/// The stamp an answer was kept for, and whether the call that gave it read
+/// a column the stamp's `claimed` part stands for
+/// ([`Stamps::claimed_columns`]).
+#[derive(Clone, Copy, Debug)]
+struct Kept {
+    stamp: Stamp,
+    read_claimed: bool,
+}
+
+impl Kept {
+    const NONE: Kept = Kept {
+        stamp: Stamp::NONE,
+        read_claimed: true,
+    };
+
+    /// Whether the answer holds for a host stamped `now`: the same report,
+    /// and the same claims unless the call never read what claims change.
+    fn holds_for(self, now: Stamp) -> bool {
+        now.reusable()
+            && self.stamp.reported == now.reported
+            && (!self.read_claimed || self.stamp.claimed == now.claimed)
+    }
+}
+
 /// `count` reported stamps never handed out before in this process.
 pub fn fresh_stamps(count: usize) -> std::ops::Range<u64> {
     static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -75,8 +105,31 @@ pub struct Reuse<'a> {
     /// Which hosts the snapshot's rows are (e.g. a window's first held
     /// row and length); answers are kept per view.
     pub view: (usize, usize),
+    pub stamps: Stamps<'a>,
+}
+
+/// The stamps of a snapshot's hosts.
+#[derive(Clone, Copy)]
+pub struct Stamps<'a> {
     /// One per host of the snapshot.
-    pub stamps: &'a [Stamp],
+    pub by_host: &'a [Stamp],
+    /// The columns the stamps' `claimed` part stands for: those that
+    /// change when only the claims on a host do. An answer from a call
+    /// that read none of them holds whatever is claimed.
+    /// [`ColumnsRead::ALL`] makes every answer depend on the claims.
+    pub claimed_columns: ColumnsRead,
+}
+
+impl Stamps<'_> {
+    /// Host `host`'s stamp.
+    pub fn of(&self, host: u32) -> Stamp {
+        self.by_host[host as usize]
+    }
+
+    /// Whether a call that read `read` read a column claims change.
+    pub fn claims_read(&self, read: ColumnsRead) -> bool {
+        read.overlaps(self.claimed_columns)
+    }
 }
 
 /// The most answers (one per host per entry) a cache holds: about 24 MB.
@@ -93,7 +146,7 @@ pub struct ReuseCache {
 pub struct FilterAnswers {
     /// By row: the stamp the verdict was given for, and the index of its
     /// sentence in `sentences`, or [`PASSES`].
-    verdicts: Vec<(Stamp, u32)>,
+    verdicts: Vec<(Kept, u32)>,
     sentences: Vec<String>,
     by_sentence: HashMap<String, u32>,
 }
@@ -104,7 +157,7 @@ pub const PASSES: u32 = u32::MAX;
 /// A per-host score's kept values.
 pub struct ScoreAnswers {
     /// By row: the stamp the value was given for, and the value.
-    values: Vec<(Stamp, f64)>,
+    values: Vec<(Kept, f64)>,
     /// The floor and ceiling the kept values came with; `None` while none
     /// is kept.
     bounds: Option<(Option<f64>, Option<f64>)>,
@@ -217,11 +270,11 @@ impl ReuseCache {
                 }
                 let answers = match role {
                     Role::Score => Answers::Score(ScoreAnswers {
-                        values: vec![(Stamp::NONE, 0.0); hosts],
+                        values: vec![(Kept::NONE, 0.0); hosts],
                         bounds: None,
                     }),
                     _ => Answers::Filter(FilterAnswers {
-                        verdicts: vec![(Stamp::NONE, PASSES); hosts],
+                        verdicts: vec![(Kept::NONE, PASSES); hosts],
                         sentences: Vec::new(),
                         by_sentence: HashMap::new(),
                     }),
@@ -248,11 +301,8 @@ impl FilterAnswers {
     /// The kept verdict on row `host` if it was given for `stamp`: the
     /// index of the sentence it was rejected for, or [`PASSES`].
     pub fn verdict(&self, host: u32, stamp: Stamp) -> Option<u32> {
-        if !stamp.reusable() {
-            return None;
-        }
         let &(kept, verdict) = self.verdicts.get(host as usize)?;
-        (kept == stamp).then_some(verdict)
+        kept.holds_for(stamp).then_some(verdict)
     }
 
     /// The sentence of verdict `index` (from [`FilterAnswers::verdict`] or
@@ -278,13 +328,18 @@ impl FilterAnswers {
     }
 
     /// Keeps a fresh verdict: `rejected_for` is the sentence's index (from
-    /// [`FilterAnswers::sentence_index`]), `None` for a pass.
-    pub fn put(&mut self, host: u32, stamp: Stamp, rejected_for: Option<u32>) {
+    /// [`FilterAnswers::sentence_index`]), `None` for a pass;
+    /// `read_claimed` says whether its call read a column claims change.
+    pub fn put(&mut self, host: u32, stamp: Stamp, read_claimed: bool, rejected_for: Option<u32>) {
         if !stamp.reusable() {
             return;
         }
         if let Some(slot) = self.verdicts.get_mut(host as usize) {
-            *slot = (stamp, rejected_for.unwrap_or(PASSES));
+            let kept = Kept {
+                stamp,
+                read_claimed,
+            };
+            *slot = (kept, rejected_for.unwrap_or(PASSES));
         }
     }
 
@@ -295,7 +350,7 @@ impl FilterAnswers {
         if self.sentences.len() > 2 * self.verdicts.len() + 64 {
             self.sentences.clear();
             self.by_sentence.clear();
-            self.verdicts.fill((Stamp::NONE, PASSES));
+            self.verdicts.fill((Kept::NONE, PASSES));
         }
     }
 }
@@ -303,11 +358,8 @@ impl FilterAnswers {
 impl ScoreAnswers {
     /// The kept value of row `host` if it was given for `stamp`.
     pub fn get(&self, host: u32, stamp: Stamp) -> Option<f64> {
-        if !stamp.reusable() {
-            return None;
-        }
         let &(kept, value) = self.values.get(host as usize)?;
-        (kept == stamp).then_some(value)
+        kept.holds_for(stamp).then_some(value)
     }
 
     /// The floor and ceiling the kept values came with.
@@ -315,13 +367,15 @@ impl ScoreAnswers {
         self.bounds
     }
 
-    /// Keeps fresh values given with `bounds`. Values kept with other
+    /// Keeps fresh values given with `bounds` by a call that read a column
+    /// claims change, or not (`read_claimed`). Values kept with other
     /// bounds are forgotten first: the unit broke its promise, and nothing
     /// it said before can be trusted.
     pub fn put(
         &mut self,
         fresh: impl Iterator<Item = (u32, Stamp, f64)>,
         bounds: (Option<f64>, Option<f64>),
+        read_claimed: bool,
     ) {
         if self.bounds.is_some_and(|kept| !same_bounds(kept, bounds)) {
             self.forget();
@@ -331,14 +385,18 @@ impl ScoreAnswers {
             if stamp.reusable()
                 && let Some(slot) = self.values.get_mut(host as usize)
             {
-                *slot = (stamp, value);
+                let kept = Kept {
+                    stamp,
+                    read_claimed,
+                };
+                *slot = (kept, value);
             }
         }
     }
 
     /// Forgets every kept value.
     fn forget(&mut self) {
-        self.values.fill((Stamp::NONE, 0.0));
+        self.values.fill((Kept::NONE, 0.0));
         self.bounds = None;
     }
 }
@@ -347,4 +405,67 @@ impl ScoreAnswers {
 pub fn same_bounds(a: (Option<f64>, Option<f64>), b: (Option<f64>, Option<f64>)) -> bool {
     let bits = |x: Option<f64>| x.map(f64::to_bits);
     bits(a.0) == bits(b.0) && bits(a.1) == bits(b.1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answers() -> FilterAnswers {
+        FilterAnswers {
+            verdicts: vec![(Kept::NONE, PASSES); 2],
+            sentences: Vec::new(),
+            by_sentence: HashMap::new(),
+        }
+    }
+
+    #[test]
+    fn an_answer_that_read_no_claims_outlives_a_claim_but_not_a_report() {
+        let stamp = Stamp {
+            reported: 7,
+            claimed: 1,
+        };
+        let claimed_again = Stamp {
+            claimed: 2,
+            ..stamp
+        };
+        let reported_again = Stamp {
+            reported: 8,
+            ..stamp
+        };
+        let mut blind = answers();
+        blind.put(0, stamp, false, None);
+        assert_eq!(blind.verdict(0, stamp), Some(PASSES));
+        assert_eq!(blind.verdict(0, claimed_again), Some(PASSES));
+        assert_eq!(blind.verdict(0, reported_again), None);
+        assert_eq!(blind.verdict(0, Stamp::NONE), None);
+
+        let mut reading = answers();
+        reading.put(0, stamp, true, None);
+        assert_eq!(reading.verdict(0, stamp), Some(PASSES));
+        assert_eq!(reading.verdict(0, claimed_again), None);
+        // A row never answered holds nothing.
+        assert_eq!(reading.verdict(1, stamp), None);
+    }
+
+    #[test]
+    fn a_score_that_read_claims_is_asked_again_after_one() {
+        let stamp = Stamp {
+            reported: 3,
+            claimed: 0,
+        };
+        let claimed = Stamp {
+            claimed: 9,
+            ..stamp
+        };
+        let mut scores = ScoreAnswers {
+            values: vec![(Kept::NONE, 0.0); 1],
+            bounds: None,
+        };
+        scores.put([(0, stamp, 4.0)].into_iter(), (None, None), true);
+        assert_eq!(scores.get(0, stamp), Some(4.0));
+        assert_eq!(scores.get(0, claimed), None);
+        scores.put([(0, stamp, 5.0)].into_iter(), (None, None), false);
+        assert_eq!(scores.get(0, claimed), Some(5.0));
+    }
 }

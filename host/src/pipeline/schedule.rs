@@ -50,8 +50,8 @@ use super::explain::{
 };
 use super::params::{ParamError, ParamValues};
 use super::policy::{Combination, OnFailure, Policy};
-use super::reuse::{self, FilterAnswers, PASSES, Reuse, ScoreAnswers, Stamp};
-use crate::unit::{CallResult, Called, Failed, Role, Unit, UnitError, Usage};
+use super::reuse::{self, FilterAnswers, PASSES, Reuse, ScoreAnswers, Stamps};
+use crate::unit::{CallResult, Called, ColumnsRead, Failed, Role, Unit, UnitError, Usage};
 
 /// What to place and where it may go.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -147,7 +147,7 @@ pub fn schedule_reusing(
     request: &ScheduleRequest,
     reuse: Reuse<'_>,
 ) -> Result<Decision, ScheduleError> {
-    let reuse = (reuse.stamps.len() == inventory.host_count()).then_some(reuse);
+    let reuse = (reuse.stamps.by_host.len() == inventory.host_count()).then_some(reuse);
     let decision = decide(policy, inventory, request, Skips::Allowed, reuse)?;
     degraded::observe(&decision.explain);
     Ok(decision)
@@ -286,6 +286,7 @@ fn decide(
                 mut rejected,
                 usage,
                 reused,
+                ..
             }) => {
                 survivors.retain(|&h| {
                     let mark = &mut marks[h as usize];
@@ -395,6 +396,7 @@ fn decide(
                 Ok(Called {
                     value: Scores::new(vec![0.0; n]),
                     usage: Usage::default(),
+                    read: ColumnsRead::NONE,
                 })
             }
             None => {
@@ -517,6 +519,7 @@ struct Filtered {
     /// Rejected hosts grouped by sentence (templates written out).
     rejected: Vec<Rejection>,
     usage: Usage,
+    read: ColumnsRead,
     /// Candidates whose verdict was reused, not asked for.
     reused: usize,
 }
@@ -539,6 +542,7 @@ fn filter_whole(
         // reader of the record sees sentences.
         rejected: reason::into_sentences(called.value),
         usage: called.usage,
+        read: called.read,
         reused: 0,
     })
 }
@@ -554,10 +558,10 @@ fn filter_reusing(
     survivors: &[u32],
     marks: &mut [Mark],
     answers: &mut FilterAnswers,
-    stamps: &[Stamp],
+    stamps: Stamps<'_>,
 ) -> Result<Filtered, Failed> {
     answers.trim();
-    let stamp = |host: u32| stamps[host as usize];
+    let stamp = |host: u32| stamps.of(host);
     let ask: Vec<u32> = survivors
         .iter()
         .copied()
@@ -565,18 +569,20 @@ fn filter_reusing(
         .collect();
     let reused = survivors.len() - ask.len();
     let mut usage = Usage::default();
+    let mut read = ColumnsRead::NONE;
     // Fresh rejections of hosts that cannot be kept (no stamp), by host.
     let mut unkept: Vec<(u32, u32)> = Vec::new();
     if !ask.is_empty() {
         let fresh = filter_whole(unit, inventory, call, &ask, marks)?;
+        let claims_read = stamps.claims_read(fresh.read);
         for &h in &ask {
-            answers.put(h, stamp(h), None);
+            answers.put(h, stamp(h), claims_read, None);
         }
         for group in &fresh.rejected {
             let sentence = answers.sentence_index(&group.reason);
             for &h in &group.hosts {
                 if stamp(h).reusable() {
-                    answers.put(h, stamp(h), Some(sentence));
+                    answers.put(h, stamp(h), claims_read, Some(sentence));
                 } else {
                     unkept.push((h, sentence));
                 }
@@ -587,6 +593,7 @@ fn filter_reusing(
             return Ok(fresh);
         }
         usage = fresh.usage;
+        read = fresh.read;
         unkept.sort_unstable();
     }
     // Every verdict, fresh or kept, in candidate order, one group per
@@ -615,6 +622,7 @@ fn filter_reusing(
     Ok(Filtered {
         rejected,
         usage,
+        read,
         reused,
     })
 }
@@ -629,10 +637,10 @@ fn score_reusing(
     call: &Request,
     survivors: &[u32],
     answers: &mut ScoreAnswers,
-    stamps: &[Stamp],
+    stamps: Stamps<'_>,
 ) -> Result<(Called<Scores>, usize), Failed> {
     let n = survivors.len();
-    let stamp = |host: u32| stamps[host as usize];
+    let stamp = |host: u32| stamps.of(host);
     let mut values = vec![0.0; n];
     let mut ask_at = Vec::new();
     for (i, &h) in survivors.iter().enumerate() {
@@ -652,6 +660,7 @@ fn score_reusing(
             Called {
                 value,
                 usage: Usage::default(),
+                read: ColumnsRead::NONE,
             },
             n,
         ));
@@ -668,11 +677,13 @@ fn score_reusing(
         let called = checked_score(unit, inventory, call, survivors)?;
         let bounds = (called.value.floor, called.value.ceiling);
         let fresh = survivors.iter().zip(&called.value.values);
-        answers.put(fresh.map(|(&h, &v)| (h, stamp(h), v)), bounds);
+        let claims_read = stamps.claims_read(called.read);
+        answers.put(fresh.map(|(&h, &v)| (h, stamp(h), v)), bounds, claims_read);
         return Ok((called, 0));
     }
     let fresh = ask.iter().zip(&called.value.values);
-    answers.put(fresh.map(|(&h, &v)| (h, stamp(h), v)), bounds);
+    let claims_read = stamps.claims_read(called.read);
+    answers.put(fresh.map(|(&h, &v)| (h, stamp(h), v)), bounds, claims_read);
     for (&i, &v) in ask_at.iter().zip(&called.value.values) {
         values[i] = v;
     }
@@ -685,6 +696,7 @@ fn score_reusing(
         Called {
             value,
             usage: called.usage,
+            read: called.read,
         },
         n - ask.len(),
     ))

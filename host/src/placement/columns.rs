@@ -43,6 +43,7 @@ use sandpiper_model::{HostFlag, HostMetric, HostStatus, MoreVm, VmFlag, VmMetric
 use super::hosts::HostRecord;
 use super::resources::{self, PENDING_METRICS, Resources};
 use crate::snapshot::{Cluster, HostIndex, Snapshot, SnapshotError};
+use crate::unit::ColumnsRead;
 
 /// The held inventory's columns.
 pub struct Columns {
@@ -74,6 +75,13 @@ pub struct PendingVm<'a> {
     pub id: &'a str,
     pub resources: Resources,
 }
+
+/// Every column pending claims change in a decision's snapshot
+/// ([`Columns::with_pending`]): the usage metrics, the VM columns (the
+/// claimed VMs are added), and the hardware columns (a claim of specific
+/// hardware takes it; such a host is never reused anyway). An answer from
+/// a call that read none of these did not depend on the claims.
+pub const CLAIMED_COLUMNS: ColumnsRead = ColumnsRead::of(&PENDING_METRICS, true, true);
 
 /// A snapshot with `base`'s hosts and VMs plus `extra` VMs (host row in
 /// the snapshot, VM): every host column shared with `base` (the caller
@@ -288,7 +296,8 @@ impl Columns {
 
     /// The snapshot a decision reads: the reported columns with `pending`
     /// (host row and the sum of its claims) applied to the usage columns,
-    /// and `vms` (the claimed VMs) after the reported VMs.
+    /// and `vms` (the claimed VMs) after the reported VMs. What this can
+    /// change is [`CLAIMED_COLUMNS`].
     pub fn with_pending(&self, pending: &[(usize, Resources)], vms: &[PendingVm<'_>]) -> Inventory {
         let extra: Vec<(u32, &PendingVm<'_>)> = vms
             .iter()

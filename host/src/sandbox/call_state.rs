@@ -10,6 +10,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::limits::MemoryLimiter;
+use crate::unit::ColumnsRead;
 
 /// What a call's `Store` holds.
 pub(crate) struct CallState {
@@ -43,10 +44,15 @@ impl CallState {
 /// once per call (the SDK caches them), so this is one copy per column read.
 pub(crate) struct InventoryImport {
     pub(super) inventory: Arc<Inventory>,
+    /// Every column the unit has fetched in this call.
+    pub(super) read: ColumnsRead,
 }
 
 impl InventoryImport {
     pub(crate) fn new(inventory: Arc<Inventory>) -> Self {
-        InventoryImport { inventory }
+        InventoryImport {
+            inventory,
+            read: ColumnsRead::NONE,
+        }
     }
 }

@@ -217,6 +217,7 @@ pub(crate) fn call<R>(
             Ok(value) => Ok(Called {
                 value,
                 usage: session.usage(),
+                read: session.store.data().inventory.read,
             }),
             Err(error) => Err(session.fail(&error)),
         }

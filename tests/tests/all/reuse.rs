@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use sandpiper::builtin::{BuiltinPolicy, POLICY_FILES, UNITS};
-use sandpiper::pipeline::{Decision, OnFailure, ParamValues, Policy};
+use sandpiper::pipeline::{Combination, Decision, OnFailure, ParamValues, Policy};
 use sandpiper::placement::{
     ClaimState, ClusterState, HostUpdate, Mode, PlaceContext, PlaceOutcome, PlaceRequest, Sampling,
     Timestamp,
@@ -29,18 +29,42 @@ use uuid::Uuid;
 
 const HOSTS: usize = 12;
 
-/// Every built-in policy, composed of the natively built units.
-fn policies() -> &'static [(String, Policy)] {
-    static POLICIES: OnceLock<Vec<(String, Policy)>> = OnceLock::new();
-    POLICIES.get_or_init(|| {
+/// How the units of the policies under test are built.
+#[derive(Clone, Copy, Debug)]
+enum Build {
+    /// Natively from their source: fast, but a native call's reads are
+    /// unseen, so every answer counts as depending on the claims.
+    Native,
+    /// The embedded components, sandboxed: the calls' reads are recorded,
+    /// so answers that did not read what claims change outlive claims.
+    Sandboxed,
+}
+
+/// Every built-in policy and Nova's (RamFilter, ComputeFilter,
+/// ComputeCapabilitiesFilter, RAMWeigher), composed of the built-in units
+/// built as `build` says.
+fn policies(build: Build) -> &'static [(String, Policy)] {
+    static NATIVE: OnceLock<Vec<(String, Policy)>> = OnceLock::new();
+    static SANDBOXED: OnceLock<Vec<(String, Policy)>> = OnceLock::new();
+    let cell = match build {
+        Build::Native => &NATIVE,
+        Build::Sandboxed => &SANDBOXED,
+    };
+    cell.get_or_init(|| {
+        let runtime = sandpiper_tests::runtime();
         let units: HashMap<String, Arc<dyn Unit>> = UNITS
             .iter()
             .map(|builtin| {
-                let unit: Arc<dyn Unit> = Arc::new(builtin.native());
+                let unit: Arc<dyn Unit> = match build {
+                    Build::Native => Arc::new(builtin.native()),
+                    Build::Sandboxed => runtime
+                        .load(builtin.wasm)
+                        .unwrap_or_else(|e| panic!("{} loads: {e}", builtin.package)),
+                };
                 (unit.info().name.clone(), unit)
             })
             .collect();
-        POLICY_FILES
+        let mut policies: Vec<(String, Policy)> = POLICY_FILES
             .iter()
             .map(|(file, json)| {
                 let spec = BuiltinPolicy::parse(file, json).unwrap_or_else(|e| panic!("{e}"));
@@ -65,7 +89,17 @@ fn policies() -> &'static [(String, Policy)] {
                     .unwrap_or_else(|e| panic!("{file} composes: {e}"));
                 (spec.name, policy)
             })
-            .collect()
+            .collect();
+        let nova = Policy::builder()
+            .combination(Combination::Normalised)
+            .filter(Arc::clone(&units["RamFilter"]))
+            .filter(Arc::clone(&units["ComputeFilter"]))
+            .filter(Arc::clone(&units["ComputeCapabilitiesFilter"]))
+            .score(Arc::clone(&units["RAMWeigher"]), 1)
+            .build()
+            .unwrap_or_else(|e| panic!("Nova's policy composes: {e}"));
+        policies.push(("nova".to_owned(), nova));
+        policies
     })
 }
 
@@ -432,10 +466,32 @@ proptest! {
     #[test]
     fn reusing_answers_never_changes_a_decision(
         steps in proptest::collection::vec(step(), 1..50),
-        policy in 0..POLICY_FILES.len(),
+        policy in 0..=POLICY_FILES.len(),
         window in any::<bool>(),
     ) {
-        let (_, policy) = &policies()[policy];
+        let (_, policy) = &policies(Build::Native)[policy];
+        let sampling = if window { Sampling::AtMost(4) } else { Sampling::All };
+        run(&steps, policy, sampling);
+    }
+}
+
+proptest! {
+    // Sandboxed calls cost tens of microseconds each; fewer cases.
+    #![proptest_config(ProptestConfig {
+        cases: 32,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// The same with the embedded components, whose recorded reads let
+    /// answers outlive claims: still exactly the whole decision.
+    #[test]
+    fn reusing_sandboxed_answers_never_changes_a_decision(
+        steps in proptest::collection::vec(step(), 1..50),
+        policy in 0..=POLICY_FILES.len(),
+        window in any::<bool>(),
+    ) {
+        let (_, policy) = &policies(Build::Sandboxed)[policy];
         let sampling = if window { Sampling::AtMost(4) } else { Sampling::All };
         run(&steps, policy, sampling);
     }
@@ -460,7 +516,7 @@ fn every_default_policy_reuses_answers_in_a_steady_stream() {
             ]
         })
         .collect();
-    for (name, policy) in policies() {
+    for (name, policy) in policies(Build::Native) {
         for sampling in [Sampling::All, Sampling::AtMost(4)] {
             let reused = run(&steps, policy, sampling);
             let per_host = policy
@@ -475,5 +531,54 @@ fn every_default_policy_reuses_answers_in_a_steady_stream() {
                 "{name} ({sampling:?}): {reused} answers reused; a per-host unit: {per_host}"
             );
         }
+    }
+}
+
+/// A claim changes what a unit can read about the host placed on only in
+/// the usage and VM columns. Nova's `ComputeFilter` and
+/// `ComputeCapabilitiesFilter` (sandboxed, so their reads are recorded)
+/// read neither, so the next decision of the same shape asks them nothing;
+/// `RamFilter`, which reads free memory, is asked again about the claimed
+/// host alone.
+#[test]
+fn a_claim_leaves_answers_that_never_read_claims() {
+    let (_, policy) = policies(Build::Sandboxed)
+        .iter()
+        .find(|(name, _)| name == "nova")
+        .expect("Nova's policy");
+    let twins = Twins::new();
+    let mut state = twins.reusing;
+    let params = ParamValues::new();
+    let mut place = |id: &str| {
+        let cx = PlaceContext {
+            policy,
+            params: &params,
+            decision_id: Uuid::new_v4(),
+            now: Timestamp(1_000_000),
+            claim_ttl: Duration::from_secs(3_600),
+            hold_deadline: None,
+            dry_run: false,
+            sampling: Sampling::All,
+            reuse_answers: true,
+        };
+        let (outcome, _) = state
+            .place(&request(2, id, 1), &cx)
+            .unwrap_or_else(|e| panic!("{id} is placed: {e}"));
+        assert!(outcome.complete, "{id} is placed");
+        outcome.picks.into_iter().next().expect("one pick").decision
+    };
+    place("vm1");
+    let second = place("vm2");
+    let reused: BTreeMap<&str, (usize, usize)> = second
+        .explain
+        .filters
+        .iter()
+        .map(|f| (f.unit.as_str(), (f.reused, f.input)))
+        .collect();
+    let (ram, ram_input) = reused["RamFilter"];
+    assert_eq!(ram, ram_input - 1, "RamFilter asked about the claimed host");
+    for unit in ["ComputeFilter", "ComputeCapabilitiesFilter"] {
+        let (reused, input) = reused[unit];
+        assert_eq!(reused, input, "{unit} asked nothing");
     }
 }

@@ -632,3 +632,58 @@ fn a_panicking_unit_called_from_an_async_task_is_a_trap() {
         failed.error
     );
 }
+
+fn builtin(runtime: &Runtime, package: &str) -> Arc<WasmUnit> {
+    let unit = builtin::UNITS
+        .iter()
+        .find(|unit| unit.package == package)
+        .unwrap_or_else(|| panic!("{package} is built in"));
+    load(runtime, unit.wasm)
+}
+
+/// A sandboxed call records exactly the changeable columns its unit read
+/// through the `inventory` import, which lets a decision reuse an answer
+/// across claims the unit never looked at; a native call, unseen, counts
+/// as having read everything.
+#[test]
+fn a_call_records_the_columns_it_read() {
+    use sandpiper::unit::ColumnsRead;
+    use sandpiper_guest::model::HostMetric;
+
+    let runtime = runtime();
+    let snapshot = inventory(HOSTS, 2);
+    let candidates = all_hosts(HOSTS);
+    let read = |package: &str, request: &Request| {
+        builtin(&runtime, package)
+            .filter(&snapshot, request, &candidates)
+            .unwrap_or_else(|f| panic!("{package} filters: {}", f.error))
+            .read
+    };
+    // Nova's ComputeFilter reads the hosts' statuses and nothing else.
+    assert_eq!(
+        read("sandpiper-policy-nova-compute", &request(&[])),
+        ColumnsRead::NONE
+    );
+    // The Memory filter reads free memory, and no VM or hardware column.
+    let memory = read("sandpiper-policy-memory", &memory_request());
+    let free = ColumnsRead::of(&[HostMetric::MemoryFreeMib], false, false);
+    assert!(memory.overlaps(free), "{memory:?}");
+    assert!(
+        !memory.overlaps(ColumnsRead::of(&[], true, true)),
+        "{memory:?}"
+    );
+    assert!(
+        !memory.overlaps(ColumnsRead::of(&[HostMetric::HaScore], false, false)),
+        "{memory:?}"
+    );
+    // The same unit run natively from its source.
+    let native = builtin::UNITS
+        .iter()
+        .find(|unit| unit.package == "sandpiper-policy-nova-compute")
+        .map(|unit| unit.native())
+        .expect("built in");
+    let called = native
+        .filter(&snapshot, &request(&[]), &candidates)
+        .unwrap_or_else(|f| panic!("natively: {}", f.error));
+    assert_eq!(called.read, ColumnsRead::ALL);
+}

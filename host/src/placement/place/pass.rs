@@ -12,8 +12,10 @@ use sandpiper_model::GroupScope;
 use super::instances::candidate_rows;
 use super::{Pick, PlaceError};
 use crate::hardware::claim::{self as hardware_claim, HardwareClaim};
-use crate::pipeline::{self, ParamValues, Policy, Reuse, ReuseCache, ScheduleRequest, Stamp};
-use crate::placement::columns::{Columns, PendingVm, Window};
+use crate::pipeline::{
+    self, ParamValues, Policy, Reuse, ReuseCache, ScheduleRequest, Stamp, Stamps,
+};
+use crate::placement::columns::{CLAIMED_COLUMNS, Columns, PendingVm, Window};
 use crate::placement::request::PlaceRequest;
 use crate::placement::resources::Resources;
 use crate::snapshot::hint_pairs;
@@ -147,7 +149,10 @@ pub(super) fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
                 let reuse = Reuse {
                     cache,
                     view: (offset, host_count),
-                    stamps: &stamps,
+                    stamps: Stamps {
+                        by_host: &stamps,
+                        claimed_columns: CLAIMED_COLUMNS,
+                    },
                 };
                 pipeline::schedule_reusing(policy, &inventory, &schedule_request, reuse)
             }

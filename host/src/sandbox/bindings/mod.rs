@@ -290,7 +290,9 @@ macro_rules! shared_inventory {
         }
 
         fn host_metrics(&mut self, metric: types::HostMetric) -> Vec<f64> {
-            self.inventory.host_metric(metric.into()).to_vec()
+            let metric = metric.into();
+            self.read.host_metric(metric);
+            self.inventory.host_metric(metric).to_vec()
         }
 
         fn host_statuses(&mut self) -> Vec<types::HostStatus> {
@@ -317,23 +319,29 @@ macro_rules! shared_inventory {
             self.inventory.host_named_metric(&name).to_vec()
         }
 
+        // Every call reads the count (the guest's snapshot is sized by
+        // it); it is not a VM column (`ColumnsRead`).
         fn vm_count(&mut self) -> u32 {
             $crate::sandbox::bindings::count(self.inventory.vm_count())
         }
 
         fn vm_hosts(&mut self) -> Vec<u32> {
+            self.read.vms();
             self.inventory.vm_hosts().to_vec()
         }
 
         fn vm_metrics(&mut self, metric: types::VmMetric) -> Vec<f64> {
+            self.read.vms();
             self.inventory.vm_metric(metric.into()).to_vec()
         }
 
         fn vm_flags(&mut self, flag: types::VmFlag) -> Vec<u8> {
+            self.read.vms();
             $crate::sandbox::bindings::flag_bytes(self.inventory.vm_flag(flag.into()))
         }
 
         fn vm_texts(&mut self, text: types::VmText) -> types::Interned {
+            self.read.vms();
             interned(self.inventory.vm_text(text.into()))
         }
     };

@@ -78,10 +78,12 @@ fn labels(column: &model::Labels) -> types::Labels {
     }
 }
 
+/// Every hardware column is noted as read (`ColumnsRead::hardware`).
 impl inventory::Host for InventoryImport {
     super::shared_inventory!();
 
     fn numa_cells(&mut self) -> types::NumaTopology {
+        self.read.hardware();
         let numa = self.inventory.numa_topology();
         types::NumaTopology {
             offsets: numa.offsets.clone(),
@@ -91,10 +93,12 @@ impl inventory::Host for InventoryImport {
     }
 
     fn numa_cell_metrics(&mut self, metric: types::CellMetric) -> Vec<f64> {
+        self.read.hardware();
         self.inventory.cell_metric(metric.into()).to_vec()
     }
 
     fn numa_cell_cpus(&mut self) -> types::CellCpus {
+        self.read.hardware();
         let cpus = self.inventory.cell_cpus();
         types::CellCpus {
             offsets: cpus.offsets.clone(),
@@ -104,10 +108,12 @@ impl inventory::Host for InventoryImport {
     }
 
     fn numa_pcpu_flags(&mut self, flag: types::PcpuFlag) -> Vec<u8> {
+        self.read.hardware();
         super::flag_bytes(self.inventory.pcpu_flag(flag.into()))
     }
 
     fn numa_cell_pages(&mut self) -> types::CellPages {
+        self.read.hardware();
         let pages = self.inventory.cell_pages();
         types::CellPages {
             offsets: pages.offsets.clone(),
@@ -118,6 +124,7 @@ impl inventory::Host for InventoryImport {
     }
 
     fn numa_cell_distances(&mut self) -> types::CellDistances {
+        self.read.hardware();
         let distances = self.inventory.cell_distances();
         types::CellDistances {
             offsets: distances.offsets.clone(),
@@ -126,6 +133,7 @@ impl inventory::Host for InventoryImport {
     }
 
     fn device_pools(&mut self) -> types::PciPools {
+        self.read.hardware();
         let pools = self.inventory.pci_pools();
         types::PciPools {
             offsets: pools.offsets.clone(),
@@ -142,10 +150,12 @@ impl inventory::Host for InventoryImport {
     }
 
     fn device_pool_labels(&mut self) -> types::Labels {
+        self.read.hardware();
         labels(self.inventory.pci_pool_labels())
     }
 
     fn mdev_types(&mut self) -> types::MdevOffers {
+        self.read.hardware();
         let offers = self.inventory.mdev_offers();
         types::MdevOffers {
             offsets: offers.offsets.clone(),
