@@ -13,8 +13,9 @@
 //! Metrics are taken as given: nothing is derived from the VM list, so a
 //! snapshot says exactly what the engine reported.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt;
+use std::sync::Mutex;
 
 use crate::hardware::{HostHardware, VmHardwareSpec};
 use sandpiper_model::Inventory;
@@ -471,6 +472,64 @@ pub fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, SnapshotError> {
 pub struct HostIndex {
     ids: Vec<String>,
     by_id: HashMap<String, u32>,
+    lists: ResolvedLists,
+}
+
+/// Lists of at least this many host ids are kept once resolved
+/// ([`ResolvedLists`]); shorter ones cost little to look up again.
+const KEPT_LIST_MIN_IDS: usize = 64;
+
+/// Long lists kept per index.
+const KEPT_LISTS: usize = 8;
+
+/// The last long host id lists an index resolved, with their indices.
+///
+/// Why: an engine sends a server group's member hosts with every request
+/// of a stream (Nova's benchmark: 2,800 of them). Looking each id up in a
+/// 10,000-host map is a cache miss or two per id, 150-280 us a held
+/// decision under load; comparing the list with one kept is a sequential
+/// pass over both. A list that differs in any id is looked up afresh.
+#[derive(Default)]
+struct ResolvedLists(Mutex<VecDeque<(Vec<String>, Vec<u32>)>>);
+
+impl ResolvedLists {
+    fn find(&self, ids: &[String]) -> Option<Vec<u32>> {
+        let lists = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        lists
+            .iter()
+            .find(|kept| kept.0 == ids)
+            .map(|kept| kept.1.clone())
+    }
+
+    fn keep(&self, ids: &[String], indices: &[u32]) {
+        let mut lists = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if lists.len() == KEPT_LISTS {
+            lists.pop_front();
+        }
+        lists.push_back((ids.to_vec(), indices.to_vec()));
+    }
+}
+
+/// A copy of an index starts with nothing kept.
+impl Clone for ResolvedLists {
+    fn clone(&self) -> Self {
+        ResolvedLists::default()
+    }
+}
+
+/// What is kept never changes what an index answers.
+impl PartialEq for ResolvedLists {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for ResolvedLists {}
+
+impl fmt::Debug for ResolvedLists {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ResolvedLists")
+    }
 }
 
 impl HostIndex {
@@ -500,10 +559,19 @@ impl HostIndex {
 
     /// The indices of hosts `ids`, in order; errors name `path[i]`.
     pub fn resolve_all(&self, ids: &[String], path: &str) -> Result<Vec<u32>, SnapshotError> {
-        ids.iter()
+        let long = ids.len() >= KEPT_LIST_MIN_IDS;
+        if long && let Some(indices) = self.lists.find(ids) {
+            return Ok(indices);
+        }
+        let indices = ids
+            .iter()
             .enumerate()
             .map(|(i, id)| self.resolve(id, format_args!("{path}[{i}]")))
-            .collect()
+            .collect::<Result<Vec<u32>, _>>()?;
+        if long {
+            self.lists.keep(ids, &indices);
+        }
+        Ok(indices)
     }
 }
 
@@ -543,6 +611,7 @@ impl Snapshot {
         let mut index = HostIndex {
             ids: Vec::with_capacity(self.hosts.len()),
             by_id: HashMap::with_capacity(self.hosts.len()),
+            lists: ResolvedLists::default(),
         };
         for (i, host) in self.hosts.iter().enumerate() {
             if host.id.is_empty() {
@@ -841,6 +910,43 @@ mod tests {
           "hosted_engine": false, "pending": false }
       ]
     }"#;
+
+    /// A long list resolved once is kept: the same list again gets the
+    /// same indices, and a list differing in one id is looked up afresh
+    /// (its unknown id still named by its path).
+    #[test]
+    fn a_long_host_list_resolves_the_same_when_kept() {
+        let snapshot = Snapshot {
+            hosts: (0..200)
+                .map(|i| Host {
+                    id: format!("h{i}"),
+                    ..Host::default()
+                })
+                .collect(),
+            vms: Vec::new(),
+        };
+        let index = snapshot.build().expect("valid").hosts;
+        let ids: Vec<String> = (0..150).rev().map(|i| format!("h{i}")).collect();
+        let expected: Vec<u32> = (0..150).rev().collect();
+        assert_eq!(index.resolve_all(&ids, "g").expect("known"), expected);
+        assert_eq!(index.resolve_all(&ids, "g").expect("kept"), expected);
+        let mut other = ids.clone();
+        other[3] = "h199".to_owned();
+        let mut other_expected = expected.clone();
+        other_expected[3] = 199;
+        assert_eq!(
+            index.resolve_all(&other, "g").expect("known"),
+            other_expected
+        );
+        other[7] = "nowhere".to_owned();
+        let error = index.resolve_all(&other, "g").expect_err("unknown");
+        assert!(error.to_string().contains("g[7]"), "{error}");
+        // A copy of the index keeps nothing, and answers alike.
+        assert_eq!(
+            index.clone().resolve_all(&ids, "g").expect("known"),
+            expected
+        );
+    }
 
     fn error_of(text: &str) -> String {
         match Snapshot::from_json(text).and_then(|s| s.build().map(|_| ())) {
