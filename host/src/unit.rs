@@ -146,15 +146,6 @@ impl ColumnsRead {
             || (self.vms && other.vms)
             || (self.hardware && other.hardware)
     }
-
-    /// Both records together.
-    pub fn union(self, other: ColumnsRead) -> ColumnsRead {
-        ColumnsRead {
-            host_metrics: self.host_metrics | other.host_metrics,
-            vms: self.vms || other.vms,
-            hardware: self.hardware || other.hardware,
-        }
-    }
 }
 
 /// Why a unit call failed. Classified from typed traps and limiter errors,
