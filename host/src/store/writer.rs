@@ -19,6 +19,10 @@
 //! If a transaction fails, each of its jobs is applied again on its own,
 //! so one bad job (a claim for a cluster deleted meanwhile) fails alone.
 //!
+//! On SQLite, the writer nudges the background checkpointer
+//! (`checkpoint.rs`) after each batch instead of checkpointing in its own
+//! commits.
+//!
 //! The decisions log's one retention rule (per cluster: count and age; the
 //! whole log: a byte budget) is applied here, in the transaction that
 //! logged (`retain`).
@@ -32,6 +36,7 @@ use sqlx::AnyPool;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
+use super::checkpoint::Checkpointer;
 use super::claims::{ClaimRow, ClaimWrites};
 use super::decisions::{DEFAULT_LOG_MAX_BYTES, LoggedDecision, Retention};
 use super::inventory::{HostWrite, InventoryWrites};
@@ -161,8 +166,13 @@ pub(super) struct Queue {
 }
 
 impl Queue {
-    /// Starts the writer on the current tokio runtime.
-    pub(super) fn start(pool: AnyPool, backend: Backend) -> Queue {
+    /// Starts the writer on the current tokio runtime; it nudges
+    /// `checkpointer` (SQLite's) after every batch.
+    pub(super) fn start(
+        pool: AnyPool,
+        backend: Backend,
+        checkpointer: Option<Checkpointer>,
+    ) -> Queue {
         let (jobs, queued) = mpsc::unbounded_channel();
         let max_log_bytes = Arc::new(AtomicU64::new(DEFAULT_LOG_MAX_BYTES));
         let fence = Arc::new(OnceLock::new());
@@ -171,7 +181,7 @@ impl Queue {
             max_log_bytes: Arc::clone(&max_log_bytes),
             fence: Arc::clone(&fence),
         };
-        tokio::spawn(write_loop(pool, backend, queued, keep));
+        tokio::spawn(write_loop(pool, backend, queued, keep, checkpointer));
         Queue {
             jobs,
             max_log_bytes,
@@ -264,6 +274,7 @@ async fn write_loop(
     backend: Backend,
     mut queued: mpsc::UnboundedReceiver<Job>,
     mut keep: Retain,
+    checkpointer: Option<Checkpointer>,
 ) {
     let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH_JOBS);
     while queued.recv_many(&mut batch, MAX_BATCH_JOBS).await > 0 {
@@ -298,6 +309,9 @@ async fn write_loop(
                     let _ = job.done.send(Err(e.clone()));
                 }
             }
+        }
+        if let Some(checkpointer) = &checkpointer {
+            checkpointer.nudge();
         }
     }
 }
