@@ -67,9 +67,7 @@ impl Filter for MemoryFilter {
             if vm.current_host == Some(host.index()) {
                 continue;
             }
-            if let Some(reason) = shortfall(&host, &need, over_commit_percent) {
-                rejections.reject(host.index(), reason);
-            }
+            check(&host, &need, over_commit_percent, &mut rejections);
         }
         rejections.into_vec()
     }
@@ -92,104 +90,107 @@ fn covers(available: f64, need: f64) -> bool {
     available >= need
 }
 
-/// Why `host` cannot take the VM, or `None` when it can.
-fn shortfall(host: &HostRef<'_>, need: &Need, over_commit_percent: f64) -> Option<String> {
+/// Rejects `host` if it cannot take the VM.
+///
+/// Reasons go out as templates and figures (`Rejections::reject_with`):
+/// the host writes the sentences, so this unit formats nothing for the
+/// thousands of hosts it may reject (formatting them was most of its
+/// sandboxed time).
+fn check(host: &HostRef<'_>, need: &Need, over_commit_percent: f64, rejections: &mut Rejections) {
     let total = host.memory_total_mib();
     if !reported(total) {
-        return Some("reports no physical memory".to_owned());
+        rejections.reject(host.index(), "reports no physical memory");
+        return;
     }
 
     let free = host.memory_free_mib();
     let pending = host.memory_pending_mib();
-    // Pending placements explain a shortfall that the engine's figures do
-    // not show yet, so every reason names them.
-    let pending_note = if pending > 0.0 {
-        format!(" ({} MiB pending)", Whole(pending))
-    } else {
-        String::new()
+    let why = Why {
+        rejections,
+        host: host.index(),
+        pending,
     };
     // oVirt fails only a negative figure (pending placements claimed more
     // than was free); with none free, swap may still hold the VM.
     if free.is_nan() || free < 0.0 {
-        return Some(format!("no free memory{pending_note}"));
+        return why.reject(["no free memory", "no free memory ({} MiB pending)"], &[]);
     }
     let swap_free = host.swap_free_mib().max(0.0);
     if !covers(free + swap_free, need.memory_mib) {
-        let swap_note = if swap_free > 0.0 {
-            format!(" and {} MiB swap", Whole(swap_free))
+        let (need, free) = (mib(need.memory_mib), mib(free));
+        return if swap_free > 0.0 {
+            why.reject(
+                [
+                    "needs {} MiB, {} MiB free and {} MiB swap",
+                    "needs {} MiB, {} MiB free and {} MiB swap ({} MiB pending)",
+                ],
+                &[need, free, mib(swap_free)],
+            )
         } else {
-            String::new()
+            why.reject(
+                [
+                    "needs {} MiB, {} MiB free",
+                    "needs {} MiB, {} MiB free ({} MiB pending)",
+                ],
+                &[need, free],
+            )
         };
-        return Some(format!(
-            "needs {} MiB, {} MiB free{swap_note}{pending_note}",
-            Whole(need.memory_mib),
-            Whole(free)
-        ));
     }
 
     let limit = total * over_commit_percent / 100.0;
     let schedulable = limit - host.memory_committed_mib() - host.memory_reserved_mib();
     if !covers(schedulable, need.guaranteed_mib) {
-        return Some(format!(
-            "needs {} MiB guaranteed, {} MiB schedulable at {over_commit_percent}% \
-             over-commit{pending_note}",
-            Whole(need.guaranteed_mib),
-            Whole(schedulable.max(0.0))
-        ));
+        why.reject(
+            [
+                "needs {} MiB guaranteed, {} MiB schedulable at {}% over-commit",
+                "needs {} MiB guaranteed, {} MiB schedulable at {}% over-commit \
+                 ({} MiB pending)",
+            ],
+            &[
+                mib(need.guaranteed_mib),
+                mib(schedulable.max(0.0)),
+                over_commit_percent,
+            ],
+        );
     }
-    None
 }
 
-/// A MiB figure written as `{:.0}` writes it (ties to even, `-0` kept), but
-/// through integer formatting: exact float formatting was a third of this
-/// filter's time when it rejected thousands of hosts, each with a reason.
-struct Whole(f64);
+/// One host's rejection. Pending placements explain a shortfall that the
+/// engine's figures do not show yet, so every reason names them when
+/// there are any.
+struct Why<'r> {
+    rejections: &'r mut Rejections,
+    host: u32,
+    pending: f64,
+}
 
-impl std::fmt::Display for Whole {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let rounded = self.0.round_ties_even();
-        // Every integer below 2^53 is exact as an f64 and as an i64.
-        if rounded.abs() < 9_007_199_254_740_992.0 {
-            if rounded == 0.0 && self.0.is_sign_negative() {
-                return f.write_str("-0");
-            }
-            write!(f, "{}", rounded as i64)
+impl Why<'_> {
+    /// Rejects for `plain` with `figures`, or, with memory pending, for
+    /// `with_pending` with the pending MiB as one more figure.
+    fn reject(self, [plain, with_pending]: [&str; 2], figures: &[f64]) {
+        let mut all = [0.0; 4];
+        all[..figures.len()].copy_from_slice(figures);
+        let (template, count) = if self.pending > 0.0 {
+            all[figures.len()] = mib(self.pending);
+            (with_pending, figures.len() + 1)
         } else {
-            write!(f, "{:.0}", self.0)
+            (plain, figures.len())
+        };
+        if count == 0 {
+            self.rejections.reject(self.host, template);
+        } else {
+            self.rejections
+                .reject_with(self.host, template, &all[..count]);
         }
     }
+}
+
+/// A MiB figure as the reasons show it: whole, ties to even. The host
+/// writes a figure as the shortest decimal that reads back as it, which
+/// for a whole number below 2^53 MiB (every real host) is its digits, as
+/// `{:.0}` wrote them when this unit formatted its own sentences.
+fn mib(figure: f64) -> f64 {
+    figure.round_ties_even()
 }
 
 sandpiper_guest::export_unit!(MemoryFilter: filter);
-
-#[cfg(test)]
-mod tests {
-    use super::Whole;
-
-    #[test]
-    fn whole_writes_what_exact_formatting_writes() {
-        let figures = [
-            0.0,
-            -0.0,
-            -0.3,
-            0.5,
-            1.5,
-            2.5,
-            -2.5,
-            655.49,
-            655.5,
-            8192.0,
-            1e15,
-            9.1e15,
-            1e300,
-            -1e300,
-            f64::NAN,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            4_503_599_627_370_495.5,
-        ];
-        for x in figures {
-            assert_eq!(Whole(x).to_string(), format!("{x:.0}"), "{x}");
-        }
-    }
-}
