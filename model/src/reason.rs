@@ -82,19 +82,48 @@ pub fn placeholders(template: &str) -> Result<usize, TemplateError> {
 /// template is written as it is.
 pub fn render(template: &str, figures: &[f64]) -> String {
     let mut out = String::with_capacity(template.len() + 8 * figures.len());
+    match pieces(template) {
+        Ok(pieces) => render_into(&mut out, &pieces, figures),
+        Err(_) => out.push_str(template),
+    }
+    out
+}
+
+/// A template's pieces, parsed once for all the hosts of its group.
+fn pieces(template: &str) -> Result<Vec<Piece<'_>>, TemplateError> {
+    let mut pieces = Vec::new();
+    parse(template, |piece| pieces.push(piece))?;
+    Ok(pieces)
+}
+
+/// Appends one host's sentence to `out`.
+fn render_into(out: &mut String, pieces: &[Piece<'_>], figures: &[f64]) {
     let mut next = figures.iter();
-    let parsed = parse(template, |piece| match piece {
-        Piece::Text(text) => out.push_str(text),
-        Piece::Figure => match next.next() {
-            Some(figure) => {
-                let _ = write!(out, "{figure}");
-            }
-            None => out.push('?'),
-        },
-    });
-    match parsed {
-        Ok(()) => out,
-        Err(_) => template.to_owned(),
+    for piece in pieces {
+        match piece {
+            Piece::Text(text) => out.push_str(text),
+            Piece::Figure => match next.next() {
+                Some(&figure) => write_figure(out, figure),
+                None => out.push('?'),
+            },
+        }
+    }
+}
+
+/// Appends `figure` as `{}` writes an `f64`, whole numbers (most figures:
+/// MiB, counts) through integer formatting, several times faster: the
+/// host writes thousands of sentences a decision.
+fn write_figure(out: &mut String, figure: f64) {
+    // Every whole number below 2^53 is exact as an f64 and as an i64, and
+    // `{}` writes such an f64 as its digits; `-0` keeps its sign.
+    if figure.fract() == 0.0 && figure.abs() < 9_007_199_254_740_992.0 {
+        if figure == 0.0 && figure.is_sign_negative() {
+            out.push_str("-0");
+        } else {
+            let _ = write!(out, "{}", figure as i64);
+        }
+    } else {
+        let _ = write!(out, "{figure}");
     }
 }
 
@@ -131,19 +160,41 @@ pub fn into_sentences(rejections: Vec<Rejection>) -> Vec<Rejection> {
             continue;
         }
         let per_host = placeholders(&group.reason).unwrap_or(0);
+        let Ok(pieces) = pieces(&group.reason) else {
+            out.push(Rejection::new(group.reason.clone(), group.hosts));
+            continue;
+        };
+        // Each distinct sentence once, as the key; its hosts by the order
+        // it first appeared. One buffer for every sentence, so a sentence
+        // seen before costs no allocation.
         let mut by_sentence: HashMap<String, usize> = HashMap::new();
+        let mut hosts_of: Vec<Vec<u32>> = Vec::new();
+        let mut sentence = String::new();
         for (i, &host) in group.hosts.iter().enumerate() {
             let figures = group
                 .figures
                 .get(i * per_host..(i + 1) * per_host)
                 .unwrap_or(&[]);
-            let sentence = render(&group.reason, figures);
-            let at = *by_sentence.entry(sentence).or_insert_with_key(|sentence| {
-                out.push(Rejection::new(sentence.clone(), Vec::new()));
-                out.len() - 1
-            });
-            out[at].hosts.push(host);
+            sentence.clear();
+            render_into(&mut sentence, &pieces, figures);
+            let at = match by_sentence.get(sentence.as_str()) {
+                Some(&at) => at,
+                None => {
+                    by_sentence.insert(sentence.clone(), hosts_of.len());
+                    hosts_of.push(Vec::new());
+                    hosts_of.len() - 1
+                }
+            };
+            hosts_of[at].push(host);
         }
+        let mut sentences: Vec<(String, usize)> = by_sentence.into_iter().collect();
+        sentences.sort_unstable_by_key(|&(_, at)| at);
+        out.extend(
+            sentences
+                .into_iter()
+                .zip(hosts_of)
+                .map(|((sentence, _), hosts)| Rejection::new(sentence, hosts)),
+        );
     }
     out
 }
@@ -170,6 +221,33 @@ mod tests {
                 Rejection::new("needs 8 MiB, 2 free", vec![2]),
             ]
         );
+    }
+
+    #[test]
+    fn a_figure_is_written_as_the_display_of_its_f64() {
+        let figures = [
+            0.0,
+            -0.0,
+            0.5,
+            -17.0,
+            4094.0,
+            4094.5,
+            1e15,
+            123_456_789.0,
+            9_007_199_254_740_991.0,
+            -9_007_199_254_740_991.0,
+            9_007_199_254_740_992.0,
+            1e300,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN_POSITIVE,
+        ];
+        for x in figures {
+            let mut out = String::new();
+            write_figure(&mut out, x);
+            assert_eq!(out, format!("{x}"), "{x}");
+        }
     }
 
     #[test]
