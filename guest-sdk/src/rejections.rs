@@ -32,6 +32,9 @@ pub struct Rejections {
     /// The plain group the latest [`Rejections::reject`] used: consecutive
     /// rejections usually share a reason, so it is checked before hashing.
     last_plain: Option<usize>,
+    /// The template group the latest [`Rejections::reject_with`] used,
+    /// checked before hashing for the same reason.
+    last_template: Option<usize>,
     /// Which host indices below `DENSE_INDEX_LIMIT` are already rejected,
     /// one bit each.
     rejected: Vec<u64>,
@@ -76,15 +79,19 @@ impl Rejections {
         if !self.mark(host) {
             return false;
         }
-        let group = match self.by_template.get(template) {
-            Some(&group) => group,
-            None => {
-                self.by_template
-                    .insert(template.to_owned(), self.groups.len());
-                self.groups.push(Rejection::new(template, Vec::new()));
-                self.groups.len() - 1
-            }
+        let group = match self.last_template {
+            Some(last) if self.groups[last].reason == template => last,
+            _ => match self.by_template.get(template) {
+                Some(&group) => group,
+                None => {
+                    self.by_template
+                        .insert(template.to_owned(), self.groups.len());
+                    self.groups.push(Rejection::new(template, Vec::new()));
+                    self.groups.len() - 1
+                }
+            },
         };
+        self.last_template = Some(group);
         let group = &mut self.groups[group];
         group.hosts.push(host);
         group.figures.extend_from_slice(figures);
