@@ -63,11 +63,15 @@ impl Filter for MemoryFilter {
                 vm.memory_mib.max(0.0)
             },
         };
-        for host in cx.hosts().candidates(candidates) {
-            if vm.current_host == Some(host.index()) {
+        let hosts = cx.hosts();
+        let columns = Columns::new(&hosts);
+        for &host in candidates {
+            // An index past the snapshot is no host: skipped, as
+            // `Hosts::candidates` skips it.
+            if hosts.get(host).is_none() || vm.current_host == Some(host) {
                 continue;
             }
-            check(&host, &need, over_commit_percent, &mut rejections);
+            check(&columns, host, &need, over_commit_percent, &mut rejections);
         }
         rejections.into_vec()
     }
@@ -77,6 +81,36 @@ impl Filter for MemoryFilter {
 struct Need {
     memory_mib: f64,
     guaranteed_mib: f64,
+}
+
+/// The columns the checks read, fetched once per call and read as
+/// slices: a per-host accessor looks its column up again for every value.
+struct Columns<'a> {
+    total: &'a [f64],
+    free: &'a [f64],
+    pending: &'a [f64],
+    swap_free: &'a [f64],
+    committed: &'a [f64],
+    reserved: &'a [f64],
+}
+
+impl<'a> Columns<'a> {
+    fn new(hosts: &Hosts<'a>) -> Self {
+        Columns {
+            total: hosts.metric(HostMetric::MemoryTotalMib),
+            free: hosts.metric(HostMetric::MemoryFreeMib),
+            pending: hosts.metric(HostMetric::MemoryPendingMib),
+            swap_free: hosts.metric(HostMetric::SwapFreeMib),
+            committed: hosts.metric(HostMetric::MemoryCommittedMib),
+            reserved: hosts.metric(HostMetric::MemoryReservedMib),
+        }
+    }
+}
+
+/// `column`'s value for `host`; NaN (missing) past its end, as for a
+/// host index the unit was not given.
+fn value(column: &[f64], host: u32) -> f64 {
+    column.get(host as usize).copied().unwrap_or(f64::NAN)
 }
 
 /// True for a positive figure; false for zero, negative or missing (NaN).
@@ -96,18 +130,24 @@ fn covers(available: f64, need: f64) -> bool {
 /// the host writes the sentences, so this unit formats nothing for the
 /// thousands of hosts it may reject (formatting them was most of its
 /// sandboxed time).
-fn check(host: &HostRef<'_>, need: &Need, over_commit_percent: f64, rejections: &mut Rejections) {
-    let total = host.memory_total_mib();
+fn check(
+    columns: &Columns<'_>,
+    host: u32,
+    need: &Need,
+    over_commit_percent: f64,
+    rejections: &mut Rejections,
+) {
+    let total = value(columns.total, host);
     if !reported(total) {
-        rejections.reject(host.index(), "reports no physical memory");
+        rejections.reject(host, "reports no physical memory");
         return;
     }
 
-    let free = host.memory_free_mib();
-    let pending = host.memory_pending_mib();
+    let free = value(columns.free, host);
+    let pending = value(columns.pending, host);
     let why = Why {
         rejections,
-        host: host.index(),
+        host,
         pending,
     };
     // oVirt fails only a negative figure (pending placements claimed more
@@ -115,7 +155,7 @@ fn check(host: &HostRef<'_>, need: &Need, over_commit_percent: f64, rejections: 
     if free.is_nan() || free < 0.0 {
         return why.reject(["no free memory", "no free memory ({} MiB pending)"], &[]);
     }
-    let swap_free = host.swap_free_mib().max(0.0);
+    let swap_free = value(columns.swap_free, host).max(0.0);
     if !covers(free + swap_free, need.memory_mib) {
         let (need, free) = (mib(need.memory_mib), mib(free));
         return if swap_free > 0.0 {
@@ -138,7 +178,7 @@ fn check(host: &HostRef<'_>, need: &Need, over_commit_percent: f64, rejections: 
     }
 
     let limit = total * over_commit_percent / 100.0;
-    let schedulable = limit - host.memory_committed_mib() - host.memory_reserved_mib();
+    let schedulable = limit - value(columns.committed, host) - value(columns.reserved, host);
     if !covers(schedulable, need.guaranteed_mib) {
         why.reject(
             [
