@@ -42,32 +42,54 @@ impl Filter for CpuFilter {
             }
         };
         let vcpus = f64::from(cx.vm().vcpus);
-        for host in cx.hosts().candidates(candidates) {
-            let (cpus, unit) = host_cpus(&host, threads_as_cores);
+        let hosts = cx.hosts();
+        // Read as slices, fetched once: a per-host accessor looks its
+        // column up again for every value. The thread column is only
+        // fetched when threads are counted.
+        let cores = hosts.metric(HostMetric::CpuCores);
+        let threads = threads_as_cores.then(|| hosts.metric(HostMetric::CpuThreads));
+        for &host in candidates {
+            // An index past the snapshot is no host: skipped, as
+            // `Hosts::candidates` skips it.
+            if hosts.get(host).is_none() {
+                continue;
+            }
+            let (cpus, unit) = host_cpus(cores, threads, host as usize);
             // `cpus > 0` is false for a missing (NaN) count too.
             if cpus.is_nan() || cpus <= 0.0 {
-                rejections.reject(host.index(), "reports no CPU cores");
+                rejections.reject(host, "reports no CPU cores");
             } else if cpus < vcpus {
-                rejections.reject(
-                    host.index(),
-                    format!("needs {vcpus} vCPUs, has {cpus} {unit}"),
-                );
+                // A template and its figures: the host writes the sentence
+                // (each figure as `{}` writes an f64), so the unit formats
+                // no float for the hosts it rejects.
+                let template = match unit {
+                    Counted::Threads => "needs {} vCPUs, has {} threads",
+                    Counted::Cores => "needs {} vCPUs, has {} cores",
+                };
+                rejections.reject_with(host, template, &[vcpus, cpus]);
             }
         }
         rejections.into_vec()
     }
 }
 
-/// The host's CPU count and what was counted.
-fn host_cpus(host: &HostRef<'_>, threads_as_cores: bool) -> (f64, &'static str) {
-    // The thread column is only fetched when threads are counted.
-    if threads_as_cores {
-        let threads = host.cpu_threads();
+/// What a host's CPU count counted.
+enum Counted {
+    Cores,
+    Threads,
+}
+
+/// Host `row`'s CPU count and what was counted: its threads when they are
+/// counted (`threads`) and it reports some, else its cores.
+fn host_cpus(cores: &[f64], threads: Option<&[f64]>, row: usize) -> (f64, Counted) {
+    let value = |column: &[f64]| column.get(row).copied().unwrap_or(f64::NAN);
+    if let Some(threads) = threads {
+        let threads = value(threads);
         if threads > 0.0 {
-            return (threads, "threads");
+            return (threads, Counted::Threads);
         }
     }
-    (host.cpu_cores(), "cores")
+    (value(cores), Counted::Cores)
 }
 
 sandpiper_guest::export_unit!(CpuFilter: filter);
