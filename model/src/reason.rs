@@ -159,11 +159,14 @@ pub fn into_sentences(rejections: Vec<Rejection>) -> Vec<Rejection> {
             out.push(group);
             continue;
         }
-        let per_host = placeholders(&group.reason).unwrap_or(0);
         let Ok(pieces) = pieces(&group.reason) else {
             out.push(Rejection::new(group.reason.clone(), group.hosts));
             continue;
         };
+        let per_host = pieces
+            .iter()
+            .filter(|piece| matches!(piece, Piece::Figure))
+            .count();
         // Each distinct sentence once, as the key; its hosts by the order
         // it first appeared. One buffer for every sentence, so a sentence
         // seen before costs no allocation.
