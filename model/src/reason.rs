@@ -145,6 +145,90 @@ pub fn check(template: &str, hosts: usize, figures: usize) -> Result<(), String>
     Ok(())
 }
 
+/// The hosts of one rejection group that share a sentence, found by their
+/// figures without writing it. A decision keeps what a filter answered,
+/// templates and figures, and only the sentences a reader shows are
+/// written: a summary lists eight of thousands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sentence {
+    /// The group, as an index into the rejections given to [`sentences`].
+    pub group: usize,
+    /// Where in that group the first of these hosts is: its figures are
+    /// the sentence's.
+    first: usize,
+    /// The hosts, in the group's order.
+    pub hosts: Vec<u32>,
+}
+
+impl Sentence {
+    /// Writes the sentence; `rejections` are the ones it was found in.
+    pub fn render(&self, rejections: &[Rejection]) -> String {
+        let group = &rejections[self.group];
+        if group.figures.is_empty() {
+            return group.reason.clone();
+        }
+        let per_host = placeholders(&group.reason).unwrap_or(0);
+        let figures = group
+            .figures
+            .get(self.first * per_host..(self.first + 1) * per_host)
+            .unwrap_or(&[]);
+        render(&group.reason, figures)
+    }
+}
+
+/// A figure as the key of its sentence: its bits, every NaN as one (they
+/// all write as `NaN`). Distinct keys write distinct sentences: a whole
+/// figure is written as its integer, any other as the shortest decimal
+/// that reads back as it, and `-0` keeps its sign.
+fn figure_key(figure: f64) -> u64 {
+    if figure.is_nan() {
+        f64::NAN.to_bits()
+    } else {
+        figure.to_bits()
+    }
+}
+
+/// Every rejected host grouped by sentence, without writing one: the
+/// groups in order, each group's sentences in the order they first appear.
+/// A group without figures is one sentence; a group whose template is
+/// malformed is one sentence, the template as it is. The figures must have
+/// been checked ([`check`]).
+pub fn sentences(rejections: &[Rejection]) -> Vec<Sentence> {
+    let mut out = Vec::with_capacity(rejections.len());
+    for (group, rejection) in rejections.iter().enumerate() {
+        let per_host = match placeholders(&rejection.reason) {
+            Ok(n) if n > 0 && !rejection.figures.is_empty() => n,
+            _ => {
+                out.push(Sentence {
+                    group,
+                    first: 0,
+                    hosts: rejection.hosts.clone(),
+                });
+                continue;
+            }
+        };
+        let keys: Vec<u64> = rejection.figures.iter().map(|&f| figure_key(f)).collect();
+        // Each distinct run of figures once, as the key; its hosts by the
+        // order it first appeared.
+        let mut by_figures: HashMap<&[u64], usize> = HashMap::new();
+        let base = out.len();
+        for (i, &host) in rejection.hosts.iter().enumerate() {
+            let key = keys.get(i * per_host..(i + 1) * per_host).unwrap_or(&[]);
+            let at = *by_figures.entry(key).or_insert_with(|| {
+                out.push(Sentence {
+                    group,
+                    first: i,
+                    hosts: Vec::new(),
+                });
+                out.len() - 1
+            });
+            out[at].hosts.push(host);
+        }
+        debug_assert!(out.len() > base || rejection.hosts.is_empty());
+    }
+    out
+}
+
 /// Writes out a filter's answer as plain sentences: each group with
 /// figures becomes one group per distinct sentence, in the order the
 /// sentences first appear; groups without figures are kept as they are.
@@ -153,53 +237,35 @@ pub fn into_sentences(rejections: Vec<Rejection>) -> Vec<Rejection> {
     if rejections.iter().all(|r| r.figures.is_empty()) {
         return rejections;
     }
-    let mut out: Vec<Rejection> = Vec::with_capacity(rejections.len());
-    for group in rejections {
-        if group.figures.is_empty() {
-            out.push(group);
-            continue;
-        }
-        let Ok(pieces) = pieces(&group.reason) else {
-            out.push(Rejection::new(group.reason.clone(), group.hosts));
-            continue;
-        };
-        let per_host = pieces
-            .iter()
-            .filter(|piece| matches!(piece, Piece::Figure))
-            .count();
-        // Each distinct sentence once, as the key; its hosts by the order
-        // it first appeared. One buffer for every sentence, so a sentence
-        // seen before costs no allocation.
-        let mut by_sentence: HashMap<String, usize> = HashMap::new();
-        let mut hosts_of: Vec<Vec<u32>> = Vec::new();
-        let mut sentence = String::new();
-        for (i, &host) in group.hosts.iter().enumerate() {
-            let figures = group
-                .figures
-                .get(i * per_host..(i + 1) * per_host)
-                .unwrap_or(&[]);
-            sentence.clear();
-            render_into(&mut sentence, &pieces, figures);
-            let at = match by_sentence.get(sentence.as_str()) {
-                Some(&at) => at,
-                None => {
-                    by_sentence.insert(sentence.clone(), hosts_of.len());
-                    hosts_of.push(Vec::new());
-                    hosts_of.len() - 1
+    // Each template parsed once for all the sentences of its group.
+    let parsed: Vec<Option<(Vec<Piece<'_>>, usize)>> = rejections
+        .iter()
+        .map(|r| {
+            let pieces = pieces(&r.reason).ok().filter(|_| !r.figures.is_empty())?;
+            let per_host = pieces
+                .iter()
+                .filter(|piece| matches!(piece, Piece::Figure))
+                .count();
+            Some((pieces, per_host))
+        })
+        .collect();
+    sentences(&rejections)
+        .into_iter()
+        .map(|sentence| {
+            let group = &rejections[sentence.group];
+            let reason = match &parsed[sentence.group] {
+                Some((pieces, per_host)) => {
+                    let at = sentence.first * per_host;
+                    let figures = group.figures.get(at..at + per_host).unwrap_or(&[]);
+                    let mut out = String::with_capacity(group.reason.len() + 8 * per_host);
+                    render_into(&mut out, pieces, figures);
+                    out
                 }
+                None => group.reason.clone(),
             };
-            hosts_of[at].push(host);
-        }
-        let mut sentences: Vec<(String, usize)> = by_sentence.into_iter().collect();
-        sentences.sort_unstable_by_key(|&(_, at)| at);
-        out.extend(
-            sentences
-                .into_iter()
-                .zip(hosts_of)
-                .map(|((sentence, _), hosts)| Rejection::new(sentence, hosts)),
-        );
-    }
-    out
+            Rejection::new(reason, sentence.hosts)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -224,6 +290,63 @@ mod tests {
                 Rejection::new("needs 8 MiB, 2 free", vec![2]),
             ]
         );
+    }
+
+    #[test]
+    fn grouping_by_figures_is_grouping_by_sentence() {
+        // Figures that write alike or nearly so: NaNs with other payloads
+        // and signs, both zeros, a whole number and its neighbours.
+        let odd = [
+            f64::NAN,
+            -f64::NAN,
+            f64::from_bits(0x7ff8_0000_0000_0001),
+            0.0,
+            -0.0,
+            4096.0,
+            4_096.000_000_000_001,
+            4_095.999_999_999_999,
+            0.1 + 0.2,
+            0.3,
+            f64::INFINITY,
+        ];
+        let mut figures = Vec::new();
+        let mut hosts = Vec::new();
+        for (host, (a, b)) in odd
+            .iter()
+            .flat_map(|&a| odd.iter().map(move |&b| (a, b)))
+            .chain(odd.iter().map(|&a| (a, 1.0)))
+            .enumerate()
+        {
+            hosts.push(host as u32);
+            figures.extend([a, b]);
+        }
+        let answer = vec![
+            Rejection::new("not up", vec![1000, 1001]),
+            Rejection {
+                reason: "needs {} MiB, {} free".to_owned(),
+                hosts: hosts.clone(),
+                figures: figures.clone(),
+            },
+        ];
+        // The reference: write every host's sentence and group the text.
+        let mut expected: Vec<(String, Vec<u32>)> = vec![("not up".to_owned(), vec![1000, 1001])];
+        for (i, &host) in hosts.iter().enumerate() {
+            let sentence = render("needs {} MiB, {} free", &figures[2 * i..2 * i + 2]);
+            match expected.iter_mut().find(|(s, _)| *s == sentence) {
+                Some((_, hosts)) => hosts.push(host),
+                None => expected.push((sentence, vec![host])),
+            }
+        }
+        let found: Vec<(String, Vec<u32>)> = sentences(&answer)
+            .iter()
+            .map(|s| (s.render(&answer), s.hosts.clone()))
+            .collect();
+        assert_eq!(found, expected);
+        let written: Vec<(String, Vec<u32>)> = into_sentences(answer)
+            .into_iter()
+            .map(|r| (r.reason, r.hosts))
+            .collect();
+        assert_eq!(written, expected);
     }
 
     #[test]

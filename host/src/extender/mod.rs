@@ -126,7 +126,7 @@ impl Judged {
         let mut failed = FailedNodesMap::new();
         let mut unresolvable = FailedNodesMap::new();
         for (unit, reason, hosts) in explain.rejections() {
-            for &host in hosts {
+            for host in hosts {
                 let name = explain.host_id(host);
                 let up = statuses.get(host as usize) == Some(&HostStatus::Up);
                 let map = if up { &mut failed } else { &mut unresolvable };

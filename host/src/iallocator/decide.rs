@@ -65,8 +65,11 @@ impl Decide for Local {
         let mut refused = BTreeMap::new();
         let mut chosen = None;
         for pick in &outcome.picks {
-            for (unit, _reason, hosts) in pick.decision.explain.rejections() {
-                *refused.entry(unit.to_owned()).or_default() += hosts.len();
+            for filter in &pick.decision.explain.filters {
+                let hosts: usize = filter.rejected.iter().map(|r| r.hosts.len()).sum();
+                if hosts > 0 {
+                    *refused.entry(filter.unit.clone()).or_default() += hosts;
+                }
             }
             chosen = chosen.or_else(|| pick.host_id.clone());
         }

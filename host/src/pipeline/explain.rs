@@ -49,7 +49,9 @@ pub struct FilterRecord {
     /// Candidates the filter was given.
     pub input: usize,
     /// Rejected candidates (host indices) grouped by reason, as the unit
-    /// returned them (groups with no hosts dropped).
+    /// returned them (groups with no hosts dropped): a reason with figures
+    /// is a template, written out by [`FilterRecord::sentences`] only when
+    /// a reader shows it.
     pub rejected: Vec<Rejection>,
     /// Candidates left after the filter.
     pub survivors: usize,
@@ -62,6 +64,13 @@ pub struct FilterRecord {
     /// Candidates whose verdict was reused from an earlier decision (a
     /// `per-host` unit, the host and the request unchanged), not asked for.
     pub reused: usize,
+}
+
+impl FilterRecord {
+    /// The rejected candidates grouped by sentence, templates written out.
+    pub fn sentences(&self) -> Vec<Rejection> {
+        sandpiper_model::reason::into_sentences(self.rejected.clone())
+    }
 }
 
 /// Where a score unit stands each candidate, by combination mode.
@@ -198,14 +207,17 @@ impl std::fmt::Debug for SnapshotRef {
 }
 
 impl Explain {
-    /// Every rejection of the decision as (unit, reason, host indices), in
-    /// filter order: the "why no host" answer.
-    pub fn rejections(&self) -> impl Iterator<Item = (&str, &str, &[u32])> {
-        self.filters.iter().flat_map(|f| {
-            f.rejected
-                .iter()
-                .map(move |r| (f.unit.as_str(), r.reason.as_str(), r.hosts.as_slice()))
-        })
+    /// Every rejection of the decision as (unit, sentence, host indices),
+    /// in filter order: the "why no host" answer. Writes every sentence.
+    pub fn rejections(&self) -> Vec<(&str, String, Vec<u32>)> {
+        self.filters
+            .iter()
+            .flat_map(|f| {
+                f.sentences()
+                    .into_iter()
+                    .map(move |r| (f.unit.as_str(), r.reason, r.hosts))
+            })
+            .collect()
     }
 
     /// The id of host `index` as the record writes it.
@@ -370,16 +382,18 @@ impl Serialize for Explain {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let inv = &*self.inventory.0;
         let host = |index: u32| HostId::new(inv, index);
+        let sentences: Vec<Vec<Rejection>> =
+            self.filters.iter().map(FilterRecord::sentences).collect();
         let filters = self
             .filters
             .iter()
-            .map(|f| FilterView {
+            .zip(&sentences)
+            .map(|(f, sentences)| FilterView {
                 unit: &f.unit,
                 position: f.position,
                 on_failure: f.on_failure,
                 input: f.input,
-                rejected: f
-                    .rejected
+                rejected: sentences
                     .iter()
                     .map(|r| RejectionView {
                         reason: &r.reason,

@@ -142,13 +142,24 @@ pub struct ReuseCache {
     tick: u64,
 }
 
-/// A per-host filter's kept verdicts.
+/// A per-host filter's kept verdicts, with each rejection's reason as the
+/// unit gave it: a template and the host's figures, written out only when
+/// a reader asks for sentences.
 pub struct FilterAnswers {
     /// By row: the stamp the verdict was given for, and the index of its
-    /// sentence in `sentences`, or [`PASSES`].
+    /// rejection in `rejections`, or [`PASSES`].
     verdicts: Vec<(Kept, u32)>,
-    sentences: Vec<String>,
-    by_sentence: HashMap<String, u32>,
+    /// Each kept rejection: its template (an index into `templates`) and
+    /// where its figures start in `figures`.
+    rejections: Vec<(u32, u32)>,
+    /// Every template kept, plain sentences included, with how many
+    /// figures one host's sentence takes (0 for a plain sentence).
+    templates: Vec<(String, usize)>,
+    /// Template indices by text: plain sentences first, templates with
+    /// figures second (the same text can be both: braces in a plain
+    /// sentence are literal).
+    by_text: [HashMap<String, u32>; 2],
+    figures: Vec<f64>,
 }
 
 /// A verdict of "not rejected".
@@ -275,8 +286,10 @@ impl ReuseCache {
                     }),
                     _ => Answers::Filter(FilterAnswers {
                         verdicts: vec![(Kept::NONE, PASSES); hosts],
-                        sentences: Vec::new(),
-                        by_sentence: HashMap::new(),
+                        rejections: Vec::new(),
+                        templates: Vec::new(),
+                        by_text: Default::default(),
+                        figures: Vec::new(),
                     }),
                 };
                 self.entries.push(Entry {
@@ -299,36 +312,59 @@ impl ReuseCache {
 
 impl FilterAnswers {
     /// The kept verdict on row `host` if it was given for `stamp`: the
-    /// index of the sentence it was rejected for, or [`PASSES`].
+    /// index of its rejection ([`FilterAnswers::rejection`]), or
+    /// [`PASSES`].
     pub fn verdict(&self, host: u32, stamp: Stamp) -> Option<u32> {
         let &(kept, verdict) = self.verdicts.get(host as usize)?;
         kept.holds_for(stamp).then_some(verdict)
     }
 
-    /// The sentence of verdict `index` (from [`FilterAnswers::verdict`] or
-    /// [`FilterAnswers::sentence_index`]).
-    pub fn sentence(&self, index: u32) -> &str {
-        &self.sentences[index as usize]
+    /// Rejection `index` (from [`FilterAnswers::verdict`] or
+    /// [`FilterAnswers::keep_rejection`]): its template's index and its
+    /// figures.
+    pub fn rejection(&self, index: u32) -> (u32, &[f64]) {
+        let (template, start) = self.rejections[index as usize];
+        let per_host = self.templates[template as usize].1;
+        let start = start as usize;
+        (template, &self.figures[start..start + per_host])
     }
 
-    /// How many sentences are kept: every sentence index is below it.
-    pub fn sentence_count(&self) -> usize {
-        self.sentences.len()
+    /// Template `index` (from [`FilterAnswers::rejection`]).
+    pub fn template(&self, index: u32) -> &str {
+        &self.templates[index as usize].0
     }
 
-    /// The index of `sentence` among the kept ones, kept now if new.
-    pub fn sentence_index(&mut self, sentence: &str) -> u32 {
-        if let Some(&at) = self.by_sentence.get(sentence) {
+    /// How many templates are kept: every template index is below it.
+    pub fn template_count(&self) -> usize {
+        self.templates.len()
+    }
+
+    /// The index of `template`, one host's sentence taking `per_host`
+    /// figures (0: a plain sentence), kept now if new.
+    pub fn template_index(&mut self, template: &str, per_host: usize) -> u32 {
+        let by_text = &mut self.by_text[usize::from(per_host > 0)];
+        if let Some(&at) = by_text.get(template) {
             return at;
         }
-        let at = self.sentences.len() as u32;
-        self.sentences.push(sentence.to_owned());
-        self.by_sentence.insert(sentence.to_owned(), at);
+        let at = self.templates.len() as u32;
+        self.templates.push((template.to_owned(), per_host));
+        by_text.insert(template.to_owned(), at);
         at
     }
 
-    /// Keeps a fresh verdict: `rejected_for` is the sentence's index (from
-    /// [`FilterAnswers::sentence_index`]), `None` for a pass;
+    /// Keeps one host's rejection for `template` (from
+    /// [`FilterAnswers::template_index`]) with its `figures`, and returns
+    /// its index for [`FilterAnswers::put`].
+    pub fn keep_rejection(&mut self, template: u32, figures: &[f64]) -> u32 {
+        debug_assert_eq!(figures.len(), self.templates[template as usize].1);
+        let at = self.rejections.len() as u32;
+        self.rejections.push((template, self.figures.len() as u32));
+        self.figures.extend_from_slice(figures);
+        at
+    }
+
+    /// Keeps a fresh verdict: `rejected_for` is the rejection's index
+    /// (from [`FilterAnswers::keep_rejection`]), `None` for a pass;
     /// `read_claimed` says whether its call read a column claims change.
     pub fn put(&mut self, host: u32, stamp: Stamp, read_claimed: bool, rejected_for: Option<u32>) {
         if !stamp.reusable() {
@@ -343,13 +379,15 @@ impl FilterAnswers {
         }
     }
 
-    /// Forgets every verdict when the sentences kept outgrow the rows (a
-    /// reason with per-host figures leaves one sentence per host, and the
-    /// old ones are never looked up again).
+    /// Forgets every verdict when the rejections kept outgrow the rows
+    /// (each fresh rejection is kept anew, and the ones it replaced are
+    /// never looked up again).
     pub fn trim(&mut self) {
-        if self.sentences.len() > 2 * self.verdicts.len() + 64 {
-            self.sentences.clear();
-            self.by_sentence.clear();
+        if self.rejections.len() > 2 * self.verdicts.len() + 64 {
+            self.rejections.clear();
+            self.templates.clear();
+            self.by_text.iter_mut().for_each(HashMap::clear);
+            self.figures.clear();
             self.verdicts.fill((Kept::NONE, PASSES));
         }
     }
@@ -414,8 +452,10 @@ mod tests {
     fn answers() -> FilterAnswers {
         FilterAnswers {
             verdicts: vec![(Kept::NONE, PASSES); 2],
-            sentences: Vec::new(),
-            by_sentence: HashMap::new(),
+            rejections: Vec::new(),
+            templates: Vec::new(),
+            by_text: Default::default(),
+            figures: Vec::new(),
         }
     }
 

@@ -516,7 +516,9 @@ fn decide(
 
 /// A filter's answer as the decision uses it.
 struct Filtered {
-    /// Rejected hosts grouped by sentence (templates written out).
+    /// Rejected hosts grouped by reason, templates and figures as the unit
+    /// gave them: sentences are written only when a reader asks
+    /// (`FilterRecord::sentences`), most decisions never do.
     rejected: Vec<Rejection>,
     usage: Usage,
     read: ColumnsRead,
@@ -538,9 +540,7 @@ fn filter_whole(
         usage: called.usage,
     })?;
     Ok(Filtered {
-        // Templates with figures are written out here, natively, so every
-        // reader of the record sees sentences.
-        rejected: reason::into_sentences(called.value),
+        rejected: called.value,
         usage: called.usage,
         read: called.read,
         reused: 0,
@@ -579,12 +579,16 @@ fn filter_reusing(
             answers.put(h, stamp(h), claims_read, None);
         }
         for group in &fresh.rejected {
-            let sentence = answers.sentence_index(&group.reason);
-            for &h in &group.hosts {
+            // The figures were checked: as many per host as placeholders.
+            let per_host = group.figures.len() / group.hosts.len().max(1);
+            let template = answers.template_index(&group.reason, per_host);
+            for (i, &h) in group.hosts.iter().enumerate() {
+                let figures = &group.figures[i * per_host..(i + 1) * per_host];
+                let rejection = answers.keep_rejection(template, figures);
                 if stamp(h).reusable() {
-                    answers.put(h, stamp(h), claims_read, Some(sentence));
+                    answers.put(h, stamp(h), claims_read, Some(rejection));
                 } else {
-                    unkept.push((h, sentence));
+                    unkept.push((h, rejection));
                 }
             }
         }
@@ -597,9 +601,10 @@ fn filter_reusing(
         unkept.sort_unstable();
     }
     // Every verdict, fresh or kept, in candidate order, one group per
-    // sentence (by its index, so no sentence is hashed per host).
+    // template (by its index, so no text is hashed per host), each host's
+    // figures after the last.
     let mut rejected: Vec<Rejection> = Vec::new();
-    let mut group_of = vec![usize::MAX; answers.sentence_count()];
+    let mut group_of = vec![usize::MAX; answers.template_count()];
     for &h in survivors {
         let verdict = match answers.verdict(h, stamp(h)) {
             Some(verdict) => verdict,
@@ -612,12 +617,15 @@ fn filter_reusing(
             continue;
         }
         marks[h as usize] = Mark::Rejecting;
-        let at = &mut group_of[verdict as usize];
+        let (template, figures) = answers.rejection(verdict);
+        let at = &mut group_of[template as usize];
         if *at == usize::MAX {
-            rejected.push(Rejection::new(answers.sentence(verdict), Vec::new()));
+            rejected.push(Rejection::new(answers.template(template), Vec::new()));
             *at = rejected.len() - 1;
         }
-        rejected[*at].hosts.push(h);
+        let group = &mut rejected[*at];
+        group.hosts.push(h);
+        group.figures.extend_from_slice(figures);
     }
     Ok(Filtered {
         rejected,

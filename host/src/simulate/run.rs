@@ -576,6 +576,7 @@ impl<'a> Replay<'a> {
                     p.decision
                         .explain
                         .rejections()
+                        .into_iter()
                         .map(|(unit, reason, _)| format!("{unit}: {reason}"))
                         .collect()
                 })

@@ -342,7 +342,7 @@ fn requests_with_and_without_properties() -> Vec<(&'static str, ScheduleRequest)
 
 /// What a decision says, without the costs of its calls.
 fn verdict(decision: &Decision) -> String {
-    let rejections: Vec<(&str, &str, &[u32])> = decision.explain.rejections().collect();
+    let rejections = decision.explain.rejections();
     format!(
         "chosen {:?}, ranked {:?}, rejected {:?}",
         decision.chosen, decision.ranked, rejections
@@ -463,9 +463,9 @@ fn the_ovirt_policies_run_the_mandatory_hardware_filters_before_their_own() {
         let policy = compose(&file, &spec, units);
         let decision = schedule(&policy, &inventory, &request).expect("scheduling runs");
         assert_eq!(decision.chosen, None, "{file}");
-        let rejections: Vec<(&str, &str, &[u32])> = decision.explain.rejections().collect();
-        let (unit, reason, hosts) = rejections.first().copied().expect("a rejection");
-        assert_eq!(unit, "Compatibility-Version", "{file}: {rejections:?}");
+        let rejections = decision.explain.rejections();
+        let (unit, reason, hosts) = rejections.first().expect("a rejection");
+        assert_eq!(*unit, "Compatibility-Version", "{file}: {rejections:?}");
         assert_eq!(
             hosts.len(),
             3,

@@ -442,17 +442,18 @@ fn no_host_lists_every_rejection_and_stops_the_chain() {
         1,
         "the chain stops at no survivors"
     );
-    let rejections: Vec<(&str, &str, Vec<String>)> = d
+    let rejections: Vec<(&str, String, Vec<String>)> = d
         .explain
         .rejections()
-        .map(|(unit, reason, hosts)| (unit, reason, ids(&d, hosts)))
+        .into_iter()
+        .map(|(unit, reason, hosts)| (unit, reason, ids(&d, &hosts)))
         .collect();
     let unit = d.explain.filters[0].unit.as_str();
     assert_eq!(
         rejections,
         [(
             unit,
-            "scripted rejection",
+            "scripted rejection".to_owned(),
             vec!["A".into(), "B".into(), "C".into()]
         )]
     );

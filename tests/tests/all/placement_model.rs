@@ -394,7 +394,11 @@ impl World {
         for pick in &outcome.picks {
             if pick.host_id.is_none() {
                 let explain = &pick.decision.explain;
-                let rejected: usize = explain.rejections().map(|(_, _, hosts)| hosts.len()).sum();
+                let rejected: usize = explain
+                    .rejections()
+                    .iter()
+                    .map(|(_, _, hosts)| hosts.len())
+                    .sum();
                 assert_eq!(
                     rejected, explain.candidates,
                     "a pick without a host names a reason for every candidate"

@@ -428,9 +428,9 @@ fn same_decision(a: &Decision, b: &Decision) -> usize {
             fa.unit
         );
         let by_host = |f: &sandpiper::pipeline::FilterRecord| -> BTreeMap<u32, String> {
-            f.rejected
-                .iter()
-                .flat_map(|r| r.hosts.iter().map(|&h| (h, r.reason.clone())))
+            f.sentences()
+                .into_iter()
+                .flat_map(|r| r.hosts.into_iter().map(move |h| (h, r.reason.clone())))
                 .collect()
         };
         assert_eq!(by_host(fa), by_host(fb), "{} rejects alike", fa.unit);

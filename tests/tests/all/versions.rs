@@ -71,7 +71,7 @@ fn policy(legacy: Arc<dyn Unit>, combination: Combination) -> Policy {
 }
 
 fn verdict(decision: &Decision) -> String {
-    let rejections: Vec<(&str, &str, &[u32])> = decision.explain.rejections().collect();
+    let rejections = decision.explain.rejections();
     format!(
         "chosen {:?}, ranked {:?}, rejected {:?}",
         decision.chosen, decision.ranked, rejections

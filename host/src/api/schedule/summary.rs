@@ -10,6 +10,8 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use sandpiper_model::reason;
+
 use crate::pipeline::{Combination, Explain, FailureRecord, Outcome};
 
 /// A candidate and its total score.
@@ -103,7 +105,9 @@ impl ExplainSummary {
             .filters
             .iter()
             .map(|f| {
-                let mut groups: Vec<_> = f.rejected.iter().collect();
+                // Grouped by sentence without writing one: only the listed
+                // reasons are written.
+                let mut groups = reason::sentences(&f.rejected);
                 groups.sort_by_key(|g| std::cmp::Reverse(g.hosts.len()));
                 let listed = groups.len().min(SUMMARY_REASONS);
                 FilterSummary {
@@ -113,7 +117,7 @@ impl ExplainSummary {
                     rejected: groups[..listed]
                         .iter()
                         .map(|g| ReasonSummary {
-                            reason: g.reason.clone(),
+                            reason: g.render(&f.rejected),
                             hosts: g.hosts.len(),
                             examples: g
                                 .hosts
@@ -178,11 +182,18 @@ pub fn refusal(vm_id: &str, explain: &Explain) -> String {
         if rejected == 0 {
             continue;
         }
-        let mut groups: Vec<_> = filter.rejected.iter().collect();
-        groups.sort_by_key(|g| std::cmp::Reverse(g.hosts.len()));
-        let example = groups
-            .first()
-            .map(|g| format!(" (e.g. {}: {})", explain.host_id(g.hosts[0]), g.reason))
+        // The sentence rejecting the most hosts, the first of a tie.
+        let groups = reason::sentences(&filter.rejected);
+        let most = groups
+            .iter()
+            .rev()
+            .max_by_key(|g| g.hosts.len())
+            .filter(|g| !g.hosts.is_empty());
+        let example = most
+            .map(|g| {
+                let sentence = g.render(&filter.rejected);
+                format!(" (e.g. {}: {sentence})", explain.host_id(g.hosts[0]))
+            })
             .unwrap_or_default();
         parts.push(format!("{} rejected {rejected}{example}", filter.unit));
     }

@@ -124,7 +124,7 @@ fn each_decision_sees_the_claims_before_it() {
     assert_eq!(state.claims().len(), 2);
     // No host fits; claims hold the memory, so waiting could help.
     assert!(third.pending_could_fit);
-    let rejected: Vec<_> = third.picks[0].decision.explain.rejections().collect();
+    let rejected = third.picks[0].decision.explain.rejections();
     assert!(
         rejected
             .iter()
@@ -793,8 +793,9 @@ fn two_decisions_never_take_the_last_gpu_or_the_last_pinned_cores() {
     let explain = &second.picks[0].decision.explain;
     let refusals: Vec<_> = explain
         .rejections()
+        .into_iter()
         .filter(|(unit, _, _)| *unit == fit::CLAIM_UNIT)
-        .map(|(_, reason, hosts)| (reason.to_owned(), hosts.len()))
+        .map(|(_, reason, hosts)| (reason, hosts.len()))
         .collect();
     assert_eq!(
         refusals,
