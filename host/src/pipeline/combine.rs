@@ -111,6 +111,18 @@ pub(crate) fn rank(
 ) {
     let n = values.len();
     debug_assert!(ranks.len() == n && totals.len() == n);
+    // One score for every candidate (a skipped unit's promised answer, or
+    // a unit with nothing to tell them apart by): every rank is 0, and
+    // sorting would only find that out slowly.
+    if let Some(&first) = values.first() {
+        let key = ascending_key(first);
+        if values.iter().all(|&v| ascending_key(v) == key) {
+            ranks.fill(0);
+            let points = rank_points(n, 0, f64::from(factor));
+            totals.iter_mut().for_each(|t| *t += points);
+            return;
+        }
+    }
     let keys = &mut buffers.pairs;
     keys.clear();
     keys.extend(values.iter().enumerate().map(|(i, &v)| {
@@ -256,6 +268,31 @@ mod tests {
         assert_eq!(points, [2.0, 2.0, 0.0]);
         let (ranks, _) = ranked(&[5.0, 1.0, 1.0, 0.0], ScoreOrder::HigherIsBetter, 1);
         assert_eq!(ranks, [0, 1, 1, 3]);
+    }
+
+    #[test]
+    fn one_score_for_all_ranks_every_candidate_first() {
+        for (values, factor) in [(vec![3.0; 5], 2), (vec![0.0, -0.0, 0.0], 1), (vec![7.5], 3)] {
+            let n = values.len();
+            // Ranks and totals as an earlier unit left them.
+            let mut ranks = vec![9; n];
+            let mut totals = vec![1.0; n];
+            for order in [ScoreOrder::LowerIsBetter, ScoreOrder::HigherIsBetter] {
+                ranks.fill(9);
+                totals.fill(1.0);
+                rank(
+                    &values,
+                    order,
+                    factor,
+                    &mut SortBuffers::default(),
+                    &mut ranks,
+                    &mut totals,
+                );
+                assert_eq!(ranks, vec![0; n], "{values:?}");
+                let each = 1.0 + (n as f64 - 1.0) * f64::from(factor);
+                assert_eq!(totals, vec![each; n], "{values:?}");
+            }
+        }
     }
 
     #[test]
