@@ -117,9 +117,7 @@ pub(crate) fn rank(
     if let Some(&first) = values.first() {
         let key = ascending_key(first);
         if values.iter().all(|&v| ascending_key(v) == key) {
-            ranks.fill(0);
-            let points = rank_points(n, 0, f64::from(factor));
-            totals.iter_mut().for_each(|t| *t += points);
+            rank_all_first(factor, ranks, totals);
             return;
         }
     }
@@ -146,6 +144,14 @@ pub(crate) fn rank(
         ranks[c] = group_rank;
         totals[c] += rank_points(n, group_rank, factor);
     }
+}
+
+/// Ranks every candidate first, as one score for all ranks them: each
+/// rank 0, each total plus the first rank's points.
+pub(crate) fn rank_all_first(factor: u32, ranks: &mut [u32], totals: &mut [f64]) {
+    ranks.fill(0);
+    let points = rank_points(totals.len(), 0, f64::from(factor));
+    totals.iter_mut().for_each(|t| *t += points);
 }
 
 /// What competition rank `rank` among `n` candidates is worth.

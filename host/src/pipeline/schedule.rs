@@ -389,32 +389,36 @@ fn decide(
             continue;
         }
         call.params = resolved.for_slot(policy.score_slot(index)).to_vec();
-        // A skipped score is the answer it promised: one value for all.
-        let answer = match skip_reason(skips, info, &call) {
-            Some(reason) => {
-                record.skipped = Some(reason);
-                Ok(Called {
-                    value: Scores::new(vec![0.0; n]),
-                    usage: Usage::default(),
-                    read: ColumnsRead::NONE,
-                })
-            }
-            None => {
-                record.called = true;
-                match (&mut reuse, &shape) {
-                    (Some(reuse), Some(shape)) if info.per_host => {
-                        let answers = reuse
-                            .cache
-                            .score(unit, reuse.view, shape, &call, host_count);
-                        score_reusing(unit, inventory, &call, &survivors, answers, reuse.stamps)
-                            .map(|(called, reused)| {
-                                record.reused = reused;
-                                called
-                            })
-                    }
-                    _ => unit.score(inventory, &call, &survivors),
+        // A skipped score is the answer it promised, one value for all,
+        // which stands every candidate alike: all ranked first, or all
+        // normalised to 0 (an empty range gives no points).
+        if let Some(reason) = skip_reason(skips, info, &call) {
+            record.skipped = Some(reason);
+            record.standing = match policy.combination() {
+                Combination::Rank => {
+                    let mut ranks = vec![0; n];
+                    combine::rank_all_first(step.factor, &mut ranks, &mut totals);
+                    Standing::Ranks(ranks)
                 }
+                Combination::Normalised => Standing::Normalised(vec![0.0; n]),
+            };
+            explain.scores.push(record);
+            continue;
+        }
+        record.called = true;
+        let answer = match (&mut reuse, &shape) {
+            (Some(reuse), Some(shape)) if info.per_host => {
+                let answers = reuse
+                    .cache
+                    .score(unit, reuse.view, shape, &call, host_count);
+                score_reusing(unit, inventory, &call, &survivors, answers, reuse.stamps).map(
+                    |(called, reused)| {
+                        record.reused = reused;
+                        called
+                    },
+                )
             }
+            _ => unit.score(inventory, &call, &survivors),
         };
         let answer = answer.and_then(|called| {
             combine::check_scores(&called.value, n).map_err(|reason| Failed {
@@ -466,12 +470,10 @@ fn decide(
                         Standing::Normalised(shares)
                     }
                 };
-                if record.called {
-                    record.usage = Some(called.usage);
-                    record.floor = scores.floor;
-                    record.ceiling = scores.ceiling;
-                    record.raw = scores.values;
-                }
+                record.usage = Some(called.usage);
+                record.floor = scores.floor;
+                record.ceiling = scores.ceiling;
+                record.raw = scores.values;
             }
         }
         explain.scores.push(record);
