@@ -70,18 +70,34 @@ impl SortBuffers {
     pub(crate) fn sort(&mut self) {
         const BYTES: usize = 8;
         let n = self.pairs.len();
+        // The bytes every key shares (most of a whole number's, as scores
+        // and rank totals are) are found by two bit operations per key:
+        // counting them would add to one counter per key, a chain of
+        // dependent increments that cost more than the passes.
+        let (mut any, mut all) = (0u64, u64::MAX);
+        for &(key, _) in &self.pairs {
+            any |= key;
+            all &= key;
+        }
+        let varying = any ^ all;
+        let mut bytes = [0usize; BYTES];
+        let mut used = 0;
+        for byte in 0..BYTES {
+            if (varying >> (8 * byte)) & 0xff != 0 {
+                bytes[used] = byte;
+                used += 1;
+            }
+        }
+        let bytes = &bytes[..used];
         let mut counts = [[0u32; 256]; BYTES];
         for &(key, _) in &self.pairs {
-            for (byte, count) in counts.iter_mut().enumerate() {
+            for (count, &byte) in counts.iter_mut().zip(bytes) {
                 count[(key >> (8 * byte)) as usize & 0xff] += 1;
             }
         }
         self.spare.clear();
         self.spare.resize(n, (0, 0));
-        for (byte, count) in counts.iter().enumerate() {
-            if count.iter().any(|&c| c as usize == n) {
-                continue;
-            }
+        for (count, &byte) in counts.iter().zip(bytes) {
             let mut next = [0u32; 256];
             let mut sum = 0;
             for (slot, &c) in next.iter_mut().zip(count) {
