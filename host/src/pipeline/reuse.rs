@@ -132,7 +132,10 @@ impl Stamps<'_> {
     }
 }
 
-/// The most answers (one per host per entry) a cache holds: about 24 MB.
+/// The most answers (one per host per entry) a cache holds: about 24 MB,
+/// plus what filters' entries keep of their rejections, at most two a row
+/// before they are trimmed (8 bytes and the figures: 24 bytes for
+/// `Memory`'s two, where its sentence, kept twice, took about 200).
 pub const MAX_ANSWERS: usize = 1_000_000;
 
 /// Kept answers of per-host units, for one cluster.
