@@ -15,6 +15,7 @@
 
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::params::{self, COUNT_THREADS_AS_CORES};
+use sandpiper_ovirt::value;
 
 /// The `CPU` filter.
 pub struct CpuFilter;
@@ -54,7 +55,7 @@ impl Filter for CpuFilter {
             if hosts.get(host).is_none() {
                 continue;
             }
-            let (cpus, unit) = host_cpus(cores, threads, host as usize);
+            let (cpus, unit) = host_cpus(cores, threads, host);
             // `cpus > 0` is false for a missing (NaN) count too.
             if cpus.is_nan() || cpus <= 0.0 {
                 rejections.reject(host, "reports no CPU cores");
@@ -79,17 +80,16 @@ enum Counted {
     Threads,
 }
 
-/// Host `row`'s CPU count and what was counted: its threads when they are
+/// Host `host`'s CPU count and what was counted: its threads when they are
 /// counted (`threads`) and it reports some, else its cores.
-fn host_cpus(cores: &[f64], threads: Option<&[f64]>, row: usize) -> (f64, Counted) {
-    let value = |column: &[f64]| column.get(row).copied().unwrap_or(f64::NAN);
+fn host_cpus(cores: &[f64], threads: Option<&[f64]>, host: u32) -> (f64, Counted) {
     if let Some(threads) = threads {
-        let threads = value(threads);
+        let threads = value(threads, host);
         if threads > 0.0 {
             return (threads, Counted::Threads);
         }
     }
-    (value(cores), Counted::Cores)
+    (value(cores, host), Counted::Cores)
 }
 
 sandpiper_guest::export_unit!(CpuFilter: filter);

@@ -28,6 +28,7 @@
 
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::params::{self, MAX_MEMORY_OVER_COMMIT};
+use sandpiper_ovirt::value;
 
 /// The `Memory` filter.
 pub struct MemoryFilter;
@@ -105,12 +106,6 @@ impl<'a> Columns<'a> {
             reserved: hosts.metric(HostMetric::MemoryReservedMib),
         }
     }
-}
-
-/// `column`'s value for `host`; NaN (missing) past its end, as for a
-/// host index the unit was not given.
-fn value(column: &[f64], host: u32) -> f64 {
-    column.get(host as usize).copied().unwrap_or(f64::NAN)
 }
 
 /// True for a positive figure; false for zero, negative or missing (NaN).
