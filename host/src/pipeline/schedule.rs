@@ -552,7 +552,7 @@ fn filter_whole(
 /// Asks a per-host filter only about the candidates with no kept verdict
 /// for their stamp, keeps its fresh verdicts, and marks every rejected
 /// host, fresh or kept. When something was reused, the rejections are
-/// grouped by sentence in candidate order.
+/// grouped by template in candidate order.
 fn filter_reusing(
     unit: &Arc<dyn Unit>,
     inventory: &Arc<Inventory>,
@@ -564,16 +564,25 @@ fn filter_reusing(
 ) -> Result<Filtered, Failed> {
     answers.trim();
     let stamp = |host: u32| stamps.of(host);
-    let ask: Vec<u32> = survivors
+    // Each candidate's kept verdict, or `ASKED`, looked up once: a kept
+    // answer and its stamp are tens of bytes a host, and walking them
+    // twice cost more than walking this.
+    const ASKED: u32 = PASSES - 1;
+    let mut ask: Vec<u32> = Vec::new();
+    let verdicts: Vec<u32> = survivors
         .iter()
-        .copied()
-        .filter(|&h| answers.verdict(h, stamp(h)).is_none())
+        .map(|&h| {
+            answers.verdict(h, stamp(h)).unwrap_or_else(|| {
+                ask.push(h);
+                ASKED
+            })
+        })
         .collect();
     let reused = survivors.len() - ask.len();
     let mut usage = Usage::default();
     let mut read = ColumnsRead::NONE;
-    // Fresh rejections of hosts that cannot be kept (no stamp), by host.
-    let mut unkept: Vec<(u32, u32)> = Vec::new();
+    // The fresh rejections, by host.
+    let mut fresh_rejections: Vec<(u32, u32)> = Vec::new();
     if !ask.is_empty() {
         let fresh = filter_whole(unit, inventory, call, &ask, marks)?;
         let claims_read = stamps.claims_read(fresh.read);
@@ -587,10 +596,9 @@ fn filter_reusing(
             for (i, &h) in group.hosts.iter().enumerate() {
                 let figures = &group.figures[i * per_host..(i + 1) * per_host];
                 let rejection = answers.keep_rejection(template, figures);
-                if stamp(h).reusable() {
-                    answers.put(h, stamp(h), claims_read, Some(rejection));
-                } else {
-                    unkept.push((h, rejection));
+                answers.put(h, stamp(h), claims_read, Some(rejection));
+                if reused > 0 {
+                    fresh_rejections.push((h, rejection));
                 }
             }
         }
@@ -600,20 +608,20 @@ fn filter_reusing(
         }
         usage = fresh.usage;
         read = fresh.read;
-        unkept.sort_unstable();
+        fresh_rejections.sort_unstable();
     }
     // Every verdict, fresh or kept, in candidate order, one group per
     // template (by its index, so no text is hashed per host), each host's
     // figures after the last.
     let mut rejected: Vec<Rejection> = Vec::new();
     let mut group_of = vec![usize::MAX; answers.template_count()];
-    for &h in survivors {
-        let verdict = match answers.verdict(h, stamp(h)) {
-            Some(verdict) => verdict,
-            None => match unkept.binary_search_by_key(&h, |&(host, _)| host) {
-                Ok(at) => unkept[at].1,
+    for (&h, &verdict) in survivors.iter().zip(&verdicts) {
+        let verdict = match verdict {
+            ASKED => match fresh_rejections.binary_search_by_key(&h, |&(host, _)| host) {
+                Ok(at) => fresh_rejections[at].1,
                 Err(_) => PASSES,
             },
+            kept => kept,
         };
         if verdict == PASSES {
             continue;
