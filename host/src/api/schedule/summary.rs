@@ -182,12 +182,12 @@ pub fn refusal(vm_id: &str, explain: &Explain) -> String {
         if rejected == 0 {
             continue;
         }
-        // The sentence rejecting the most hosts, the first of a tie.
+        // The sentence rejecting the most hosts, the first of a tie
+        // (`min_by_key` keeps the first of equal keys).
         let groups = reason::sentences(&filter.rejected);
         let most = groups
             .iter()
-            .rev()
-            .max_by_key(|g| g.hosts.len())
+            .min_by_key(|g| std::cmp::Reverse(g.hosts.len()))
             .filter(|g| !g.hosts.is_empty());
         let example = most
             .map(|g| {
