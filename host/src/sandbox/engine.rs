@@ -63,6 +63,13 @@ pub const KEEP_RESIDENT_WITHOUT_SCAN_BYTES: usize = 4 << 20;
 /// them; with none, every call ended in an `madvise` per table.
 pub const TABLE_KEEP_RESIDENT_BYTES: usize = 64 << 10;
 
+/// Set (to anything) to have the engine write `/tmp/perf-<pid>.map`, so
+/// that `perf report` names the units' functions instead of `[JIT]`
+/// addresses: how to find where a unit's time goes in the sandbox
+/// (docs/performance.md). Off by default: the map grows with every unit
+/// compiled or loaded.
+pub const PERF_MAP_ENV: &str = "SANDPIPER_PERF_MAP";
+
 /// Native stack a unit may use (defined with the compile settings).
 pub use sandpiper_compile::MAX_WASM_STACK_BYTES;
 
@@ -94,6 +101,9 @@ pub(crate) fn build() -> wasmtime::Result<Engine> {
     // compiles the built-in units ahead of time.
     let mut config = sandpiper_compile::config();
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    if std::env::var_os(PERF_MAP_ENV).is_some() {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     Engine::new(&config)
 }
 
