@@ -16,6 +16,7 @@
 //! complete unit.
 
 pub mod entry;
+pub mod float;
 pub mod hosts;
 pub mod native;
 pub mod params;

@@ -31,6 +31,7 @@
 use std::cell::OnceCell;
 use std::cmp::Ordering;
 
+use sandpiper_guest::float;
 use sandpiper_guest::prelude::*;
 
 use crate::cpu::{CpuColumns, HostLoad, Pending};
@@ -127,8 +128,9 @@ impl<'a> Cluster<'a> {
     /// VMs running on `host`, pending placements not counted (oVirt's
     /// `getVmCount`/`getVmActive` come from the engine's database).
     pub fn running_vms(&self, host: u32) -> f64 {
-        (self.metric(HostMetric::VmCount, host) - self.metric(HostMetric::VmPendingCount, host))
-            .max(0.0)
+        let running =
+            self.metric(HostMetric::VmCount, host) - self.metric(HostMetric::VmPendingCount, host);
+        float::max(running, 0.0)
     }
 
     /// `host`'s CPU load without pending placements.
@@ -167,9 +169,11 @@ impl<'a> Cluster<'a> {
             return true;
         }
         if rule.vcpu_ratio > 0.0 {
-            let vcpus = (self.metric(HostMetric::VcpusUsed, host)
-                - self.metric(HostMetric::VcpusPending, host))
-            .max(0.0);
+            let vcpus = float::max(
+                self.metric(HostMetric::VcpusUsed, host)
+                    - self.metric(HostMetric::VcpusPending, host),
+                0.0,
+            );
             return vcpus / load.cpus >= rule.vcpu_ratio;
         }
         false
@@ -333,12 +337,8 @@ impl<'a> Cluster<'a> {
                 continue;
             }
             let read = |column: &[f64]| {
-                column
-                    .get(index)
-                    .copied()
-                    .filter(|v| v.is_finite())
-                    .unwrap_or(0.0)
-                    .max(0.0)
+                let value = column.get(index).copied().filter(|v| v.is_finite());
+                float::max(value.unwrap_or(0.0), 0.0)
             };
             by_source[slot as usize].push(Candidate {
                 index: index as u32,
@@ -486,9 +486,10 @@ pub fn balance(
 /// in whole percent, as oVirt's `int` arithmetic. `OptimalForEvenDistribution`
 /// takes destinations under it; `OptimalForPowerSaving` takes sources over it.
 pub fn lowered_threshold(high: f64) -> f64 {
-    (UTILIZATION_THRESHOLD_PERCENT * high / 100.0)
-        .floor()
-        .min(high - VCPU_CONSUMPTION_PERCENT)
+    float::min(
+        (UTILIZATION_THRESHOLD_PERCENT * high / 100.0).floor(),
+        high - VCPU_CONSUMPTION_PERCENT,
+    )
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 //! so [`Pending`] says which one a unit wants and the pending part
 //! (`cpu-pending-percent`) is taken out when excluded.
 
+use sandpiper_guest::float;
 use sandpiper_guest::prelude::*;
 
 use crate::{SPM_VCPU_CONSUMPTION, VCPU_CONSUMPTION_PERCENT, flag, value};
@@ -108,7 +109,7 @@ impl<'a> CpuColumns<'a> {
         if self.pending == Pending::Excluded {
             let part = value(self.hosts.metric(HostMetric::CpuPendingPercent), host);
             if part.is_finite() && part > 0.0 {
-                usage = (usage - part).max(0.0);
+                usage = float::max(usage - part, 0.0);
             }
         }
         let spm = if self.is_spm(host) { SPM_LOAD } else { 0.0 };
@@ -129,7 +130,7 @@ pub fn added_vm_load(vm: &Vm, host: u32) -> f64 {
     }
     let vcpus = f64::from(vm.vcpus);
     match (vm.current_host, vm.cpu_usage_percent) {
-        (Some(_), Some(usage)) if usage.is_finite() => usage.max(0.0) * vcpus,
+        (Some(_), Some(usage)) if usage.is_finite() => float::max(usage, 0.0) * vcpus,
         _ => VCPU_CONSUMPTION_PERCENT * vcpus,
     }
 }

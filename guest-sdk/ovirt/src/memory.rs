@@ -5,6 +5,7 @@
 //! pending`, never below zero. Our committed column already includes
 //! pending placements.
 
+use sandpiper_guest::float;
 use sandpiper_guest::prelude::*;
 
 /// The memory columns, fetched once per call, with the over-commit limit.
@@ -33,7 +34,11 @@ impl<'a> MemoryColumns<'a> {
         let free = read(self.total) * self.over_commit_percent / 100.0
             - read(self.committed)
             - read(self.reserved);
-        if free.is_nan() { 0.0 } else { free.max(0.0) }
+        if free.is_nan() {
+            0.0
+        } else {
+            float::max(free, 0.0)
+        }
     }
 }
 

@@ -22,6 +22,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use sandpiper_guest::Inventory;
+use sandpiper_guest::float;
 use sandpiper_guest::model::hardware::{CellMetric, CpuPolicy, NONE, PcpuFlag, ThreadPolicy};
 use sandpiper_guest::prelude::*;
 
@@ -315,7 +316,7 @@ fn socket_free_mib(units: &[Unit], socket: u32, cell_free_mib: &[f64]) -> f64 {
             .map(|u| u.cpu.cell),
     )
     .into_iter()
-    .map(|cell| cell_free_mib.get(cell).copied().unwrap_or(0.0).max(0.0))
+    .map(|cell| float::max(cell_free_mib.get(cell).copied().unwrap_or(0.0), 0.0))
     .sum()
 }
 
@@ -354,9 +355,7 @@ fn vsockets_in_socket(
         .find(|(s, _)| *s == socket)
         .map_or(0.0, |(_, free)| *free);
     let cells_fitting = if need.first_cell_mib > 0.0 {
-        (free / need.first_cell_mib)
-            .floor()
-            .min(f64::from(u32::MAX)) as u32
+        float::min((free / need.first_cell_mib).floor(), f64::from(u32::MAX)) as u32
     } else {
         u32::MAX
     };

@@ -1,6 +1,7 @@
 //! How oVirt's weights turn raw figures into weights: Java's rounding,
 //! `PolicyUnitImpl.stretchScores` and `ListUtils.rankSorted`.
 
+use sandpiper_guest::float;
 use std::cmp::Ordering;
 
 use crate::MAX_SCHEDULER_WEIGHT;
@@ -17,8 +18,8 @@ pub fn java_round(value: f64) -> f64 {
 /// a host oVirt could not judge) gets `MAX_SCHEDULER_WEIGHT`, unstretched.
 pub fn stretch(values: &[Option<f64>]) -> Vec<f64> {
     let known = values.iter().flatten().copied();
-    let min = known.clone().fold(f64::INFINITY, f64::min);
-    let max = known.fold(f64::NEG_INFINITY, f64::max);
+    let min = known.clone().fold(f64::INFINITY, float::min);
+    let max = known.fold(f64::NEG_INFINITY, float::max);
     values
         .iter()
         .map(|value| match *value {

@@ -18,6 +18,7 @@
 //!
 //! Not carried over: Nova's per-aggregate override of the multiplier.
 
+use sandpiper_guest::float;
 use sandpiper_guest::prelude::*;
 use sandpiper_nova_ops::weighers;
 
@@ -49,7 +50,7 @@ impl Score for PciWeigher {
                     .host_pools(host as usize)
                     .map(|p| pools.free.get(p).copied().unwrap_or(0))
                     .sum();
-                MAX_DEVS - f64::from(free).min(MAX_DEVS - 1.0)
+                MAX_DEVS - float::min(f64::from(free), MAX_DEVS - 1.0)
             })
             .collect();
         weighers::scores(values, None, false)

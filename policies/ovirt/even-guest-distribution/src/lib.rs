@@ -38,6 +38,7 @@
 //! answers with one migration, not per host, so the promise does not
 //! concern it.
 
+use sandpiper_guest::float;
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::balancing::{self, BalancePlan, Cluster, DestinationLimits};
 use sandpiper_ovirt::params::{
@@ -88,7 +89,7 @@ impl Score for EvenGuestDistribution {
                     let vms = value(vm_count, h);
                     let vms = if vms.is_finite() { vms } else { 0.0 };
                     let grace = if flag(spm, h) { grace } else { 0.0 };
-                    (vms + grace).max(0.0)
+                    float::max(vms + grace, 0.0)
                 })
                 .collect(),
         )
@@ -120,7 +121,7 @@ impl Slots {
         candidates
             .iter()
             .map(|&h| self.slots(cluster, h))
-            .fold(0.0, f64::max)
+            .fold(0.0, float::max)
     }
 }
 

@@ -28,6 +28,7 @@
 //! schedulable, oVirt divides by zero or less; we give every candidate the
 //! same weight (1000), so the unit expresses no preference.
 
+use sandpiper_guest::float;
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::MAX_SCHEDULER_WEIGHT;
 use sandpiper_ovirt::memory::MemoryColumns;
@@ -62,12 +63,12 @@ impl Score for EvenMemory {
             .iter()
             .map(|&h| memory.max_scheduling_mib(h) as f32)
             .collect();
-        let max = schedulable.iter().copied().fold(0.0, f32::max);
+        let max = schedulable.iter().copied().fold(0.0, float::max_f32);
         if max <= 1.0 {
             return no_preference();
         }
         let vm = cx.vm();
-        let vm_memory = vm.memory_mib.max(0.0) as f32;
+        let vm_memory = float::max(vm.memory_mib, 0.0) as f32;
         let span = (MAX_SCHEDULER_WEIGHT - 1.0) as f32;
         let values = candidates
             .iter()

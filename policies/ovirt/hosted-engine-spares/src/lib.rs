@@ -30,6 +30,7 @@
 //! inventory has neither. `MaxMemoryOverCommit` (oVirt's cluster setting)
 //! is this unit's parameter, shared by name with `Memory`.
 
+use sandpiper_guest::float;
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::memory::MemoryColumns;
 use sandpiper_ovirt::params::{self, HE_SPARES_COUNT, MAX_MEMORY_OVER_COMMIT};
@@ -103,7 +104,7 @@ impl Filter for HostedEngineSpares {
             let needed = if vm.current_host == Some(h) {
                 0.0
             } else {
-                vm.memory_mib.max(0.0)
+                float::max(vm.memory_mib, 0.0)
             };
             let schedulable = memory.max_scheduling_mib(h);
             if schedulable > needed + engine.memory_mib {

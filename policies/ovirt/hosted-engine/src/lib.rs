@@ -22,6 +22,7 @@
 //! current host is in hosted-engine *global maintenance*; our inventory
 //! has no such flag, so the margin always applies to a migration.
 
+use sandpiper_guest::float;
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::scores::java_round;
 use sandpiper_ovirt::{MAX_SCHEDULER_WEIGHT, flag, value};
@@ -63,7 +64,7 @@ impl Filter for HostedEngineHa {
         let min_score = vm.current_host.map_or(0.0, |current| {
             let current = value(scores, current);
             if current.is_finite() {
-                (current - MIGRATION_THRESHOLD_SCORE).max(0.0)
+                float::max(current - MIGRATION_THRESHOLD_SCORE, 0.0)
             } else {
                 0.0
             }

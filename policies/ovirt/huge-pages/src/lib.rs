@@ -21,6 +21,7 @@
 
 use std::collections::BTreeMap;
 
+use sandpiper_guest::float;
 use sandpiper_guest::model::hardware::PageSize;
 use sandpiper_guest::prelude::*;
 
@@ -73,7 +74,7 @@ impl Filter for HugePages {
                     else {
                         continue;
                     };
-                    *free.entry(size).or_insert(0.0) += count.max(0.0);
+                    *free.entry(size).or_insert(0.0) += float::max(count, 0.0);
                 }
             }
             match exact {

@@ -25,6 +25,7 @@
 //! the VM's `memory-mib` and `current-host`. oVirt also adds a per-VM
 //! overhead estimate to the VM's memory; our model has none.
 
+use sandpiper_guest::float;
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::MAX_SCHEDULER_WEIGHT;
 use sandpiper_ovirt::memory::MemoryColumns;
@@ -78,11 +79,11 @@ impl Score for MemoryPowerSaving {
         let largest = schedulable
             .iter()
             .copied()
-            .reduce(f32::max)
+            .reduce(float::max_f32)
             .unwrap_or(NO_HOSTS_MAX_MEMORY);
         let max = largest * MAX_MEMORY_HEADROOM;
         let vm = cx.vm();
-        let vm_memory = vm.memory_mib.max(0.0) as f32;
+        let vm_memory = float::max(vm.memory_mib, 0.0) as f32;
         let weight_span = (MAX_SCHEDULER_WEIGHT - 1.0) as f32;
         let values = candidates
             .iter()
@@ -94,7 +95,7 @@ impl Score for MemoryPowerSaving {
                     free - vm_memory
                 };
                 if left < low {
-                    left = max.min(high + (low - left));
+                    left = float::min_f32(max, high + (low - left));
                 }
                 // Java's `(int)` cast: truncation, NaN to 0, as `as i32`.
                 f64::from((left / max * weight_span) as i32) + 1.0

@@ -26,6 +26,7 @@
 //!   (`max_vds_memory_over_commit`); here it is the unit's parameter,
 //!   default 100, oVirt's "no over-commit" setting.
 
+use sandpiper_guest::float;
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::params::{self, MAX_MEMORY_OVER_COMMIT};
 use sandpiper_ovirt::value;
@@ -57,11 +58,11 @@ impl Filter for MemoryFilter {
         };
         let vm = cx.vm();
         let need = Need {
-            memory_mib: vm.memory_mib.max(0.0),
+            memory_mib: float::max(vm.memory_mib, 0.0),
             guaranteed_mib: if vm.memory_guaranteed_mib > 0.0 {
                 vm.memory_guaranteed_mib
             } else {
-                vm.memory_mib.max(0.0)
+                float::max(vm.memory_mib, 0.0)
             },
         };
         let hosts = cx.hosts();
@@ -150,7 +151,7 @@ fn check(
     if free.is_nan() || free < 0.0 {
         return why.reject(["no free memory", "no free memory ({} MiB pending)"], &[]);
     }
-    let swap_free = value(columns.swap_free, host).max(0.0);
+    let swap_free = float::max(value(columns.swap_free, host), 0.0);
     if !covers(free + swap_free, need.memory_mib) {
         let (need, free) = (mib(need.memory_mib), mib(free));
         return if swap_free > 0.0 {
@@ -183,7 +184,7 @@ fn check(
             ],
             &[
                 mib(need.guaranteed_mib),
-                mib(schedulable.max(0.0)),
+                mib(float::max(schedulable, 0.0)),
                 over_commit_percent,
             ],
         );

@@ -24,6 +24,7 @@
 //! hardware `numa_cells`, `numa_tune`, `page_size`, `current-host`, extra
 //! spec `ovirt:cpu_pinning_policy`.
 
+use sandpiper_guest::float;
 use sandpiper_guest::model::hardware::NumaTune;
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::numa::{
@@ -119,7 +120,7 @@ fn unfit_reason(
                         .find(|(s, _)| *s == size)
                         .map_or(0.0, |(_, free)| *free),
                 })
-                .fold(0.0, f64::max);
+                .fold(0.0, float::max);
             return match page_kib {
                 None => format!(
                     "VM cell {index} needs {} MiB on NUMA node(s) {:?}, at most {best} MiB free",

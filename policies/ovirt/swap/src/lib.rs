@@ -21,6 +21,7 @@
 //! when `EnableSwapCheck` is off; our VM has no state and the check is
 //! always on (leave the unit out of the policy to turn it off).
 
+use sandpiper_guest::float;
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::params::{self, MAXIMUM_ALLOWED_SWAP_USAGE};
 use sandpiper_ovirt::value;
@@ -78,7 +79,7 @@ impl Filter for SwapFilter {
             }
             let pending = value(hosts.metric(HostMetric::MemoryPendingMib), h);
             let pending = if pending.is_finite() {
-                pending.max(0.0)
+                float::max(pending, 0.0)
             } else {
                 0.0
             };
