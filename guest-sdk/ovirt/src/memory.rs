@@ -8,6 +8,8 @@
 use sandpiper_guest::float;
 use sandpiper_guest::prelude::*;
 
+use crate::value;
+
 /// The memory columns, fetched once per call, with the over-commit limit.
 pub struct MemoryColumns<'a> {
     total: &'a [f64],
@@ -29,16 +31,11 @@ impl<'a> MemoryColumns<'a> {
 
     /// Host `host`'s max scheduling memory, MiB; 0 when it reports nothing.
     pub fn max_scheduling_mib(&self, host: u32) -> f64 {
-        let index = host as usize;
-        let read = |column: &[f64]| column.get(index).copied().unwrap_or(f64::NAN);
-        let free = read(self.total) * self.over_commit_percent / 100.0
-            - read(self.committed)
-            - read(self.reserved);
-        if free.is_nan() {
-            0.0
-        } else {
-            float::max(free, 0.0)
-        }
+        let free = value(self.total, host) * self.over_commit_percent / 100.0
+            - value(self.committed, host)
+            - value(self.reserved, host);
+        // A missing figure (NaN) gives 0: `max` ignores a NaN side.
+        float::max(free, 0.0)
     }
 }
 
