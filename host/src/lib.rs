@@ -1,6 +1,7 @@
 //! Sandpiper's host: the sandboxed runtime, the scheduling pipeline, the
 //! store and the HTTP API.
 
+pub mod allocator;
 pub mod api;
 pub mod auth;
 pub mod builtin;

@@ -18,33 +18,10 @@ use sandpiper::upload::{self, CompileArgs};
 
 /// mimalloc instead of glibc's malloc: a decision allocates and frees a
 /// request's worth of small values, which glibc made a measurable share of
-/// the HTTP path (docs/performance.md, "The server's allocator").
+/// the HTTP path (docs/performance.md, "The server's allocator"); its
+/// options are set in `sandpiper::allocator`.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// How long mimalloc keeps freed memory before returning it to the kernel:
-/// 100 ms, not its default second. A 10,000-host inventory or an inline
-/// request frees tens of MiB at once; kept a second, they stayed in the
-/// resident set (203–212 MiB in the start-up benchmark, over its 200 MiB
-/// goal, against 165–172 with glibc's malloc), while returned at once
-/// (0 ms) every decision paid to fault them back in. At 100 ms the set was
-/// 152 MiB and the HTTP path kept its gain. `MIMALLOC_PURGE_DELAY`, when
-/// set, still decides.
-const PURGE_DELAY_MS: std::ffi::c_long = 100;
-
-/// `mi_option_purge_delay` in mimalloc 3's `mi_option_t` (`mimalloc.h`);
-/// libmimalloc-sys names only the options that kept their index since
-/// mimalloc 1. The crate is pinned exactly, so the index cannot move under
-/// us unnoticed.
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-fn configure_allocator() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
-        // SAFETY: `mi_option_set` only stores the value in mimalloc's
-        // option table, which it reads atomically; any thread may call it.
-        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
-    }
-}
 
 /// Sandpiper: a scheduling policy engine for VM clusters whose policies run
 /// sandboxed in WebAssembly.
@@ -174,7 +151,7 @@ enum LogFormat {
 }
 
 fn main() -> ExitCode {
-    configure_allocator();
+    sandpiper::allocator::configure();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::CompileUnit(args) => return upload::compile_child(&args),
@@ -277,24 +254,5 @@ fn init_logging(format: LogFormat) {
         // The request's span (its id, route, cluster, decision) is in
         // every line's `span` field; `spans` would repeat it.
         LogFormat::Json => builder.json().with_span_list(false).init(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The index names mimalloc's purge delay: the option reads mimalloc
-    /// 3's default for it (1000 ms) until set, then what we set.
-    #[test]
-    fn the_purge_delay_option_is_the_one_set() {
-        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
-            return;
-        }
-        // SAFETY: reads mimalloc's option table (see `configure_allocator`).
-        let get = || unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
-        assert_eq!(get(), 1000);
-        configure_allocator();
-        assert_eq!(get(), PURGE_DELAY_MS);
     }
 }
