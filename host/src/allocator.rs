@@ -1,6 +1,12 @@
 //! The options of the `sandpiper` binary's allocator, mimalloc (its
 //! `#[global_allocator]` is in `main.rs`: the binary's choice, so tests and
 //! in-process benchmarks keep the system allocator).
+//!
+//! mimalloc is built with `no_thp` (Cargo.toml): it does not ask the kernel
+//! for transparent huge pages for its arenas. With them, a server that had
+//! just started sat at 161–166 MiB resident, against 119–122 MiB with
+//! glibc's malloc and 132–134 MiB without them, and the HTTP benchmark was
+//! no faster (docs/performance.md, "The server's allocator").
 
 use std::ffi::c_long;
 
