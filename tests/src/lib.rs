@@ -1,7 +1,7 @@
 //! What the integration tests share: the test units built from
 //! `tests/guests/` and small builders for snapshots and requests.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use sandpiper::sandbox::{Limits, Runtime};
 use sandpiper_guest::Inventory;
@@ -13,7 +13,16 @@ pub mod guests {
     include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 }
 
-/// A runtime with the default limits.
+/// The runtime with the default limits that tests loading the built-in
+/// units share: one per test process, as `Runtime` asks, so each unit is
+/// compiled once (its cache is by content) and not once per test module.
+/// In a test build compiling every built-in unit takes about 30 s of CPU.
+pub fn shared_runtime() -> &'static Runtime {
+    static SHARED: LazyLock<Runtime> = LazyLock::new(runtime);
+    &SHARED
+}
+
+/// A runtime of the test's own with the default limits.
 pub fn runtime() -> Runtime {
     match Runtime::new(Limits::default()) {
         Ok(runtime) => runtime,

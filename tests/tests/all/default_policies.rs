@@ -34,7 +34,7 @@ fn default_policies() -> Vec<(String, BuiltinPolicy)> {
 fn units_by_name() -> &'static HashMap<String, Arc<dyn Unit>> {
     static UNITS_BY_NAME: OnceLock<HashMap<String, Arc<dyn Unit>>> = OnceLock::new();
     UNITS_BY_NAME.get_or_init(|| {
-        let runtime = sandpiper_tests::runtime();
+        let runtime = sandpiper_tests::shared_runtime();
         UNITS
             .iter()
             .map(|builtin| {

@@ -31,7 +31,6 @@ use sandpiper::placement::{
     ClaimState, ClusterState, HostUpdate, InventoryError, Mode, PlaceContext, PlaceRequest,
     Sampling, Timestamp,
 };
-use sandpiper::sandbox::Runtime;
 use sandpiper::snapshot::{Host, RunningVm, Snapshot, VmSpec};
 use sandpiper::unit::Unit;
 use uuid::Uuid;
@@ -47,15 +46,13 @@ const VM_MEMORY_STEP_MIB: f64 = 512.0;
 /// Claims expire after this long unless confirmed.
 const CLAIM_TTL: Duration = Duration::from_secs(60);
 
-static RUNTIME: LazyLock<Runtime> = LazyLock::new(sandpiper_tests::runtime);
-
 /// The built-in policy's units, as components.
 static POLICY: LazyLock<Policy> = LazyLock::new(|| {
     let load = |package: &str| -> Arc<dyn Unit> {
         let Some(unit) = UNITS.iter().find(|u| u.package == package) else {
             panic!("{package} is a built-in unit");
         };
-        RUNTIME
+        sandpiper_tests::shared_runtime()
             .load(unit.wasm)
             .unwrap_or_else(|e| panic!("{package} loads: {e}"))
     };

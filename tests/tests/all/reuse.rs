@@ -51,7 +51,7 @@ fn policies(build: Build) -> &'static [(String, Policy)] {
         Build::Sandboxed => &SANDBOXED,
     };
     cell.get_or_init(|| {
-        let runtime = sandpiper_tests::runtime();
+        let runtime = sandpiper_tests::shared_runtime();
         let units: HashMap<String, Arc<dyn Unit>> = UNITS
             .iter()
             .map(|builtin| {

@@ -30,7 +30,7 @@ fn fixtures(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn every_builtin_unit_case_passes_natively_and_sandboxed_alike() {
-    let runtime = sandpiper_tests::runtime();
+    let runtime = sandpiper_tests::shared_runtime();
     let mut failures: Vec<String> = Vec::new();
     let mut cases = 0;
     for builtin in builtin::UNITS {

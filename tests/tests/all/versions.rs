@@ -50,7 +50,7 @@ fn builtin(package: &str) -> Arc<dyn Unit> {
         .iter()
         .find(|u| u.package == package)
         .unwrap_or_else(|| panic!("{package} is built in"));
-    let loaded = sandpiper_tests::runtime()
+    let loaded = sandpiper_tests::shared_runtime()
         .load(unit.wasm)
         .unwrap_or_else(|e| panic!("{package} loads: {e}"));
     assert_eq!(loaded.policy_version(), PolicyVersion::V0_2);
