@@ -244,47 +244,55 @@ fn mode(path: &std::path::Path) -> u32 {
 
 #[test]
 fn the_database_is_created_private() {
-    use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
 
     // A first start into a directory that does not exist yet: the server
-    // creates it, the database and its companions.
+    // creates it, the database and its companions. Their modes are read as
+    // soon as all four exist, before the server has compiled its built-in
+    // units (a first start's long part, which this test is not about):
+    // they must be private from the moment they are created.
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("data");
     let db = data.join("sandpiper.db");
+    let mut files = vec![
+        (data.clone(), "the data directory"),
+        (db.clone(), "the database"),
+    ];
+    for suffix in ["-wal", "-shm"] {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        files.push((name.into(), suffix));
+    }
     let mut child = Command::new(env!("CARGO_BIN_EXE_sandpiper"))
         .args(["serve", "--listen", "127.0.0.1:0", "--db"])
         .arg(&db)
         .env_remove("SANDPIPER_LOG")
         .env("SANDPIPER_ADMIN_TOKEN", crate::support::ADMIN_TOKEN)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
+        .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("start sandpiper");
-    let stdout = child.stdout.take().expect("stdout");
-    let listening = BufReader::new(stdout)
-        .lines()
-        .map_while(Result::ok)
-        .any(|line| line.starts_with("listening on "));
-    let modes = listening.then(|| {
-        let mut files = vec![
-            (data.clone(), "the data directory"),
-            (db.clone(), "the database"),
-        ];
-        for suffix in ["-wal", "-shm"] {
-            let mut name = db.as_os_str().to_owned();
-            name.push(suffix);
-            files.push((name.into(), suffix));
+    let deadline = std::time::Instant::now() + crate::support::START_TIMEOUT;
+    let created = loop {
+        if files.iter().all(|(path, _)| path.exists()) {
+            break true;
         }
+        let exited = child.try_wait().expect("try_wait").is_some();
+        if exited || std::time::Instant::now() > deadline {
+            break false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let modes = created.then(|| {
         files
-            .into_iter()
-            .map(|(path, what)| (what, mode(&path)))
+            .iter()
+            .map(|(path, what)| (*what, mode(path)))
             .collect::<Vec<_>>()
     });
     let _ = child.kill();
     let _ = child.wait();
-    let modes = modes.expect("the server started");
+    let modes = modes.expect("the server created its data directory, database, -wal and -shm");
     assert_eq!(
         modes,
         [
