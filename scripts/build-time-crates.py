@@ -47,5 +47,15 @@ linked = reachable(
 )
 everything = reachable(lambda d: True)
 linked_names = {packages[p]["name"] for p in linked}
-for name in sorted({packages[p]["name"] for p in everything - linked} - linked_names):
-    print(name)
+linked_versions = {(packages[p]["name"], packages[p]["version"]) for p in linked}
+specs = set()
+for pid in everything - linked:
+    name, version = packages[pid]["name"], packages[pid]["version"]
+    if name not in linked_names:
+        specs.add(name)
+    elif (name, version) not in linked_versions:
+        # Another version of it is linked: name this one by its version.
+        # (One version used both ways, as wasmparser is, cannot be split.)
+        specs.add(f'"{name}@{version}"')
+for spec in sorted(specs, key=lambda s: s.strip('"')):
+    print(spec)
