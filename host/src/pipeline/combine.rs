@@ -16,8 +16,8 @@
 //!
 //! These functions run once per score unit per decision over every
 //! surviving candidate, so they allocate nothing per candidate: the caller
-//! passes the output slices and one reusable ordering buffer, and each unit
-//! is sorted exactly once.
+//! passes the output slices and one reusable ordering buffer, and each
+//! unit's scores are sorted, or only counted, once.
 
 use std::cell::Cell;
 use std::cmp::Ordering;
@@ -25,24 +25,55 @@ use std::cmp::Ordering;
 use sandpiper_model::{ScoreOrder, Scores};
 
 /// Most candidates whose sort buffers a thread keeps from one decision to
-/// the next: 65,536 candidates are 2 MiB of buffers (two of 16 bytes per
-/// candidate). Larger decisions allocate their own and free them.
+/// the next: 65,536 candidates are 1.5 MiB of buffers (three of 8 bytes
+/// per candidate; keys too wide to pack add two of 16). Larger decisions
+/// allocate their own and free them.
 pub const RETAINED_SORT_CANDIDATES: usize = 1 << 16;
 
 thread_local! {
     /// The sort buffers of this thread's last decision. Fresh buffers for
-    /// 10,000 candidates are 320 KiB of newly mapped pages, and faulting
-    /// those in cost more than the sorting itself.
+    /// 10,000 candidates are hundreds of KiB of newly mapped pages, and
+    /// faulting those in cost more than the sorting itself.
     static RETAINED: Cell<Option<SortBuffers>> = const { Cell::new(None) };
 }
 
 /// Reusable buffers for sorting candidates by key, so that a decision
 /// allocates them once however many units it combines.
+///
+/// Keys are pushed in candidate order; [`SortBuffers::sort`] orders the
+/// candidates' positions by key, equal keys in the order they were pushed
+/// (a stable LSD radix sort over only the bits in which the keys differ,
+/// with digits of up to 11 bits).
+/// Scores and rank totals differ in a few bits only (oVirt's scores are
+/// 1 to 1,000), so the sort usually packs each key's differing bits and
+/// its position into one word, half the bytes a pass moves of (key,
+/// position) pairs, and a ranking often needs no sort at all
+/// ([`SortBuffers::for_each_rank`]).
 #[derive(Default)]
 pub(crate) struct SortBuffers {
-    /// (key, candidate position) pairs; sorted by [`SortBuffers::sort`].
-    pub(crate) pairs: Vec<(u64, u32)>,
-    spare: Vec<(u64, u32)>,
+    keys: Vec<u64>,
+    /// Packed words, `(differing key bits << position bits) | position`.
+    packed: Vec<u64>,
+    spare: Vec<u64>,
+    /// (key, position) pairs, for keys whose differing bits do not fit
+    /// beside a position in one word.
+    pairs: Vec<(u64, u32)>,
+    spare_pairs: Vec<(u64, u32)>,
+    /// One counter per value of a radix digit.
+    counts: Vec<u32>,
+    sorted: Sorted,
+}
+
+/// Where [`SortBuffers::sort`] left the order.
+#[derive(Clone, Copy, Default)]
+enum Sorted {
+    /// Every key is the same: push order is the order.
+    #[default]
+    InPushOrder,
+    /// In `packed`; a word's low bits under the mask are its position.
+    Packed { position_mask: u64 },
+    /// In `pairs`.
+    Pairs,
 }
 
 impl SortBuffers {
@@ -50,69 +81,234 @@ impl SortBuffers {
     /// any.
     pub(crate) fn take() -> Self {
         let mut buffers = RETAINED.take().unwrap_or_default();
-        buffers.pairs.clear();
+        buffers.clear();
         buffers
     }
 
     /// Keeps the buffers for this thread's next decision, unless they grew
     /// past [`RETAINED_SORT_CANDIDATES`].
     pub(crate) fn give_back(self) {
-        if self.pairs.capacity().max(self.spare.capacity()) <= RETAINED_SORT_CANDIDATES {
+        let most = [
+            self.keys.capacity(),
+            self.packed.capacity(),
+            self.spare.capacity(),
+            self.pairs.capacity(),
+            self.spare_pairs.capacity(),
+        ];
+        if most.into_iter().max().unwrap_or(0) <= RETAINED_SORT_CANDIDATES {
             RETAINED.set(Some(self));
         }
     }
 
-    /// Sorts `pairs` by key, keeping pairs with equal keys in the order
-    /// they were pushed (a stable LSD radix sort, one pass per key byte,
-    /// skipping bytes every key shares). On 10,000 candidates this is about
-    /// three times faster than a comparison sort of the pairs, and
-    /// stability is what the tie-break rule needs.
-    pub(crate) fn sort(&mut self) {
-        const BYTES: usize = 8;
-        let n = self.pairs.len();
-        // The bytes every key shares (most of a whole number's, as scores
-        // and rank totals are) are found by two bit operations per key:
-        // counting them would add to one counter per key, a chain of
-        // dependent increments that cost more than the passes.
+    /// Forgets the keys pushed so far.
+    pub(crate) fn clear(&mut self) {
+        self.keys.clear();
+        self.sorted = Sorted::InPushOrder;
+    }
+
+    /// Adds the next candidate's key; its position is the number of keys
+    /// pushed before it.
+    pub(crate) fn extend(&mut self, keys: impl IntoIterator<Item = u64>) {
+        self.keys.extend(keys);
+    }
+
+    /// The bits in which the keys differ, as (lowest bit, width); `None`
+    /// when every key is the same. Two bit operations per key: counting
+    /// per digit instead would add to one counter per key, a chain of
+    /// dependent increments that costs more than a pass.
+    fn differing_bits(&self) -> Option<(u32, u32)> {
         let (mut any, mut all) = (0u64, u64::MAX);
-        for &(key, _) in &self.pairs {
+        for &key in &self.keys {
             any |= key;
             all &= key;
         }
-        let varying = any ^ all;
-        let mut bytes = [0usize; BYTES];
-        let mut used = 0;
-        for byte in 0..BYTES {
-            if (varying >> (8 * byte)) & 0xff != 0 {
-                bytes[used] = byte;
-                used += 1;
+        let differing = any ^ all;
+        (differing != 0).then(|| {
+            let low = differing.trailing_zeros();
+            (low, 64 - differing.leading_zeros() - low)
+        })
+    }
+
+    /// Orders the positions by key, equal keys in push order.
+    pub(crate) fn sort(&mut self) {
+        let n = self.keys.len();
+        let Some((low, width)) = self.differing_bits() else {
+            self.sorted = Sorted::InPushOrder;
+            return;
+        };
+        let digit = digit_bits(n);
+        // Whole bytes for the position, so that no pass sorts by bits
+        // holding both position and key.
+        let position_bits = match n {
+            0..=0x100 => 8,
+            0x101..=0x1_0000 => 16,
+            0x1_0001..=0x100_0000 => 24,
+            _ => 32,
+        };
+        if width + position_bits <= 64 {
+            let key_mask = u64::MAX >> (64 - width);
+            self.packed.clear();
+            self.packed.extend(
+                self.keys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &key)| (((key >> low) & key_mask) << position_bits) | i as u64),
+            );
+            let bits = position_bits..position_bits + width;
+            radix_sort(
+                &mut self.packed,
+                &mut self.spare,
+                &mut self.counts,
+                bits,
+                digit,
+                |&w| w,
+            );
+            self.sorted = Sorted::Packed {
+                position_mask: (1 << position_bits) - 1,
+            };
+        } else {
+            self.pairs.clear();
+            self.pairs.extend(
+                self.keys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &key)| (key, i as u32)),
+            );
+            let bits = low..low + width;
+            radix_sort(
+                &mut self.pairs,
+                &mut self.spare_pairs,
+                &mut self.counts,
+                bits,
+                digit,
+                |p| p.0,
+            );
+            self.sorted = Sorted::Pairs;
+        }
+    }
+
+    /// Calls `f` with each position in sorted order (after
+    /// [`SortBuffers::sort`]).
+    pub(crate) fn for_each_sorted(&self, mut f: impl FnMut(u32)) {
+        match self.sorted {
+            Sorted::InPushOrder => (0..self.keys.len() as u32).for_each(f),
+            Sorted::Packed { position_mask } => {
+                for &word in &self.packed {
+                    f((word & position_mask) as u32);
+                }
+            }
+            Sorted::Pairs => {
+                for &(_, position) in &self.pairs {
+                    f(position);
+                }
             }
         }
-        let bytes = &bytes[..used];
-        let mut counts = [[0u32; 256]; BYTES];
-        for &(key, _) in &self.pairs {
-            for (count, &byte) in counts.iter_mut().zip(bytes) {
-                count[(key >> (8 * byte)) as usize & 0xff] += 1;
+    }
+
+    /// Calls `f(position, rank)` for every pushed key, in push order, with
+    /// its competition rank: how many keys are smaller. Keys that differ
+    /// in few enough bits (see [`counting_pays`]; scores on a short scale,
+    /// keyed by [`rank`]) are ranked by counting alone, without moving
+    /// anything; others are sorted.
+    pub(crate) fn for_each_rank(&mut self, mut f: impl FnMut(u32, u32)) {
+        let n = self.keys.len();
+        match self.differing_bits() {
+            None => (0..n as u32).for_each(|position| f(position, 0)),
+            Some((low, width)) if counting_pays(width, n) => {
+                let mask = u64::MAX >> (64 - width);
+                let digit = |key: u64| ((key >> low) & mask) as usize;
+                self.counts.clear();
+                self.counts.resize(1 << width, 0);
+                for &key in &self.keys {
+                    self.counts[digit(key)] += 1;
+                }
+                exclusive_sums(&mut self.counts);
+                for (position, &key) in self.keys.iter().enumerate() {
+                    f(position as u32, self.counts[digit(key)]);
+                }
             }
-        }
-        self.spare.clear();
-        self.spare.resize(n, (0, 0));
-        for (count, &byte) in counts.iter().zip(bytes) {
-            let mut next = [0u32; 256];
-            let mut sum = 0;
-            for (slot, &c) in next.iter_mut().zip(count) {
-                *slot = sum;
-                sum += c;
+            Some(_) => {
+                self.sort();
+                let (mut at, mut group_rank, mut group_key) = (0u32, 0u32, None);
+                self.for_each_sorted(|position| {
+                    let key = self.keys[position as usize];
+                    if group_key != Some(key) {
+                        group_rank = at;
+                        group_key = Some(key);
+                    }
+                    f(position, group_rank);
+                    at += 1;
+                });
             }
-            for &(key, position) in &self.pairs {
-                let digit = (key >> (8 * byte)) as usize & 0xff;
-                self.spare[next[digit] as usize] = (key, position);
-                next[digit] += 1;
-            }
-            std::mem::swap(&mut self.pairs, &mut self.spare);
         }
     }
 }
+
+/// Bits per radix digit for `n` keys: up to 2,048 buckets (8 KiB of
+/// counters, which stay in the first-level cache while a pass scatters;
+/// 16,384 buckets measured half as fast), but no more than about one
+/// per key.
+fn digit_bits(n: usize) -> u32 {
+    (usize::BITS - n.leading_zeros()).clamp(8, 11)
+}
+
+/// Whether ranking `n` keys that differ in `width` bits by counting (one
+/// counter per possible key) costs less than sorting them: while there
+/// are at most about two counters per key.
+fn counting_pays(width: u32, n: usize) -> bool {
+    width < usize::BITS - 1 && 1usize << width <= 2 * n.max(128)
+}
+
+/// Turns counts into the number of items counted before each.
+fn exclusive_sums(counts: &mut [u32]) {
+    let mut sum = 0;
+    for count in counts {
+        let c = *count;
+        *count = sum;
+        sum += c;
+    }
+}
+
+/// Sorts `items` stably by the bits `bits` of `key(item)`, `digit` bits a
+/// pass from the lowest, skipping a pass whose digit every item shares;
+/// `spare` and `counts` are scratch space.
+fn radix_sort<T: Copy + Default>(
+    items: &mut Vec<T>,
+    spare: &mut Vec<T>,
+    counts: &mut Vec<u32>,
+    bits: std::ops::Range<u32>,
+    digit: u32,
+    key: impl Fn(&T) -> u64,
+) {
+    spare.clear();
+    spare.resize(items.len(), T::default());
+    let mut shift = bits.start;
+    while shift < bits.end {
+        let (at, width) = (shift, digit.min(bits.end - shift));
+        shift += width;
+        let mask = (1u64 << width) - 1;
+        let digit_of = |item: &T| ((key(item) >> at) & mask) as usize;
+        counts.clear();
+        counts.resize(1 << width, 0);
+        for item in items.iter() {
+            counts[digit_of(item)] += 1;
+        }
+        if counts.iter().any(|&c| c as usize == items.len()) {
+            continue;
+        }
+        exclusive_sums(counts);
+        for item in items.iter() {
+            let next = &mut counts[digit_of(item)];
+            spare[*next as usize] = *item;
+            *next += 1;
+        }
+        std::mem::swap(items, spare);
+    }
+}
+
+/// Scores that are whole numbers less than this far apart are keyed by
+/// their distance from the best one.
+const SCALE: f64 = 16_384.0;
 
 /// Ranks `values` (one per candidate) and adds `(n − 1 − rank) × factor` to
 /// each candidate's total, writing each candidate's rank to `ranks`.
@@ -127,39 +323,39 @@ pub(crate) fn rank(
 ) {
     let n = values.len();
     debug_assert!(ranks.len() == n && totals.len() == n);
-    // One score for every candidate (a skipped unit's promised answer, or
-    // a unit with nothing to tell them apart by): every rank is 0, and
-    // sorting would only find that out slowly.
-    if let Some(&first) = values.first() {
-        let key = ascending_key(first);
-        if values.iter().all(|&v| ascending_key(v) == key) {
-            rank_all_first(factor, ranks, totals);
-            return;
-        }
+    buffers.clear();
+    // Whole numbers on a short scale (oVirt's scores are 1 to 1,000) keyed
+    // by their distance from the best end: a few bits wide, ranked by
+    // counting. Their float bits would differ in twenty (the exponent
+    // changes at every power of two).
+    let (low, high) = values
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| {
+            (l.min(v), h.max(v))
+        });
+    // (`fract` would call libm per value on x86-64's baseline; a round
+    // trip through i64 is two instructions, and refuses huge values.)
+    if high - low < SCALE && values.iter().all(|&v| v == (v as i64) as f64) {
+        // Exact: whole numbers less than `SCALE` apart subtract exactly.
+        buffers.extend(values.iter().map(|&v| match score_order {
+            ScoreOrder::LowerIsBetter => (v - low) as u64,
+            ScoreOrder::HigherIsBetter => (high - v) as u64,
+        }));
+    } else {
+        buffers.extend(values.iter().map(|&v| {
+            let key = ascending_key(v);
+            match score_order {
+                ScoreOrder::LowerIsBetter => key,
+                ScoreOrder::HigherIsBetter => !key,
+            }
+        }));
     }
-    let keys = &mut buffers.pairs;
-    keys.clear();
-    keys.extend(values.iter().enumerate().map(|(i, &v)| {
-        let key = ascending_key(v);
-        let best_first = match score_order {
-            ScoreOrder::LowerIsBetter => key,
-            ScoreOrder::HigherIsBetter => !key,
-        };
-        (best_first, i as u32)
-    }));
-    buffers.sort();
     let factor = f64::from(factor);
-    let mut group_rank = 0u32;
-    let mut group_key = None;
-    for (position, &(key, candidate)) in buffers.pairs.iter().enumerate() {
-        if group_key != Some(key) {
-            group_rank = position as u32;
-            group_key = Some(key);
-        }
+    buffers.for_each_rank(|candidate, rank| {
         let c = candidate as usize;
-        ranks[c] = group_rank;
-        totals[c] += rank_points(n, group_rank, factor);
-    }
+        ranks[c] = rank;
+        totals[c] += rank_points(n, rank, factor);
+    });
 }
 
 /// Ranks every candidate first, as one score for all ranks them: each
@@ -320,23 +516,70 @@ mod tests {
     #[test]
     fn the_radix_sort_is_a_stable_sort() {
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // Keys of every kind the sort treats apart: few distinct keys
+        // spread over several digits (packed, shared digits skipped), keys
+        // differing in their top and bottom bits (too wide to pack), one
+        // key for all, scores as floats, and a scale of 1 to 1,000 (ranked
+        // by counting from 1,000 keys on). Sizes either side of where a
+        // position needs a second byte.
+        let kinds: [(&str, &mut dyn FnMut(u64) -> u64); 5] = [
+            ("few", &mut |r| (r % 7) << 40 | (r % 3)),
+            ("wide", &mut |r| (r % 5) << 62 | (r % 3)),
+            ("one", &mut |_| 42),
+            ("floats", &mut |r| ascending_key((r % 1000) as f64 / 7.0)),
+            ("a scale", &mut |r| ascending_key((1 + r % 1000) as f64)),
+        ];
         let mut buffers = SortBuffers::default();
-        for n in [0, 1, 2, 255, 1000] {
-            buffers.pairs.clear();
-            for i in 0..n {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                // Few distinct keys, spread over several bytes, so that
-                // stability and byte skipping are both exercised.
-                let key = (x % 7) << 40 | (x % 3);
-                buffers.pairs.push((key, i));
+        for (kind, make) in kinds {
+            for n in [0, 1, 2, 255, 256, 257, 1000, 70_000] {
+                let keys: Vec<u64> = (0..n).map(|_| make(next())).collect();
+                buffers.clear();
+                buffers.extend(keys.iter().copied());
+                buffers.sort();
+                let mut sorted = Vec::new();
+                buffers.for_each_sorted(|p| sorted.push(p));
+                let mut expected: Vec<u32> = (0..n as u32).collect();
+                expected.sort_by_key(|&p| keys[p as usize]);
+                assert_eq!(sorted, expected, "{kind}, n = {n}");
+                // Competition ranks, by counting or by sorting.
+                let mut ranks = vec![u32::MAX; n];
+                buffers.for_each_rank(|p, rank| ranks[p as usize] = rank);
+                let smaller = |key: u64| expected.partition_point(|&p| keys[p as usize] < key);
+                let expected: Vec<u32> = keys.iter().map(|&k| smaller(k) as u32).collect();
+                assert_eq!(ranks, expected, "{kind}, n = {n}");
             }
-            let mut expected = buffers.pairs.clone();
-            expected.sort_by_key(|&(key, _)| key);
-            buffers.sort();
-            assert_eq!(buffers.pairs, expected, "n = {n}");
         }
+    }
+
+    #[test]
+    fn scores_on_a_scale_rank_as_any_scores_do() {
+        // Whole numbers a short way apart are ranked by counting; the same
+        // order moved half a point off whole numbers is ranked by sorting.
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        for (n, spread, base) in [(7_300, 1000, 1.0), (50, 20_000, -9.0), (3_000, 5, 0.0)] {
+            let whole: Vec<f64> = (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    base + (x % spread) as f64
+                })
+                .collect();
+            let halves: Vec<f64> = whole.iter().map(|v| v + 0.5).collect();
+            for order in [ScoreOrder::LowerIsBetter, ScoreOrder::HigherIsBetter] {
+                let counted = ranked(&whole, order, 3);
+                let sorted = ranked(&halves, order, 3);
+                assert_eq!(counted, sorted, "n = {n}, spread {spread}");
+            }
+        }
+        let (ranks, _) = ranked(&[-0.0, 0.0, -1.0, 2.0], ScoreOrder::HigherIsBetter, 1);
+        assert_eq!(ranks, [1, 1, 3, 0]);
     }
 
     #[test]

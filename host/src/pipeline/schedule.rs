@@ -480,22 +480,16 @@ fn decide(
     }
 
     // Best first, equal totals in candidate order (the sort is stable).
-    buffers.pairs.clear();
-    buffers.pairs.extend(
-        totals
-            .iter()
-            .enumerate()
-            .map(|(i, &t)| (!combine::ascending_key(t), i as u32)),
-    );
+    buffers.clear();
+    buffers.extend(totals.iter().map(|&t| !combine::ascending_key(t)));
     buffers.sort();
-    let ranked: Vec<Ranked> = buffers
-        .pairs
-        .iter()
-        .map(|&(_, i)| Ranked {
+    let mut ranked: Vec<Ranked> = Vec::with_capacity(n);
+    buffers.for_each_sorted(|i| {
+        ranked.push(Ranked {
             host: survivors[i as usize],
             total: totals[i as usize],
         })
-        .collect();
+    });
     buffers.give_back();
     let winner = ranked[0];
     let tied_with = ranked[1..]
