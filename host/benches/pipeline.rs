@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use sandpiper::builtin::{BuiltinPolicy, UNITS};
+use sandpiper::builtin::{self, BuiltinPolicy, UNITS};
 use sandpiper::pipeline::{
     Decision, OnFailure, Policy, Reuse, ReuseCache, ScheduleError, ScheduleRequest, Stamp, Stamps,
     fresh_stamps, schedule, schedule_calling_every_unit, schedule_reusing,
@@ -68,14 +68,14 @@ fn main() -> anyhow::Result<()> {
     let mut wasm: Vec<Arc<dyn Unit>> = Vec::new();
     let mut native: Vec<Arc<dyn Unit>> = Vec::new();
     for package in PACKAGES {
-        let Some(builtin) = UNITS.iter().find(|u| u.package == package) else {
+        let Some(embedded) = builtin::unit(package) else {
             bail!("built-in unit {package} is not embedded");
         };
         let unit = runtime
-            .load(builtin.wasm)
+            .load(embedded.wasm)
             .with_context(|| format!("loading {package}"))?;
         wasm.push(unit);
-        native.push(Arc::new(builtin.native()));
+        native.push(Arc::new(embedded.native()));
     }
     let wasm_policy = policy(&wasm)?;
     let native_policy = policy(&native)?;

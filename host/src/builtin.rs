@@ -14,7 +14,7 @@ use crate::pipeline::{Combination, DEFAULT_WEIGHT_ON_FAILURE, OnFailure, Positio
 /// A unit shipped inside the binary; every one is in [`UNITS`], ordered by
 /// package name. Every built-in policy file is in [`POLICY_FILES`] as (file
 /// name, JSON text); parse one with [`BuiltinPolicy::parse`].
-pub use sandpiper_builtins::{BuiltinUnit, POLICY_FILES, UNITS};
+pub use sandpiper_builtins::{BuiltinUnit, POLICY_FILES, UNITS, unit};
 
 /// One file of `policies/defaults/`: a policy as data, its units named by
 /// the names they declare in `info()`. The server stores each one, locked,

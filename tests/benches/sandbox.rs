@@ -9,7 +9,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sandpiper::builtin::UNITS;
+use sandpiper::builtin::{self, UNITS};
 use sandpiper::sandbox::{Limits, Runtime, WasmUnit};
 use sandpiper::unit::{Failed, Unit, Usage};
 use sandpiper_guest::Inventory;
@@ -148,16 +148,13 @@ fn main() {
 
 /// Built-in unit `package` compiled natively from its own source.
 fn native(package: &str) -> sandpiper_guest::native::NativeUnit {
-    sandpiper_builtins::unit(package)
+    builtin::unit(package)
         .unwrap_or_else(|| panic!("{package} is built in"))
         .native()
 }
 
 fn builtin(runtime: &Runtime, package: &str) -> Arc<WasmUnit> {
-    let unit = UNITS
-        .iter()
-        .find(|unit| unit.package == package)
-        .unwrap_or_else(|| panic!("{package} is built in"));
+    let unit = builtin::unit(package).unwrap_or_else(|| panic!("{package} is built in"));
     runtime.load(unit.wasm).expect("the built-in unit loads")
 }
 

@@ -25,7 +25,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use sandpiper::builtin::UNITS;
+use sandpiper::builtin;
 use sandpiper::pipeline::{ParamValues, Policy};
 use sandpiper::placement::{
     ClaimState, ClusterState, HostUpdate, InventoryError, Mode, PlaceContext, PlaceRequest,
@@ -49,7 +49,7 @@ const CLAIM_TTL: Duration = Duration::from_secs(60);
 /// The built-in policy's units, as components.
 static POLICY: LazyLock<Policy> = LazyLock::new(|| {
     let load = |package: &str| -> Arc<dyn Unit> {
-        let Some(unit) = UNITS.iter().find(|u| u.package == package) else {
+        let Some(unit) = builtin::unit(package) else {
             panic!("{package} is a built-in unit");
         };
         sandpiper_tests::shared_runtime()

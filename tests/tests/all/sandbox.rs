@@ -30,10 +30,7 @@ fn load(runtime: &Runtime, wasm: &[u8]) -> Arc<WasmUnit> {
 }
 
 fn builtin_memory(runtime: &Runtime) -> Arc<WasmUnit> {
-    let memory = builtin::UNITS
-        .iter()
-        .find(|unit| unit.package == "sandpiper-policy-memory")
-        .expect("the Memory unit is built in");
+    let memory = builtin::unit("sandpiper-policy-memory").expect("the Memory unit is built in");
     load(runtime, memory.wasm)
 }
 
@@ -634,10 +631,7 @@ fn a_panicking_unit_called_from_an_async_task_is_a_trap() {
 }
 
 fn builtin(runtime: &Runtime, package: &str) -> Arc<WasmUnit> {
-    let unit = builtin::UNITS
-        .iter()
-        .find(|unit| unit.package == package)
-        .unwrap_or_else(|| panic!("{package} is built in"));
+    let unit = builtin::unit(package).unwrap_or_else(|| panic!("{package} is built in"));
     load(runtime, unit.wasm)
 }
 
@@ -677,9 +671,7 @@ fn a_call_records_the_columns_it_read() {
         "{memory:?}"
     );
     // The same unit run natively from its source.
-    let native = builtin::UNITS
-        .iter()
-        .find(|unit| unit.package == "sandpiper-policy-nova-compute")
+    let native = builtin::unit("sandpiper-policy-nova-compute")
         .map(|unit| unit.native())
         .expect("built in");
     let called = native

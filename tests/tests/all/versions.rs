@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use sandpiper::builtin::UNITS;
+use sandpiper::builtin;
 use sandpiper::pipeline::{Combination, Decision, Policy, ScheduleRequest, schedule};
 use sandpiper::sandbox::PolicyVersion;
 use sandpiper::unit::Unit;
@@ -46,10 +46,7 @@ fn cluster(hosts: usize) -> Arc<Inventory> {
 }
 
 fn builtin(package: &str) -> Arc<dyn Unit> {
-    let unit = UNITS
-        .iter()
-        .find(|u| u.package == package)
-        .unwrap_or_else(|| panic!("{package} is built in"));
+    let unit = builtin::unit(package).unwrap_or_else(|| panic!("{package} is built in"));
     let loaded = sandpiper_tests::shared_runtime()
         .load(unit.wasm)
         .unwrap_or_else(|e| panic!("{package} loads: {e}"));
