@@ -25,9 +25,9 @@ use std::cmp::Ordering;
 use sandpiper_model::{ScoreOrder, Scores};
 
 /// Most candidates whose sort buffers a thread keeps from one decision to
-/// the next: 65,536 candidates are 1.5 MiB of buffers (three of 8 bytes
-/// per candidate; keys too wide to pack add two of 16). Larger decisions
-/// allocate their own and free them.
+/// the next: 65,536 candidates are up to 2 MiB of buffers (three of 8
+/// bytes per candidate and up to two 4-byte counters; keys too wide to
+/// pack add two of 16). Larger decisions allocate their own and free them.
 pub const RETAINED_SORT_CANDIDATES: usize = 1 << 16;
 
 thread_local! {
