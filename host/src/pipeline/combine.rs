@@ -131,8 +131,14 @@ impl SortBuffers {
 
     /// Orders the positions by key, equal keys in push order.
     pub(crate) fn sort(&mut self) {
+        let bits = self.differing_bits();
+        self.sort_differing(bits);
+    }
+
+    /// [`SortBuffers::sort`], given the keys' [`SortBuffers::differing_bits`].
+    fn sort_differing(&mut self, bits: Option<(u32, u32)>) {
         let n = self.keys.len();
-        let Some((low, width)) = self.differing_bits() else {
+        let Some((low, width)) = bits else {
             self.sorted = Sorted::InPushOrder;
             return;
         };
@@ -212,7 +218,8 @@ impl SortBuffers {
     /// anything; others are sorted.
     pub(crate) fn for_each_rank(&mut self, mut f: impl FnMut(u32, u32)) {
         let n = self.keys.len();
-        match self.differing_bits() {
+        let bits = self.differing_bits();
+        match bits {
             None => (0..n as u32).for_each(|position| f(position, 0)),
             Some((low, width)) if counting_pays(width, n) => {
                 let mask = u64::MAX >> (64 - width);
@@ -228,7 +235,7 @@ impl SortBuffers {
                 }
             }
             Some(_) => {
-                self.sort();
+                self.sort_differing(bits);
                 let (mut at, mut group_rank, mut group_key) = (0u32, 0u32, None);
                 self.for_each_sorted(|position| {
                     let key = self.keys[position as usize];
@@ -328,14 +335,20 @@ pub(crate) fn rank(
     // by their distance from the best end: a few bits wide, ranked by
     // counting. Their float bits would differ in twenty (the exponent
     // changes at every power of two).
-    let (low, high) = values
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| {
-            (l.min(v), h.max(v))
-        });
     // (`fract` would call libm per value on x86-64's baseline; a round
-    // trip through i64 is two instructions, and refuses huge values.)
-    if high - low < SCALE && values.iter().all(|&v| v == (v as i64) as f64) {
+    // trip through i64 is two instructions, and refuses huge values.) The
+    // check stops at the first fraction, so other scores pay little for it.
+    let whole = values.iter().all(|&v| v == (v as i64) as f64);
+    let scale = whole
+        .then(|| {
+            values
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| {
+                    (l.min(v), h.max(v))
+                })
+        })
+        .filter(|(low, high)| high - low < SCALE);
+    if let Some((low, high)) = scale {
         // Exact: whole numbers less than `SCALE` apart subtract exactly.
         buffers.extend(values.iter().map(|&v| match score_order {
             ScoreOrder::LowerIsBetter => (v - low) as u64,
