@@ -13,11 +13,14 @@
 //! and `sandpiper_guest::inventory`) fills them from the WIT bindings;
 //! natively the host builds them directly, which is how the server, the
 //! benchmarks and the tests run a unit's very source outside WebAssembly.
-//! The crate depends on nothing but (optionally) serde, so the host can use
-//! it without pulling in anything written for guests.
+//! The crate depends on nothing but hashbrown and foldhash (its interning
+//! tables) and, optionally, serde, so the host can use it without pulling
+//! in anything written for guests.
 
+pub mod interning;
 pub mod inventory;
 
+pub use interning::{Interner, LabelsBuilder};
 pub use inventory::{Inventory, MoreVm};
 
 /// Declares a fieldless enum that mirrors a WIT enum, in the same order (the
@@ -264,24 +267,12 @@ impl std::error::Error for StringsError {}
 impl Interned {
     /// Interns `rows`, one string per row.
     pub fn from_rows<S: AsRef<str>>(rows: impl IntoIterator<Item = S>) -> Self {
-        let mut positions = std::collections::HashMap::<&str, u32>::new();
-        // The keys borrow the rows, so the rows are gathered first.
-        let rows: Vec<S> = rows.into_iter().collect();
-        let mut out = Interned::default();
-        out.indices.reserve(rows.len());
-        for row in &rows {
-            let row = row.as_ref();
-            let index = match positions.get(row) {
-                Some(&i) => i,
-                None => {
-                    let i = out.push_value(row);
-                    positions.insert(row, i);
-                    i
-                }
-            };
-            out.indices.push(index);
+        let rows = rows.into_iter();
+        let mut interner = Interner::with_capacity(rows.size_hint().0);
+        for row in rows {
+            interner.push(row.as_ref());
         }
-        out
+        interner.finish()
     }
 
     /// The column of `values` (in this order, not looked up for
@@ -430,30 +421,11 @@ impl Labels {
         V: AsRef<str>,
         R: IntoIterator<Item = (K, V)>,
     {
-        let mut positions = std::collections::HashMap::<String, u32>::new();
-        let mut out = Labels {
-            offsets: vec![0],
-            ..Labels::default()
-        };
-        let mut intern = |s: &str, strings: &mut Vec<String>| -> u32 {
-            if let Some(&i) = positions.get(s) {
-                return i;
-            }
-            let i = strings.len() as u32;
-            positions.insert(s.to_owned(), i);
-            strings.push(s.to_owned());
-            i
-        };
+        let mut builder = LabelsBuilder::default();
         for row in rows {
-            for (k, v) in row {
-                let k = intern(k.as_ref(), &mut out.strings);
-                let v = intern(v.as_ref(), &mut out.strings);
-                out.keys.push(k);
-                out.values.push(v);
-            }
-            out.offsets.push(out.keys.len() as u32);
+            builder.push_row(row);
         }
-        out
+        builder.finish()
     }
 
     /// Number of rows the column describes.

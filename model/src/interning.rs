@@ -1,0 +1,178 @@
+//! Interned columns built one row at a time: [`Interner`] for an
+//! [`Interned`] text column, [`LabelsBuilder`] for a [`Labels`] column.
+//!
+//! Why row by row: a 10,000-host body is read one host at a time and each
+//! host is dropped as soon as its columns have it (the host's
+//! `inputs::CheckedHosts`), so the rows are never all at hand at once. The
+//! `from_rows` constructors are these builders fed from an iterator.
+//!
+//! Why these tables: each distinct string is kept once, in the column
+//! itself, and the table holds only its position (hashbrown's
+//! `HashTable`), so interning allocates nothing per string. The hasher is
+//! foldhash's, seeded per table: SipHash over 10,000 host ids, 30,000 VM
+//! ids and each host's capability texts was a tenth of an inline
+//! decision's time (docs/performance.md, "Inline hosts read one at a
+//! time").
+
+use core::hash::BuildHasher;
+
+use hashbrown::HashTable;
+
+use crate::{Interned, Labels};
+
+/// Builds an [`Interned`] column row by row.
+#[derive(Default)]
+pub struct Interner {
+    column: Interned,
+    /// The position of each value, found by hashing its string.
+    positions: HashTable<u32>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl Interner {
+    /// A builder with room for `rows` rows (and as many distinct values).
+    pub fn with_capacity(rows: usize) -> Interner {
+        let mut interner = Interner::default();
+        interner.column.indices.reserve(rows);
+        interner.positions.reserve(rows, |_| 0);
+        interner
+    }
+
+    /// Appends a row whose string is `row`.
+    pub fn push(&mut self, row: &str) {
+        let hash = self.hasher.hash_one(row);
+        let column = &mut self.column;
+        let position = match self
+            .positions
+            .find(hash, |&i| column.value(i as usize) == row)
+        {
+            Some(&i) => i,
+            None => {
+                let i = column.push_value(row);
+                let hasher = &self.hasher;
+                self.positions
+                    .insert_unique(hash, i, |&j| hasher.hash_one(column.value(j as usize)));
+                i
+            }
+        };
+        column.indices.push(position);
+    }
+
+    /// Rows pushed so far.
+    pub fn len(&self) -> usize {
+        self.column.indices.len()
+    }
+
+    /// Whether no row was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.column.indices.is_empty()
+    }
+
+    /// The column.
+    pub fn finish(self) -> Interned {
+        self.column
+    }
+}
+
+/// Builds a [`Labels`] column row by row.
+pub struct LabelsBuilder {
+    column: Labels,
+    /// The position in `column.strings` of each key or value.
+    positions: HashTable<u32>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl Default for LabelsBuilder {
+    fn default() -> Self {
+        LabelsBuilder {
+            column: Labels {
+                offsets: vec![0],
+                ..Labels::default()
+            },
+            positions: HashTable::new(),
+            hasher: foldhash::fast::RandomState::default(),
+        }
+    }
+}
+
+impl LabelsBuilder {
+    /// Appends a row of `pairs`.
+    pub fn push_row<K: AsRef<str>, V: AsRef<str>>(
+        &mut self,
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) {
+        for (key, value) in pairs {
+            let key = self.intern(key.as_ref());
+            let value = self.intern(value.as_ref());
+            self.column.keys.push(key);
+            self.column.values.push(value);
+        }
+        self.column.offsets.push(self.column.keys.len() as u32);
+    }
+
+    fn intern(&mut self, text: &str) -> u32 {
+        let hash = self.hasher.hash_one(text);
+        let strings = &mut self.column.strings;
+        if let Some(&i) = self.positions.find(hash, |&i| strings[i as usize] == text) {
+            return i;
+        }
+        let i = strings.len() as u32;
+        strings.push(text.to_owned());
+        let hasher = &self.hasher;
+        self.positions
+            .insert_unique(hash, i, |&j| hasher.hash_one(&strings[j as usize]));
+        i
+    }
+
+    /// Rows pushed so far.
+    pub fn rows(&self) -> usize {
+        self.column.rows()
+    }
+
+    /// The column.
+    pub fn finish(self) -> Labels {
+        self.column
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each distinct string is kept once, in first-seen order, and every
+    /// row reads back its own string, past the tables' growth (the
+    /// builders start small and rehash by their positions' strings).
+    #[test]
+    fn rows_read_back_and_values_are_kept_once() {
+        let rows: Vec<String> = (0..5_000).map(|i| format!("v{}", i % 1_700)).collect();
+        for column in [Interned::from_rows(&rows), {
+            let mut interner = Interner::default();
+            rows.iter().for_each(|row| interner.push(row));
+            interner.finish()
+        }] {
+            assert_eq!(column.value_count(), 1_700);
+            assert!(column.values().eq((0..1_700).map(|i| format!("v{i}"))));
+            assert!((0..rows.len()).all(|row| column.get(row) == rows[row]));
+        }
+
+        let pairs = |i: usize| {
+            [
+                (format!("k{}", i % 3), format!("v{}", i % 900)),
+                ("".to_owned(), format!("k{}", i % 3)),
+            ]
+        };
+        let labels = Labels::from_rows((0..2_000).map(pairs));
+        assert_eq!(labels.rows(), 2_000);
+        // Keys and values share one table: k0..k2, v0..v899 and "".
+        assert_eq!(labels.strings.len(), 3 + 900 + 1);
+        for i in 0..2_000 {
+            let want = pairs(i);
+            assert!(
+                labels
+                    .row(i)
+                    .eq(want.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+                "row {i}"
+            );
+        }
+    }
+}
