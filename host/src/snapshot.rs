@@ -13,7 +13,8 @@
 //! Metrics are taken as given: nothing is derived from the VM list, so a
 //! snapshot says exactly what the engine reported.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::sync::Mutex;
 
@@ -21,8 +22,8 @@ use crate::hardware::{HostHardware, VmHardwareSpec};
 use sandpiper_model::Inventory;
 use sandpiper_model::inventory::ColumnLengthError;
 use sandpiper_model::{
-    GroupScope, HostFlag, HostLabels, HostMetric, HostStatus, HostText, Interned, KeyValue, Labels,
-    Vm, VmFlag, VmGroup, VmMetric, VmText,
+    GroupScope, HostFlag, HostLabels, HostMetric, HostStatus, HostText, Interned, Interner,
+    KeyValue, LabelsBuilder, Vm, VmFlag, VmGroup, VmMetric, VmText,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -475,6 +476,13 @@ pub struct HostIndex {
     lists: ResolvedLists,
 }
 
+/// The maps keyed by host and VM ids: foldhash, seeded per map, hashes
+/// ids several times faster than the standard library's SipHash, which
+/// was most of resolving 30,000 VMs' hosts in a 10,000-host snapshot
+/// (docs/performance.md, "Inline hosts read one at a time").
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
+
 /// Lists of at least this many host ids are kept once resolved
 /// ([`ResolvedLists`]); shorter ones cost little to look up again.
 const KEPT_LIST_MIN_IDS: usize = 64;
@@ -628,228 +636,293 @@ impl Snapshot {
 
     /// Checks the snapshot's shape and builds its columns.
     pub fn build(&self) -> Result<Cluster, SnapshotError> {
-        let hosts = self.host_index()?;
-        let mut inv = Inventory::new(self.hosts.len(), self.vms.len());
-        self.fill_hosts(&mut inv)?;
-        self.fill_vms(&mut inv, &hosts)?;
-        Ok(Cluster {
-            inventory: inv,
-            hosts,
-        })
+        let mut hosts = HostColumns::with_capacity(self.hosts.len());
+        for host in &self.hosts {
+            hosts.push(host)?;
+        }
+        hosts.finish(&self.vms)
+    }
+}
+
+/// A snapshot's host columns, built one host at a time: what
+/// [`Snapshot::build`] does over its hosts, and what an inline body's hosts
+/// go through as they are read (`crate::inputs::CheckedHosts`), each host
+/// dropped as soon as its row is in, so the hosts are never all held as
+/// [`Host`]s at once (docs/performance.md, "Inline hosts read one at a
+/// time").
+///
+/// `'a` is how long borrowed hosts' hardware lives: hardware goes into its
+/// columns only at [`HostColumns::finish`], so it is kept until then,
+/// borrowed from a [`Host`] pushed by reference or moved out of one pushed
+/// by value.
+#[derive(Default)]
+pub struct HostColumns<'a> {
+    index: HostIndex,
+    statuses: Vec<HostStatus>,
+    /// Each column as long as the last host that has the metric (flag,
+    /// named metric); padded to every host at the end.
+    metrics: BTreeMap<HostMetric, Vec<f64>>,
+    flags: BTreeMap<HostFlag, Vec<bool>>,
+    named_metrics: BTreeMap<String, Vec<f64>>,
+    /// Every host names its metrics and flags again; each distinct name is
+    /// resolved once, not once per host and metric.
+    metric_names: HashMap<String, Option<HostMetric>>,
+    flag_names: HashMap<String, Option<HostFlag>>,
+    texts: [Interner; HostText::COUNT],
+    labels: [LabelsBuilder; HostLabels::COUNT],
+    hardware: Vec<Option<Cow<'a, HostHardware>>>,
+}
+
+impl<'a> HostColumns<'a> {
+    /// Columns with room for `hosts` hosts.
+    pub fn with_capacity(hosts: usize) -> Self {
+        let mut columns = HostColumns {
+            index: HostIndex {
+                ids: Vec::with_capacity(hosts),
+                by_id: HashMap::with_capacity_and_hasher(hosts, Default::default()),
+                lists: ResolvedLists::default(),
+            },
+            statuses: Vec::with_capacity(hosts),
+            texts: std::array::from_fn(|_| Interner::with_capacity(hosts)),
+            ..HostColumns::default()
+        };
+        columns.hardware.reserve(hosts);
+        columns
     }
 
-    fn host_index(&self) -> Result<HostIndex, SnapshotError> {
-        if u32::try_from(self.hosts.len()).is_err() {
+    /// Hosts pushed so far.
+    pub fn len(&self) -> usize {
+        self.statuses.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.statuses.is_empty()
+    }
+
+    /// Adds `host` as the next row; its hardware is borrowed until
+    /// [`HostColumns::finish`].
+    pub fn push(&mut self, host: &'a Host) -> Result<(), SnapshotError> {
+        self.push_row(host)?;
+        self.hardware.push(host.hardware.as_deref().map(Cow::Borrowed));
+        Ok(())
+    }
+
+    /// Adds `host` as the next row, keeping only its hardware (moved, not
+    /// copied) until [`HostColumns::finish`].
+    pub fn push_owned(&mut self, mut host: Host) -> Result<(), SnapshotError> {
+        let hardware = host.hardware.take();
+        self.push_row(&host)?;
+        self.hardware.push(hardware.map(|hw| Cow::Owned(*hw)));
+        Ok(())
+    }
+
+    /// Everything of `host` but its hardware.
+    fn push_row(&mut self, host: &Host) -> Result<(), SnapshotError> {
+        let i = self.len();
+        if u32::try_from(i).is_err() {
             return Err(SnapshotError::at(
                 "hosts",
-                SnapshotErrorKind::TooMany {
-                    count: self.hosts.len(),
-                },
+                SnapshotErrorKind::TooMany { count: i + 1 },
             ));
         }
-        let mut index = HostIndex {
-            ids: Vec::with_capacity(self.hosts.len()),
-            by_id: HashMap::with_capacity(self.hosts.len()),
-            lists: ResolvedLists::default(),
-        };
-        for (i, host) in self.hosts.iter().enumerate() {
-            if host.id.is_empty() {
-                return Err(SnapshotError::at(
-                    format_args!("hosts[{i}].id"),
-                    SnapshotErrorKind::EmptyId,
-                ));
-            }
-            if index.by_id.insert(host.id.clone(), i as u32).is_some() {
-                return Err(SnapshotError::at(
-                    format_args!("hosts[{i}].id"),
-                    SnapshotErrorKind::DuplicateHost(host.id.clone()),
-                ));
-            }
-            index.ids.push(host.id.clone());
-        }
-        Ok(index)
-    }
-
-    fn fill_hosts(&self, inv: &mut Inventory) -> Result<(), SnapshotError> {
-        let n = self.hosts.len();
-        let column = |e: ColumnLengthError| SnapshotError::at("hosts", e.into());
-
-        let mut metrics: BTreeMap<HostMetric, Vec<f64>> = BTreeMap::new();
-        let mut flags: BTreeMap<HostFlag, Vec<bool>> = BTreeMap::new();
-        // Every host names its metrics and flags again; each distinct name
-        // is resolved once, not once per host and metric (a `String` each).
-        let mut metric_names: HashMap<&str, Option<HostMetric>> = HashMap::new();
-        let mut flag_names: HashMap<&str, Option<HostFlag>> = HashMap::new();
-        for (i, host) in self.hosts.iter().enumerate() {
-            for (name, &value) in &host.metrics {
-                let metric = *metric_names.entry(name).or_insert_with(|| {
-                    snake_case_name(name).and_then(|wit| HostMetric::from_wit_name(&wit))
-                });
-                let metric = metric.ok_or_else(|| {
-                    SnapshotError::at(
-                        format_args!("hosts[{i}].metrics.{name}"),
-                        SnapshotErrorKind::UnknownMetric,
-                    )
-                })?;
-                metrics.entry(metric).or_insert_with(|| vec![0.0; n])[i] = value;
-            }
-            for (j, name) in host.flags.iter().enumerate() {
-                let flag = *flag_names.entry(name).or_insert_with(|| {
-                    snake_case_name(name).and_then(|wit| HostFlag::from_wit_name(&wit))
-                });
-                let flag = flag.ok_or_else(|| {
-                    SnapshotError::at(
-                        format_args!("hosts[{i}].flags[{j}]"),
-                        SnapshotErrorKind::UnknownFlag(name.clone()),
-                    )
-                })?;
-                flags.entry(flag).or_insert_with(|| vec![false; n])[i] = true;
-            }
-        }
-        for (metric, values) in metrics {
-            inv.set_host_metric(metric, values).map_err(column)?;
-        }
-        for (flag, values) in flags {
-            inv.set_host_flag(flag, values).map_err(column)?;
-        }
-
-        inv.set_host_statuses(self.hosts.iter().map(|h| h.status.into()).collect())
-            .map_err(column)?;
-        for &text in HostText::ALL {
-            let rows = self.hosts.iter().map(|h| match text {
-                HostText::Id => h.id.as_str(),
-                HostText::Name => h.name.as_deref().unwrap_or(&h.id),
-                HostText::Address => &h.address,
-                HostText::Zone => &h.zone,
-                HostText::CpuModel => h.hardware.as_ref().map_or("", |hw| &hw.cpu_model),
-            });
-            inv.set_host_text(text, Interned::from_rows(rows))
-                .map_err(column)?;
-        }
-
-        for &kind in HostLabels::ALL {
-            let rows = self.hosts.iter().map(|h| -> Vec<(&str, &str)> {
-                match kind {
-                    HostLabels::Networks => h.networks.iter().map(|n| (n.as_str(), "")).collect(),
-                    HostLabels::Capabilities => h
-                        .capabilities
-                        .iter()
-                        .map(|(k, v)| (k.as_str(), v.as_str()))
-                        .collect(),
-                    HostLabels::Aggregates => {
-                        h.aggregates.keys().map(|a| (a.as_str(), "")).collect()
-                    }
-                    HostLabels::AggregateMetadata => h
-                        .aggregates
-                        .values()
-                        .flat_map(|meta| meta.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                        .collect(),
-                    HostLabels::Instances => h
-                        .instances
-                        .iter()
-                        .flat_map(|i| {
-                            [
-                                ("tenant", i.tenant.as_str()),
-                                ("instance-type", i.instance_type.as_str()),
-                            ]
-                        })
-                        .collect(),
-                    HostLabels::CpuFlags
-                    | HostLabels::EmulatedMachines
-                    | HostLabels::ClusterLevels => {
-                        let Some(hw) = &h.hardware else {
-                            return Vec::new();
-                        };
-                        let set = match kind {
-                            HostLabels::CpuFlags => &hw.cpu_flags,
-                            HostLabels::EmulatedMachines => &hw.emulated_machines,
-                            _ => &hw.cluster_levels,
-                        };
-                        set.iter().map(|s| (s.as_str(), "")).collect()
-                    }
-                }
-            });
-            inv.set_host_labels(kind, Labels::from_rows(rows))
-                .map_err(column)?;
-        }
-
-        let names: BTreeSet<&String> = self
-            .hosts
-            .iter()
-            .flat_map(|h| h.named_metrics.keys())
-            .collect();
-        for name in names {
-            let values = self
-                .hosts
-                .iter()
-                .map(|h| h.named_metrics.get(name).copied().unwrap_or(f64::NAN))
-                .collect();
-            inv.set_host_named_metric(name.clone(), values)
-                .map_err(column)?;
-        }
-        crate::hardware::columns::fill(self.hosts.iter().map(|h| h.hardware.as_deref()), inv)
-            .map_err(column)
-    }
-
-    fn fill_vms(&self, inv: &mut Inventory, hosts: &HostIndex) -> Result<(), SnapshotError> {
-        if u32::try_from(self.vms.len()).is_err() {
+        if host.id.is_empty() {
             return Err(SnapshotError::at(
-                "vms",
-                SnapshotErrorKind::TooMany {
-                    count: self.vms.len(),
-                },
+                format_args!("hosts[{i}].id"),
+                SnapshotErrorKind::EmptyId,
             ));
         }
-        let column_error = |e: ColumnLengthError| SnapshotError::at("vms", e.into());
-        let mut seen: HashMap<&str, ()> = HashMap::with_capacity(self.vms.len());
-        let mut on_host = Vec::with_capacity(self.vms.len());
-        for (i, vm) in self.vms.iter().enumerate() {
-            if vm.id.is_empty() {
-                return Err(SnapshotError::at(
-                    format_args!("vms[{i}].id"),
-                    SnapshotErrorKind::EmptyId,
-                ));
-            }
-            if seen.insert(&vm.id, ()).is_some() {
-                return Err(SnapshotError::at(
-                    format_args!("vms[{i}].id"),
-                    SnapshotErrorKind::DuplicateVm(vm.id.clone()),
-                ));
-            }
-            on_host.push(hosts.resolve(&vm.host, format_args!("vms[{i}].host"))?);
+        if self.index.by_id.contains_key(host.id.as_str()) {
+            return Err(SnapshotError::at(
+                format_args!("hosts[{i}].id"),
+                SnapshotErrorKind::DuplicateHost(host.id.clone()),
+            ));
         }
-        inv.set_vm_hosts(on_host).map_err(column_error)?;
+        // Every name is checked before the row changes any column, so that
+        // a refused host leaves no trace.
+        let mut metrics = Vec::with_capacity(host.metrics.len());
+        for (name, &value) in &host.metrics {
+            let metric = match self.metric_names.get(name.as_str()) {
+                Some(&metric) => metric,
+                None => {
+                    let metric =
+                        snake_case_name(name).and_then(|wit| HostMetric::from_wit_name(&wit));
+                    self.metric_names.insert(name.clone(), metric);
+                    metric
+                }
+            };
+            let metric = metric.ok_or_else(|| {
+                SnapshotError::at(
+                    format_args!("hosts[{i}].metrics.{name}"),
+                    SnapshotErrorKind::UnknownMetric,
+                )
+            })?;
+            metrics.push((metric, value));
+        }
+        let mut flags = Vec::with_capacity(host.flags.len());
+        for (j, name) in host.flags.iter().enumerate() {
+            let flag = match self.flag_names.get(name.as_str()) {
+                Some(&flag) => flag,
+                None => {
+                    let flag = snake_case_name(name).and_then(|wit| HostFlag::from_wit_name(&wit));
+                    self.flag_names.insert(name.clone(), flag);
+                    flag
+                }
+            };
+            let flag = flag.ok_or_else(|| {
+                SnapshotError::at(
+                    format_args!("hosts[{i}].flags[{j}]"),
+                    SnapshotErrorKind::UnknownFlag(name.clone()),
+                )
+            })?;
+            flags.push(flag);
+        }
 
-        for &metric in VmMetric::ALL {
-            let column = self.vms.iter().map(|v| match metric {
-                VmMetric::MemoryMib => v.memory_mib,
-                VmMetric::MemoryGuaranteedMib => v.memory_guaranteed_mib.unwrap_or(v.memory_mib),
-                VmMetric::Vcpus => f64::from(v.vcpus),
-                VmMetric::CpuUsagePercent => v.cpu_usage_percent,
-            });
-            inv.set_vm_metric(metric, column.collect())
-                .map_err(column_error)?;
+        self.index.by_id.insert(host.id.clone(), i as u32);
+        self.index.ids.push(host.id.clone());
+        self.statuses.push(host.status.into());
+        for (metric, value) in metrics {
+            let column = self.metrics.entry(metric).or_default();
+            column.resize(i + 1, 0.0);
+            column[i] = value;
         }
-        for &flag in VmFlag::ALL {
-            let column = self.vms.iter().map(|v| match flag {
-                VmFlag::Migratable => v.migratable,
-                VmFlag::HighlyAvailable => v.highly_available,
-                VmFlag::HostedEngine => v.hosted_engine,
-                VmFlag::Pending => v.pending,
-            });
-            inv.set_vm_flag(flag, column.collect())
-                .map_err(column_error)?;
+        for flag in flags {
+            let column = self.flags.entry(flag).or_default();
+            column.resize(i + 1, false);
+            column[i] = true;
         }
-        for &text in VmText::ALL {
-            let rows = self.vms.iter().map(|v| match text {
-                VmText::Id => v.id.as_str(),
-                VmText::Name => v.name.as_deref().unwrap_or(&v.id),
+        for (name, &value) in &host.named_metrics {
+            let column = match self.named_metrics.get_mut(name.as_str()) {
+                Some(column) => column,
+                None => self.named_metrics.entry(name.clone()).or_default(),
+            };
+            column.resize(i + 1, f64::NAN);
+            column[i] = value;
+        }
+        for &text in HostText::ALL {
+            self.texts[text as usize].push(match text {
+                HostText::Id => host.id.as_str(),
+                HostText::Name => host.name.as_deref().unwrap_or(&host.id),
+                HostText::Address => &host.address,
+                HostText::Zone => &host.zone,
+                HostText::CpuModel => host.hardware.as_ref().map_or("", |hw| &hw.cpu_model),
             });
-            inv.set_vm_text(text, Interned::from_rows(rows))
-                .map_err(column_error)?;
+        }
+        for &kind in HostLabels::ALL {
+            let labels = &mut self.labels[kind as usize];
+            match kind {
+                HostLabels::Networks => labels.push_row(host.networks.iter().map(|n| (n, ""))),
+                HostLabels::Capabilities => labels.push_row(&host.capabilities),
+                HostLabels::Aggregates => labels.push_row(host.aggregates.keys().map(|a| (a, ""))),
+                HostLabels::AggregateMetadata => labels.push_row(host.aggregates.values().flatten()),
+                HostLabels::Instances => labels.push_row(host.instances.iter().flat_map(|i| {
+                    [
+                        ("tenant", i.tenant.as_str()),
+                        ("instance-type", i.instance_type.as_str()),
+                    ]
+                })),
+                HostLabels::CpuFlags | HostLabels::EmulatedMachines | HostLabels::ClusterLevels => {
+                    let set = host.hardware.as_deref().map(|hw| match kind {
+                        HostLabels::CpuFlags => &hw.cpu_flags,
+                        HostLabels::EmulatedMachines => &hw.emulated_machines,
+                        _ => &hw.cluster_levels,
+                    });
+                    labels.push_row(set.into_iter().flatten().map(|s| (s, "")))
+                }
+            }
         }
         Ok(())
     }
+
+    /// The columns of the hosts pushed and of `vms` on them.
+    pub fn finish(self, vms: &[RunningVm]) -> Result<Cluster, SnapshotError> {
+        let n = self.len();
+        let column = |e: ColumnLengthError| SnapshotError::at("hosts", e.into());
+        let mut inv = Inventory::new(n, vms.len());
+        for (metric, mut values) in self.metrics {
+            values.resize(n, 0.0);
+            inv.set_host_metric(metric, values).map_err(column)?;
+        }
+        for (flag, mut values) in self.flags {
+            values.resize(n, false);
+            inv.set_host_flag(flag, values).map_err(column)?;
+        }
+        inv.set_host_statuses(self.statuses).map_err(column)?;
+        for (&text, interner) in HostText::ALL.iter().zip(self.texts) {
+            inv.set_host_text(text, interner.finish()).map_err(column)?;
+        }
+        for (&kind, labels) in HostLabels::ALL.iter().zip(self.labels) {
+            inv.set_host_labels(kind, labels.finish()).map_err(column)?;
+        }
+        for (name, mut values) in self.named_metrics {
+            values.resize(n, f64::NAN);
+            inv.set_host_named_metric(name, values).map_err(column)?;
+        }
+        crate::hardware::columns::fill(self.hardware.iter().map(Option::as_deref), &mut inv)
+            .map_err(column)?;
+        fill_vms(vms, &mut inv, &self.index)?;
+        Ok(Cluster {
+            inventory: inv,
+            hosts: self.index,
+        })
+    }
+}
+
+fn fill_vms(vms: &[RunningVm], inv: &mut Inventory, hosts: &HostIndex) -> Result<(), SnapshotError> {
+    if u32::try_from(vms.len()).is_err() {
+        return Err(SnapshotError::at(
+            "vms",
+            SnapshotErrorKind::TooMany { count: vms.len() },
+        ));
+    }
+    let column_error = |e: ColumnLengthError| SnapshotError::at("vms", e.into());
+    let mut seen: HashSet<&str> = HashSet::with_capacity_and_hasher(vms.len(), Default::default());
+    let mut on_host = Vec::with_capacity(vms.len());
+    for (i, vm) in vms.iter().enumerate() {
+        if vm.id.is_empty() {
+            return Err(SnapshotError::at(
+                format_args!("vms[{i}].id"),
+                SnapshotErrorKind::EmptyId,
+            ));
+        }
+        if !seen.insert(&vm.id) {
+            return Err(SnapshotError::at(
+                format_args!("vms[{i}].id"),
+                SnapshotErrorKind::DuplicateVm(vm.id.clone()),
+            ));
+        }
+        on_host.push(hosts.resolve(&vm.host, format_args!("vms[{i}].host"))?);
+    }
+    inv.set_vm_hosts(on_host).map_err(column_error)?;
+
+    for &metric in VmMetric::ALL {
+        let column = vms.iter().map(|v| match metric {
+            VmMetric::MemoryMib => v.memory_mib,
+            VmMetric::MemoryGuaranteedMib => v.memory_guaranteed_mib.unwrap_or(v.memory_mib),
+            VmMetric::Vcpus => f64::from(v.vcpus),
+            VmMetric::CpuUsagePercent => v.cpu_usage_percent,
+        });
+        inv.set_vm_metric(metric, column.collect())
+            .map_err(column_error)?;
+    }
+    for &flag in VmFlag::ALL {
+        let column = vms.iter().map(|v| match flag {
+            VmFlag::Migratable => v.migratable,
+            VmFlag::HighlyAvailable => v.highly_available,
+            VmFlag::HostedEngine => v.hosted_engine,
+            VmFlag::Pending => v.pending,
+        });
+        inv.set_vm_flag(flag, column.collect())
+            .map_err(column_error)?;
+    }
+    for &text in VmText::ALL {
+        let rows = vms.iter().map(|v| match text {
+            VmText::Id => v.id.as_str(),
+            VmText::Name => v.name.as_deref().unwrap_or(&v.id),
+        });
+        inv.set_vm_text(text, Interned::from_rows(rows))
+            .map_err(column_error)?;
+    }
+    Ok(())
 }
 
 /// The WIT spelling of a snapshot name (`memory_free_mib` →
