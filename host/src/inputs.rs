@@ -31,8 +31,8 @@ use crate::names::{self, NameError};
 use sandpiper_model::Vm;
 
 use crate::snapshot::{
-    Cluster, Host, HostIndex, MAX_CPUS, MAY_BE_NEGATIVE, RunningVm, Snapshot, SnapshotError,
-    SnapshotErrorKind, VmSpec,
+    Cluster, Host, HostColumns, HostIndex, MAX_CPUS, MAY_BE_NEGATIVE, RunningVm, Snapshot,
+    SnapshotError, SnapshotErrorKind, VmSpec,
 };
 
 fn invalid(path: impl std::fmt::Display, message: impl Into<String>) -> SnapshotError {
@@ -114,6 +114,110 @@ pub fn build_checked(snapshot: &Snapshot) -> Result<Cluster, SnapshotError> {
 pub fn to_vm_checked(vm: &VmSpec, hosts: &HostIndex, path: &str) -> Result<Vm, SnapshotError> {
     check_vm(vm, path)?;
     vm.to_vm(hosts, path)
+}
+
+/// The hosts of a body that sends them inline (`hosts`), read one at a
+/// time: each host is checked as [`check_host`] checks it and added to the
+/// columns as soon as it is read, then dropped. A 10,000-host body is
+/// never held as 10,000 [`Host`]s, which made reading it, building its
+/// columns and freeing it again the most of an inline decision
+/// (docs/performance.md, "Inline hosts read one at a time").
+///
+/// A refused host does not stop the read: the rest of the list is still
+/// read (so a body malformed further on is refused as malformed, as
+/// before), only no longer built, and [`CheckedHosts::build`] answers the
+/// first refusal, with the same error [`build_checked`] gives.
+#[derive(Clone, Default)]
+pub struct CheckedHosts {
+    /// Boxed: the builders are 2 KiB, and requests are moved about.
+    columns: Box<HostColumns<'static>>,
+    read: usize,
+    refused: Option<SnapshotError>,
+}
+
+impl CheckedHosts {
+    /// Hosts read.
+    pub fn len(&self) -> usize {
+        self.read
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.read == 0
+    }
+
+    /// Checks and adds the next host.
+    pub fn push(&mut self, host: Host) {
+        let i = self.read;
+        self.read += 1;
+        if self.refused.is_some() {
+            return;
+        }
+        let added =
+            check_host(&host, &format!("hosts[{i}]")).and_then(|()| self.columns.push_owned(host));
+        if let Err(e) = added {
+            self.refused = Some(e);
+        }
+    }
+
+    /// The columns of these hosts and of `vms` on them, each VM checked
+    /// (paths `vms[i]...`).
+    pub fn build(self, vms: &[RunningVm]) -> Result<Cluster, SnapshotError> {
+        if let Some(e) = self.refused {
+            return Err(e);
+        }
+        for (i, vm) in vms.iter().enumerate() {
+            check_running_vm(vm, &format!("vms[{i}]"))?;
+        }
+        self.columns.finish(vms)
+    }
+}
+
+impl std::fmt::Debug for CheckedHosts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckedHosts")
+            .field("read", &self.read)
+            .field("refused", &self.refused)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for CheckedHosts {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Hosts;
+        impl<'de> serde::de::Visitor<'de> for Hosts {
+            type Value = CheckedHosts;
+            // The words serde gives a `Vec`, so a body that is not a list
+            // is refused in the same words as before.
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a sequence")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<CheckedHosts, A::Error> {
+                let mut hosts = CheckedHosts {
+                    columns: Box::new(HostColumns::with_capacity(
+                        seq.size_hint().unwrap_or(0).min(4096),
+                    )),
+                    ..CheckedHosts::default()
+                };
+                while let Some(host) = seq.next_element::<Host>()? {
+                    hosts.push(host);
+                }
+                Ok(hosts)
+            }
+        }
+        deserializer.deserialize_seq(Hosts)
+    }
+}
+
+/// Reads inline `hosts` that may be left out (with `#[serde(default)]`,
+/// `None`) but not sent as `null`, as `crate::snapshot::list_not_null`
+/// reads other lists.
+pub fn hosts_not_null<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<CheckedHosts>, D::Error> {
+    serde::Deserialize::deserialize(deserializer).map(Some)
 }
 
 /// Checks every host and VM of `snapshot`; paths are `hosts[i]...` and
@@ -563,5 +667,160 @@ mod tests {
         )
         .expect("valid JSON");
         assert!(build_checked(&snapshot).is_ok());
+    }
+
+    /// Every column of `inv` as text (Debug: a named metric's NaN, for a
+    /// host without it, is not equal to itself).
+    fn columns(inv: &sandpiper_model::Inventory) -> Vec<String> {
+        use sandpiper_model::{CellMetric, HostFlag, HostLabels, HostMetric, HostText};
+        use sandpiper_model::{PcpuFlag, VmFlag, VmMetric, VmText};
+        let mut out = vec![format!("{:?}", (inv.host_count(), inv.vm_count()))];
+        out.extend(
+            HostMetric::ALL
+                .iter()
+                .map(|&m| format!("{m:?} {:?}", inv.host_metric(m))),
+        );
+        out.extend(
+            HostFlag::ALL
+                .iter()
+                .map(|&f| format!("{f:?} {:?}", inv.host_flag(f))),
+        );
+        out.push(format!("{:?}", inv.host_statuses()));
+        out.extend(
+            HostText::ALL
+                .iter()
+                .map(|&t| format!("{t:?} {:?}", inv.host_text(t))),
+        );
+        out.extend(
+            HostLabels::ALL
+                .iter()
+                .map(|&l| format!("{l:?} {:?}", inv.host_labels(l))),
+        );
+        out.extend(
+            inv.host_named_metric_names()
+                .into_iter()
+                .map(|name| format!("{name} {:?}", inv.host_named_metric(&name))),
+        );
+        out.push(format!("{:?}", inv.vm_hosts()));
+        out.extend(
+            VmMetric::ALL
+                .iter()
+                .map(|&m| format!("{m:?} {:?}", inv.vm_metric(m))),
+        );
+        out.extend(
+            VmFlag::ALL
+                .iter()
+                .map(|&f| format!("{f:?} {:?}", inv.vm_flag(f))),
+        );
+        out.extend(
+            VmText::ALL
+                .iter()
+                .map(|&t| format!("{t:?} {:?}", inv.vm_text(t))),
+        );
+        out.push(format!("{:?}", inv.numa_topology()));
+        out.extend(
+            CellMetric::ALL
+                .iter()
+                .map(|&m| format!("{m:?} {:?}", inv.cell_metric(m))),
+        );
+        out.push(format!("{:?}", inv.cell_cpus()));
+        out.extend(
+            PcpuFlag::ALL
+                .iter()
+                .map(|&f| format!("{f:?} {:?}", inv.pcpu_flag(f))),
+        );
+        out.push(format!("{:?}", inv.cell_pages()));
+        out.push(format!("{:?}", inv.cell_distances()));
+        out.push(format!("{:?}", inv.pci_pools()));
+        out.push(format!("{:?}", inv.pci_pool_labels()));
+        out.push(format!("{:?}", inv.mdev_offers()));
+        out
+    }
+
+    /// Hosts sent inline.
+    #[derive(serde::Deserialize)]
+    struct Inline {
+        hosts: CheckedHosts,
+        #[serde(default)]
+        vms: Vec<RunningVm>,
+    }
+
+    /// The hosts read one at a time build exactly the columns
+    /// `build_checked` builds from the same hosts held whole: metrics,
+    /// flags and named metrics each host has or lacks (padded in the
+    /// middle and at the end), every text and label column, hardware, and
+    /// the VMs on them.
+    #[test]
+    fn hosts_read_one_at_a_time_build_what_the_whole_snapshot_builds() {
+        let text = format!(
+            r#"{{"hosts": [
+                {{"id": "a", "name": "A", "status": "maintenance", "address": "10.0.0.1",
+                  "zone": "z1", "metrics": {{"memory_free_mib": -5, "cpu_cores": 8}},
+                  "flags": ["spm"], "networks": ["n1", "n2"],
+                  "capabilities": {{"cpu_info": "{{\"arch\": \"x86_64\"}}"}},
+                  "aggregates": {{"g1": {{"ssd": "true"}}, "g2": {{}}}},
+                  "named_metrics": {{"cpu.percent": 40}},
+                  "instances": [{{"tenant": "t1", "instance_type": "small"}}]}},
+                {{"id": "b", "zone": "z1", "metrics": {{"cpu_threads": 16}},
+                  "hardware": {{"cpu_model": "Skylake", "cpu_flags": ["vmx", "avx2"],
+                                "emulated_machines": ["q35"], "cluster_levels": ["4.7"],
+                                "numa_cells": {CELLS}}}}},
+                {{"id": "c", "address": "10.0.0.1", "flags": ["isolated", "spm"],
+                  "metrics": {{"cpu_cores": 4}}, "named_metrics": {{"temp": 30}},
+                  "capabilities": {{"cpu_info": "{{\"arch\": \"x86_64\"}}"}}}},
+                {{"id": "d"}}
+              ],
+              "vms": [{{"id": "v1", "host": "c", "memory_mib": 512}},
+                      {{"id": "v2", "name": "web", "host": "a", "vcpus": 2, "pending": true}}]}}"#
+        );
+        let whole = build_checked(&from_json::<Snapshot>(&text).expect("valid JSON"))
+            .expect("a valid snapshot");
+        let inline: Inline = serde_json::from_str(&text).expect("valid JSON");
+        assert_eq!(inline.hosts.len(), 4);
+        let read = inline.hosts.build(&inline.vms).expect("valid hosts");
+        assert_eq!(columns(&read.inventory), columns(&whole.inventory));
+        assert_eq!(read.hosts, whole.hosts);
+        let cores = read
+            .inventory
+            .host_metric(sandpiper_model::HostMetric::CpuCores);
+        assert_eq!(cores, [8.0, 0.0, 4.0, 0.0]);
+    }
+
+    /// A refused host is answered as `build_checked` answers it, whatever
+    /// comes after it; a body malformed after a refused host is still
+    /// malformed JSON; `null` is not a list of hosts.
+    #[test]
+    fn a_refused_host_is_answered_after_the_whole_list_is_read() {
+        for (hosts, path) in [
+            (r#"[{"id": "h"}, {"id": "h"}]"#, "hosts[1].id"),
+            (
+                r#"[{"id": "a"}, {"id": "b", "metrics": {"cpu_cores": -1}}, {"id": ""}]"#,
+                "hosts[1].metrics.cpu_cores",
+            ),
+            (
+                r#"[{"id": "a", "metrics": {"memry_free_mib": 1}}, {"id": "b"}]"#,
+                "hosts[0].metrics.memry_free_mib",
+            ),
+            (r#"[{"id": "a", "flags": ["spn"]}]"#, "hosts[0].flags[0]"),
+            (r#"[{"id": "a"}, {"id": "\u0007"}]"#, "hosts[1].id"),
+        ] {
+            let text = format!(r#"{{"hosts": {hosts}}}"#);
+            let whole = build_checked(&from_json::<Snapshot>(&text).expect("valid JSON"))
+                .map(|_| ())
+                .unwrap_err();
+            let inline: Inline = serde_json::from_str(&text).expect("valid JSON");
+            let read = inline.hosts.build(&inline.vms).map(|_| ()).unwrap_err();
+            assert_eq!(read, whole, "{hosts}");
+            assert_eq!(read.path, path, "{hosts}");
+        }
+        let malformed = r#"{"hosts": [{"id": "h"}, {"id": "h"}, {"id": "x", "colour": 1}]}"#;
+        let e = serde_json::from_str::<Inline>(malformed)
+            .err()
+            .expect("refused");
+        assert!(e.to_string().contains("unknown field `colour`"), "{e}");
+        let e = serde_json::from_str::<Inline>(r#"{"hosts": null}"#)
+            .err()
+            .expect("refused");
+        assert!(e.to_string().contains("expected a sequence"), "{e}");
     }
 }

@@ -655,7 +655,7 @@ impl Snapshot {
 /// columns only at [`HostColumns::finish`], so it is kept until then,
 /// borrowed from a [`Host`] pushed by reference or moved out of one pushed
 /// by value.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct HostColumns<'a> {
     index: HostIndex,
     statuses: Vec<HostStatus>,
@@ -702,8 +702,9 @@ impl<'a> HostColumns<'a> {
     /// Adds `host` as the next row; its hardware is borrowed until
     /// [`HostColumns::finish`].
     pub fn push(&mut self, host: &'a Host) -> Result<(), SnapshotError> {
-        self.push_row(host)?;
-        self.hardware.push(host.hardware.as_deref().map(Cow::Borrowed));
+        self.push_row(host, host.hardware.as_deref())?;
+        self.hardware
+            .push(host.hardware.as_deref().map(Cow::Borrowed));
         Ok(())
     }
 
@@ -711,13 +712,19 @@ impl<'a> HostColumns<'a> {
     /// copied) until [`HostColumns::finish`].
     pub fn push_owned(&mut self, mut host: Host) -> Result<(), SnapshotError> {
         let hardware = host.hardware.take();
-        self.push_row(&host)?;
+        self.push_row(&host, hardware.as_deref())?;
         self.hardware.push(hardware.map(|hw| Cow::Owned(*hw)));
         Ok(())
     }
 
-    /// Everything of `host` but its hardware.
-    fn push_row(&mut self, host: &Host) -> Result<(), SnapshotError> {
+    /// Everything of `host` but its hardware's own columns; `hardware` is
+    /// the host's (taken out of it by [`HostColumns::push_owned`]), for
+    /// its CPU model and flags.
+    fn push_row(
+        &mut self,
+        host: &Host,
+        hardware: Option<&HostHardware>,
+    ) -> Result<(), SnapshotError> {
         let i = self.len();
         if u32::try_from(i).is_err() {
             return Err(SnapshotError::at(
@@ -804,7 +811,7 @@ impl<'a> HostColumns<'a> {
                 HostText::Name => host.name.as_deref().unwrap_or(&host.id),
                 HostText::Address => &host.address,
                 HostText::Zone => &host.zone,
-                HostText::CpuModel => host.hardware.as_ref().map_or("", |hw| &hw.cpu_model),
+                HostText::CpuModel => hardware.map_or("", |hw| &hw.cpu_model),
             });
         }
         for &kind in HostLabels::ALL {
@@ -813,7 +820,9 @@ impl<'a> HostColumns<'a> {
                 HostLabels::Networks => labels.push_row(host.networks.iter().map(|n| (n, ""))),
                 HostLabels::Capabilities => labels.push_row(&host.capabilities),
                 HostLabels::Aggregates => labels.push_row(host.aggregates.keys().map(|a| (a, ""))),
-                HostLabels::AggregateMetadata => labels.push_row(host.aggregates.values().flatten()),
+                HostLabels::AggregateMetadata => {
+                    labels.push_row(host.aggregates.values().flatten())
+                }
                 HostLabels::Instances => labels.push_row(host.instances.iter().flat_map(|i| {
                     [
                         ("tenant", i.tenant.as_str()),
@@ -821,7 +830,7 @@ impl<'a> HostColumns<'a> {
                     ]
                 })),
                 HostLabels::CpuFlags | HostLabels::EmulatedMachines | HostLabels::ClusterLevels => {
-                    let set = host.hardware.as_deref().map(|hw| match kind {
+                    let set = hardware.map(|hw| match kind {
                         HostLabels::CpuFlags => &hw.cpu_flags,
                         HostLabels::EmulatedMachines => &hw.emulated_machines,
                         _ => &hw.cluster_levels,
@@ -867,7 +876,11 @@ impl<'a> HostColumns<'a> {
     }
 }
 
-fn fill_vms(vms: &[RunningVm], inv: &mut Inventory, hosts: &HostIndex) -> Result<(), SnapshotError> {
+fn fill_vms(
+    vms: &[RunningVm],
+    inv: &mut Inventory,
+    hosts: &HostIndex,
+) -> Result<(), SnapshotError> {
     if u32::try_from(vms.len()).is_err() {
         return Err(SnapshotError::at(
             "vms",

@@ -21,7 +21,7 @@ use hashbrown::HashTable;
 use crate::{Interned, Labels};
 
 /// Builds an [`Interned`] column row by row.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Interner {
     column: Interned,
     /// The position of each value, found by hashing its string.
@@ -75,6 +75,7 @@ impl Interner {
 }
 
 /// Builds a [`Labels`] column row by row.
+#[derive(Clone)]
 pub struct LabelsBuilder {
     column: Labels,
     /// The position in `column.strings` of each key or value.

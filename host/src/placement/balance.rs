@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::place::{PlaceError, build_with_candidates};
+use super::place::{PlaceError, with_candidates};
 use super::request::HostsSource;
 use crate::pipeline::{self, BalanceDecision, BalanceInput, ParamValues, Policy};
 use sandpiper_model::{Inventory, VmText};
@@ -50,9 +50,9 @@ pub fn run(
 ) -> Result<Balanced, BalanceFailure> {
     let (inventory, candidates) = match (held, job.source) {
         (Some(held), _) => held,
-        (None, HostsSource::Inline(snapshot)) => {
-            let (cluster, candidates) =
-                build_with_candidates(&snapshot, job.candidates.as_deref())?;
+        (None, HostsSource::Inline { hosts, vms }) => {
+            let cluster = hosts.build(&vms).map_err(PlaceError::InvalidSnapshot)?;
+            let (cluster, candidates) = with_candidates(cluster, job.candidates.as_deref())?;
             (cluster.inventory, candidates)
         }
         (None, HostsSource::Held) => {

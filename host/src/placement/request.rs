@@ -15,8 +15,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::inputs::CheckedHosts;
 use crate::pipeline::{ParamValues, Policy};
-use crate::snapshot::{HintValue, Host, RunningVm, Snapshot, VmSpec};
+use crate::snapshot::{HintValue, Host, RunningVm, VmSpec};
 
 /// How a multi-instance request treats an instance that cannot be placed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,7 +48,7 @@ pub enum ExplainDetail {
 /// the inline form; the fields marked "held inventory only" are described
 /// in the operation's text, as they always were (documenting them in the
 /// schema would change the published contract).
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, ToSchema)]
+#[derive(Clone, Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = ScheduleBody, description = "A placement request.")]
 pub struct PlaceRequest {
@@ -55,9 +56,9 @@ pub struct PlaceRequest {
     /// the log; everything else has a default).
     pub vm: VmSpec,
     /// Every host of the cluster the VM could go to, in the snapshot format.
-    #[serde(default, deserialize_with = "crate::snapshot::list_not_null")]
+    #[serde(default, deserialize_with = "crate::inputs::hosts_not_null")]
     #[schema(value_type = Vec<Host>)]
-    pub hosts: Option<Vec<Host>>,
+    pub hosts: Option<CheckedHosts>,
     /// The VMs running (or pending) on those hosts.
     #[serde(default, deserialize_with = "crate::snapshot::list_not_null")]
     #[schema(value_type = Vec<RunningVm>)]
@@ -111,10 +112,14 @@ fn one() -> u32 {
 }
 
 /// Where a request's hosts come from.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum HostsSource {
-    /// The hosts (and the VMs on them) sent with the request.
-    Inline(Snapshot),
+    /// The hosts (checked and built as they were read) and the VMs on them
+    /// sent with the request.
+    Inline {
+        hosts: CheckedHosts,
+        vms: Vec<RunningVm>,
+    },
     /// The inventory Sandpiper holds for the cluster, with its claims.
     Held,
 }
@@ -153,10 +158,10 @@ impl PlaceRequest {
                         reason: REASON,
                     });
                 }
-                Ok(HostsSource::Inline(Snapshot {
+                Ok(HostsSource::Inline {
                     hosts,
                     vms: self.vms.take().unwrap_or_default(),
-                }))
+                })
             }
             None if self.vms.is_some() => Err(SourceMismatch {
                 field: "vms",
@@ -195,19 +200,19 @@ mod tests {
         let mut inline = parse(r#"{"vm": {"id": "v"}, "hosts": [{"id": "h"}], "vms": []}"#);
         assert!(matches!(
             inline.take_source(),
-            Ok(HostsSource::Inline(Snapshot { hosts, .. })) if hosts.len() == 1
+            Ok(HostsSource::Inline { hosts, .. }) if hosts.len() == 1
         ));
-        assert_eq!((inline.hosts, inline.vms), (None, None));
+        assert!(inline.hosts.is_none() && inline.vms.is_none());
 
         let mut held = parse(r#"{"vm": {"id": "v"}, "count": 3, "mode": "best_effort"}"#);
-        assert_eq!(held.take_source(), Ok(HostsSource::Held));
+        assert!(matches!(held.take_source(), Ok(HostsSource::Held)));
         assert_eq!((held.count, held.mode), (3, Mode::BestEffort));
 
         // The claim options need the held inventory, VMs need hosts.
         let mut both = parse(r#"{"vm": {}, "hosts": [], "exclude": ["h"]}"#);
-        assert_eq!(both.take_source().map_err(|e| e.field), Err("exclude"));
+        assert_eq!(both.take_source().err().map(|e| e.field), Some("exclude"));
         let mut vms = parse(r#"{"vm": {}, "vms": []}"#);
-        assert_eq!(vms.take_source().map_err(|e| e.field), Err("vms"));
+        assert_eq!(vms.take_source().err().map(|e| e.field), Some("vms"));
         // Unknown fields stay unknown.
         assert!(serde_json::from_str::<PlaceRequest>(r#"{"vm": {}, "colour": 1}"#).is_err());
     }

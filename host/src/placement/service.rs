@@ -271,7 +271,7 @@ impl PlacementService {
         admission: &Admission,
     ) -> Result<Balanced, PlacementError> {
         let held = match job.source {
-            HostsSource::Inline(_) => None,
+            HostsSource::Inline { .. } => None,
             HostsSource::Held => Some(
                 self.held_snapshot(cluster_id, job.candidates.clone())
                     .await
@@ -464,13 +464,17 @@ impl PlacementService {
                 .map_err(|_| PlacementError::Task("a decision was not answered".to_owned()))?;
             Ok((decided, answer))
         };
-        if let HostsSource::Inline(snapshot) = std::mem::replace(&mut job.source, HostsSource::Held)
+        if let HostsSource::Inline { hosts, vms } =
+            std::mem::replace(&mut job.source, HostsSource::Held)
         {
             let persister = self.inner.persister.clone();
             let (decided, ack) = admission
                 .run(move || {
+                    let cluster = hosts
+                        .build(&vms)
+                        .map_err(place::PlaceError::InvalidSnapshot)?;
                     let outcome =
-                        place::over_snapshot(&snapshot, &job.request, &job.policy, &job.params)?;
+                        place::over_cluster(cluster, &job.request, &job.policy, &job.params)?;
                     let decided = Decided {
                         outcome,
                         waited: None,

@@ -48,7 +48,6 @@ use crate::placement::{
     Admission, BalanceJob, Balanced, Decided, ExplainDetail, HostsSource, LoggedDecision, PlaceJob,
     PlaceRequest,
 };
-use crate::snapshot::Snapshot;
 use crate::store::decisions::DecisionKind;
 
 /// Runs `work` on the blocking pool, with one of the cluster's sandbox
@@ -205,7 +204,7 @@ pub async fn schedule_vm(
     let attempt = SchedulingAttempt::new(cluster_id, started);
     let facts = facts(cluster_id, query, &prepared);
     let (form, kept) = match source {
-        HostsSource::Inline(_) => (AnswerForm::Pick, None),
+        HostsSource::Inline { .. } => (AnswerForm::Pick, None),
         HostsSource::Held => (
             AnswerForm::Placement {
                 mode: request.mode,
@@ -365,10 +364,10 @@ pub async fn balance_cluster(
     let admission = admission(&state, cluster_id)?;
     let body: BalanceBody = parse_body(&admission, json_body(request).await?).await?;
     let source = match body.hosts {
-        Some(hosts) => HostsSource::Inline(Snapshot {
+        Some(hosts) => HostsSource::Inline {
             hosts,
             vms: body.vms.unwrap_or_default(),
-        }),
+        },
         None if body.vms.is_some() => {
             return Err(ApiError::InvalidValue {
                 field: "vms".to_owned(),

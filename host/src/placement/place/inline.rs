@@ -22,7 +22,19 @@ pub fn over_snapshot(
     policy: &Policy,
     params: &ParamValues,
 ) -> Result<PlaceOutcome, PlaceError> {
-    let (cluster, candidates) = build_with_candidates(snapshot, request.candidates.as_deref())?;
+    let cluster = inputs::build_checked(snapshot).map_err(PlaceError::InvalidSnapshot)?;
+    over_cluster(cluster, request, policy, params)
+}
+
+/// [`over_snapshot`] over hosts already checked and built: an inline
+/// body's, built as they were read (`inputs::CheckedHosts`).
+pub fn over_cluster(
+    cluster: Cluster,
+    request: &PlaceRequest,
+    policy: &Policy,
+    params: &ParamValues,
+) -> Result<PlaceOutcome, PlaceError> {
+    let (cluster, candidates) = with_candidates(cluster, request.candidates.as_deref())?;
     let inventory = Arc::new(cluster.inventory);
     let mut decision = pick_over(
         &inventory,
@@ -86,14 +98,12 @@ pub fn pick_over(
     })
 }
 
-/// The hosts sent inline, checked and built into columns, and the
-/// candidate ids resolved against them; for a schedule decision and a
-/// balancing round alike.
-pub fn build_with_candidates(
-    snapshot: &Snapshot,
+/// A cluster built from hosts sent inline, and the candidate ids resolved
+/// against it; for a schedule decision and a balancing round alike.
+pub fn with_candidates(
+    cluster: Cluster,
     candidates: Option<&[String]>,
 ) -> Result<(Cluster, Option<Vec<u32>>), PlaceError> {
-    let cluster = inputs::build_checked(snapshot).map_err(PlaceError::InvalidSnapshot)?;
     let candidates = candidates
         .map(|ids| cluster.hosts.resolve_all(ids, "candidates"))
         .transpose()
