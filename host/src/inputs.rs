@@ -32,7 +32,7 @@ use sandpiper_model::Vm;
 
 use crate::snapshot::{
     Cluster, Host, HostColumns, HostIndex, MAX_CPUS, MAY_BE_NEGATIVE, RunningVm, Snapshot,
-    SnapshotError, SnapshotErrorKind, VmSpec,
+    SnapshotError, SnapshotErrorKind, VmColumns, VmSpec,
 };
 
 fn invalid(path: impl std::fmt::Display, message: impl Into<String>) -> SnapshotError {
@@ -135,6 +135,17 @@ pub struct CheckedHosts {
     refused: Option<SnapshotError>,
 }
 
+/// The VMs on inline hosts (`vms`), read one at a time as
+/// [`CheckedHosts`] reads the hosts: each checked as
+/// [`check_running_vm`] checks it, added to the columns and dropped.
+#[derive(Clone, Default)]
+pub struct CheckedVms {
+    /// Boxed, as [`CheckedHosts`]' columns are.
+    columns: Box<VmColumns>,
+    read: usize,
+    refused: Option<SnapshotError>,
+}
+
 impl CheckedHosts {
     /// Hosts read.
     pub fn len(&self) -> usize {
@@ -145,30 +156,104 @@ impl CheckedHosts {
         self.read == 0
     }
 
-    /// Checks and adds the next host.
-    pub fn push(&mut self, host: Host) {
-        let i = self.read;
-        self.read += 1;
-        if self.refused.is_some() {
-            return;
-        }
-        let added =
-            check_host(&host, &format!("hosts[{i}]")).and_then(|()| self.columns.push_owned(host));
-        if let Err(e) = added {
-            self.refused = Some(e);
+    /// The columns of these hosts and of `vms` on them. The hosts' first
+    /// refusal comes before the VMs', as in [`build_checked`].
+    pub fn build(self, vms: CheckedVms) -> Result<Cluster, SnapshotError> {
+        match (self.refused, vms.refused) {
+            (Some(e), _) | (None, Some(e)) => Err(e),
+            (None, None) => self.columns.finish(*vms.columns),
         }
     }
+}
 
-    /// The columns of these hosts and of `vms` on them, each VM checked
-    /// (paths `vms[i]...`).
-    pub fn build(self, vms: &[RunningVm]) -> Result<Cluster, SnapshotError> {
-        if let Some(e) = self.refused {
-            return Err(e);
+impl CheckedVms {
+    /// VMs read.
+    pub fn len(&self) -> usize {
+        self.read
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.read == 0
+    }
+}
+
+/// A list read one element at a time, each checked and added to columns
+/// as it comes ([`CheckedHosts`], [`CheckedVms`]); the first refusal is
+/// kept and the rest of the list still read.
+trait OneAtATime: Default {
+    type Item: serde::de::DeserializeOwned;
+    /// Checks and adds the element at `index`.
+    fn add(&mut self, index: usize, item: Self::Item) -> Result<(), SnapshotError>;
+    fn read(&mut self) -> &mut usize;
+    fn refused(&mut self) -> &mut Option<SnapshotError>;
+
+    fn push(&mut self, item: Self::Item) {
+        let index = *self.read();
+        *self.read() += 1;
+        if self.refused().is_none()
+            && let Err(e) = self.add(index, item)
+        {
+            *self.refused() = Some(e);
         }
-        for (i, vm) in vms.iter().enumerate() {
-            check_running_vm(vm, &format!("vms[{i}]"))?;
+    }
+}
+
+impl OneAtATime for CheckedHosts {
+    type Item = Host;
+    fn add(&mut self, index: usize, host: Host) -> Result<(), SnapshotError> {
+        check_host(&host, &format!("hosts[{index}]"))?;
+        self.columns.push_owned(host)
+    }
+    fn read(&mut self) -> &mut usize {
+        &mut self.read
+    }
+    fn refused(&mut self) -> &mut Option<SnapshotError> {
+        &mut self.refused
+    }
+}
+
+impl OneAtATime for CheckedVms {
+    type Item = RunningVm;
+    fn add(&mut self, index: usize, vm: RunningVm) -> Result<(), SnapshotError> {
+        check_running_vm(&vm, &format!("vms[{index}]"))?;
+        self.columns.push(&vm)
+    }
+    fn read(&mut self) -> &mut usize {
+        &mut self.read
+    }
+    fn refused(&mut self) -> &mut Option<SnapshotError> {
+        &mut self.refused
+    }
+}
+
+/// Reads a list into a [`OneAtATime`].
+struct ListVisitor<T>(std::marker::PhantomData<T>);
+
+impl<'de, T: OneAtATime> serde::de::Visitor<'de> for ListVisitor<T> {
+    type Value = T;
+    // The words serde gives a `Vec`, so a body that is not a list is
+    // refused in the same words as before.
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a sequence")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<T, A::Error> {
+        let mut list = T::default();
+        while let Some(item) = seq.next_element()? {
+            list.push(item);
         }
-        self.columns.finish(vms)
+        Ok(list)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for CheckedHosts {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_seq(ListVisitor(std::marker::PhantomData))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for CheckedVms {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_seq(ListVisitor(std::marker::PhantomData))
     }
 }
 
@@ -181,43 +266,13 @@ impl std::fmt::Debug for CheckedHosts {
     }
 }
 
-impl<'de> serde::Deserialize<'de> for CheckedHosts {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Hosts;
-        impl<'de> serde::de::Visitor<'de> for Hosts {
-            type Value = CheckedHosts;
-            // The words serde gives a `Vec`, so a body that is not a list
-            // is refused in the same words as before.
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a sequence")
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<CheckedHosts, A::Error> {
-                let mut hosts = CheckedHosts {
-                    columns: Box::new(HostColumns::with_capacity(
-                        seq.size_hint().unwrap_or(0).min(4096),
-                    )),
-                    ..CheckedHosts::default()
-                };
-                while let Some(host) = seq.next_element::<Host>()? {
-                    hosts.push(host);
-                }
-                Ok(hosts)
-            }
-        }
-        deserializer.deserialize_seq(Hosts)
+impl std::fmt::Debug for CheckedVms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckedVms")
+            .field("read", &self.read)
+            .field("refused", &self.refused)
+            .finish_non_exhaustive()
     }
-}
-
-/// Reads inline `hosts` that may be left out (with `#[serde(default)]`,
-/// `None`) but not sent as `null`, as `crate::snapshot::list_not_null`
-/// reads other lists.
-pub fn hosts_not_null<'de, D: serde::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<CheckedHosts>, D::Error> {
-    serde::Deserialize::deserialize(deserializer).map(Some)
 }
 
 /// Checks every host and VM of `snapshot`; paths are `hosts[i]...` and
@@ -742,7 +797,7 @@ mod tests {
     struct Inline {
         hosts: CheckedHosts,
         #[serde(default)]
-        vms: Vec<RunningVm>,
+        vms: CheckedVms,
     }
 
     /// The hosts read one at a time build exactly the columns
@@ -777,13 +832,34 @@ mod tests {
             .expect("a valid snapshot");
         let inline: Inline = serde_json::from_str(&text).expect("valid JSON");
         assert_eq!(inline.hosts.len(), 4);
-        let read = inline.hosts.build(&inline.vms).expect("valid hosts");
+        let read = inline.hosts.build(inline.vms).expect("valid hosts");
         assert_eq!(columns(&read.inventory), columns(&whole.inventory));
         assert_eq!(read.hosts, whole.hosts);
-        let cores = read
-            .inventory
-            .host_metric(sandpiper_model::HostMetric::CpuCores);
+        // The VMs may come first: their hosts are looked up at the end.
+        let (hosts, vms) = text.split_once(r#""vms""#).expect("vms after hosts");
+        let vms_first = format!(
+            r#"{{"vms"{}, {}}}"#,
+            vms.trim_end().trim_end_matches('}'),
+            hosts
+                .trim_start()
+                .trim_start_matches('{')
+                .trim()
+                .trim_end_matches(',')
+        );
+        let inline: Inline = serde_json::from_str(&vms_first).expect("valid JSON");
+        let read = inline.hosts.build(inline.vms).expect("valid hosts");
+        assert_eq!(columns(&read.inventory), columns(&whole.inventory));
+        // Both paths build with the same builders, so a few columns are
+        // checked against what the body says, too.
+        let inv = &read.inventory;
+        let cores = inv.host_metric(sandpiper_model::HostMetric::CpuCores);
         assert_eq!(cores, [8.0, 0.0, 4.0, 0.0]);
+        assert_eq!(inv.vm_hosts(), [2, 0]);
+        let names = inv.vm_text(sandpiper_model::VmText::Name);
+        assert_eq!([names.get(0), names.get(1)], ["v1", "web"]);
+        assert_eq!(inv.vm_metric(sandpiper_model::VmMetric::Vcpus), [1.0, 2.0]);
+        let model = inv.host_text(sandpiper_model::HostText::CpuModel);
+        assert_eq!((model.get(0), model.get(1)), ("", "Skylake"));
     }
 
     /// A refused host is answered as `build_checked` answers it, whatever
@@ -803,13 +879,29 @@ mod tests {
             ),
             (r#"[{"id": "a", "flags": ["spn"]}]"#, "hosts[0].flags[0]"),
             (r#"[{"id": "a"}, {"id": "\u0007"}]"#, "hosts[1].id"),
+            (
+                r#"[{"id": "a"}], "vms": [{"id": "v", "host": "a"}, {"id": "v", "host": "a"}]"#,
+                "vms[1].id",
+            ),
+            (
+                r#"[{"id": "a"}], "vms": [{"id": "v", "host": "a"}, {"id": "w", "host": "b"}]"#,
+                "vms[1].host",
+            ),
+            (
+                r#"[{"id": "a"}], "vms": [{"id": "v", "host": "a", "vcpus": 0}]"#,
+                "vms[0].vcpus",
+            ),
+            (
+                r#"[{"id": "a", "metrics": {"cpu_cores": -1}}], "vms": [{"id": "", "host": "a"}]"#,
+                "hosts[0].metrics.cpu_cores",
+            ),
         ] {
             let text = format!(r#"{{"hosts": {hosts}}}"#);
             let whole = build_checked(&from_json::<Snapshot>(&text).expect("valid JSON"))
                 .map(|_| ())
                 .unwrap_err();
             let inline: Inline = serde_json::from_str(&text).expect("valid JSON");
-            let read = inline.hosts.build(&inline.vms).map(|_| ()).unwrap_err();
+            let read = inline.hosts.build(inline.vms).map(|_| ()).unwrap_err();
             assert_eq!(read, whole, "{hosts}");
             assert_eq!(read.path, path, "{hosts}");
         }

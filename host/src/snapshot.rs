@@ -22,8 +22,8 @@ use crate::hardware::{HostHardware, VmHardwareSpec};
 use sandpiper_model::Inventory;
 use sandpiper_model::inventory::ColumnLengthError;
 use sandpiper_model::{
-    GroupScope, HostFlag, HostLabels, HostMetric, HostStatus, HostText, Interned, Interner,
-    KeyValue, LabelsBuilder, Vm, VmFlag, VmGroup, VmMetric, VmText,
+    GroupScope, HostFlag, HostLabels, HostMetric, HostStatus, HostText, Interner, KeyValue,
+    LabelsBuilder, Vm, VmFlag, VmGroup, VmMetric, VmText,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -447,12 +447,12 @@ impl SnapshotError {
 /// deserialize_with = "list_not_null")]` makes that `None`) but not sent as
 /// `null`: the documents say the field is an array, and `null` would be a
 /// second, undocumented spelling of "absent".
-pub fn list_not_null<'de, D, T>(deserializer: D) -> Result<Option<Vec<T>>, D::Error>
+pub fn list_not_null<'de, D, L>(deserializer: D) -> Result<Option<L>, D::Error>
 where
     D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
+    L: Deserialize<'de>,
 {
-    Vec::<T>::deserialize(deserializer).map(Some)
+    L::deserialize(deserializer).map(Some)
 }
 
 /// Parses any JSON document of this module's shapes, naming the path of
@@ -476,12 +476,11 @@ pub struct HostIndex {
     lists: ResolvedLists,
 }
 
-/// The maps keyed by host and VM ids: foldhash, seeded per map, hashes
+/// The maps keyed by host ids and names: foldhash, seeded per map, hashes
 /// ids several times faster than the standard library's SipHash, which
 /// was most of resolving 30,000 VMs' hosts in a 10,000-host snapshot
 /// (docs/performance.md, "Inline hosts read one at a time").
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-type HashSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 
 /// Lists of at least this many host ids are kept once resolved
 /// ([`ResolvedLists`]); shorter ones cost little to look up again.
@@ -640,7 +639,11 @@ impl Snapshot {
         for host in &self.hosts {
             hosts.push(host)?;
         }
-        hosts.finish(&self.vms)
+        let mut vms = VmColumns::with_capacity(self.vms.len());
+        for vm in &self.vms {
+            vms.push(vm)?;
+        }
+        hosts.finish(vms)
     }
 }
 
@@ -843,7 +846,7 @@ impl<'a> HostColumns<'a> {
     }
 
     /// The columns of the hosts pushed and of `vms` on them.
-    pub fn finish(self, vms: &[RunningVm]) -> Result<Cluster, SnapshotError> {
+    pub fn finish(self, vms: VmColumns) -> Result<Cluster, SnapshotError> {
         let n = self.len();
         let column = |e: ColumnLengthError| SnapshotError::at("hosts", e.into());
         let mut inv = Inventory::new(n, vms.len());
@@ -868,7 +871,7 @@ impl<'a> HostColumns<'a> {
         }
         crate::hardware::columns::fill(self.hardware.iter().map(Option::as_deref), &mut inv)
             .map_err(column)?;
-        fill_vms(vms, &mut inv, &self.index)?;
+        vms.finish(&mut inv, &self.index)?;
         Ok(Cluster {
             inventory: inv,
             hosts: self.index,
@@ -876,66 +879,116 @@ impl<'a> HostColumns<'a> {
     }
 }
 
-fn fill_vms(
-    vms: &[RunningVm],
-    inv: &mut Inventory,
-    hosts: &HostIndex,
-) -> Result<(), SnapshotError> {
-    if u32::try_from(vms.len()).is_err() {
-        return Err(SnapshotError::at(
-            "vms",
-            SnapshotErrorKind::TooMany { count: vms.len() },
-        ));
+/// A snapshot's VM columns, built one VM at a time as [`HostColumns`]
+/// builds the hosts': what [`Snapshot::build`] does over its VMs, and what
+/// an inline body's `vms` go through as they are read
+/// (`crate::inputs::CheckedVms`). Each VM's host is kept as its id until
+/// the hosts are all known (a body may send `vms` before `hosts`), then
+/// looked up once per distinct host.
+#[derive(Clone, Default)]
+pub struct VmColumns {
+    ids: Interner,
+    names: Interner,
+    hosts: Interner,
+    metrics: [Vec<f64>; VmMetric::COUNT],
+    flags: [Vec<bool>; VmFlag::COUNT],
+}
+
+impl VmColumns {
+    /// Columns with room for `vms` VMs.
+    pub fn with_capacity(vms: usize) -> Self {
+        VmColumns {
+            ids: Interner::with_capacity(vms),
+            names: Interner::with_capacity(vms),
+            hosts: Interner::with_capacity(vms),
+            metrics: std::array::from_fn(|_| Vec::with_capacity(vms)),
+            flags: std::array::from_fn(|_| Vec::with_capacity(vms)),
+        }
     }
-    let column_error = |e: ColumnLengthError| SnapshotError::at("vms", e.into());
-    let mut seen: HashSet<&str> = HashSet::with_capacity_and_hasher(vms.len(), Default::default());
-    let mut on_host = Vec::with_capacity(vms.len());
-    for (i, vm) in vms.iter().enumerate() {
+
+    /// VMs pushed so far.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Adds `vm` as the next row. A refused VM may leave part of its row:
+    /// the columns are then not to be finished.
+    pub fn push(&mut self, vm: &RunningVm) -> Result<(), SnapshotError> {
+        let i = self.len();
+        if u32::try_from(i).is_err() {
+            return Err(SnapshotError::at(
+                "vms",
+                SnapshotErrorKind::TooMany { count: i + 1 },
+            ));
+        }
         if vm.id.is_empty() {
             return Err(SnapshotError::at(
                 format_args!("vms[{i}].id"),
                 SnapshotErrorKind::EmptyId,
             ));
         }
-        if !seen.insert(&vm.id) {
+        if !self.ids.push(&vm.id) {
             return Err(SnapshotError::at(
                 format_args!("vms[{i}].id"),
                 SnapshotErrorKind::DuplicateVm(vm.id.clone()),
             ));
         }
-        on_host.push(hosts.resolve(&vm.host, format_args!("vms[{i}].host"))?);
+        self.names.push(vm.name.as_deref().unwrap_or(&vm.id));
+        self.hosts.push(&vm.host);
+        for &metric in VmMetric::ALL {
+            self.metrics[metric as usize].push(match metric {
+                VmMetric::MemoryMib => vm.memory_mib,
+                VmMetric::MemoryGuaranteedMib => vm.memory_guaranteed_mib.unwrap_or(vm.memory_mib),
+                VmMetric::Vcpus => f64::from(vm.vcpus),
+                VmMetric::CpuUsagePercent => vm.cpu_usage_percent,
+            });
+        }
+        for &flag in VmFlag::ALL {
+            self.flags[flag as usize].push(match flag {
+                VmFlag::Migratable => vm.migratable,
+                VmFlag::HighlyAvailable => vm.highly_available,
+                VmFlag::HostedEngine => vm.hosted_engine,
+                VmFlag::Pending => vm.pending,
+            });
+        }
+        Ok(())
     }
-    inv.set_vm_hosts(on_host).map_err(column_error)?;
 
-    for &metric in VmMetric::ALL {
-        let column = vms.iter().map(|v| match metric {
-            VmMetric::MemoryMib => v.memory_mib,
-            VmMetric::MemoryGuaranteedMib => v.memory_guaranteed_mib.unwrap_or(v.memory_mib),
-            VmMetric::Vcpus => f64::from(v.vcpus),
-            VmMetric::CpuUsagePercent => v.cpu_usage_percent,
-        });
-        inv.set_vm_metric(metric, column.collect())
-            .map_err(column_error)?;
+    /// Sets `inv`'s VM columns, each VM's host resolved against `hosts`
+    /// (the first VM on an unknown host is named).
+    fn finish(self, inv: &mut Inventory, hosts: &HostIndex) -> Result<(), SnapshotError> {
+        let column = |e: ColumnLengthError| SnapshotError::at("vms", e.into());
+        let host_ids = self.hosts.finish();
+        let known: Vec<Option<u32>> = host_ids.values().map(|id| hosts.index(id)).collect();
+        let on_host = host_ids
+            .indices
+            .iter()
+            .enumerate()
+            .map(|(i, &value)| {
+                known[value as usize].ok_or_else(|| {
+                    SnapshotError::at(
+                        format_args!("vms[{i}].host"),
+                        SnapshotErrorKind::UnknownHost(host_ids.value(value as usize).to_owned()),
+                    )
+                })
+            })
+            .collect::<Result<Vec<u32>, _>>()?;
+        inv.set_vm_hosts(on_host).map_err(column)?;
+        for (&metric, values) in VmMetric::ALL.iter().zip(self.metrics) {
+            inv.set_vm_metric(metric, values).map_err(column)?;
+        }
+        for (&flag, values) in VmFlag::ALL.iter().zip(self.flags) {
+            inv.set_vm_flag(flag, values).map_err(column)?;
+        }
+        inv.set_vm_text(VmText::Id, self.ids.finish())
+            .map_err(column)?;
+        inv.set_vm_text(VmText::Name, self.names.finish())
+            .map_err(column)
     }
-    for &flag in VmFlag::ALL {
-        let column = vms.iter().map(|v| match flag {
-            VmFlag::Migratable => v.migratable,
-            VmFlag::HighlyAvailable => v.highly_available,
-            VmFlag::HostedEngine => v.hosted_engine,
-            VmFlag::Pending => v.pending,
-        });
-        inv.set_vm_flag(flag, column.collect())
-            .map_err(column_error)?;
-    }
-    for &text in VmText::ALL {
-        let rows = vms.iter().map(|v| match text {
-            VmText::Id => v.id.as_str(),
-            VmText::Name => v.name.as_deref().unwrap_or(&v.id),
-        });
-        inv.set_vm_text(text, Interned::from_rows(rows))
-            .map_err(column_error)?;
-    }
-    Ok(())
 }
 
 /// The WIT spelling of a snapshot name (`memory_free_mib` →

@@ -38,24 +38,26 @@ impl Interner {
         interner
     }
 
-    /// Appends a row whose string is `row`.
-    pub fn push(&mut self, row: &str) {
+    /// Appends a row whose string is `row`; whether that string was new
+    /// (not among the values yet).
+    pub fn push(&mut self, row: &str) -> bool {
         let hash = self.hasher.hash_one(row);
         let column = &mut self.column;
-        let position = match self
+        let (position, new) = match self
             .positions
             .find(hash, |&i| column.value(i as usize) == row)
         {
-            Some(&i) => i,
+            Some(&i) => (i, false),
             None => {
                 let i = column.push_value(row);
                 let hasher = &self.hasher;
                 self.positions
                     .insert_unique(hash, i, |&j| hasher.hash_one(column.value(j as usize)));
-                i
+                (i, true)
             }
         };
         column.indices.push(position);
+        new
     }
 
     /// Rows pushed so far.
@@ -148,7 +150,8 @@ mod tests {
         let rows: Vec<String> = (0..5_000).map(|i| format!("v{}", i % 1_700)).collect();
         for column in [Interned::from_rows(&rows), {
             let mut interner = Interner::default();
-            rows.iter().for_each(|row| interner.push(row));
+            let new = rows.iter().filter(|row| interner.push(row)).count();
+            assert_eq!(new, 1_700);
             interner.finish()
         }] {
             assert_eq!(column.value_count(), 1_700);

@@ -51,7 +51,7 @@ pub fn run(
     let (inventory, candidates) = match (held, job.source) {
         (Some(held), _) => held,
         (None, HostsSource::Inline { hosts, vms }) => {
-            let cluster = hosts.build(&vms).map_err(PlaceError::InvalidSnapshot)?;
+            let cluster = hosts.build(vms).map_err(PlaceError::InvalidSnapshot)?;
             let (cluster, candidates) = with_candidates(cluster, job.candidates.as_deref())?;
             (cluster.inventory, candidates)
         }

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::inputs::CheckedHosts;
+use crate::inputs::{CheckedHosts, CheckedVms};
 use crate::pipeline::{ParamValues, Policy};
 use crate::snapshot::{HintValue, Host, RunningVm, VmSpec};
 
@@ -56,13 +56,13 @@ pub struct PlaceRequest {
     /// the log; everything else has a default).
     pub vm: VmSpec,
     /// Every host of the cluster the VM could go to, in the snapshot format.
-    #[serde(default, deserialize_with = "crate::inputs::hosts_not_null")]
+    #[serde(default, deserialize_with = "crate::snapshot::list_not_null")]
     #[schema(value_type = Vec<Host>)]
     pub hosts: Option<CheckedHosts>,
     /// The VMs running (or pending) on those hosts.
     #[serde(default, deserialize_with = "crate::snapshot::list_not_null")]
     #[schema(value_type = Vec<RunningVm>)]
-    pub vms: Option<Vec<RunningVm>>,
+    pub vms: Option<CheckedVms>,
     /// Scheduler hints (Nova's `same_host`, ...): a string or a list each.
     #[serde(default)]
     pub hints: BTreeMap<String, HintValue>,
@@ -118,7 +118,7 @@ pub enum HostsSource {
     /// sent with the request.
     Inline {
         hosts: CheckedHosts,
-        vms: Vec<RunningVm>,
+        vms: CheckedVms,
     },
     /// The inventory Sandpiper holds for the cluster, with its claims.
     Held,

@@ -471,7 +471,7 @@ impl PlacementService {
             let (decided, ack) = admission
                 .run(move || {
                     let cluster = hosts
-                        .build(&vms)
+                        .build(vms)
                         .map_err(place::PlaceError::InvalidSnapshot)?;
                     let outcome =
                         place::over_cluster(cluster, &job.request, &job.policy, &job.params)?;

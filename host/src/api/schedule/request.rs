@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::blocking;
 use crate::api::error::ApiError;
 use crate::api::extract::parse_json;
-use crate::inputs::CheckedHosts;
+use crate::inputs::{CheckedHosts, CheckedVms};
 use crate::placement::{Admission, SourceMismatch};
 use crate::snapshot::{Host, RunningVm};
 
@@ -30,13 +30,13 @@ pub const PARSE_IN_PLACE_BYTES: usize = 16 * 1024;
 #[derive(Clone, Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BalanceBody {
-    #[serde(default, deserialize_with = "crate::inputs::hosts_not_null")]
+    #[serde(default, deserialize_with = "crate::snapshot::list_not_null")]
     #[schema(value_type = Vec<Host>)]
     pub hosts: Option<CheckedHosts>,
     /// Running VMs of the inline `hosts`; only with them.
     #[serde(default, deserialize_with = "crate::snapshot::list_not_null")]
     #[schema(value_type = Vec<RunningVm>)]
-    pub vms: Option<Vec<RunningVm>>,
+    pub vms: Option<CheckedVms>,
     /// Host ids VMs may move between; every host when absent.
     #[serde(default)]
     pub candidates: Option<Vec<String>>,
