@@ -729,67 +729,42 @@ mod tests {
     fn columns(inv: &sandpiper_model::Inventory) -> Vec<String> {
         use sandpiper_model::{CellMetric, HostFlag, HostLabels, HostMetric, HostText};
         use sandpiper_model::{PcpuFlag, VmFlag, VmMetric, VmText};
-        let mut out = vec![format!("{:?}", (inv.host_count(), inv.vm_count()))];
-        out.extend(
-            HostMetric::ALL
+        use std::fmt::Debug;
+        /// One line per case of a column kind.
+        fn each<K: Debug + Copy, V: Debug>(cases: &[K], column: impl Fn(K) -> V) -> Vec<String> {
+            cases
                 .iter()
-                .map(|&m| format!("{m:?} {:?}", inv.host_metric(m))),
-        );
-        out.extend(
-            HostFlag::ALL
-                .iter()
-                .map(|&f| format!("{f:?} {:?}", inv.host_flag(f))),
-        );
-        out.push(format!("{:?}", inv.host_statuses()));
-        out.extend(
-            HostText::ALL
-                .iter()
-                .map(|&t| format!("{t:?} {:?}", inv.host_text(t))),
-        );
-        out.extend(
-            HostLabels::ALL
-                .iter()
-                .map(|&l| format!("{l:?} {:?}", inv.host_labels(l))),
-        );
-        out.extend(
-            inv.host_named_metric_names()
-                .into_iter()
-                .map(|name| format!("{name} {:?}", inv.host_named_metric(&name))),
-        );
-        out.push(format!("{:?}", inv.vm_hosts()));
-        out.extend(
-            VmMetric::ALL
-                .iter()
-                .map(|&m| format!("{m:?} {:?}", inv.vm_metric(m))),
-        );
-        out.extend(
-            VmFlag::ALL
-                .iter()
-                .map(|&f| format!("{f:?} {:?}", inv.vm_flag(f))),
-        );
-        out.extend(
-            VmText::ALL
-                .iter()
-                .map(|&t| format!("{t:?} {:?}", inv.vm_text(t))),
-        );
-        out.push(format!("{:?}", inv.numa_topology()));
-        out.extend(
-            CellMetric::ALL
-                .iter()
-                .map(|&m| format!("{m:?} {:?}", inv.cell_metric(m))),
-        );
-        out.push(format!("{:?}", inv.cell_cpus()));
-        out.extend(
-            PcpuFlag::ALL
-                .iter()
-                .map(|&f| format!("{f:?} {:?}", inv.pcpu_flag(f))),
-        );
-        out.push(format!("{:?}", inv.cell_pages()));
-        out.push(format!("{:?}", inv.cell_distances()));
-        out.push(format!("{:?}", inv.pci_pools()));
-        out.push(format!("{:?}", inv.pci_pool_labels()));
-        out.push(format!("{:?}", inv.mdev_offers()));
-        out
+                .map(|&k| format!("{k:?} {:?}", column(k)))
+                .collect()
+        }
+        let named = inv.host_named_metric_names();
+        [
+            vec![format!("{:?}", (inv.host_count(), inv.vm_count()))],
+            each(HostMetric::ALL, |m| inv.host_metric(m)),
+            each(HostFlag::ALL, |f| inv.host_flag(f)),
+            vec![format!("{:?}", inv.host_statuses())],
+            each(HostText::ALL, |t| inv.host_text(t)),
+            each(HostLabels::ALL, |l| inv.host_labels(l)),
+            each(&named.iter().map(String::as_str).collect::<Vec<_>>(), |n| {
+                inv.host_named_metric(n)
+            }),
+            vec![format!("{:?}", inv.vm_hosts())],
+            each(VmMetric::ALL, |m| inv.vm_metric(m)),
+            each(VmFlag::ALL, |f| inv.vm_flag(f)),
+            each(VmText::ALL, |t| inv.vm_text(t)),
+            vec![format!("{:?}", inv.numa_topology())],
+            each(CellMetric::ALL, |m| inv.cell_metric(m)),
+            vec![format!("{:?}", inv.cell_cpus())],
+            each(PcpuFlag::ALL, |f| inv.pcpu_flag(f)),
+            vec![
+                format!("{:?}", inv.cell_pages()),
+                format!("{:?}", inv.cell_distances()),
+                format!("{:?}", inv.pci_pools()),
+                format!("{:?}", inv.pci_pool_labels()),
+                format!("{:?}", inv.mdev_offers()),
+            ],
+        ]
+        .concat()
     }
 
     /// Hosts sent inline.
