@@ -116,38 +116,58 @@ pub fn to_vm_checked(vm: &VmSpec, hosts: &HostIndex, path: &str) -> Result<Vm, S
     vm.to_vm(hosts, path)
 }
 
-/// The hosts of a body that sends them inline (`hosts`), read one at a
-/// time: each host is checked as [`check_host`] checks it and added to the
-/// columns as soon as it is read, then dropped. A 10,000-host body is
-/// never held as 10,000 [`Host`]s, which made reading it, building its
-/// columns and freeing it again the most of an inline decision
-/// (docs/performance.md, "Inline hosts read one at a time").
+/// A list a body sends inline (`hosts`, `vms`), read one element at a
+/// time: each element is checked ([`check_host`], [`check_running_vm`]),
+/// added to its columns as soon as it is read, and dropped. A 10,000-host
+/// body is never held as 10,000 [`Host`]s and 30,000 [`RunningVm`]s,
+/// which made reading it, building its columns and freeing it again the
+/// most of an inline decision (docs/performance.md, "Inline hosts read
+/// one at a time").
 ///
-/// A refused host does not stop the read: the rest of the list is still
-/// read (so a body malformed further on is refused as malformed, as
+/// A refused element does not stop the read: the rest of the list is
+/// still read (so a body malformed further on is refused as malformed, as
 /// before), only no longer built, and [`CheckedHosts::build`] answers the
 /// first refusal, with the same error [`build_checked`] gives.
 #[derive(Clone, Default)]
-pub struct CheckedHosts {
-    /// Boxed: the builders are 2 KiB, and requests are moved about.
-    columns: Box<HostColumns<'static>>,
+pub struct Checked<C> {
+    /// Boxed: the host builders are 2 KiB, and requests are moved about.
+    columns: Box<C>,
     read: usize,
     refused: Option<SnapshotError>,
 }
 
-/// The VMs on inline hosts (`vms`), read one at a time as
-/// [`CheckedHosts`] reads the hosts: each checked as
-/// [`check_running_vm`] checks it, added to the columns and dropped.
-#[derive(Clone, Default)]
-pub struct CheckedVms {
-    /// Boxed, as [`CheckedHosts`]' columns are.
-    columns: Box<VmColumns>,
-    read: usize,
-    refused: Option<SnapshotError>,
+/// Inline hosts, read into their columns.
+pub type CheckedHosts = Checked<HostColumns<'static>>;
+
+/// The VMs on inline hosts, read into their columns; each VM's host is
+/// looked up when the hosts are built, so `vms` may come first.
+pub type CheckedVms = Checked<VmColumns>;
+
+/// Columns an inline list is read into ([`Checked`]).
+pub trait CheckedRows: Default {
+    type Row: serde::de::DeserializeOwned;
+    /// Checks `row`, the list's element `index`, and adds it.
+    fn check_and_push(&mut self, index: usize, row: Self::Row) -> Result<(), SnapshotError>;
 }
 
-impl CheckedHosts {
-    /// Hosts read.
+impl CheckedRows for HostColumns<'static> {
+    type Row = Host;
+    fn check_and_push(&mut self, index: usize, host: Host) -> Result<(), SnapshotError> {
+        check_host(&host, &format!("hosts[{index}]"))?;
+        self.push_owned(host)
+    }
+}
+
+impl CheckedRows for VmColumns {
+    type Row = RunningVm;
+    fn check_and_push(&mut self, index: usize, vm: RunningVm) -> Result<(), SnapshotError> {
+        check_running_vm(&vm, &format!("vms[{index}]"))?;
+        self.push(&vm)
+    }
+}
+
+impl<C: CheckedRows> Checked<C> {
+    /// Elements read.
     pub fn len(&self) -> usize {
         self.read
     }
@@ -156,6 +176,18 @@ impl CheckedHosts {
         self.read == 0
     }
 
+    fn push(&mut self, row: C::Row) {
+        let index = self.read;
+        self.read += 1;
+        if self.refused.is_none()
+            && let Err(e) = self.columns.check_and_push(index, row)
+        {
+            self.refused = Some(e);
+        }
+    }
+}
+
+impl CheckedHosts {
     /// The columns of these hosts and of `vms` on them. The hosts' first
     /// refusal comes before the VMs', as in [`build_checked`].
     pub fn build(self, vms: CheckedVms) -> Result<Cluster, SnapshotError> {
@@ -166,112 +198,37 @@ impl CheckedHosts {
     }
 }
 
-impl CheckedVms {
-    /// VMs read.
-    pub fn len(&self) -> usize {
-        self.read
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.read == 0
-    }
-}
-
-/// A list read one element at a time, each checked and added to columns
-/// as it comes ([`CheckedHosts`], [`CheckedVms`]); the first refusal is
-/// kept and the rest of the list still read.
-trait OneAtATime: Default {
-    type Item: serde::de::DeserializeOwned;
-    /// Checks and adds the element at `index`.
-    fn add(&mut self, index: usize, item: Self::Item) -> Result<(), SnapshotError>;
-    fn read(&mut self) -> &mut usize;
-    fn refused(&mut self) -> &mut Option<SnapshotError>;
-
-    fn push(&mut self, item: Self::Item) {
-        let index = *self.read();
-        *self.read() += 1;
-        if self.refused().is_none()
-            && let Err(e) = self.add(index, item)
-        {
-            *self.refused() = Some(e);
-        }
-    }
-}
-
-impl OneAtATime for CheckedHosts {
-    type Item = Host;
-    fn add(&mut self, index: usize, host: Host) -> Result<(), SnapshotError> {
-        check_host(&host, &format!("hosts[{index}]"))?;
-        self.columns.push_owned(host)
-    }
-    fn read(&mut self) -> &mut usize {
-        &mut self.read
-    }
-    fn refused(&mut self) -> &mut Option<SnapshotError> {
-        &mut self.refused
-    }
-}
-
-impl OneAtATime for CheckedVms {
-    type Item = RunningVm;
-    fn add(&mut self, index: usize, vm: RunningVm) -> Result<(), SnapshotError> {
-        check_running_vm(&vm, &format!("vms[{index}]"))?;
-        self.columns.push(&vm)
-    }
-    fn read(&mut self) -> &mut usize {
-        &mut self.read
-    }
-    fn refused(&mut self) -> &mut Option<SnapshotError> {
-        &mut self.refused
-    }
-}
-
-/// Reads a list into a [`OneAtATime`].
-struct ListVisitor<T>(std::marker::PhantomData<T>);
-
-impl<'de, T: OneAtATime> serde::de::Visitor<'de> for ListVisitor<T> {
-    type Value = T;
-    // The words serde gives a `Vec`, so a body that is not a list is
-    // refused in the same words as before.
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a sequence")
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<T, A::Error> {
-        let mut list = T::default();
-        while let Some(item) = seq.next_element()? {
-            list.push(item);
-        }
-        Ok(list)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for CheckedHosts {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_seq(ListVisitor(std::marker::PhantomData))
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for CheckedVms {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_seq(ListVisitor(std::marker::PhantomData))
-    }
-}
-
-impl std::fmt::Debug for CheckedHosts {
+impl<C> std::fmt::Debug for Checked<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CheckedHosts")
+        f.debug_struct("Checked")
             .field("read", &self.read)
             .field("refused", &self.refused)
             .finish_non_exhaustive()
     }
 }
 
-impl std::fmt::Debug for CheckedVms {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CheckedVms")
-            .field("read", &self.read)
-            .field("refused", &self.refused)
-            .finish_non_exhaustive()
+impl<'de, C: CheckedRows> serde::Deserialize<'de> for Checked<C> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct List<C>(std::marker::PhantomData<C>);
+        impl<'de, C: CheckedRows> serde::de::Visitor<'de> for List<C> {
+            type Value = Checked<C>;
+            // The words serde gives a `Vec`, so a body that is not a list
+            // is refused in the same words as before.
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a sequence")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Checked<C>, A::Error> {
+                let mut list = Checked::<C>::default();
+                while let Some(row) = seq.next_element()? {
+                    list.push(row);
+                }
+                Ok(list)
+            }
+        }
+        deserializer.deserialize_seq(List(std::marker::PhantomData))
     }
 }
 
