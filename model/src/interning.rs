@@ -20,13 +20,41 @@ use hashbrown::HashTable;
 
 use crate::{Interned, Labels};
 
+/// Where each distinct string of a column is, found by hashing the string:
+/// the table holds only positions, and the strings stay in the column.
+#[derive(Clone, Default)]
+struct Positions {
+    table: HashTable<u32>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl Positions {
+    /// The position of `text` among the values of `store` (`value` reads
+    /// one), or the position `add` gives it; and whether it was new.
+    fn find_or_add<S>(
+        &mut self,
+        store: &mut S,
+        text: &str,
+        value: impl Fn(&S, u32) -> &str,
+        add: impl FnOnce(&mut S, &str) -> u32,
+    ) -> (u32, bool) {
+        let hash = self.hasher.hash_one(text);
+        if let Some(&i) = self.table.find(hash, |&i| value(store, i) == text) {
+            return (i, false);
+        }
+        let i = add(store, text);
+        let hasher = &self.hasher;
+        self.table
+            .insert_unique(hash, i, |&j| hasher.hash_one(value(store, j)));
+        (i, true)
+    }
+}
+
 /// Builds an [`Interned`] column row by row.
 #[derive(Clone, Default)]
 pub struct Interner {
     column: Interned,
-    /// The position of each value, found by hashing its string.
-    positions: HashTable<u32>,
-    hasher: foldhash::fast::RandomState,
+    positions: Positions,
 }
 
 impl Interner {
@@ -34,29 +62,20 @@ impl Interner {
     pub fn with_capacity(rows: usize) -> Interner {
         let mut interner = Interner::default();
         interner.column.indices.reserve(rows);
-        interner.positions.reserve(rows, |_| 0);
+        interner.positions.table.reserve(rows, |_| 0);
         interner
     }
 
     /// Appends a row whose string is `row`; whether that string was new
     /// (not among the values yet).
     pub fn push(&mut self, row: &str) -> bool {
-        let hash = self.hasher.hash_one(row);
-        let column = &mut self.column;
-        let (position, new) = match self
-            .positions
-            .find(hash, |&i| column.value(i as usize) == row)
-        {
-            Some(&i) => (i, false),
-            None => {
-                let i = column.push_value(row);
-                let hasher = &self.hasher;
-                self.positions
-                    .insert_unique(hash, i, |&j| hasher.hash_one(column.value(j as usize)));
-                (i, true)
-            }
-        };
-        column.indices.push(position);
+        let (position, new) = self.positions.find_or_add(
+            &mut self.column,
+            row,
+            |column, i| column.value(i as usize),
+            Interned::push_value,
+        );
+        self.column.indices.push(position);
         new
     }
 
@@ -80,9 +99,8 @@ impl Interner {
 #[derive(Clone)]
 pub struct LabelsBuilder {
     column: Labels,
-    /// The position in `column.strings` of each key or value.
-    positions: HashTable<u32>,
-    hasher: foldhash::fast::RandomState,
+    /// Keys and values share one table of strings, `column.strings`.
+    positions: Positions,
 }
 
 impl Default for LabelsBuilder {
@@ -92,8 +110,7 @@ impl Default for LabelsBuilder {
                 offsets: vec![0],
                 ..Labels::default()
             },
-            positions: HashTable::new(),
-            hasher: foldhash::fast::RandomState::default(),
+            positions: Positions::default(),
         }
     }
 }
@@ -114,22 +131,16 @@ impl LabelsBuilder {
     }
 
     fn intern(&mut self, text: &str) -> u32 {
-        let hash = self.hasher.hash_one(text);
-        let strings = &mut self.column.strings;
-        if let Some(&i) = self.positions.find(hash, |&i| strings[i as usize] == text) {
-            return i;
-        }
-        let i = strings.len() as u32;
-        strings.push(text.to_owned());
-        let hasher = &self.hasher;
-        self.positions
-            .insert_unique(hash, i, |&j| hasher.hash_one(&strings[j as usize]));
-        i
-    }
-
-    /// Rows pushed so far.
-    pub fn rows(&self) -> usize {
-        self.column.rows()
+        let (position, _) = self.positions.find_or_add(
+            &mut self.column.strings,
+            text,
+            |strings, i| &strings[i as usize],
+            |strings, text| {
+                strings.push(text.to_owned());
+                strings.len() as u32 - 1
+            },
+        );
+        position
     }
 
     /// The column.
