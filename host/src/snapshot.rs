@@ -703,7 +703,8 @@ impl<'a> HostColumns<'a> {
     }
 
     /// Adds `host` as the next row; its hardware is borrowed until
-    /// [`HostColumns::finish`].
+    /// [`HostColumns::finish`]. A refused host may leave part of its row:
+    /// the columns are then not to be finished.
     pub fn push(&mut self, host: &'a Host) -> Result<(), SnapshotError> {
         self.push_row(host, host.hardware.as_deref())?;
         self.hardware
@@ -712,7 +713,7 @@ impl<'a> HostColumns<'a> {
     }
 
     /// Adds `host` as the next row, keeping only its hardware (moved, not
-    /// copied) until [`HostColumns::finish`].
+    /// copied) until [`HostColumns::finish`]; refused, as [`HostColumns::push`].
     pub fn push_owned(&mut self, mut host: Host) -> Result<(), SnapshotError> {
         let hardware = host.hardware.take();
         self.push_row(&host, hardware.as_deref())?;
@@ -747,59 +748,33 @@ impl<'a> HostColumns<'a> {
                 SnapshotErrorKind::DuplicateHost(host.id.clone()),
             ));
         }
-        // Every name is checked before the row changes any column, so that
-        // a refused host leaves no trace.
-        let mut metrics = Vec::with_capacity(host.metrics.len());
         for (name, &value) in &host.metrics {
-            let metric = match self.metric_names.get(name.as_str()) {
-                Some(&metric) => metric,
-                None => {
-                    let metric =
-                        snake_case_name(name).and_then(|wit| HostMetric::from_wit_name(&wit));
-                    self.metric_names.insert(name.clone(), metric);
-                    metric
-                }
-            };
-            let metric = metric.ok_or_else(|| {
-                SnapshotError::at(
-                    format_args!("hosts[{i}].metrics.{name}"),
-                    SnapshotErrorKind::UnknownMetric,
-                )
-            })?;
-            metrics.push((metric, value));
-        }
-        let mut flags = Vec::with_capacity(host.flags.len());
-        for (j, name) in host.flags.iter().enumerate() {
-            let flag = match self.flag_names.get(name.as_str()) {
-                Some(&flag) => flag,
-                None => {
-                    let flag = snake_case_name(name).and_then(|wit| HostFlag::from_wit_name(&wit));
-                    self.flag_names.insert(name.clone(), flag);
-                    flag
-                }
-            };
-            let flag = flag.ok_or_else(|| {
-                SnapshotError::at(
-                    format_args!("hosts[{i}].flags[{j}]"),
-                    SnapshotErrorKind::UnknownFlag(name.clone()),
-                )
-            })?;
-            flags.push(flag);
-        }
-
-        self.index.by_id.insert(host.id.clone(), i as u32);
-        self.index.ids.push(host.id.clone());
-        self.statuses.push(host.status.into());
-        for (metric, value) in metrics {
+            let metric = resolve_name(&mut self.metric_names, name, HostMetric::from_wit_name)
+                .ok_or_else(|| {
+                    SnapshotError::at(
+                        format_args!("hosts[{i}].metrics.{name}"),
+                        SnapshotErrorKind::UnknownMetric,
+                    )
+                })?;
             let column = self.metrics.entry(metric).or_default();
             column.resize(i + 1, 0.0);
             column[i] = value;
         }
-        for flag in flags {
+        for (j, name) in host.flags.iter().enumerate() {
+            let flag = resolve_name(&mut self.flag_names, name, HostFlag::from_wit_name)
+                .ok_or_else(|| {
+                    SnapshotError::at(
+                        format_args!("hosts[{i}].flags[{j}]"),
+                        SnapshotErrorKind::UnknownFlag(name.clone()),
+                    )
+                })?;
             let column = self.flags.entry(flag).or_default();
             column.resize(i + 1, false);
             column[i] = true;
         }
+        self.index.by_id.insert(host.id.clone(), i as u32);
+        self.index.ids.push(host.id.clone());
+        self.statuses.push(host.status.into());
         for (name, &value) in &host.named_metrics {
             let column = match self.named_metrics.get_mut(name.as_str()) {
                 Some(column) => column,
@@ -989,6 +964,22 @@ impl VmColumns {
         inv.set_vm_text(VmText::Name, self.names.finish())
             .map_err(column)
     }
+}
+
+/// The metric or flag a snapshot name spells (`None`: none), each
+/// distinct name resolved once: every host names its metrics and flags
+/// again.
+fn resolve_name<T: Copy>(
+    resolved: &mut HashMap<String, Option<T>>,
+    name: &str,
+    from_wit_name: fn(&str) -> Option<T>,
+) -> Option<T> {
+    if let Some(&known) = resolved.get(name) {
+        return known;
+    }
+    let found = snake_case_name(name).and_then(|wit| from_wit_name(&wit));
+    resolved.insert(name.to_owned(), found);
+    found
 }
 
 /// The WIT spelling of a snapshot name (`memory_free_mib` →
