@@ -20,6 +20,10 @@
 //! * **inline**: the same hosts and their running VMs posted in each
 //!   request's body (the JSON is encoded once, before timing), answered
 //!   with the full explain record and logged.
+//! * **compact**: the same, as the compact body (`multipart/form-data`:
+//!   the request as JSON, the hosts and VMs as Arrow IPC streams written by
+//!   `sandpiper::arrow_snapshot::write`); it must choose the host inline
+//!   chose.
 //!
 //! Beside them, the same decision made in this process with the same
 //! embedded components and the sandbox's default limits (`in_process`):
@@ -31,7 +35,7 @@
 //! retried after a second, as an engine would, only the answered attempt
 //! timed, and counted (`retries=`). Prints medians and minimums with the
 //! one-minute load average beside each line:
-//! `nova_http hosts=... mode=held|held_dry_run|inline|in_process runs=... median_ms=... min_ms=... load=... retries=...`.
+//! `nova_http hosts=... mode=held|held_dry_run|inline|compact|in_process runs=... median_ms=... min_ms=... load=... retries=...`.
 //!
 //! Run with: `cargo bench --bench nova_http [hosts]` (figures in
 //! docs/performance.md, "Nova's policy over HTTP"); `NOVA_HTTP_RUNS=N`
@@ -246,11 +250,43 @@ fn run(
             answer_bytes as f64 / 1e6
         ),
     );
+    // Compact: the same hosts and VMs as Arrow streams, the request as
+    // JSON, in one multipart/form-data body (encoded once).
+    let compact = sandpiper::arrow_snapshot::write(&snapshot)?
+        .body(&json!({ "vm": vm, "hints": hints }))
+        .context("a random boundary")?;
+    let mut compact_chosen = String::new();
+    let compact_times = time(runs_for(hosts, 4), || {
+        let (bytes, took) = post_as(
+            &mut admin,
+            &format!("{base}/schedule"),
+            &compact.content_type,
+            compact.body.clone(),
+        )?;
+        let answer: Value = serde_json::from_slice(&bytes)?;
+        compact_chosen = answer["chosen_host"].as_str().unwrap_or("none").to_owned();
+        Ok(took)
+    })?;
+    ensure!(
+        compact_chosen == chosen,
+        "the compact body chose {compact_chosen}, the JSON one {chosen}"
+    );
+    print(
+        "compact",
+        hosts,
+        &compact_times,
+        &format!(
+            "body_mb={:.1} chosen={compact_chosen}",
+            compact.body.len() as f64 / 1e6
+        ),
+    );
     let [held_median, inline_median] = [median(&held), median(&inline)];
     println!(
-        "nova_http hosts={hosts} held_over_in_process={:.2} inline_over_held={:.2} load={}",
+        "nova_http hosts={hosts} held_over_in_process={:.2} inline_over_held={:.2} \
+         compact_over_held={:.2} load={}",
         held_median / median(&local),
         inline_median / held_median,
+        median(&compact_times) / held_median,
         load_average()
     );
     Ok(())
@@ -296,9 +332,19 @@ static RETRIES: AtomicUsize = AtomicUsize::new(0);
 /// POSTs `body` to `path` until it is answered (503s retried, counted in
 /// [`RETRIES`]); the answer and the time of the answered attempt.
 fn post(client: &mut Client, path: &str, body: Vec<u8>) -> anyhow::Result<(Vec<u8>, Duration)> {
+    post_as(client, path, "application/json", body)
+}
+
+/// [`post`] with a body of `content_type`.
+fn post_as(
+    client: &mut Client,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> anyhow::Result<(Vec<u8>, Duration)> {
     for _ in 0..ATTEMPTS {
         let started = Instant::now();
-        let (code, bytes) = client.raw("POST", path, "application/json", body.clone())?;
+        let (code, bytes) = client.raw("POST", path, content_type, body.clone())?;
         let took = started.elapsed();
         match code {
             200 => return Ok((bytes, took)),

@@ -3,6 +3,7 @@
 
 pub mod allocator;
 pub mod api;
+pub mod arrow_snapshot;
 pub mod auth;
 pub mod builtin;
 pub mod cli;

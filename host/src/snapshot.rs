@@ -192,7 +192,43 @@ pub struct RunningVm {
     pub pending: bool,
 }
 
+/// A running VM's fields as its columns keep them, borrowed: a
+/// [`RunningVm`]'s ([`RunningVm::row`]) or one row of a compact body's VM
+/// columns (`crate::arrow_snapshot`), so both are checked and built by
+/// the same code.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct VmRow<'a> {
+    pub id: &'a str,
+    pub name: Option<&'a str>,
+    pub host: &'a str,
+    pub memory_mib: f64,
+    pub memory_guaranteed_mib: Option<f64>,
+    pub vcpus: u32,
+    pub cpu_usage_percent: f64,
+    pub migratable: bool,
+    pub highly_available: bool,
+    pub hosted_engine: bool,
+    pub pending: bool,
+}
+
 impl RunningVm {
+    /// Its fields, borrowed.
+    pub fn row(&self) -> VmRow<'_> {
+        VmRow {
+            id: &self.id,
+            name: self.name.as_deref(),
+            host: &self.host,
+            memory_mib: self.memory_mib,
+            memory_guaranteed_mib: self.memory_guaranteed_mib,
+            vcpus: self.vcpus,
+            cpu_usage_percent: self.cpu_usage_percent,
+            migratable: self.migratable,
+            highly_available: self.highly_available,
+            hosted_engine: self.hosted_engine,
+            pending: self.pending,
+        }
+    }
+
     /// The running VM as a placement request: a migration from its host.
     /// Only what the report carries is set; the rest takes the request's
     /// defaults.
@@ -579,6 +615,26 @@ impl fmt::Debug for ResolvedLists {
 }
 
 impl HostIndex {
+    /// An index with room for `hosts` hosts.
+    pub fn with_capacity(hosts: usize) -> Self {
+        HostIndex {
+            ids: Vec::with_capacity(hosts),
+            by_id: HashMap::with_capacity_and_hasher(hosts, Default::default()),
+            lists: ResolvedLists::default(),
+        }
+    }
+
+    /// Adds host `id` as the next index; `false`, adding nothing, when it
+    /// is there already.
+    pub fn push(&mut self, id: &str) -> bool {
+        if self.by_id.contains_key(id) {
+            return false;
+        }
+        self.by_id.insert(id.to_owned(), self.ids.len() as u32);
+        self.ids.push(id.to_owned());
+        true
+    }
+
     /// The index of host `id`.
     pub fn index(&self, id: &str) -> Option<u32> {
         self.by_id.get(id).copied()
@@ -641,7 +697,7 @@ impl Snapshot {
         }
         let mut vms = VmColumns::with_capacity(self.vms.len());
         for vm in &self.vms {
-            vms.push(vm)?;
+            vms.push(vm.row())?;
         }
         hosts.finish(vms)
     }
@@ -680,11 +736,7 @@ impl<'a> HostColumns<'a> {
     /// Columns with room for `hosts` hosts.
     pub fn with_capacity(hosts: usize) -> Self {
         let mut columns = HostColumns {
-            index: HostIndex {
-                ids: Vec::with_capacity(hosts),
-                by_id: HashMap::with_capacity_and_hasher(hosts, Default::default()),
-                lists: ResolvedLists::default(),
-            },
+            index: HostIndex::with_capacity(hosts),
             statuses: Vec::with_capacity(hosts),
             texts: std::array::from_fn(|_| Interner::with_capacity(hosts)),
             ..HostColumns::default()
@@ -742,7 +794,7 @@ impl<'a> HostColumns<'a> {
                 SnapshotErrorKind::EmptyId,
             ));
         }
-        if self.index.by_id.contains_key(host.id.as_str()) {
+        if self.index.index(&host.id).is_some() {
             return Err(SnapshotError::at(
                 format_args!("hosts[{i}].id"),
                 SnapshotErrorKind::DuplicateHost(host.id.clone()),
@@ -772,8 +824,7 @@ impl<'a> HostColumns<'a> {
             column.resize(i + 1, false);
             column[i] = true;
         }
-        self.index.by_id.insert(host.id.clone(), i as u32);
-        self.index.ids.push(host.id.clone());
+        self.index.push(&host.id);
         self.statuses.push(host.status.into());
         for (name, &value) in &host.named_metrics {
             let column = match self.named_metrics.get_mut(name.as_str()) {
@@ -863,7 +914,9 @@ impl<'a> HostColumns<'a> {
 #[derive(Clone, Default)]
 pub struct VmColumns {
     ids: Interner,
-    names: Interner,
+    /// `None` while no VM pushed had a name of its own: the names are
+    /// then the ids, copied at the end instead of interned a second time.
+    names: Option<Interner>,
     hosts: Interner,
     metrics: [Vec<f64>; VmMetric::COUNT],
     flags: [Vec<bool>; VmFlag::COUNT],
@@ -874,7 +927,7 @@ impl VmColumns {
     pub fn with_capacity(vms: usize) -> Self {
         VmColumns {
             ids: Interner::with_capacity(vms),
-            names: Interner::with_capacity(vms),
+            names: None,
             hosts: Interner::with_capacity(vms),
             metrics: std::array::from_fn(|_| Vec::with_capacity(vms)),
             flags: std::array::from_fn(|_| Vec::with_capacity(vms)),
@@ -892,7 +945,7 @@ impl VmColumns {
 
     /// Adds `vm` as the next row. A refused VM may leave part of its row:
     /// the columns are then not to be finished.
-    pub fn push(&mut self, vm: &RunningVm) -> Result<(), SnapshotError> {
+    pub fn push(&mut self, vm: VmRow<'_>) -> Result<(), SnapshotError> {
         let i = self.len();
         if u32::try_from(i).is_err() {
             return Err(SnapshotError::at(
@@ -906,14 +959,27 @@ impl VmColumns {
                 SnapshotErrorKind::EmptyId,
             ));
         }
-        if !self.ids.push(&vm.id) {
+        if !self.ids.push(vm.id) {
             return Err(SnapshotError::at(
                 format_args!("vms[{i}].id"),
-                SnapshotErrorKind::DuplicateVm(vm.id.clone()),
+                SnapshotErrorKind::DuplicateVm(vm.id.to_owned()),
             ));
         }
-        self.names.push(vm.name.as_deref().unwrap_or(&vm.id));
-        self.hosts.push(&vm.host);
+        match (&mut self.names, vm.name) {
+            (Some(names), name) => {
+                names.push(name.unwrap_or(vm.id));
+            }
+            (None, Some(name)) => {
+                let mut names = Interner::with_capacity(self.ids.len());
+                for row in 0..i {
+                    names.push(self.ids.get(row));
+                }
+                names.push(name);
+                self.names = Some(names);
+            }
+            (None, None) => {}
+        }
+        self.hosts.push(vm.host);
         for &metric in VmMetric::ALL {
             self.metrics[metric as usize].push(match metric {
                 VmMetric::MemoryMib => vm.memory_mib,
@@ -935,7 +1001,11 @@ impl VmColumns {
 
     /// Sets `inv`'s VM columns, each VM's host resolved against `hosts`
     /// (the first VM on an unknown host is named).
-    fn finish(self, inv: &mut Inventory, hosts: &HostIndex) -> Result<(), SnapshotError> {
+    pub(crate) fn finish(
+        self,
+        inv: &mut Inventory,
+        hosts: &HostIndex,
+    ) -> Result<(), SnapshotError> {
         let column = |e: ColumnLengthError| SnapshotError::at("vms", e.into());
         let host_ids = self.hosts.finish();
         let known: Vec<Option<u32>> = host_ids.values().map(|id| hosts.index(id)).collect();
@@ -959,10 +1029,10 @@ impl VmColumns {
         for (&flag, values) in VmFlag::ALL.iter().zip(self.flags) {
             inv.set_vm_flag(flag, values).map_err(column)?;
         }
-        inv.set_vm_text(VmText::Id, self.ids.finish())
-            .map_err(column)?;
-        inv.set_vm_text(VmText::Name, self.names.finish())
-            .map_err(column)
+        let ids = self.ids.finish();
+        let names = self.names.map_or_else(|| ids.clone(), Interner::finish);
+        inv.set_vm_text(VmText::Id, ids).map_err(column)?;
+        inv.set_vm_text(VmText::Name, names).map_err(column)
     }
 }
 
@@ -985,7 +1055,7 @@ fn resolve_name<T: Copy>(
 /// The WIT spelling of a snapshot name (`memory_free_mib` →
 /// `memory-free-mib`); `None` for a name already spelled with `-`, so that
 /// each metric or flag has exactly one JSON spelling.
-fn snake_case_name(name: &str) -> Option<String> {
+pub(crate) fn snake_case_name(name: &str) -> Option<String> {
     (!name.contains('-')).then(|| name.replace('_', "-"))
 }
 

@@ -84,6 +84,11 @@ impl Interner {
         self.column.indices.len()
     }
 
+    /// Row `row`'s string (empty when out of range).
+    pub fn get(&self, row: usize) -> &str {
+        self.column.get(row)
+    }
+
     /// Whether no row was pushed.
     pub fn is_empty(&self) -> bool {
         self.column.indices.is_empty()
@@ -124,13 +129,27 @@ impl LabelsBuilder {
         for (key, value) in pairs {
             let key = self.intern(key.as_ref());
             let value = self.intern(value.as_ref());
-            self.column.keys.push(key);
-            self.column.values.push(value);
+            self.push_pair(key, value);
         }
+        self.end_row();
+    }
+
+    /// Appends a pair of strings given by their positions
+    /// ([`LabelsBuilder::intern`]) to the row being built: for a caller
+    /// that knows which of its strings repeat (a dictionary-encoded
+    /// column) and interns each once.
+    pub fn push_pair(&mut self, key: u32, value: u32) {
+        self.column.keys.push(key);
+        self.column.values.push(value);
+    }
+
+    /// Ends the row being built by [`LabelsBuilder::push_pair`].
+    pub fn end_row(&mut self) {
         self.column.offsets.push(self.column.keys.len() as u32);
     }
 
-    fn intern(&mut self, text: &str) -> u32 {
+    /// The position of `text` among the column's strings, added when new.
+    pub fn intern(&mut self, text: &str) -> u32 {
         let (position, _) = self.positions.find_or_add(
             &mut self.column.strings,
             text,
@@ -141,6 +160,11 @@ impl LabelsBuilder {
             },
         );
         position
+    }
+
+    /// The strings so far, by position.
+    pub fn strings(&self) -> &[String] {
+        &self.column.strings
     }
 
     /// The column.

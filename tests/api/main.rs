@@ -10,6 +10,7 @@
 
 mod audit;
 mod bad_input;
+mod compact_body;
 mod console;
 mod decisions_log;
 mod extender;

@@ -50,8 +50,8 @@ pub fn run(
 ) -> Result<Balanced, BalanceFailure> {
     let (inventory, candidates) = match (held, job.source) {
         (Some(held), _) => held,
-        (None, HostsSource::Inline { hosts, vms }) => {
-            let cluster = hosts.build(vms).map_err(PlaceError::InvalidSnapshot)?;
+        (None, HostsSource::Inline(inline)) => {
+            let cluster = inline.build().map_err(PlaceError::InvalidSnapshot)?;
             let (cluster, candidates) = with_candidates(cluster, job.candidates.as_deref())?;
             (cluster.inventory, candidates)
         }

@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::inputs::{CheckedHosts, CheckedVms};
+use crate::arrow_snapshot::{ArrowHosts, ArrowVms};
+use crate::inputs::{CheckedHosts, CheckedVms, InlineHosts};
 use crate::pipeline::{ParamValues, Policy};
 use crate::snapshot::{HintValue, Host, RunningVm, VmSpec};
 
@@ -114,12 +115,8 @@ fn one() -> u32 {
 /// Where a request's hosts come from.
 #[derive(Clone, Debug)]
 pub enum HostsSource {
-    /// The hosts (checked and built as they were read) and the VMs on them
-    /// sent with the request.
-    Inline {
-        hosts: CheckedHosts,
-        vms: CheckedVms,
-    },
+    /// The hosts and the VMs on them sent with the request.
+    Inline(InlineHosts),
     /// The inventory Sandpiper holds for the cluster, with its claims.
     Held,
 }
@@ -141,27 +138,8 @@ impl PlaceRequest {
     pub fn take_source(&mut self) -> Result<HostsSource, SourceMismatch> {
         match self.hosts.take() {
             Some(hosts) => {
-                const REASON: &str = "it applies to the held inventory only, and the request \
-                                      sends its hosts inline";
-                let held_only = [
-                    ("exclude", !self.exclude.is_empty()),
-                    ("count", self.count > 1),
-                    ("instance_ids", !self.instance_ids.is_empty()),
-                    ("mode", self.mode != Mode::default()),
-                    ("once_per_request", !self.once_per_request.is_empty()),
-                    ("exhaustive", self.exhaustive),
-                    ("explain", self.explain != ExplainDetail::default()),
-                ];
-                if let Some(&(field, _)) = held_only.iter().find(|(_, given)| *given) {
-                    return Err(SourceMismatch {
-                        field,
-                        reason: REASON,
-                    });
-                }
-                Ok(HostsSource::Inline {
-                    hosts,
-                    vms: self.vms.take().unwrap_or_default(),
-                })
+                let vms = self.vms.take().unwrap_or_default();
+                self.inline(InlineHosts::Json { hosts, vms })
             }
             None if self.vms.is_some() => Err(SourceMismatch {
                 field: "vms",
@@ -169,6 +147,48 @@ impl PlaceRequest {
                          the cluster (and its VMs) is used",
             }),
             None => Ok(HostsSource::Held),
+        }
+    }
+
+    /// The hosts source of a compact body, whose hosts and VMs came as its
+    /// Arrow parts: the request part carries neither, and only the fields
+    /// inline hosts take.
+    pub fn compact_source(
+        &self,
+        hosts: ArrowHosts,
+        vms: ArrowVms,
+    ) -> Result<HostsSource, SourceMismatch> {
+        for (field, given) in [("hosts", self.hosts.is_some()), ("vms", self.vms.is_some())] {
+            if given {
+                return Err(SourceMismatch {
+                    field,
+                    reason: "a compact body sends its hosts and VMs as its `hosts` and `vms` \
+                             parts, not in its `request` part",
+                });
+            }
+        }
+        self.inline(InlineHosts::Arrow { hosts, vms })
+    }
+
+    /// `inline` as the source, if every field given fits inline hosts.
+    fn inline(&self, inline: InlineHosts) -> Result<HostsSource, SourceMismatch> {
+        const REASON: &str = "it applies to the held inventory only, and the request \
+                              sends its hosts inline";
+        let held_only = [
+            ("exclude", !self.exclude.is_empty()),
+            ("count", self.count > 1),
+            ("instance_ids", !self.instance_ids.is_empty()),
+            ("mode", self.mode != Mode::default()),
+            ("once_per_request", !self.once_per_request.is_empty()),
+            ("exhaustive", self.exhaustive),
+            ("explain", self.explain != ExplainDetail::default()),
+        ];
+        match held_only.iter().find(|(_, given)| *given) {
+            Some(&(field, _)) => Err(SourceMismatch {
+                field,
+                reason: REASON,
+            }),
+            None => Ok(HostsSource::Inline(inline)),
         }
     }
 }
@@ -200,7 +220,7 @@ mod tests {
         let mut inline = parse(r#"{"vm": {"id": "v"}, "hosts": [{"id": "h"}], "vms": []}"#);
         assert!(matches!(
             inline.take_source(),
-            Ok(HostsSource::Inline { hosts, .. }) if hosts.len() == 1
+            Ok(HostsSource::Inline(hosts)) if hosts.len() == 1
         ));
         assert!(inline.hosts.is_none() && inline.vms.is_none());
 

@@ -271,7 +271,7 @@ impl PlacementService {
         admission: &Admission,
     ) -> Result<Balanced, PlacementError> {
         let held = match job.source {
-            HostsSource::Inline { .. } => None,
+            HostsSource::Inline(_) => None,
             HostsSource::Held => Some(
                 self.held_snapshot(cluster_id, job.candidates.clone())
                     .await
@@ -464,15 +464,11 @@ impl PlacementService {
                 .map_err(|_| PlacementError::Task("a decision was not answered".to_owned()))?;
             Ok((decided, answer))
         };
-        if let HostsSource::Inline { hosts, vms } =
-            std::mem::replace(&mut job.source, HostsSource::Held)
-        {
+        if let HostsSource::Inline(inline) = std::mem::replace(&mut job.source, HostsSource::Held) {
             let persister = self.inner.persister.clone();
             let (decided, ack) = admission
                 .run(move || {
-                    let cluster = hosts
-                        .build(vms)
-                        .map_err(place::PlaceError::InvalidSnapshot)?;
+                    let cluster = inline.build().map_err(place::PlaceError::InvalidSnapshot)?;
                     let outcome =
                         place::over_cluster(cluster, &job.request, &job.policy, &job.params)?;
                     let decided = Decided {

@@ -36,13 +36,16 @@ use uuid::Uuid;
 
 use self::answer::{AnswerForm, BalanceAnswer, Facts, ScheduleAnswer, to_json};
 use self::logged::Logged;
-use self::request::{BalanceBody, DecisionQuery, parse_body, source_mismatch};
+use self::request::{
+    BalanceBody, CompactScheduleBody, DecisionQuery, is_multipart, parse_body, read_compact,
+    source_mismatch,
+};
 use super::AppState;
 use super::decision_error::{invalid_snapshot, placement_error};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Path, Query, body_bytes, is_json};
 use super::prepared::{Prepared, decision_policy, prepared};
-use crate::inputs;
+use crate::inputs::{self, InlineHosts};
 use crate::metrics::{AttemptResult, SchedulingAttempt};
 use crate::placement::{
     Admission, BalanceJob, Balanced, Decided, ExplainDetail, HostsSource, LoggedDecision, PlaceJob,
@@ -171,13 +174,22 @@ fn json_response(body: String) -> Response {
 /// `once_per_request`, `exhaustive` and `explain` (see
 /// `/api/v1/clusters/{id}/inventory`), and the answer carries the
 /// placement fields instead of `ranked` and `explain`.
+///
+/// Inline hosts may also come as a compact body (`multipart/form-data`:
+/// the request as JSON in the part `request`, the hosts and their VMs as
+/// Arrow IPC streams in the parts `hosts` and `vms`; see
+/// docs/compact-body.md), decided and answered exactly as the same hosts
+/// in JSON.
 #[utoipa::path(post, path = "/api/v1/clusters/{id}/schedule", tag = "decisions",
     security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Cluster id"), DecisionQuery),
-    request_body = PlaceRequest,
+    request_body(content(
+        (PlaceRequest = "application/json"),
+        (CompactScheduleBody = "multipart/form-data"),
+    )),
     responses(
         (status = 200, description = "The decision (possibly: no host fits)", body = ScheduleAnswer),
-        (status = 400, description = "`malformed_json`, `invalid_field`, `invalid_value` (naming the field: a negative figure, zero vCPUs, a bad id, `count` outside 1-256)", body = ErrorBody),
+        (status = 400, description = "`malformed_json`, `invalid_field`, `invalid_value` (naming the field: a negative figure, zero vCPUs, a bad id, `count` outside 1-256; for a compact body, a part or an Arrow column: `hosts.metrics.cpu_cores`)", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, description = "The cluster", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
@@ -193,9 +205,20 @@ pub async fn schedule_vm(
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
     let admission = admission(&state, cluster_id)?;
-    let body = json_body(request).await?;
-    let mut request: PlaceRequest = parse_body(&admission, body.clone()).await?;
-    let source = request.take_source().map_err(source_mismatch)?;
+    let (request, source, body) = if is_multipart(request.headers()) {
+        let (request, source) = read_compact(&admission, request).await?;
+        (request, source, None)
+    } else {
+        let body = json_body(request).await.map_err(|e| match e {
+            ApiError::UnsupportedMediaType { .. } => ApiError::UnsupportedMediaType {
+                expected: "application/json, or multipart/form-data (a compact body)",
+            },
+            e => e,
+        })?;
+        let mut request: PlaceRequest = parse_body(&admission, body.clone()).await?;
+        let source = request.take_source().map_err(source_mismatch)?;
+        (request, source, Some(body))
+    };
     inputs::check_count(request.count).map_err(invalid_snapshot)?;
     inputs::check_vm(&request.vm, "vm").map_err(invalid_snapshot)?;
     inputs::check_instance_ids(&request.instance_ids).map_err(invalid_snapshot)?;
@@ -204,13 +227,13 @@ pub async fn schedule_vm(
     let attempt = SchedulingAttempt::new(cluster_id, started);
     let facts = facts(cluster_id, query, &prepared);
     let (form, kept) = match source {
-        HostsSource::Inline { .. } => (AnswerForm::Pick, None),
+        HostsSource::Inline(_) => (AnswerForm::Pick, None),
         HostsSource::Held => (
             AnswerForm::Placement {
                 mode: request.mode,
                 detail: request.explain,
             },
-            kept_request(&body),
+            body.as_deref().and_then(kept_request),
         ),
     };
     drop(body);
@@ -364,10 +387,10 @@ pub async fn balance_cluster(
     let admission = admission(&state, cluster_id)?;
     let body: BalanceBody = parse_body(&admission, json_body(request).await?).await?;
     let source = match body.hosts {
-        Some(hosts) => HostsSource::Inline {
+        Some(hosts) => HostsSource::Inline(InlineHosts::Json {
             hosts,
             vms: body.vms.unwrap_or_default(),
-        },
+        }),
         None if body.vms.is_some() => {
             return Err(ApiError::InvalidValue {
                 field: "vms".to_owned(),

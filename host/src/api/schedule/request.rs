@@ -4,6 +4,8 @@
 //! body once, on the right thread.
 
 use axum::body::Bytes;
+use axum::extract::Request;
+use axum::http::{HeaderMap, header};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use utoipa::{IntoParams, ToSchema};
@@ -11,9 +13,10 @@ use uuid::Uuid;
 
 use super::blocking;
 use crate::api::error::ApiError;
-use crate::api::extract::parse_json;
+use crate::api::extract::{body_bytes, parse_json};
+use crate::arrow_snapshot::{ARROW_STREAM, ArrowHosts, ArrowVms, ColumnsError};
 use crate::inputs::{CheckedHosts, CheckedVms};
-use crate::placement::{Admission, SourceMismatch};
+use crate::placement::{Admission, HostsSource, PlaceRequest, SourceMismatch};
 use crate::snapshot::{Host, RunningVm};
 
 /// Bodies up to this size are parsed on the thread that read them: a
@@ -67,6 +70,126 @@ pub async fn parse_body<T: DeserializeOwned + Send + 'static>(
     } else {
         blocking(admission, move || parse_json(&bytes)).await
     }
+}
+
+/// A compact schedule body, as the OpenAPI document describes it: the
+/// parts [`read_compact`] reads (docs/compact-body.md). Only
+/// described, never built: the parts are read one by one.
+#[derive(ToSchema)]
+#[schema(
+    as = CompactScheduleBody,
+    description = "A schedule request whose inline hosts and VMs are Arrow IPC streams \
+                   (docs/compact-body.md)."
+)]
+#[allow(dead_code)]
+pub struct CompactScheduleBody {
+    /// The schedule request in JSON (`application/json`), as an inline
+    /// one without `hosts` and `vms`.
+    #[schema(value_type = Object)]
+    request: (),
+    /// The hosts: one Arrow IPC stream
+    /// (`application/vnd.apache.arrow.stream`), a column per field.
+    #[schema(value_type = String, format = Binary)]
+    hosts: (),
+    /// The VMs running on them, as an Arrow IPC stream; none when absent.
+    #[schema(value_type = Option<String>, format = Binary)]
+    vms: (),
+}
+
+/// Whether the body is `multipart/form-data`: a compact schedule body.
+pub fn is_multipart(headers: &HeaderMap) -> bool {
+    media_type(headers).is_some_and(|essence| essence == "multipart/form-data")
+}
+
+/// The essence of the `Content-Type` (`multipart/form-data`), lowercase.
+fn media_type(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+    Some(value.split(';').next()?.trim().to_ascii_lowercase())
+}
+
+/// Reads a compact schedule body (`multipart/form-data`;
+/// docs/compact-body.md): its `request` part, a schedule request in JSON without
+/// `hosts` and `vms`, its `hosts` part and optional `vms` part, Arrow IPC
+/// streams (`crate::arrow_snapshot`), which are decoded on the blocking
+/// pool. Gives the request and its hosts source.
+pub async fn read_compact(
+    admission: &Admission,
+    request: Request,
+) -> Result<(PlaceRequest, HostsSource), ApiError> {
+    let boundary = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| multer::parse_boundary(v).ok())
+        .ok_or_else(|| ApiError::InvalidField {
+            field: "Content-Type".to_owned(),
+            message: "a multipart/form-data body needs its boundary".to_owned(),
+        })?;
+    let body = body_bytes(request, &()).await?;
+    let mut parts = multer::Multipart::new(
+        futures_util::stream::once(async move { Ok::<_, std::convert::Infallible>(body) }),
+        boundary,
+    );
+    let malformed = |e: multer::Error| ApiError::InvalidField {
+        field: ".".to_owned(),
+        message: format!("not a multipart/form-data body: {e}"),
+    };
+    let (mut json, mut hosts, mut vms) = (None, None, None);
+    while let Some(part) = parts.next_field().await.map_err(malformed)? {
+        let name = part.name().unwrap_or_default().to_owned();
+        let (slot, media) = match name.as_str() {
+            "request" => (&mut json, "application/json"),
+            "hosts" => (&mut hosts, ARROW_STREAM),
+            "vms" => (&mut vms, ARROW_STREAM),
+            _ => {
+                return Err(ApiError::InvalidField {
+                    field: name,
+                    message: "not a part of a compact schedule body (`request`, `hosts`, \
+                              `vms`)"
+                        .to_owned(),
+                });
+            }
+        };
+        if let Some(given) = part.content_type()
+            && given.essence_str() != media
+        {
+            return Err(ApiError::InvalidField {
+                field: name,
+                message: format!("the part's Content-Type must be {media}, not {given}"),
+            });
+        }
+        if slot.is_some() {
+            return Err(ApiError::InvalidField {
+                field: name,
+                message: "the part is sent twice".to_owned(),
+            });
+        }
+        *slot = Some(part.bytes().await.map_err(malformed)?);
+    }
+    let missing = |part: &str| ApiError::InvalidField {
+        field: part.to_owned(),
+        message: "a compact schedule body needs this part".to_owned(),
+    };
+    let json = json.ok_or_else(|| missing("request"))?;
+    let hosts = hosts.ok_or_else(|| missing("hosts"))?;
+    let request: PlaceRequest = parse_json(&json)?;
+    let columns = |e: ColumnsError| ApiError::InvalidField {
+        field: e.field,
+        message: e.message,
+    };
+    let (hosts, vms) = blocking(admission, move || {
+        let hosts = ArrowHosts::read(hosts.into()).map_err(columns)?;
+        let vms = match vms {
+            Some(vms) => ArrowVms::read(vms.into()).map_err(columns)?,
+            None => ArrowVms::default(),
+        };
+        Ok((hosts, vms))
+    })
+    .await?;
+    let source = request
+        .compact_source(hosts, vms)
+        .map_err(source_mismatch)?;
+    Ok((request, source))
 }
 
 /// A schedule request whose fields do not fit its hosts source: the field

@@ -1,0 +1,236 @@
+//! The compact schedule body (`multipart/form-data`: the request as JSON,
+//! the hosts and VMs as Arrow IPC streams; docs/compact-body.md)
+//! decides and answers exactly as the same hosts sent as JSON, and
+//! a bad part, column or value is refused with the field named, as a bad
+//! JSON body is.
+
+use serde_json::{Value, json};
+
+use sandpiper::arrow_snapshot::{CompactBody, write};
+use sandpiper::snapshot::Snapshot;
+
+use crate::support::{Api, Client, expect_status, overloaded_hosts, overloaded_vms};
+
+/// A cluster on the default policy; its path.
+async fn cluster(admin: &Client) -> String {
+    let created = expect_status(
+        &admin
+            .post("/api/v1/clusters", &json!({ "name": "compact" }))
+            .await,
+        201,
+    );
+    format!("/api/v1/clusters/{}", created["id"].as_str().expect("id"))
+}
+
+fn snapshot() -> Snapshot {
+    serde_json::from_value(json!({ "hosts": overloaded_hosts(), "vms": overloaded_vms() }))
+        .expect("a snapshot")
+}
+
+fn request() -> Value {
+    json!({ "vm": { "id": "new", "memory_mib": 4096, "vcpus": 2 }, "candidates": ["cool", "warm", "hot"] })
+}
+
+async fn post(admin: &Client, path: &str, body: &CompactBody) -> crate::support::Reply {
+    admin
+        .send(
+            "POST",
+            path,
+            Some(body.body.clone()),
+            Some(&body.content_type),
+            &[],
+        )
+        .await
+}
+
+/// The answer without what differs between two decisions of the same
+/// request: times and the decision's id.
+fn masked(mut answer: Value) -> Value {
+    fn mask(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                for (key, value) in map.iter_mut() {
+                    if matches!(key.as_str(), "elapsed_us" | "decision_id" | "decided_at") {
+                        *value = Value::Null;
+                    } else {
+                        mask(value);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(mask),
+            _ => {}
+        }
+    }
+    mask(&mut answer);
+    answer
+}
+
+/// A multipart body of `parts` (name, content type, bytes).
+fn multipart(parts: &[(&str, &str, &[u8])]) -> CompactBody {
+    let mut body = Vec::new();
+    for (name, media, bytes) in parts {
+        body.extend(
+            format!(
+                "--b0undary\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\
+                 Content-Type: {media}\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        body.extend(*bytes);
+        body.extend(b"\r\n");
+    }
+    body.extend(b"--b0undary--\r\n");
+    CompactBody {
+        content_type: "multipart/form-data; boundary=b0undary".to_owned(),
+        body,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compact_body_is_decided_as_the_same_hosts_in_json() {
+    let api = Api::start().await;
+    let admin = api.admin();
+    let path = format!("{}/schedule", cluster(&admin).await);
+
+    let mut json_body = request();
+    json_body["hosts"] = overloaded_hosts();
+    json_body["vms"] = overloaded_vms();
+    let from_json = expect_status(&admin.post(&path, &json_body).await, 200);
+    let compact = write(&snapshot())
+        .expect("written")
+        .body(&request())
+        .expect("a boundary");
+    let from_columns = expect_status(&post(&admin, &path, &compact).await, 200);
+    assert_eq!(from_json["chosen_host"], "cool", "{from_json}");
+    assert_eq!(masked(from_columns), masked(from_json));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_parts_columns_and_values_are_refused_with_the_field() {
+    let api = Api::start().await;
+    let admin = api.admin();
+    let path = format!("{}/schedule", cluster(&admin).await);
+    let streams = write(&snapshot()).expect("written");
+    let request = request().to_string();
+    let arrow = "application/vnd.apache.arrow.stream";
+
+    let mut duplicate = snapshot();
+    duplicate.hosts[1].id = "hot".to_owned();
+    let duplicate = write(&duplicate).expect("written");
+    let mut held_only = serde_json::from_str::<Value>(&request).expect("JSON");
+    held_only["count"] = json!(2);
+    let held_only = held_only.to_string();
+    let with_hosts = json!({ "vm": {}, "hosts": [] }).to_string();
+
+    for (parts, status, code, field) in [
+        (
+            vec![("hosts", arrow, streams.hosts.as_slice())],
+            400,
+            "invalid_field",
+            "request",
+        ),
+        (
+            vec![("request", "application/json", request.as_bytes())],
+            400,
+            "invalid_field",
+            "hosts",
+        ),
+        (
+            vec![
+                ("request", "application/json", request.as_bytes()),
+                ("hosts", arrow, b"not arrow".as_slice()),
+            ],
+            400,
+            "invalid_field",
+            "hosts",
+        ),
+        (
+            vec![
+                ("request", "application/json", request.as_bytes()),
+                ("hosts", arrow, streams.vms.as_slice()),
+            ],
+            400,
+            "invalid_field",
+            "hosts.host",
+        ),
+        (
+            vec![
+                ("request", "application/json", request.as_bytes()),
+                ("hosts", "application/json", streams.hosts.as_slice()),
+            ],
+            400,
+            "invalid_field",
+            "hosts",
+        ),
+        (
+            vec![
+                ("request", "application/json", request.as_bytes()),
+                ("hosts", arrow, streams.hosts.as_slice()),
+                ("extra", arrow, streams.hosts.as_slice()),
+            ],
+            400,
+            "invalid_field",
+            "extra",
+        ),
+        (
+            vec![
+                ("request", "application/json", with_hosts.as_bytes()),
+                ("hosts", arrow, streams.hosts.as_slice()),
+            ],
+            400,
+            "invalid_field",
+            "hosts",
+        ),
+        (
+            vec![
+                ("request", "application/json", held_only.as_bytes()),
+                ("hosts", arrow, streams.hosts.as_slice()),
+            ],
+            400,
+            "invalid_field",
+            "count",
+        ),
+        (
+            vec![
+                ("request", "application/json", b"{".as_slice()),
+                ("hosts", arrow, streams.hosts.as_slice()),
+            ],
+            400,
+            "malformed_json",
+            "",
+        ),
+        (
+            vec![
+                ("request", "application/json", request.as_bytes()),
+                ("hosts", arrow, duplicate.hosts.as_slice()),
+                ("vms", arrow, duplicate.vms.as_slice()),
+            ],
+            422,
+            "invalid_snapshot",
+            "hosts[1].id",
+        ),
+    ] {
+        let reply = post(&admin, &path, &multipart(&parts)).await;
+        let names: Vec<&str> = parts.iter().map(|p| p.0).collect();
+        let body = expect_status(&reply, status);
+        assert_eq!(body["error"]["code"], code, "{names:?}: {body}");
+        if !field.is_empty() {
+            assert_eq!(
+                body["error"]["details"]["field"], field,
+                "{names:?}: {body}"
+            );
+        }
+    }
+
+    // Neither JSON nor multipart: the 415 names both.
+    let reply = admin
+        .send("POST", &path, Some(b"x".to_vec()), Some("text/plain"), &[])
+        .await;
+    let body = expect_status(&reply, 415);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("multipart/form-data")),
+        "{body}"
+    );
+}
