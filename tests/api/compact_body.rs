@@ -113,6 +113,7 @@ async fn bad_parts_columns_and_values_are_refused_with_the_field() {
     let streams = write(&snapshot()).expect("written");
     let request = request().to_string();
     let arrow = "application/vnd.apache.arrow.stream";
+    let binary = "application/octet-stream";
 
     let mut duplicate = snapshot();
     duplicate.hosts[1].id = "hot".to_owned();
@@ -140,8 +141,8 @@ async fn bad_parts_columns_and_values_are_refused_with_the_field() {
                 ("request", "application/json", request.as_bytes()),
                 ("hosts", arrow, b"not arrow".as_slice()),
             ],
-            400,
-            "invalid_field",
+            422,
+            "invalid_snapshot",
             "hosts",
         ),
         (
@@ -149,8 +150,8 @@ async fn bad_parts_columns_and_values_are_refused_with_the_field() {
                 ("request", "application/json", request.as_bytes()),
                 ("hosts", arrow, streams.vms.as_slice()),
             ],
-            400,
-            "invalid_field",
+            422,
+            "invalid_snapshot",
             "hosts.host",
         ),
         (
@@ -161,6 +162,16 @@ async fn bad_parts_columns_and_values_are_refused_with_the_field() {
             400,
             "invalid_field",
             "hosts",
+        ),
+        (
+            vec![
+                ("request", "application/json", request.as_bytes()),
+                ("hosts", binary, streams.hosts.as_slice()),
+                ("vms", binary, b"not arrow".as_slice()),
+            ],
+            422,
+            "invalid_snapshot",
+            "vms",
         ),
         (
             vec![

@@ -44,7 +44,7 @@
 //! Two steps, as for JSON hosts: [`ArrowHosts::read`] decodes a stream
 //! (every buffer, offset, UTF-8 text and dictionary key validated by the
 //! Arrow reader) and checks each column's name and type, refusing the
-//! body with the column named ([`ColumnsError`], 400 `invalid_field`);
+//! body with the column named ([`ColumnsError`], 422 `invalid_snapshot`);
 //! [`ArrowHosts::build`] checks the values with the rules and errors of
 //! `crate::inputs` at the JSON paths (`hosts[3].metrics.memory_free_mib`),
 //! column by column, and builds the columns.

@@ -189,12 +189,12 @@ fn json_response(body: String) -> Response {
     )),
     responses(
         (status = 200, description = "The decision (possibly: no host fits)", body = ScheduleAnswer),
-        (status = 400, description = "`malformed_json`, `invalid_field`, `invalid_value` (naming the field: a negative figure, zero vCPUs, a bad id, `count` outside 1-256; for a compact body, a part or an Arrow column: `hosts.metrics.cpu_cores`)", body = ErrorBody),
+        (status = 400, description = "`malformed_json`, `invalid_field`, `invalid_value` (naming the field: a negative figure, zero vCPUs, a bad id, `count` outside 1-256; for a compact body, a part missing, repeated, unknown or of the wrong content type)", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, description = "The cluster", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
         (status = 409, description = "`no_inventory`: no hosts inline and none held", body = ErrorBody),
-        (status = 422, description = "`invalid_snapshot`, `invalid_candidates` (naming the field), `filter_failed` (a fail-closed filter failed), `score_failed` (a fail-closed weight failed), `policy_needs_dry_run` (`policy` without `dry_run=true`)", body = ErrorBody),
+        (status = 422, description = "`invalid_snapshot`, `invalid_candidates` (naming the field), `filter_failed` (a fail-closed filter failed), `score_failed` (a fail-closed weight failed), `policy_needs_dry_run` (`policy` without `dry_run=true`); for a compact body, `invalid_snapshot` also for a part that is not an Arrow stream or a column unknown, missing or of the wrong type (naming it: `hosts.metrics.cpu_cores`)", body = ErrorBody),
         (status = 503, description = "`cluster_busy` (the cluster has too many decisions in progress, or its lock was not free in time), `decision_too_long` (the decision held it too long; nothing claimed), `overloaded` (a unit was starved of CPU by a busy machine); with `Retry-After`", body = ErrorBody),
     ))]
 pub async fn schedule_vm(

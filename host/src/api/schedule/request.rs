@@ -3,6 +3,8 @@
 //! parsed): the balancing request, the query string, and the parsing of a
 //! body once, on the right thread.
 
+use std::collections::BTreeMap;
+
 use axum::body::Bytes;
 use axum::extract::Request;
 use axum::http::{HeaderMap, header};
@@ -17,7 +19,7 @@ use crate::api::extract::{body_bytes, parse_json};
 use crate::arrow_snapshot::{ARROW_STREAM, ArrowHosts, ArrowVms, ColumnsError};
 use crate::inputs::{CheckedHosts, CheckedVms};
 use crate::placement::{Admission, HostsSource, PlaceRequest, SourceMismatch};
-use crate::snapshot::{Host, RunningVm};
+use crate::snapshot::{HintValue, Host, RunningVm, VmSpec};
 
 /// Bodies up to this size are parsed on the thread that read them: a
 /// request over the held inventory is a few hundred bytes and parses in
@@ -75,7 +77,8 @@ pub async fn parse_body<T: DeserializeOwned + Send + 'static>(
 /// A compact schedule body, as the OpenAPI document describes it: the
 /// parts [`read_compact`] reads (docs/compact-body.md). Only
 /// described, never built: the parts are read one by one.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(
     as = CompactScheduleBody,
     description = "A schedule request whose inline hosts and VMs are Arrow IPC streams \
@@ -85,8 +88,7 @@ pub async fn parse_body<T: DeserializeOwned + Send + 'static>(
 pub struct CompactScheduleBody {
     /// The schedule request in JSON (`application/json`), as an inline
     /// one without `hosts` and `vms`.
-    #[schema(value_type = Object)]
-    request: (),
+    request: CompactScheduleRequest,
     /// The hosts: one Arrow IPC stream
     /// (`application/vnd.apache.arrow.stream`), a column per field.
     #[schema(value_type = String, format = Binary)]
@@ -94,6 +96,24 @@ pub struct CompactScheduleBody {
     /// The VMs running on them, as an Arrow IPC stream; none when absent.
     #[schema(value_type = Option<String>, format = Binary)]
     vms: (),
+}
+
+/// A compact body's `request` part, as the OpenAPI document describes
+/// it: the fields of an inline schedule request but its hosts and VMs
+/// (read as a [`PlaceRequest`], which refuses those).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct CompactScheduleRequest {
+    /// The VM to place.
+    vm: VmSpec,
+    /// Scheduler hints (Nova's `same_host`, ...): a string or a list each.
+    #[serde(default)]
+    hints: BTreeMap<String, HintValue>,
+    /// Host ids the VM may go to, in order of preference among equals;
+    /// every host when absent.
+    #[serde(default)]
+    candidates: Option<Vec<String>>,
 }
 
 /// Whether the body is `multipart/form-data`: a compact schedule body.
@@ -137,10 +157,12 @@ pub async fn read_compact(
     let (mut json, mut hosts, mut vms) = (None, None, None);
     while let Some(part) = parts.next_field().await.map_err(malformed)? {
         let name = part.name().unwrap_or_default().to_owned();
-        let (slot, media) = match name.as_str() {
-            "request" => (&mut json, "application/json"),
-            "hosts" => (&mut hosts, ARROW_STREAM),
-            "vms" => (&mut vms, ARROW_STREAM),
+        // What a client sends a file as unless told otherwise (curl's
+        // `-F hosts=@hosts.arrows`) is taken for a stream too.
+        let (slot, media): (_, &[&str]) = match name.as_str() {
+            "request" => (&mut json, &["application/json"]),
+            "hosts" => (&mut hosts, &[ARROW_STREAM, "application/octet-stream"]),
+            "vms" => (&mut vms, &[ARROW_STREAM, "application/octet-stream"]),
             _ => {
                 return Err(ApiError::InvalidField {
                     field: name,
@@ -151,11 +173,14 @@ pub async fn read_compact(
             }
         };
         if let Some(given) = part.content_type()
-            && given.essence_str() != media
+            && !media.contains(&given.essence_str())
         {
             return Err(ApiError::InvalidField {
                 field: name,
-                message: format!("the part's Content-Type must be {media}, not {given}"),
+                message: format!(
+                    "the part's Content-Type must be {}, not {given}",
+                    media.join(" or ")
+                ),
             });
         }
         if slot.is_some() {
@@ -173,9 +198,12 @@ pub async fn read_compact(
     let json = json.ok_or_else(|| missing("request"))?;
     let hosts = hosts.ok_or_else(|| missing("hosts"))?;
     let request: PlaceRequest = parse_json(&json)?;
-    let columns = |e: ColumnsError| ApiError::InvalidField {
-        field: e.field,
-        message: e.message,
+    // The OpenAPI document can say a part is binary, not that it is an
+    // Arrow stream with these columns: 422, as for a snapshot's values.
+    let columns = |e: ColumnsError| ApiError::Unprocessable {
+        code: "invalid_snapshot",
+        message: format!("{}: {}", e.field, e.message),
+        details: serde_json::json!({ "field": e.field }),
     };
     let (hosts, vms) = blocking(admission, move || {
         let hosts = ArrowHosts::read(hosts.into()).map_err(columns)?;
