@@ -177,7 +177,8 @@ impl<C: Copy + PartialEq> Table<C> {
                     format!("`{name}` is not a column of the compact {part}"),
                 )
             })?;
-            if columns.iter().any(|&(_, c)| c == which) {
+            // By name: two `capabilities.x` columns are two positions.
+            if schema.fields()[..i].iter().any(|f| f.name() == name) {
                 return Err(ColumnsError::new(at(), format!("`{name}` is there twice")));
             }
             if !kind.accepts(field.data_type()) {
@@ -1145,6 +1146,15 @@ mod tests {
             (
                 stream(&[vec![("id", id()), ("id", id())]]),
                 "hosts.id",
+                "is there twice",
+            ),
+            (
+                stream(&[vec![
+                    ("id", id()),
+                    ("capabilities.x", id()),
+                    ("capabilities.x", id()),
+                ]]),
+                "hosts.capabilities.x",
                 "is there twice",
             ),
             (stream(&[vec![("name", id())]]), "hosts.id", "is missing"),
