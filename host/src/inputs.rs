@@ -27,7 +27,6 @@
 //! Errors are [`SnapshotErrorKind::InvalidValue`] at the field's path; the
 //! API answers them 400 `invalid_value` naming the field.
 
-use crate::arrow_snapshot::{ArrowHosts, ArrowVms};
 use crate::names::{self, NameError};
 use sandpiper_model::Vm;
 
@@ -204,44 +203,6 @@ impl CheckedHosts {
         match (self.refused, vms.refused) {
             (Some(e), _) | (None, Some(e)) => Err(e),
             (None, None) => self.columns.finish(*vms.columns),
-        }
-    }
-}
-
-/// Hosts and the VMs on them sent with a request, read but not yet built:
-/// JSON lists (checked as they were read) or a compact body's Arrow
-/// columns (`crate::arrow_snapshot`).
-#[derive(Clone, Debug)]
-pub enum InlineHosts {
-    Json {
-        hosts: CheckedHosts,
-        vms: CheckedVms,
-    },
-    Arrow {
-        hosts: ArrowHosts,
-        vms: ArrowVms,
-    },
-}
-
-impl InlineHosts {
-    /// Hosts sent.
-    pub fn len(&self) -> usize {
-        match self {
-            InlineHosts::Json { hosts, .. } => hosts.len(),
-            InlineHosts::Arrow { hosts, .. } => hosts.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The hosts' and VMs' columns, or the first refusal (the hosts'
-    /// before the VMs').
-    pub fn build(self) -> Result<Cluster, SnapshotError> {
-        match self {
-            InlineHosts::Json { hosts, vms } => hosts.build(vms),
-            InlineHosts::Arrow { hosts, vms } => hosts.build(&vms),
         }
     }
 }

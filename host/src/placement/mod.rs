@@ -67,7 +67,9 @@ pub use fairness::{Admission, Fairness, FairnessConfig, TooManyInProgress};
 pub use hosts::{Applied, HostInventory, HostRecord, HostUpdate, InventoryError};
 pub use persist::{LoggedDecision, Persister, Retention};
 pub use place::{Pick, PlaceContext, PlaceError, PlaceOutcome, over_snapshot, pick_over};
-pub use request::{ExplainDetail, HostsSource, Mode, PlaceJob, PlaceRequest, SourceMismatch};
+pub use request::{
+    ExplainDetail, HostsSource, InlineHosts, Mode, PlaceJob, PlaceRequest, SourceMismatch,
+};
 pub use resources::Resources;
 pub use sample::{Sample, Sampling};
 pub use service::{HeldView, PlacementService};

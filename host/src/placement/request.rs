@@ -16,9 +16,9 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::arrow_snapshot::{ArrowHosts, ArrowVms};
-use crate::inputs::{CheckedHosts, CheckedVms, InlineHosts};
+use crate::inputs::{CheckedHosts, CheckedVms};
 use crate::pipeline::{ParamValues, Policy};
-use crate::snapshot::{HintValue, Host, RunningVm, VmSpec};
+use crate::snapshot::{Cluster, HintValue, Host, RunningVm, SnapshotError, VmSpec};
 
 /// How a multi-instance request treats an instance that cannot be placed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,6 +119,44 @@ pub enum HostsSource {
     Inline(InlineHosts),
     /// The inventory Sandpiper holds for the cluster, with its claims.
     Held,
+}
+
+/// Hosts and the VMs on them sent with a request, read but not yet built:
+/// JSON lists (checked as they were read) or a compact body's Arrow
+/// columns (`crate::arrow_snapshot`): what [`HostsSource::Inline`] carries.
+#[derive(Clone, Debug)]
+pub enum InlineHosts {
+    Json {
+        hosts: CheckedHosts,
+        vms: CheckedVms,
+    },
+    Arrow {
+        hosts: ArrowHosts,
+        vms: ArrowVms,
+    },
+}
+
+impl InlineHosts {
+    /// Hosts sent.
+    pub fn len(&self) -> usize {
+        match self {
+            InlineHosts::Json { hosts, .. } => hosts.len(),
+            InlineHosts::Arrow { hosts, .. } => hosts.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The hosts' and VMs' columns, or the first refusal (the hosts'
+    /// before the VMs').
+    pub fn build(self) -> Result<Cluster, SnapshotError> {
+        match self {
+            InlineHosts::Json { hosts, vms } => hosts.build(vms),
+            InlineHosts::Arrow { hosts, vms } => hosts.build(&vms),
+        }
+    }
 }
 
 /// A field the request's hosts source does not take: `field` is its name

@@ -45,11 +45,11 @@ use super::decision_error::{invalid_snapshot, placement_error};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Path, Query, body_bytes, is_json};
 use super::prepared::{Prepared, decision_policy, prepared};
-use crate::inputs::{self, InlineHosts};
+use crate::inputs;
 use crate::metrics::{AttemptResult, SchedulingAttempt};
 use crate::placement::{
-    Admission, BalanceJob, Balanced, Decided, ExplainDetail, HostsSource, LoggedDecision, PlaceJob,
-    PlaceRequest,
+    Admission, BalanceJob, Balanced, Decided, ExplainDetail, HostsSource, InlineHosts,
+    LoggedDecision, PlaceJob, PlaceRequest,
 };
 use crate::store::decisions::DecisionKind;
 
