@@ -1052,6 +1052,12 @@ fn resolve_name<T: Copy>(
     found
 }
 
+/// A metric's name in the snapshot format: the WIT name with `_`
+/// (`memory-free-mib` → `memory_free_mib`); `snake_case_name` reverses it.
+pub fn metric_name(metric: HostMetric) -> String {
+    metric.wit_name().replace('-', "_")
+}
+
 /// The WIT spelling of a snapshot name (`memory_free_mib` →
 /// `memory-free-mib`); `None` for a name already spelled with `-`, so that
 /// each metric or flag has exactly one JSON spelling.

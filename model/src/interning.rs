@@ -162,11 +162,6 @@ impl LabelsBuilder {
         position
     }
 
-    /// The strings so far, by position.
-    pub fn strings(&self) -> &[String] {
-        &self.column.strings
-    }
-
     /// The column.
     pub fn finish(self) -> Labels {
         self.column

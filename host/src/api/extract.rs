@@ -217,19 +217,17 @@ fn json_error(e: serde_json::Error, field: String) -> ApiError {
 }
 
 /// Whether the request says its body is JSON.
+/// The essence of the `Content-Type` (`application/json`), lowercase,
+/// without its parameters.
+pub fn media_type(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+    Some(value.split(';').next()?.trim().to_ascii_lowercase())
+}
+
 pub fn is_json(headers: &HeaderMap) -> bool {
-    let Some(value) = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-    else {
+    let Some(essence) = media_type(headers) else {
         return false;
     };
-    let essence = value
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
     essence == "application/json"
         || (essence.starts_with("application/") && essence.ends_with("+json"))
 }

@@ -73,7 +73,8 @@ use crate::inputs::{
     vcpus_from_figure,
 };
 use crate::snapshot::{
-    Cluster, HostIndex, SnapshotError, SnapshotErrorKind, Status, VmColumns, VmRow, snake_case_name,
+    Cluster, HostIndex, SnapshotError, SnapshotErrorKind, Status, VmColumns, VmRow, metric_name,
+    snake_case_name,
 };
 
 /// The media type of each stream part.
@@ -422,7 +423,7 @@ impl ArrowHosts {
             let Some(values) = self.table.figures(HostField::Metric(metric), 0.0) else {
                 continue;
             };
-            let name = metric.wit_name().replace('-', "_");
+            let name = metric_name(metric);
             for (i, &value) in values.iter().enumerate() {
                 check_host_metric(&name, value, format_args!("hosts[{i}].metrics.{name}"))?;
             }

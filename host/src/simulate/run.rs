@@ -29,6 +29,7 @@ use crate::placement::{
     BalanceJob, Claim, ClaimError, ClusterState, HostInventory, HostUpdate, HostsSource,
     InventoryError, PlaceContext, PlaceError, PlaceRequest, Sampling, Timestamp,
 };
+use crate::snapshot::metric_name;
 use crate::snapshot::{Host, HostIndex, RunningVm, Snapshot, SnapshotError, VmSpec};
 use crate::unit::Failed;
 
@@ -70,11 +71,6 @@ const RUNNING_METRICS: [HostMetric; 6] = [
 /// stop at 0 (`snapshot::MAY_BE_NEGATIVE`).
 fn may_be_negative(metric: HostMetric) -> bool {
     crate::snapshot::MAY_BE_NEGATIVE.contains(&metric_name(metric).as_str())
-}
-
-/// A metric's name in the snapshot format: the WIT name with `_`.
-fn metric_name(metric: HostMetric) -> String {
-    metric.wit_name().replace('-', "_")
 }
 
 /// When the replay balances and samples.

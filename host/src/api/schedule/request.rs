@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use super::blocking;
 use crate::api::error::ApiError;
-use crate::api::extract::{body_bytes, parse_json};
+use crate::api::extract::{body_bytes, media_type, parse_json};
 use crate::arrow_snapshot::{ARROW_STREAM, ArrowHosts, ArrowVms, ColumnsError};
 use crate::inputs::{CheckedHosts, CheckedVms};
 use crate::placement::{Admission, HostsSource, PlaceRequest, SourceMismatch};
@@ -119,12 +119,6 @@ pub struct CompactScheduleRequest {
 /// Whether the body is `multipart/form-data`: a compact schedule body.
 pub fn is_multipart(headers: &HeaderMap) -> bool {
     media_type(headers).is_some_and(|essence| essence == "multipart/form-data")
-}
-
-/// The essence of the `Content-Type` (`multipart/form-data`), lowercase.
-fn media_type(headers: &HeaderMap) -> Option<String> {
-    let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
-    Some(value.split(';').next()?.trim().to_ascii_lowercase())
 }
 
 /// Reads a compact schedule body (`multipart/form-data`;
