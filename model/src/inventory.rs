@@ -343,6 +343,17 @@ impl<F: Fetch> Inventory<F> {
 
     /// A numeric host column.
     pub fn host_metric(&self, metric: HostMetric) -> &[f64] {
+        self.host_metric_column(metric)
+    }
+
+    /// A numeric host column, shared rather than borrowed: what the
+    /// sandbox hands wasmtime to lower into a unit, so the column is
+    /// copied once (into the unit's memory), not twice.
+    pub fn host_metric_shared(&self, metric: HostMetric) -> Arc<Vec<f64>> {
+        Arc::clone(self.host_metric_column(metric))
+    }
+
+    fn host_metric_column(&self, metric: HostMetric) -> &Arc<Vec<f64>> {
         self.host_metrics[metric as usize]
             .get_or_init(|| Arc::new(self.fetch.host_metric(metric, self.host_count)))
     }
@@ -401,6 +412,15 @@ impl<F: Fetch> Inventory<F> {
 
     /// Host index of each VM.
     pub fn vm_hosts(&self) -> &[u32] {
+        self.vm_hosts_column()
+    }
+
+    /// [`Inventory::vm_hosts`], shared (see [`Inventory::host_metric_shared`]).
+    pub fn vm_hosts_shared(&self) -> Arc<Vec<u32>> {
+        Arc::clone(self.vm_hosts_column())
+    }
+
+    fn vm_hosts_column(&self) -> &Arc<Vec<u32>> {
         self.vm_hosts.get_or_init(|| {
             Arc::new(match &self.more_vms {
                 Some(more) => more.vm_hosts(),
@@ -411,6 +431,15 @@ impl<F: Fetch> Inventory<F> {
 
     /// A numeric VM column.
     pub fn vm_metric(&self, metric: VmMetric) -> &[f64] {
+        self.vm_metric_column(metric)
+    }
+
+    /// A numeric VM column, shared (see [`Inventory::host_metric_shared`]).
+    pub fn vm_metric_shared(&self, metric: VmMetric) -> Arc<Vec<f64>> {
+        Arc::clone(self.vm_metric_column(metric))
+    }
+
+    fn vm_metric_column(&self, metric: VmMetric) -> &Arc<Vec<f64>> {
         self.vm_metrics[metric as usize].get_or_init(|| {
             Arc::new(match &self.more_vms {
                 Some(more) => more.vm_metric(metric),

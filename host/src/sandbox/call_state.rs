@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use sandpiper_model::Inventory;
+use sandpiper_model::{HostMetric, Inventory, VmMetric};
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
@@ -39,9 +39,10 @@ impl CallState {
 /// The `inventory` import of one call, every version: reads the call's
 /// snapshot.
 ///
-/// Columns are copied out of the shared snapshot for each request the unit
-/// makes (the bindings take owned lists); a unit fetches each column at most
-/// once per call (the SDK caches them), so this is one copy per column read.
+/// A unit fetches each column at most once per call (the SDK caches
+/// them). Numeric columns are lowered into the unit straight from the
+/// shared snapshot (`bindings/columns.rs`); the others are converted to
+/// their WIT shape first.
 pub(crate) struct InventoryImport {
     pub(super) inventory: Arc<Inventory>,
     /// Every column the unit has fetched in this call.
@@ -54,5 +55,23 @@ impl InventoryImport {
             inventory,
             read: ColumnsRead::NONE,
         }
+    }
+
+    /// A numeric host column, noted as read.
+    pub(super) fn host_metric_column(&mut self, metric: HostMetric) -> Arc<Vec<f64>> {
+        self.read.host_metric(metric);
+        self.inventory.host_metric_shared(metric)
+    }
+
+    /// Each VM's host, noted as a read of the VMs.
+    pub(super) fn vm_host_column(&mut self) -> Arc<Vec<u32>> {
+        self.read.vms();
+        self.inventory.vm_hosts_shared()
+    }
+
+    /// A numeric VM column, noted as a read of the VMs.
+    pub(super) fn vm_metric_column(&mut self, metric: VmMetric) -> Arc<Vec<f64>> {
+        self.read.vms();
+        self.inventory.vm_metric_shared(metric)
     }
 }

@@ -8,7 +8,7 @@ use sandpiper_model::Inventory;
 use sandpiper_model::UnitInfo;
 use wasmtime::component::{Component, HasSelf, Linker};
 
-use super::bindings::{Guests, PolicyVersion, v0_1, v0_2};
+use super::bindings::{Guests, PolicyVersion, columns, v0_1, v0_2};
 use super::call_state::{CallState, InventoryImport};
 use super::engine::{self, EpochTicker};
 use super::limits::{Limits, LimitsError};
@@ -148,7 +148,8 @@ impl Runtime {
                     &mut linker,
                     CallState::inventory,
                 )
-            });
+            })
+            .and_then(|()| columns::add_to_linker(&mut linker));
         linked.map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
         let ticker = EpochTicker::start(engine.clone())?;
         Ok(Runtime {
