@@ -20,21 +20,26 @@ use crate::model::Rejection;
 /// passing a wild index cannot make the builder allocate half a gigabyte.
 const DENSE_INDEX_LIMIT: u32 = 1 << 20;
 
+/// Reasons of one kind whose group a rejection finds by comparing texts
+/// one after another; past this many, by hashing.
+///
+/// A unit has a handful of reasons (`Memory` eight templates, of which a
+/// decision uses two or three, alternating from host to host), and
+/// comparing a text with a few others of mostly different lengths costs
+/// far less in the sandbox than hashing it: SipHash over the whole text,
+/// then `memcmp` on the key found. Hashing is for units that write their
+/// figures into their reasons, where every host may have its own.
+const SCANNED_REASONS: usize = 16;
+
 /// Rejected hosts, grouped by reason in the order the reasons first appeared.
 #[derive(Clone, Debug, Default)]
 pub struct Rejections {
     groups: Vec<Rejection>,
-    /// Position in `groups` of each plain reason.
-    by_reason: HashMap<String, usize>,
-    /// Position in `groups` of each template (kept apart: the same text is
-    /// a plain sentence without figures and a template with them).
-    by_template: HashMap<String, usize>,
-    /// The plain group the latest [`Rejections::reject`] used: consecutive
-    /// rejections usually share a reason, so it is checked before hashing.
-    last_plain: Option<usize>,
-    /// The template group the latest [`Rejections::reject_with`] used,
-    /// checked before hashing for the same reason.
-    last_template: Option<usize>,
+    /// The plain reasons' groups.
+    plain: ReasonIndex,
+    /// The templates' groups (kept apart: the same text is a plain
+    /// sentence without figures and a template with them).
+    templates: ReasonIndex,
     /// Which host indices below `DENSE_INDEX_LIMIT` are already rejected,
     /// one bit each.
     rejected: Vec<u64>,
@@ -54,19 +59,7 @@ impl Rejections {
         if !self.mark(host) {
             return false;
         }
-        let reason = reason.as_ref();
-        let group = match self.last_plain {
-            Some(last) if same_text(&self.groups[last].reason, reason) => last,
-            _ => match self.by_reason.get(reason) {
-                Some(&group) => group,
-                None => {
-                    self.by_reason.insert(reason.to_owned(), self.groups.len());
-                    self.groups.push(Rejection::new(reason, Vec::new()));
-                    self.groups.len() - 1
-                }
-            },
-        };
-        self.last_plain = Some(group);
+        let group = self.plain.group(&mut self.groups, reason.as_ref());
         self.groups[group].hosts.push(host);
         true
     }
@@ -79,19 +72,7 @@ impl Rejections {
         if !self.mark(host) {
             return false;
         }
-        let group = match self.last_template {
-            Some(last) if same_text(&self.groups[last].reason, template) => last,
-            _ => match self.by_template.get(template) {
-                Some(&group) => group,
-                None => {
-                    self.by_template
-                        .insert(template.to_owned(), self.groups.len());
-                    self.groups.push(Rejection::new(template, Vec::new()));
-                    self.groups.len() - 1
-                }
-            },
-        };
-        self.last_template = Some(group);
+        let group = self.templates.group(&mut self.groups, template);
         let group = &mut self.groups[group];
         group.hosts.push(host);
         group.figures.extend_from_slice(figures);
@@ -147,6 +128,53 @@ impl Rejections {
         let was_set = self.rejected[word] & (1 << bit) != 0;
         self.rejected[word] |= 1 << bit;
         !was_set
+    }
+}
+
+/// Where the groups of one kind of reason are in [`Rejections`]' groups.
+#[derive(Clone, Debug, Default)]
+struct ReasonIndex {
+    /// The kind's groups, first seen first.
+    groups: Vec<usize>,
+    /// The same by text, once there are more than [`SCANNED_REASONS`].
+    by_text: HashMap<String, usize>,
+    /// The group the kind's latest rejection used: consecutive rejections
+    /// often share a reason, so it is compared first.
+    last: Option<usize>,
+}
+
+impl ReasonIndex {
+    /// The position in `groups` of `text`'s group, added if new.
+    ///
+    /// Inlined so that a unit's constant reason is compared as a constant
+    /// (its length known, its words unrolled): not inlined, `CPU` burnt
+    /// about a tenth more fuel than with the hashing this replaced.
+    #[inline(always)]
+    fn group(&mut self, groups: &mut Vec<Rejection>, text: &str) -> usize {
+        let found = match self.last {
+            Some(last) if same_text(&groups[last].reason, text) => Some(last),
+            _ if self.by_text.is_empty() => self
+                .groups
+                .iter()
+                .copied()
+                .find(|&group| same_text(&groups[group].reason, text)),
+            _ => self.by_text.get(text).copied(),
+        };
+        let group = found.unwrap_or_else(|| {
+            groups.push(Rejection::new(text, Vec::new()));
+            let group = groups.len() - 1;
+            self.groups.push(group);
+            if self.groups.len() > SCANNED_REASONS {
+                // From now on by hashing: every group of the kind, the
+                // earlier ones too the first time.
+                for &group in &self.groups[self.by_text.len()..] {
+                    self.by_text.insert(groups[group].reason.clone(), group);
+                }
+            }
+            group
+        });
+        self.last = Some(group);
+        group
     }
 }
 
@@ -223,6 +251,40 @@ mod tests {
         assert_eq!(groups[0].hosts, [4, 6]);
         assert_eq!(groups[0].figures, [8.0, 2.0, 8.0, 3.0]);
         assert_eq!(groups[1], Rejection::new("needs {} MiB, {} free", vec![5]));
+    }
+
+    #[test]
+    fn many_reasons_group_alike_whether_scanned_or_hashed() {
+        let reasons = 2 * SCANNED_REASONS + 3;
+        let mut rejections = Rejections::new();
+        for host in 0..3 * reasons as u32 {
+            let reason = format!("reason {}", host as usize % reasons);
+            if host % 2 == 0 {
+                assert!(rejections.reject(host, &reason));
+            } else {
+                assert!(rejections.reject_with(host, &reason, &[f64::from(host)]));
+            }
+        }
+        let groups = rejections.into_vec();
+        // Each reason twice over (plain and template: `reasons` is odd,
+        // so each text comes as both), in first-seen order.
+        assert_eq!(groups.len(), 2 * reasons);
+        for group in &groups {
+            let text = group.reason.strip_prefix("reason ").expect("a reason");
+            let reason: u32 = text.parse().expect("a number");
+            let kind = group.hosts[0] % 2;
+            let hosts: Vec<u32> = (0..3)
+                .map(|round| reason + round * reasons as u32)
+                .filter(|host| host % 2 == kind)
+                .collect();
+            assert_eq!(group.hosts, hosts, "{}", group.reason);
+            let figures: Vec<f64> = if kind == 1 {
+                hosts.iter().map(|&h| f64::from(h)).collect()
+            } else {
+                Vec::new()
+            };
+            assert_eq!(group.figures, figures, "{}", group.reason);
+        }
     }
 
     #[test]
