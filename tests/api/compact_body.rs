@@ -1,15 +1,15 @@
-//! The compact schedule body (`multipart/form-data`: the request as JSON,
-//! the hosts and VMs as Arrow IPC streams; docs/compact-body.md)
-//! decides and answers exactly as the same hosts sent as JSON, and
-//! a bad part, column or value is refused with the field named, as a bad
-//! JSON body is.
+//! The compact body of a schedule or balancing request
+//! (`multipart/form-data`: the request as JSON, the hosts and VMs as
+//! Arrow IPC streams; docs/compact-body.md) decides and answers exactly as
+//! the same hosts sent as JSON, and a bad part, column or value is refused
+//! with the field named, as a bad JSON body is.
 
 use serde_json::{Value, json};
 
 use sandpiper::arrow_snapshot::{CompactBody, write};
 use sandpiper::snapshot::Snapshot;
 
-use crate::support::{Api, Client, expect_status, overloaded_hosts, overloaded_vms};
+use crate::support::{Api, Client, expect_status, overloaded_hosts, overloaded_vms, policy_id};
 
 /// A cluster on the default policy; its path.
 async fn cluster(admin: &Client) -> String {
@@ -242,6 +242,124 @@ async fn bad_parts_columns_and_values_are_refused_with_the_field() {
         body["error"]["message"]
             .as_str()
             .is_some_and(|m| m.contains("multipart/form-data")),
+        "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compact_balance_body_is_balanced_as_the_same_hosts_in_json() {
+    let api = Api::start().await;
+    let admin = api.admin();
+    let even = policy_id(&admin, "evenly_distributed").await;
+    let created = expect_status(
+        &admin
+            .post(
+                "/api/v1/clusters",
+                &json!({ "name": "compact-balance", "scheduling_policy": { "id": even } }),
+            )
+            .await,
+        201,
+    );
+    let path = format!(
+        "/api/v1/clusters/{}/balance",
+        created["id"].as_str().expect("id")
+    );
+
+    let json_body = json!({ "hosts": overloaded_hosts(), "vms": overloaded_vms() });
+    let from_json = expect_status(&admin.post(&path, &json_body).await, 200);
+    // oVirt's balancer moves the least CPU-hungry VM off the overloaded host.
+    assert_eq!(from_json["outcome"], "migrate", "{from_json}");
+    let streams = write(&snapshot()).expect("written");
+    let compact = streams.body(&json!({})).expect("a boundary");
+    let from_columns = expect_status(&post(&admin, &path, &compact).await, 200);
+    assert_eq!(masked(from_columns), masked(from_json));
+
+    // Candidates in the `request` part are the JSON body's candidates.
+    let only = json!({ "candidates": ["hot", "warm"] });
+    let mut json_only = json_body.clone();
+    json_only["candidates"] = only["candidates"].clone();
+    let from_json = expect_status(&admin.post(&path, &json_only).await, 200);
+    let compact = streams.body(&only).expect("a boundary");
+    let from_columns = expect_status(&post(&admin, &path, &compact).await, 200);
+    assert_eq!(masked(from_columns), masked(from_json));
+
+    // Bad parts are refused as for a schedule body, the field named.
+    let arrow = "application/vnd.apache.arrow.stream";
+    let with_hosts = json!({ "hosts": [] }).to_string();
+    let with_vms = json!({ "vms": [] }).to_string();
+    for (parts, status, code, field) in [
+        (
+            vec![("hosts", arrow, streams.hosts.as_slice())],
+            400,
+            "invalid_field",
+            "request",
+        ),
+        (
+            vec![("request", "application/json", b"{}".as_slice())],
+            400,
+            "invalid_field",
+            "hosts",
+        ),
+        (
+            vec![
+                ("request", "application/json", with_hosts.as_bytes()),
+                ("hosts", arrow, streams.hosts.as_slice()),
+            ],
+            400,
+            "invalid_field",
+            "hosts",
+        ),
+        (
+            vec![
+                ("request", "application/json", with_vms.as_bytes()),
+                ("hosts", arrow, streams.hosts.as_slice()),
+            ],
+            400,
+            "invalid_field",
+            "vms",
+        ),
+        (
+            vec![
+                ("request", "application/json", b"{}".as_slice()),
+                ("hosts", arrow, streams.hosts.as_slice()),
+                ("extra", arrow, streams.hosts.as_slice()),
+            ],
+            400,
+            "invalid_field",
+            "extra",
+        ),
+        (
+            vec![
+                ("request", "application/json", b"{}".as_slice()),
+                ("hosts", arrow, b"not arrow".as_slice()),
+            ],
+            422,
+            "invalid_snapshot",
+            "hosts",
+        ),
+    ] {
+        let names: Vec<&str> = parts.iter().map(|p| p.0).collect();
+        let body = expect_status(&post(&admin, &path, &multipart(&parts)).await, status);
+        assert_eq!(body["error"]["code"], code, "{names:?}: {body}");
+        assert_eq!(
+            body["error"]["details"]["field"], field,
+            "{names:?}: {body}"
+        );
+    }
+    // A part of the wrong name is named as a part of a balance body.
+    let body = expect_status(
+        &post(
+            &admin,
+            &path,
+            &multipart(&[("extra", arrow, streams.hosts.as_slice())]),
+        )
+        .await,
+        400,
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("compact balance body")),
         "{body}"
     );
 }

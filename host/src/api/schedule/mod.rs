@@ -37,8 +37,8 @@ use uuid::Uuid;
 use self::answer::{AnswerForm, BalanceAnswer, Facts, ScheduleAnswer, to_json};
 use self::logged::Logged;
 use self::request::{
-    BalanceBody, CompactScheduleBody, DecisionQuery, is_multipart, parse_body, read_compact,
-    source_mismatch,
+    BalanceBody, CompactBalanceBody, CompactScheduleBody, DecisionQuery, is_multipart, parse_body,
+    read_compact, read_compact_balance, source_mismatch,
 };
 use super::AppState;
 use super::decision_error::{invalid_snapshot, placement_error};
@@ -209,12 +209,7 @@ pub async fn schedule_vm(
         let (request, source) = read_compact(&admission, request).await?;
         (request, source, None)
     } else {
-        let body = json_body(request).await.map_err(|e| match e {
-            ApiError::UnsupportedMediaType { .. } => ApiError::UnsupportedMediaType {
-                expected: "application/json, or multipart/form-data (a compact body)",
-            },
-            e => e,
-        })?;
+        let body = json_or_compact_body(request).await?;
         let mut request: PlaceRequest = parse_body(&admission, body.clone()).await?;
         let source = request.take_source().map_err(source_mismatch)?;
         (request, source, Some(body))
@@ -364,18 +359,27 @@ fn render(
 /// listed as a pending VM of its host, as a schedule decision sees them;
 /// the answer is the same, and no claim is recorded (the engine schedules
 /// the migration it decides on).
+///
+/// Inline hosts may also come as a compact body, as for a schedule
+/// request (`multipart/form-data`: the request as JSON in the part
+/// `request`, the hosts and their VMs as Arrow IPC streams in the parts
+/// `hosts` and `vms`; see docs/compact-body.md), balanced and answered
+/// exactly as the same hosts in JSON.
 #[utoipa::path(post, path = "/api/v1/clusters/{id}/balance", tag = "decisions",
     security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Cluster id"), DecisionQuery),
-    request_body = BalanceBody,
+    request_body(content(
+        (BalanceBody = "application/json"),
+        (CompactBalanceBody = "multipart/form-data"),
+    )),
     responses(
         (status = 200, description = "The proposal and where it leads", body = BalanceAnswer),
-        (status = 400, description = "`malformed_json`, `invalid_field`, `invalid_value` (naming the field: a negative figure, zero vCPUs, a bad id, `count` outside 1-256)", body = ErrorBody),
+        (status = 400, description = "`malformed_json`, `invalid_field`, `invalid_value` (naming the field: a negative figure, zero vCPUs, a bad id, `count` outside 1-256; for a compact body, a part missing, repeated, unknown or of the wrong content type)", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, description = "The cluster", body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
         (status = 409, description = "`no_inventory`: no hosts inline and none held", body = ErrorBody),
-        (status = 422, description = "`no_balance_unit`, `invalid_snapshot`, `invalid_candidates`, `balance_failed`, `filter_failed`, `score_failed`, `policy_needs_dry_run`", body = ErrorBody),
+        (status = 422, description = "`no_balance_unit`, `invalid_snapshot`, `invalid_candidates`, `balance_failed`, `filter_failed`, `score_failed`, `policy_needs_dry_run`; for a compact body, `invalid_snapshot` also for a part that is not an Arrow stream or a column unknown, missing or of the wrong type (naming it)", body = ErrorBody),
         (status = 503, description = "`cluster_busy` (the cluster has too many decisions in progress, or, over the held inventory, its lock was not free in time), `overloaded` (a unit was starved of CPU by a busy machine); with `Retry-After`", body = ErrorBody),
     ))]
 pub async fn balance_cluster(
@@ -385,21 +389,14 @@ pub async fn balance_cluster(
     request: Request,
 ) -> Result<Response, ApiError> {
     let admission = admission(&state, cluster_id)?;
-    let body: BalanceBody = parse_body(&admission, json_body(request).await?).await?;
-    let source = match body.hosts {
-        Some(hosts) => HostsSource::Inline(InlineHosts::Json {
-            hosts,
-            vms: body.vms.unwrap_or_default(),
-        }),
-        None if body.vms.is_some() => {
-            return Err(ApiError::InvalidValue {
-                field: "vms".to_owned(),
-                message: "VMs come with their hosts: without `hosts`, the inventory held for \
-                          the cluster (and its VMs) is used"
-                    .to_owned(),
-            });
-        }
-        None => HostsSource::Held,
+    let (body, source) = if is_multipart(request.headers()) {
+        let (body, hosts) = read_compact_balance(&admission, request).await?;
+        (body, HostsSource::Inline(hosts))
+    } else {
+        let body = json_or_compact_body(request).await?;
+        let mut body: BalanceBody = parse_body(&admission, body).await?;
+        let source = balance_source(&mut body)?;
+        (body, source)
     };
     let prepared = decision_policy(&state, cluster_id, query).await?;
     let facts = facts(cluster_id, query, &prepared);
@@ -416,6 +413,26 @@ pub async fn balance_cluster(
         .map_err(placement_error)?;
     let text = answer_balance(&state, &admission, facts, balanced, None).await?;
     Ok(json_response(text))
+}
+
+/// Where a JSON balancing request's hosts come from: its own `hosts` (and
+/// `vms`, taken out of it), or the inventory held for the cluster.
+fn balance_source(body: &mut BalanceBody) -> Result<HostsSource, ApiError> {
+    Ok(match body.hosts.take() {
+        Some(hosts) => HostsSource::Inline(InlineHosts::Json {
+            hosts,
+            vms: body.vms.take().unwrap_or_default(),
+        }),
+        None if body.vms.is_some() => {
+            return Err(ApiError::InvalidValue {
+                field: "vms".to_owned(),
+                message: "VMs come with their hosts: without `hosts`, the inventory held for \
+                          the cluster (and its VMs) is used"
+                    .to_owned(),
+            });
+        }
+        None => HostsSource::Held,
+    })
 }
 
 /// Renders a balancing round's answer and records it in the decisions log
@@ -461,6 +478,17 @@ pub(crate) async fn answer_balance(
         record(state, entry).await?;
     }
     Ok(text)
+}
+
+/// Reads a decision's JSON body, as [`json_body`]; a body of another type
+/// is told that the other choice is a compact body.
+async fn json_or_compact_body(request: Request) -> Result<axum::body::Bytes, ApiError> {
+    json_body(request).await.map_err(|e| match e {
+        ApiError::UnsupportedMediaType { .. } => ApiError::UnsupportedMediaType {
+            expected: "application/json, or multipart/form-data (a compact body)",
+        },
+        e => e,
+    })
 }
 
 /// Reads a JSON body (checking its content type) without parsing it.

@@ -18,7 +18,7 @@ use crate::api::error::ApiError;
 use crate::api::extract::{body_bytes, media_type, parse_json};
 use crate::arrow_snapshot::{ARROW_STREAM, ArrowHosts, ArrowVms, ColumnsError};
 use crate::inputs::{CheckedHosts, CheckedVms};
-use crate::placement::{Admission, HostsSource, PlaceRequest, SourceMismatch};
+use crate::placement::{Admission, HostsSource, InlineHosts, PlaceRequest, SourceMismatch};
 use crate::snapshot::{HintValue, Host, RunningVm, VmSpec};
 
 /// Bodies up to this size are parsed on the thread that read them: a
@@ -116,102 +116,185 @@ pub struct CompactScheduleRequest {
     candidates: Option<Vec<String>>,
 }
 
-/// Whether the body is `multipart/form-data`: a compact schedule body.
+/// A compact balance body, as the OpenAPI document describes it: the
+/// parts [`read_compact_balance`] reads. Only described, never built.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(
+    as = CompactBalanceBody,
+    description = "A balancing request whose inline hosts and VMs are Arrow IPC streams \
+                   (docs/compact-body.md)."
+)]
+#[allow(dead_code)]
+pub struct CompactBalanceBody {
+    /// The balancing request in JSON (`application/json`), without
+    /// `hosts` and `vms`.
+    request: CompactBalanceRequest,
+    /// The hosts: one Arrow IPC stream
+    /// (`application/vnd.apache.arrow.stream`), a column per field.
+    #[schema(value_type = String, format = Binary)]
+    hosts: (),
+    /// The VMs running on them, as an Arrow IPC stream; none when absent.
+    #[schema(value_type = Option<String>, format = Binary)]
+    vms: (),
+}
+
+/// A compact balance body's `request` part, as the OpenAPI document
+/// describes it (read as a [`BalanceBody`], which refuses `hosts` and
+/// `vms` there).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct CompactBalanceRequest {
+    /// Host ids VMs may move between; every host when absent.
+    #[serde(default)]
+    candidates: Option<Vec<String>>,
+}
+
+/// Whether the body is `multipart/form-data`: a compact body.
 pub fn is_multipart(headers: &HeaderMap) -> bool {
     media_type(headers).is_some_and(|essence| essence == "multipart/form-data")
 }
 
 /// Reads a compact schedule body (`multipart/form-data`;
-/// docs/compact-body.md): its `request` part, a schedule request in JSON without
-/// `hosts` and `vms`, its `hosts` part and optional `vms` part, Arrow IPC
-/// streams (`crate::arrow_snapshot`), which are decoded on the blocking
-/// pool. Gives the request and its hosts source.
+/// docs/compact-body.md): its `request` part, a schedule request in JSON
+/// without `hosts` and `vms`, and its hosts and VMs (Arrow IPC streams,
+/// decoded on the blocking pool). Gives the request and its hosts source.
 pub async fn read_compact(
     admission: &Admission,
     request: Request,
 ) -> Result<(PlaceRequest, HostsSource), ApiError> {
-    let boundary = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| multer::parse_boundary(v).ok())
-        .ok_or_else(|| ApiError::InvalidField {
-            field: "Content-Type".to_owned(),
-            message: "a multipart/form-data body needs its boundary".to_owned(),
-        })?;
-    let body = body_bytes(request, &()).await?;
-    let mut parts = multer::Multipart::new(
-        futures_util::stream::once(async move { Ok::<_, std::convert::Infallible>(body) }),
-        boundary,
-    );
-    let malformed = |e: multer::Error| ApiError::InvalidField {
-        field: ".".to_owned(),
-        message: format!("not a multipart/form-data body: {e}"),
-    };
-    let (mut json, mut hosts, mut vms) = (None, None, None);
-    while let Some(part) = parts.next_field().await.map_err(malformed)? {
-        let name = part.name().unwrap_or_default().to_owned();
-        // What a client sends a file as unless told otherwise (curl's
-        // `-F hosts=@hosts.arrows`) is taken for a stream too.
-        let (slot, media): (_, &[&str]) = match name.as_str() {
-            "request" => (&mut json, &["application/json"]),
-            "hosts" => (&mut hosts, &[ARROW_STREAM, "application/octet-stream"]),
-            "vms" => (&mut vms, &[ARROW_STREAM, "application/octet-stream"]),
-            _ => {
-                return Err(ApiError::InvalidField {
-                    field: name,
-                    message: "not a part of a compact schedule body (`request`, `hosts`, \
-                              `vms`)"
-                        .to_owned(),
-                });
-            }
-        };
-        if let Some(given) = part.content_type()
-            && !media.contains(&given.essence_str())
-        {
-            return Err(ApiError::InvalidField {
-                field: name,
-                message: format!(
-                    "the part's Content-Type must be {}, not {given}",
-                    media.join(" or ")
-                ),
-            });
-        }
-        if slot.is_some() {
-            return Err(ApiError::InvalidField {
-                field: name,
-                message: "the part is sent twice".to_owned(),
-            });
-        }
-        *slot = Some(part.bytes().await.map_err(malformed)?);
-    }
-    let missing = |part: &str| ApiError::InvalidField {
-        field: part.to_owned(),
-        message: "a compact schedule body needs this part".to_owned(),
-    };
-    let json = json.ok_or_else(|| missing("request"))?;
-    let hosts = hosts.ok_or_else(|| missing("hosts"))?;
-    let request: PlaceRequest = parse_json(&json)?;
-    // The OpenAPI document can say a part is binary, not that it is an
-    // Arrow stream with these columns: 422, as for a snapshot's values.
-    let columns = |e: ColumnsError| ApiError::Unprocessable {
-        code: "invalid_snapshot",
-        message: format!("{}: {}", e.field, e.message),
-        details: serde_json::json!({ "field": e.field }),
-    };
-    let (hosts, vms) = blocking(admission, move || {
-        let hosts = ArrowHosts::read(hosts.into()).map_err(columns)?;
-        let vms = match vms {
-            Some(vms) => ArrowVms::read(vms.into()).map_err(columns)?,
-            None => ArrowVms::default(),
-        };
-        Ok((hosts, vms))
-    })
-    .await?;
+    let parts = CompactParts::read(request, "schedule").await?;
+    let request: PlaceRequest = parse_json(&parts.request)?;
+    let (hosts, vms) = parts.decode(admission).await?;
     let source = request
         .compact_source(hosts, vms)
         .map_err(source_mismatch)?;
     Ok((request, source))
+}
+
+/// Reads a compact balance body: as [`read_compact`], its `request` part
+/// a balancing request in JSON without `hosts` and `vms`. Gives the
+/// request, whose `hosts` and `vms` are then unset, and its hosts.
+pub async fn read_compact_balance(
+    admission: &Admission,
+    request: Request,
+) -> Result<(BalanceBody, InlineHosts), ApiError> {
+    let parts = CompactParts::read(request, "balance").await?;
+    let body: BalanceBody = parse_json(&parts.request)?;
+    for (field, given) in [("hosts", body.hosts.is_some()), ("vms", body.vms.is_some())] {
+        if given {
+            return Err(ApiError::InvalidField {
+                field: field.to_owned(),
+                message: "a compact body sends its hosts and VMs as its `hosts` and `vms` \
+                          parts, not in its `request` part"
+                    .to_owned(),
+            });
+        }
+    }
+    let (hosts, vms) = parts.decode(admission).await?;
+    Ok((body, InlineHosts::Arrow { hosts, vms }))
+}
+
+/// The parts of a compact body, read but not decoded: `request` (JSON),
+/// `hosts` and optional `vms` (Arrow IPC streams).
+struct CompactParts {
+    request: Bytes,
+    hosts: Bytes,
+    vms: Option<Bytes>,
+}
+
+impl CompactParts {
+    /// Reads the parts of a compact `decision` (`schedule`, `balance`)
+    /// body, refusing a part missing, repeated, unknown or of the wrong
+    /// content type.
+    async fn read(request: Request, decision: &str) -> Result<CompactParts, ApiError> {
+        let boundary = request
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| multer::parse_boundary(v).ok())
+            .ok_or_else(|| ApiError::InvalidField {
+                field: "Content-Type".to_owned(),
+                message: "a multipart/form-data body needs its boundary".to_owned(),
+            })?;
+        let body = body_bytes(request, &()).await?;
+        let mut parts = multer::Multipart::new(
+            futures_util::stream::once(async move { Ok::<_, std::convert::Infallible>(body) }),
+            boundary,
+        );
+        let malformed = |e: multer::Error| ApiError::InvalidField {
+            field: ".".to_owned(),
+            message: format!("not a multipart/form-data body: {e}"),
+        };
+        let (mut json, mut hosts, mut vms) = (None, None, None);
+        while let Some(part) = parts.next_field().await.map_err(malformed)? {
+            let name = part.name().unwrap_or_default().to_owned();
+            // What a client sends a file as unless told otherwise (curl's
+            // `-F hosts=@hosts.arrows`) is taken for a stream too.
+            let (slot, media): (_, &[&str]) = match name.as_str() {
+                "request" => (&mut json, &["application/json"]),
+                "hosts" => (&mut hosts, &[ARROW_STREAM, "application/octet-stream"]),
+                "vms" => (&mut vms, &[ARROW_STREAM, "application/octet-stream"]),
+                _ => {
+                    return Err(ApiError::InvalidField {
+                        field: name,
+                        message: format!(
+                            "not a part of a compact {decision} body (`request`, `hosts`, `vms`)"
+                        ),
+                    });
+                }
+            };
+            if let Some(given) = part.content_type()
+                && !media.contains(&given.essence_str())
+            {
+                return Err(ApiError::InvalidField {
+                    field: name,
+                    message: format!(
+                        "the part's Content-Type must be {}, not {given}",
+                        media.join(" or ")
+                    ),
+                });
+            }
+            if slot.is_some() {
+                return Err(ApiError::InvalidField {
+                    field: name,
+                    message: "the part is sent twice".to_owned(),
+                });
+            }
+            *slot = Some(part.bytes().await.map_err(malformed)?);
+        }
+        let missing = |part: &str| ApiError::InvalidField {
+            field: part.to_owned(),
+            message: format!("a compact {decision} body needs this part"),
+        };
+        Ok(CompactParts {
+            request: json.ok_or_else(|| missing("request"))?,
+            hosts: hosts.ok_or_else(|| missing("hosts"))?,
+            vms,
+        })
+    }
+
+    /// Decodes the streams on the blocking pool.
+    async fn decode(self, admission: &Admission) -> Result<(ArrowHosts, ArrowVms), ApiError> {
+        // The OpenAPI document can say a part is binary, not that it is an
+        // Arrow stream with these columns: 422, as for a snapshot's values.
+        let columns = |e: ColumnsError| ApiError::Unprocessable {
+            code: "invalid_snapshot",
+            message: format!("{}: {}", e.field, e.message),
+            details: serde_json::json!({ "field": e.field }),
+        };
+        let CompactParts { hosts, vms, .. } = self;
+        blocking(admission, move || {
+            let hosts = ArrowHosts::read(hosts.into()).map_err(columns)?;
+            let vms = match vms {
+                Some(vms) => ArrowVms::read(vms.into()).map_err(columns)?,
+                None => ArrowVms::default(),
+            };
+            Ok((hosts, vms))
+        })
+        .await
+    }
 }
 
 /// A schedule request whose fields do not fit its hosts source: the field
