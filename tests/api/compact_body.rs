@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use sandpiper::arrow_snapshot::{CompactBody, write};
+use sandpiper::arrow_snapshot::{CompactBody, Streams, write};
 use sandpiper::snapshot::Snapshot;
 
 use crate::support::{Api, Client, expect_status, overloaded_hosts, overloaded_vms, policy_id};
@@ -86,46 +86,26 @@ fn multipart(parts: &[(&str, &str, &[u8])]) -> CompactBody {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_compact_body_is_decided_as_the_same_hosts_in_json() {
-    let api = Api::start().await;
-    let admin = api.admin();
-    let path = format!("{}/schedule", cluster(&admin).await);
+/// A bad compact body: its parts (name, content type, bytes), then the
+/// status, error code and field (if not empty) it is refused with.
+type Refusal<'a> = (Vec<(&'a str, &'a str, &'a [u8])>, u16, &'a str, &'a str);
 
-    let mut json_body = request();
-    json_body["hosts"] = overloaded_hosts();
-    json_body["vms"] = overloaded_vms();
-    let from_json = expect_status(&admin.post(&path, &json_body).await, 200);
-    let compact = write(&snapshot())
-        .expect("written")
-        .body(&request())
-        .expect("a boundary");
-    let from_columns = expect_status(&post(&admin, &path, &compact).await, 200);
-    assert_eq!(from_json["chosen_host"], "cool", "{from_json}");
-    assert_eq!(masked(from_columns), masked(from_json));
-}
+/// An Arrow IPC stream's content type.
+const ARROW: &str = "application/vnd.apache.arrow.stream";
 
-#[tokio::test(flavor = "multi_thread")]
-async fn bad_parts_columns_and_values_are_refused_with_the_field() {
-    let api = Api::start().await;
-    let admin = api.admin();
-    let path = format!("{}/schedule", cluster(&admin).await);
-    let streams = write(&snapshot()).expect("written");
-    let request = request().to_string();
-    let arrow = "application/vnd.apache.arrow.stream";
+/// The bad bodies both routes refuse alike, for a route whose valid
+/// `request` part is `request` and for which `with_hosts` is that part
+/// with `hosts` in it: parts missing, unknown, of the wrong type or not
+/// Arrow, and a column of the wrong table.
+fn part_refusals<'a>(
+    request: &'a str,
+    with_hosts: &'a str,
+    streams: &'a Streams,
+) -> Vec<Refusal<'a>> {
     let binary = "application/octet-stream";
-
-    let mut duplicate = snapshot();
-    duplicate.hosts[1].id = "hot".to_owned();
-    let duplicate = write(&duplicate).expect("written");
-    let mut held_only = serde_json::from_str::<Value>(&request).expect("JSON");
-    held_only["count"] = json!(2);
-    let held_only = held_only.to_string();
-    let with_hosts = json!({ "vm": {}, "hosts": [] }).to_string();
-
-    for (parts, status, code, field) in [
+    vec![
         (
-            vec![("hosts", arrow, streams.hosts.as_slice())],
+            vec![("hosts", ARROW, streams.hosts.as_slice())],
             400,
             "invalid_field",
             "request",
@@ -139,7 +119,7 @@ async fn bad_parts_columns_and_values_are_refused_with_the_field() {
         (
             vec![
                 ("request", "application/json", request.as_bytes()),
-                ("hosts", arrow, b"not arrow".as_slice()),
+                ("hosts", ARROW, b"not arrow".as_slice()),
             ],
             422,
             "invalid_snapshot",
@@ -148,7 +128,7 @@ async fn bad_parts_columns_and_values_are_refused_with_the_field() {
         (
             vec![
                 ("request", "application/json", request.as_bytes()),
-                ("hosts", arrow, streams.vms.as_slice()),
+                ("hosts", ARROW, streams.vms.as_slice()),
             ],
             422,
             "invalid_snapshot",
@@ -176,8 +156,8 @@ async fn bad_parts_columns_and_values_are_refused_with_the_field() {
         (
             vec![
                 ("request", "application/json", request.as_bytes()),
-                ("hosts", arrow, streams.hosts.as_slice()),
-                ("extra", arrow, streams.hosts.as_slice()),
+                ("hosts", ARROW, streams.hosts.as_slice()),
+                ("extra", ARROW, streams.hosts.as_slice()),
             ],
             400,
             "invalid_field",
@@ -186,7 +166,7 @@ async fn bad_parts_columns_and_values_are_refused_with_the_field() {
         (
             vec![
                 ("request", "application/json", with_hosts.as_bytes()),
-                ("hosts", arrow, streams.hosts.as_slice()),
+                ("hosts", ARROW, streams.hosts.as_slice()),
             ],
             400,
             "invalid_field",
@@ -194,34 +174,20 @@ async fn bad_parts_columns_and_values_are_refused_with_the_field() {
         ),
         (
             vec![
-                ("request", "application/json", held_only.as_bytes()),
-                ("hosts", arrow, streams.hosts.as_slice()),
-            ],
-            400,
-            "invalid_field",
-            "count",
-        ),
-        (
-            vec![
                 ("request", "application/json", b"{".as_slice()),
-                ("hosts", arrow, streams.hosts.as_slice()),
+                ("hosts", ARROW, streams.hosts.as_slice()),
             ],
             400,
             "malformed_json",
             "",
         ),
-        (
-            vec![
-                ("request", "application/json", request.as_bytes()),
-                ("hosts", arrow, duplicate.hosts.as_slice()),
-                ("vms", arrow, duplicate.vms.as_slice()),
-            ],
-            422,
-            "invalid_snapshot",
-            "hosts[1].id",
-        ),
-    ] {
-        let reply = post(&admin, &path, &multipart(&parts)).await;
+    ]
+}
+
+/// Posts each bad body of `cases` to `path` and checks how it is refused.
+async fn assert_refused(admin: &Client, path: &str, cases: Vec<Refusal<'_>>) {
+    for (parts, status, code, field) in cases {
+        let reply = post(admin, path, &multipart(&parts)).await;
         let names: Vec<&str> = parts.iter().map(|p| p.0).collect();
         let body = expect_status(&reply, status);
         assert_eq!(body["error"]["code"], code, "{names:?}: {body}");
@@ -232,6 +198,66 @@ async fn bad_parts_columns_and_values_are_refused_with_the_field() {
             );
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compact_body_is_decided_as_the_same_hosts_in_json() {
+    let api = Api::start().await;
+    let admin = api.admin();
+    let path = format!("{}/schedule", cluster(&admin).await);
+
+    let mut json_body = request();
+    json_body["hosts"] = overloaded_hosts();
+    json_body["vms"] = overloaded_vms();
+    let from_json = expect_status(&admin.post(&path, &json_body).await, 200);
+    let compact = write(&snapshot())
+        .expect("written")
+        .body(&request())
+        .expect("a boundary");
+    let from_columns = expect_status(&post(&admin, &path, &compact).await, 200);
+    assert_eq!(from_json["chosen_host"], "cool", "{from_json}");
+    assert_eq!(masked(from_columns), masked(from_json));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_parts_columns_and_values_are_refused_with_the_field() {
+    let api = Api::start().await;
+    let admin = api.admin();
+    let path = format!("{}/schedule", cluster(&admin).await);
+    let streams = write(&snapshot()).expect("written");
+    let request = request().to_string();
+
+    let mut duplicate = snapshot();
+    duplicate.hosts[1].id = "hot".to_owned();
+    let duplicate = write(&duplicate).expect("written");
+    let mut held_only = serde_json::from_str::<Value>(&request).expect("JSON");
+    held_only["count"] = json!(2);
+    let held_only = held_only.to_string();
+    let with_hosts = json!({ "vm": {}, "hosts": [] }).to_string();
+
+    let mut cases = part_refusals(&request, &with_hosts, &streams);
+    cases.extend([
+        (
+            vec![
+                ("request", "application/json", held_only.as_bytes()),
+                ("hosts", ARROW, streams.hosts.as_slice()),
+            ],
+            400,
+            "invalid_field",
+            "count",
+        ),
+        (
+            vec![
+                ("request", "application/json", request.as_bytes()),
+                ("hosts", ARROW, duplicate.hosts.as_slice()),
+                ("vms", ARROW, duplicate.vms.as_slice()),
+            ],
+            422,
+            "invalid_snapshot",
+            "hosts[1].id",
+        ),
+    ]);
+    assert_refused(&admin, &path, cases).await;
 
     // Neither JSON nor multipart: the 415 names both.
     let reply = admin
@@ -284,74 +310,25 @@ async fn a_compact_balance_body_is_balanced_as_the_same_hosts_in_json() {
     assert_eq!(masked(from_columns), masked(from_json));
 
     // Bad parts are refused as for a schedule body, the field named.
-    let arrow = "application/vnd.apache.arrow.stream";
     let with_hosts = json!({ "hosts": [] }).to_string();
     let with_vms = json!({ "vms": [] }).to_string();
-    for (parts, status, code, field) in [
-        (
-            vec![("hosts", arrow, streams.hosts.as_slice())],
-            400,
-            "invalid_field",
-            "request",
-        ),
-        (
-            vec![("request", "application/json", b"{}".as_slice())],
-            400,
-            "invalid_field",
-            "hosts",
-        ),
-        (
-            vec![
-                ("request", "application/json", with_hosts.as_bytes()),
-                ("hosts", arrow, streams.hosts.as_slice()),
-            ],
-            400,
-            "invalid_field",
-            "hosts",
-        ),
-        (
-            vec![
-                ("request", "application/json", with_vms.as_bytes()),
-                ("hosts", arrow, streams.hosts.as_slice()),
-            ],
-            400,
-            "invalid_field",
-            "vms",
-        ),
-        (
-            vec![
-                ("request", "application/json", b"{}".as_slice()),
-                ("hosts", arrow, streams.hosts.as_slice()),
-                ("extra", arrow, streams.hosts.as_slice()),
-            ],
-            400,
-            "invalid_field",
-            "extra",
-        ),
-        (
-            vec![
-                ("request", "application/json", b"{}".as_slice()),
-                ("hosts", arrow, b"not arrow".as_slice()),
-            ],
-            422,
-            "invalid_snapshot",
-            "hosts",
-        ),
-    ] {
-        let names: Vec<&str> = parts.iter().map(|p| p.0).collect();
-        let body = expect_status(&post(&admin, &path, &multipart(&parts)).await, status);
-        assert_eq!(body["error"]["code"], code, "{names:?}: {body}");
-        assert_eq!(
-            body["error"]["details"]["field"], field,
-            "{names:?}: {body}"
-        );
-    }
+    let mut cases = part_refusals("{}", &with_hosts, &streams);
+    cases.push((
+        vec![
+            ("request", "application/json", with_vms.as_bytes()),
+            ("hosts", ARROW, streams.hosts.as_slice()),
+        ],
+        400,
+        "invalid_field",
+        "vms",
+    ));
+    assert_refused(&admin, &path, cases).await;
     // A part of the wrong name is named as a part of a balance body.
     let body = expect_status(
         &post(
             &admin,
             &path,
-            &multipart(&[("extra", arrow, streams.hosts.as_slice())]),
+            &multipart(&[("extra", ARROW, streams.hosts.as_slice())]),
         )
         .await,
         400,
