@@ -69,6 +69,7 @@ pub use persist::{LoggedDecision, Persister, Retention};
 pub use place::{Pick, PlaceContext, PlaceError, PlaceOutcome, over_snapshot, pick_over};
 pub use request::{
     ExplainDetail, HostsSource, InlineHosts, Mode, PlaceJob, PlaceRequest, SourceMismatch,
+    check_compact_request,
 };
 pub use resources::Resources;
 pub use sample::{Sample, Sampling};

@@ -137,18 +137,6 @@ pub enum InlineHosts {
 }
 
 impl InlineHosts {
-    /// Hosts sent.
-    pub fn len(&self) -> usize {
-        match self {
-            InlineHosts::Json { hosts, .. } => hosts.len(),
-            InlineHosts::Arrow { hosts, .. } => hosts.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The hosts' and VMs' columns, or the first refusal (the hosts'
     /// before the VMs').
     pub fn build(self) -> Result<Cluster, SnapshotError> {
@@ -166,6 +154,22 @@ impl InlineHosts {
 pub struct SourceMismatch {
     pub field: &'static str,
     pub reason: &'static str,
+}
+
+/// Refuses a compact body's `request` part (a schedule's or a balancing
+/// request's) that carries `hosts` or `vms`, as the two flags say: its
+/// hosts and VMs come as the body's own parts.
+pub fn check_compact_request(hosts: bool, vms: bool) -> Result<(), SourceMismatch> {
+    for (field, given) in [("hosts", hosts), ("vms", vms)] {
+        if given {
+            return Err(SourceMismatch {
+                field,
+                reason: "a compact body sends its hosts and VMs as its `hosts` and `vms` \
+                         parts, not in its `request` part",
+            });
+        }
+    }
+    Ok(())
 }
 
 impl PlaceRequest {
@@ -196,15 +200,7 @@ impl PlaceRequest {
         hosts: ArrowHosts,
         vms: ArrowVms,
     ) -> Result<HostsSource, SourceMismatch> {
-        for (field, given) in [("hosts", self.hosts.is_some()), ("vms", self.vms.is_some())] {
-            if given {
-                return Err(SourceMismatch {
-                    field,
-                    reason: "a compact body sends its hosts and VMs as its `hosts` and `vms` \
-                             parts, not in its `request` part",
-                });
-            }
-        }
+        check_compact_request(self.hosts.is_some(), self.vms.is_some())?;
         self.inline(InlineHosts::Arrow { hosts, vms })
     }
 
@@ -258,7 +254,7 @@ mod tests {
         let mut inline = parse(r#"{"vm": {"id": "v"}, "hosts": [{"id": "h"}], "vms": []}"#);
         assert!(matches!(
             inline.take_source(),
-            Ok(HostsSource::Inline(hosts)) if hosts.len() == 1
+            Ok(HostsSource::Inline(InlineHosts::Json { hosts, .. })) if hosts.len() == 1
         ));
         assert!(inline.hosts.is_none() && inline.vms.is_none());
 

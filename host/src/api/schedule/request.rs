@@ -18,7 +18,9 @@ use crate::api::error::ApiError;
 use crate::api::extract::{body_bytes, media_type, parse_json};
 use crate::arrow_snapshot::{ARROW_STREAM, ArrowHosts, ArrowVms, ColumnsError};
 use crate::inputs::{CheckedHosts, CheckedVms};
-use crate::placement::{Admission, HostsSource, InlineHosts, PlaceRequest, SourceMismatch};
+use crate::placement::{
+    Admission, HostsSource, InlineHosts, PlaceRequest, SourceMismatch, check_compact_request,
+};
 use crate::snapshot::{HintValue, Host, RunningVm, VmSpec};
 
 /// Bodies up to this size are parsed on the thread that read them: a
@@ -182,16 +184,7 @@ pub async fn read_compact_balance(
 ) -> Result<(BalanceBody, InlineHosts), ApiError> {
     let parts = CompactParts::read(request, "balance").await?;
     let body: BalanceBody = parse_json(&parts.request)?;
-    for (field, given) in [("hosts", body.hosts.is_some()), ("vms", body.vms.is_some())] {
-        if given {
-            return Err(ApiError::InvalidField {
-                field: field.to_owned(),
-                message: "a compact body sends its hosts and VMs as its `hosts` and `vms` \
-                          parts, not in its `request` part"
-                    .to_owned(),
-            });
-        }
-    }
+    check_compact_request(body.hosts.is_some(), body.vms.is_some()).map_err(source_mismatch)?;
     let (hosts, vms) = parts.decode(admission).await?;
     Ok((body, InlineHosts::Arrow { hosts, vms }))
 }
