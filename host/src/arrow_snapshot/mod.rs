@@ -463,17 +463,16 @@ impl ArrowHosts {
             self.set_list_labels(&mut inv, field, kind)?;
         }
         // The hardware's label columns: the compact form has no hardware.
-        for &kind in HostLabels::ALL {
-            if matches!(
-                kind,
-                HostLabels::CpuFlags | HostLabels::EmulatedMachines | HostLabels::ClusterLevels
-            ) {
-                let mut none = LabelsBuilder::default();
-                for _ in 0..n {
-                    none.push_row(std::iter::empty::<(&str, &str)>());
-                }
-                inv.set_host_labels(kind, none.finish()).map_err(column)?;
+        for kind in [
+            HostLabels::CpuFlags,
+            HostLabels::EmulatedMachines,
+            HostLabels::ClusterLevels,
+        ] {
+            let mut none = LabelsBuilder::default();
+            for _ in 0..n {
+                none.push_row(std::iter::empty::<(&str, &str)>());
             }
+            inv.set_host_labels(kind, none.finish()).map_err(column)?;
         }
         crate::hardware::columns::fill(std::iter::repeat_n(None, n), &mut inv).map_err(column)?;
 
@@ -1205,25 +1204,22 @@ mod tests {
         }
         // What JSON cannot send: NaN, a fractional vCPU count, an unknown
         // status.
-        let nan = stream(&[vec![
+        let refusal = |columns: Vec<(&str, ArrayRef)>| {
+            ArrowHosts::read(Buffer::from(stream(&[columns])))
+                .expect("read")
+                .build(&ArrowVms::default())
+                .map(|_| ())
+                .unwrap_err()
+        };
+        let e = refusal(vec![
             ("id", utf8(&[Some("a")])),
             ("metrics.cpu_cores", float64(&[Some(f64::NAN)])),
-        ]]);
-        let e = ArrowHosts::read(Buffer::from(nan))
-            .expect("read")
-            .build(&ArrowVms::default())
-            .map(|_| ())
-            .unwrap_err();
+        ]);
         assert_eq!(e.path, "hosts[0].metrics.cpu_cores");
-        let status = stream(&[vec![
+        let e = refusal(vec![
             ("id", utf8(&[Some("a")])),
             ("status", utf8(&[Some("sleepy")])),
-        ]]);
-        let e = ArrowHosts::read(Buffer::from(status))
-            .expect("read")
-            .build(&ArrowVms::default())
-            .map(|_| ())
-            .unwrap_err();
+        ]);
         assert_eq!(e.path, "hosts[0].status");
         let hosts = ArrowHosts::read(Buffer::from(stream(&[vec![("id", utf8(&[Some("a")]))]])))
             .expect("read");
