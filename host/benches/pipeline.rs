@@ -14,6 +14,14 @@
 //! Every unit's median call time is printed per size (`unit ... role=`):
 //! that is each unit's cost at 10,000 hosts, sandboxed and native.
 //!
+//! The four-unit policy at each size and `none` with skips are also
+//! decided with every core of the machine lent (`cores=N`,
+//! `pipeline::schedule_with` with `EveryCore`): per-host filters worth
+//! splitting run in chunks on both cores, and the weights side by side
+//! (`pipeline::parallel`), sandboxed and native alike. Then the units'
+//! times overlap, so `outside_units` there is what was left after taking
+//! their sum from the decision's, not the pipeline's own work.
+//!
 //! Both policies at 10,000 hosts are then decided **incrementally**
 //! (`mode=incremental`), as a held cluster decides a steady stream of
 //! requests of one shape: per-host units' answers are kept between
@@ -30,8 +38,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use sandpiper::builtin::{self, BuiltinPolicy, UNITS};
 use sandpiper::pipeline::{
-    Decision, OnFailure, Policy, Reuse, ReuseCache, ScheduleError, ScheduleRequest, Stamp, Stamps,
-    fresh_stamps, schedule, schedule_calling_every_unit, schedule_reusing,
+    Decision, EveryCore, Means, OnFailure, Policy, Reuse, ReuseCache, ScheduleError,
+    ScheduleRequest, Stamp, Stamps, fresh_stamps, schedule, schedule_calling_every_unit,
+    schedule_reusing, schedule_with,
 };
 use sandpiper::sandbox::{Limits, Runtime};
 use sandpiper::unit::{ColumnsRead, Unit};
@@ -106,6 +115,13 @@ fn main() -> anyhow::Result<()> {
             &request,
             schedule,
         )?;
+        measure(
+            &format!("{label} cores={}", cores()),
+            [&wasm_policy, &native_policy],
+            &inventory,
+            &request,
+            on_every_core,
+        )?;
         if hosts == DEFAULT_POLICY_HOSTS {
             measure_incremental(&label, [&wasm_policy, &native_policy], &inventory, &request)?;
         }
@@ -157,6 +173,13 @@ fn main() -> anyhow::Result<()> {
         schedule_calling_every_unit,
     )?;
     let (on, _) = measure(&label("on"), policies, &inventory, &request, schedule)?;
+    measure(
+        &format!("{} cores={}", label("on"), cores()),
+        policies,
+        &inventory,
+        &request,
+        on_every_core,
+    )?;
     println!(
         "default_policy name={} hosts={hosts} wasm_skips_off_over_on={:.2}",
         spec.name,
@@ -230,7 +253,28 @@ fn measure_incremental(
     Ok(())
 }
 
-/// A decision: [`schedule`] or [`schedule_calling_every_unit`].
+/// [`schedule`] with every core of the machine lent: per-host filters
+/// over many candidates in chunks and weights side by side
+/// (`pipeline::parallel`).
+fn on_every_core(
+    policy: &Policy,
+    inventory: &Arc<Inventory>,
+    request: &ScheduleRequest,
+) -> Result<Decision, ScheduleError> {
+    let means = Means {
+        reuse: None,
+        cores: Some(&EveryCore),
+    };
+    schedule_with(policy, inventory, request, means)
+}
+
+/// Logical CPUs of this machine.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// A decision: [`schedule`], [`schedule_calling_every_unit`] or
+/// [`on_every_core`].
 type Decide = fn(&Policy, &Arc<Inventory>, &ScheduleRequest) -> Result<Decision, ScheduleError>;
 
 /// Runs `policies` (`[sandboxed, native]`) interleaved over `inventory` and

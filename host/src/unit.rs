@@ -140,6 +140,15 @@ impl ColumnsRead {
         self.hardware = true;
     }
 
+    /// What either call read: the record of a call made in parts.
+    pub fn union(self, other: ColumnsRead) -> ColumnsRead {
+        ColumnsRead {
+            host_metrics: self.host_metrics | other.host_metrics,
+            vms: self.vms || other.vms,
+            hardware: self.hardware || other.hardware,
+        }
+    }
+
     /// Whether a column read here is among `other`'s.
     pub fn overlaps(self, other: ColumnsRead) -> bool {
         self.host_metrics & other.host_metrics != 0

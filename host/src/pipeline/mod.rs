@@ -10,6 +10,8 @@
 //! * [`Explain`] records every step for people and golden tests.
 //! * [`ReuseCache`] keeps per-host units' answers between decisions, so
 //!   [`schedule_reusing`] asks them only about hosts that changed.
+//! * A [`Lender`] lends a decision idle cores ([`schedule_with`]): big
+//!   per-host filters run in chunks and weights side by side (`parallel`).
 //!
 //! The pipeline sees units only through [`crate::unit::Unit`], so the same
 //! code runs sandboxed WebAssembly units and native builds of their source.
@@ -19,6 +21,7 @@ mod combine;
 mod degraded;
 mod explain;
 mod native;
+mod parallel;
 mod params;
 mod policy;
 mod reuse;
@@ -31,6 +34,7 @@ pub use explain::{
     BalanceExplain, Explain, FailureRecord, FilterRecord, Outcome, ScoreRecord, Standing,
     TIE_BREAK_RULE,
 };
+pub use parallel::{EveryCore, Lender, Loan, MIN_SIDE_BY_SIDE_SURVIVORS, MIN_SPLIT_CANDIDATES};
 pub use params::{
     PATTERN_SIZE_LIMIT_BYTES, ParamError, ParamValues, SpecError, UnitParamsError, check_specs,
     unit_params,
@@ -41,6 +45,6 @@ pub use policy::{
 };
 pub use reuse::{Reuse, ReuseCache, Stamp, Stamps, fresh_stamps};
 pub use schedule::{
-    Decision, Ranked, ScheduleError, ScheduleRequest, schedule, schedule_calling_every_unit,
-    schedule_reusing,
+    Decision, Means, Ranked, ScheduleError, ScheduleRequest, schedule, schedule_calling_every_unit,
+    schedule_reusing, schedule_with,
 };

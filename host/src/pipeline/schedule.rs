@@ -32,12 +32,17 @@
 //!   and the reused answers count exactly as fresh ones. The explain record
 //!   says how many were reused; a filter's rejections are then grouped in
 //!   candidate order.
+//! * Given cores to borrow ([`schedule_with`], `parallel`), a decision
+//!   calls a `per-host` filter over many candidates in chunks on several
+//!   cores, and its weights side by side; the answers are joined and
+//!   combined exactly as one call each would give them.
 //! * **Ties** go to the candidate that comes first in candidate order — the
 //!   order of the request's `candidates`, or host order when it gives none.
 //!   Filters keep that order, so a caller that wants a different preference
 //!   among equals expresses it by ordering the candidates.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use sandpiper_model::Inventory;
 use sandpiper_model::reason;
@@ -48,6 +53,7 @@ use super::degraded;
 use super::explain::{
     Explain, FailureRecord, FilterRecord, Outcome, ScoreRecord, SnapshotRef, Standing,
 };
+use super::parallel::{self, Lender};
 use super::params::{ParamError, ParamValues};
 use super::policy::{Combination, OnFailure, Policy};
 use super::reuse::{self, FilterAnswers, PASSES, Reuse, ScoreAnswers, Stamps};
@@ -132,7 +138,7 @@ pub fn schedule(
     inventory: &Arc<Inventory>,
     request: &ScheduleRequest,
 ) -> Result<Decision, ScheduleError> {
-    let decision = decide(policy, inventory, request, Skips::Allowed, None)?;
+    let decision = decide(policy, inventory, request, Skips::Allowed, None, None)?;
     degraded::observe(&decision.explain);
     Ok(decision)
 }
@@ -147,8 +153,47 @@ pub fn schedule_reusing(
     request: &ScheduleRequest,
     reuse: Reuse<'_>,
 ) -> Result<Decision, ScheduleError> {
-    let reuse = (reuse.stamps.by_host.len() == inventory.host_count()).then_some(reuse);
-    let decision = decide(policy, inventory, request, Skips::Allowed, reuse)?;
+    schedule_with(
+        policy,
+        inventory,
+        request,
+        Means {
+            reuse: Some(reuse),
+            cores: None,
+        },
+    )
+}
+
+/// What a decision may use beyond calling every unit on the caller's
+/// thread.
+#[derive(Default)]
+pub struct Means<'a> {
+    /// Per-host units' answers kept from earlier decisions, reused for
+    /// hosts whose stamps did not change ([`schedule_reusing`]).
+    pub reuse: Option<Reuse<'a>>,
+    /// Lends extra cores: per-host filters over many candidates are then
+    /// called in chunks, and weights side by side (`parallel`).
+    pub cores: Option<&'a dyn Lender>,
+}
+
+/// [`schedule`] with `means`: the same decision, sooner.
+pub fn schedule_with(
+    policy: &Policy,
+    inventory: &Arc<Inventory>,
+    request: &ScheduleRequest,
+    means: Means<'_>,
+) -> Result<Decision, ScheduleError> {
+    let reuse = means
+        .reuse
+        .filter(|reuse| reuse.stamps.by_host.len() == inventory.host_count());
+    let decision = decide(
+        policy,
+        inventory,
+        request,
+        Skips::Allowed,
+        reuse,
+        means.cores,
+    )?;
     degraded::observe(&decision.explain);
     Ok(decision)
 }
@@ -162,7 +207,7 @@ pub fn schedule_calling_every_unit(
     inventory: &Arc<Inventory>,
     request: &ScheduleRequest,
 ) -> Result<Decision, ScheduleError> {
-    let decision = decide(policy, inventory, request, Skips::Never, None)?;
+    let decision = decide(policy, inventory, request, Skips::Never, None, None)?;
     degraded::observe(&decision.explain);
     Ok(decision)
 }
@@ -195,6 +240,7 @@ fn decide(
     request: &ScheduleRequest,
     skips: Skips,
     mut reuse: Option<Reuse<'_>>,
+    lender: Option<&dyn Lender>,
 ) -> Result<Decision, ScheduleError> {
     let resolved = policy.param_table().resolve(&request.params)?;
     let host_count = inventory.host_count();
@@ -263,22 +309,20 @@ fn decide(
             });
             continue;
         }
+        let asking = FilterCall {
+            unit,
+            inventory,
+            call: &call,
+            cores: lender,
+        };
         let answer = match (&mut reuse, &shape) {
             (Some(reuse), Some(shape)) if unit.info().per_host => {
                 let answers = reuse
                     .cache
                     .filter(unit, reuse.view, shape, &call, host_count);
-                filter_reusing(
-                    unit,
-                    inventory,
-                    &call,
-                    &survivors,
-                    &mut marks,
-                    answers,
-                    reuse.stamps,
-                )
+                filter_reusing(&asking, &survivors, &mut marks, answers, reuse.stamps)
             }
-            _ => filter_whole(unit, inventory, &call, &survivors, &mut marks),
+            _ => filter_whole(&asking, &survivors, &mut marks),
         };
         let input = survivors.len();
         match answer {
@@ -367,6 +411,23 @@ fn decide(
     let n = survivors.len();
     let mut totals = vec![0.0; n];
     let mut buffers = combine::SortBuffers::take();
+    // What each weight comes to before any is called: its request, or why
+    // it is not called. Those called over every survivor may then be
+    // called side by side (`parallel`); they combine in policy order.
+    let mut plans: Vec<ScorePlan> = Vec::with_capacity(policy.scores().len());
+    for (index, step) in policy.scores().iter().enumerate() {
+        if step.factor == 0 {
+            plans.push(ScorePlan::Unweighted);
+            continue;
+        }
+        call.params = resolved.for_slot(policy.score_slot(index)).to_vec();
+        plans.push(match skip_reason(skips, step.unit.info(), &call) {
+            Some(reason) => ScorePlan::Skipped(reason),
+            None => ScorePlan::Call(Box::new(call.clone())),
+        });
+    }
+    let reusing = |unit: &Arc<dyn Unit>| reuse.is_some() && unit.info().per_host;
+    let mut early = call_side_by_side(policy, inventory, &plans, &survivors, lender, reusing);
     for (index, step) in policy.scores().iter().enumerate() {
         let unit = &step.unit;
         let info = unit.info();
@@ -384,27 +445,29 @@ fn decide(
             skipped: None,
             reused: 0,
         };
-        if step.factor == 0 {
-            explain.scores.push(record);
-            continue;
-        }
-        call.params = resolved.for_slot(policy.score_slot(index)).to_vec();
-        // A skipped score is the answer it promised, one value for all,
-        // which stands every candidate alike: all ranked first, or all
-        // normalised to 0 (an empty range gives no points).
-        if let Some(reason) = skip_reason(skips, info, &call) {
-            record.skipped = Some(reason);
-            record.standing = match policy.combination() {
-                Combination::Rank => {
-                    let mut ranks = vec![0; n];
-                    combine::rank_all_first(step.factor, &mut ranks, &mut totals);
-                    Standing::Ranks(ranks)
-                }
-                Combination::Normalised => Standing::Normalised(vec![0.0; n]),
-            };
-            explain.scores.push(record);
-            continue;
-        }
+        let call = match std::mem::replace(&mut plans[index], ScorePlan::Unweighted) {
+            ScorePlan::Unweighted => {
+                explain.scores.push(record);
+                continue;
+            }
+            // A skipped score is the answer it promised, one value for all,
+            // which stands every candidate alike: all ranked first, or all
+            // normalised to 0 (an empty range gives no points).
+            ScorePlan::Skipped(reason) => {
+                record.skipped = Some(reason);
+                record.standing = match policy.combination() {
+                    Combination::Rank => {
+                        let mut ranks = vec![0; n];
+                        combine::rank_all_first(step.factor, &mut ranks, &mut totals);
+                        Standing::Ranks(ranks)
+                    }
+                    Combination::Normalised => Standing::Normalised(vec![0.0; n]),
+                };
+                explain.scores.push(record);
+                continue;
+            }
+            ScorePlan::Call(call) => call,
+        };
         record.called = true;
         let answer = match (&mut reuse, &shape) {
             (Some(reuse), Some(shape)) if info.per_host => {
@@ -418,7 +481,10 @@ fn decide(
                     },
                 )
             }
-            _ => unit.score(inventory, &call, &survivors),
+            _ => match early[index].take() {
+                Some(answer) => answer,
+                None => unit.score(inventory, &call, &survivors),
+            },
         };
         let answer = answer.and_then(|called| {
             combine::check_scores(&called.value, n).map_err(|reason| Failed {
@@ -522,15 +588,22 @@ struct Filtered {
     reused: usize,
 }
 
+/// One filter as this decision asks it: the unit, the snapshot, the
+/// request, and the cores the decision may borrow.
+struct FilterCall<'a> {
+    unit: &'a Arc<dyn Unit>,
+    inventory: &'a Arc<Inventory>,
+    call: &'a Request,
+    cores: Option<&'a dyn Lender>,
+}
+
 /// Asks the filter about every candidate and marks the hosts it rejects.
 fn filter_whole(
-    unit: &Arc<dyn Unit>,
-    inventory: &Arc<Inventory>,
-    call: &Request,
+    asking: &FilterCall<'_>,
     survivors: &[u32],
     marks: &mut [Mark],
 ) -> Result<Filtered, Failed> {
-    let called = unit.filter(inventory, call, survivors)?;
+    let called = call_filter(asking, survivors)?;
     check_rejections(&called.value, survivors, marks).map_err(|reason| Failed {
         error: UnitError::InvalidOutput(reason),
         usage: called.usage,
@@ -543,14 +616,117 @@ fn filter_whole(
     })
 }
 
+/// Asks the filter about `candidates`: in one call, or, for a per-host
+/// filter over many candidates when cores are lent, in one call per chunk
+/// on several cores, joined into the answer one call gives (`parallel`).
+/// The usage is the chunks' fuel and the time the decision waited.
+fn call_filter(asking: &FilterCall<'_>, candidates: &[u32]) -> CallResult<Vec<Rejection>> {
+    let FilterCall {
+        unit,
+        inventory,
+        call,
+        cores,
+    } = *asking;
+    let Some(lender) = cores.filter(|_| unit.info().per_host) else {
+        return unit.filter(inventory, call, candidates);
+    };
+    let crew = parallel::worth_splitting(unit, candidates.len(), lender.worth())
+        .then(|| parallel::Crew::gather(cores, usize::MAX))
+        .flatten();
+    let Some(crew) = crew else {
+        let called = unit.filter(inventory, call, candidates);
+        if let Ok(called) = &called {
+            parallel::note_cost(unit, candidates.len(), called.usage.elapsed);
+        }
+        return called;
+    };
+    let started = Instant::now();
+    let parts = parallel::split(candidates, crew.threads());
+    let answers = crew.run(parts.len(), |i| unit.filter(inventory, call, parts[i]));
+    let mut fuel = Some(0u64);
+    let mut spent = Duration::ZERO;
+    let mut read = ColumnsRead::NONE;
+    let mut rejections = Vec::with_capacity(answers.len());
+    for answer in answers {
+        let called = answer?;
+        fuel = fuel
+            .zip(called.usage.fuel)
+            .map(|(a, b)| a.saturating_add(b));
+        spent += called.usage.elapsed;
+        read = read.union(called.read);
+        rejections.push(called.value);
+    }
+    parallel::note_cost(unit, candidates.len(), spent);
+    Ok(Called {
+        value: parallel::join_rejections(rejections),
+        usage: Usage {
+            fuel,
+            elapsed: started.elapsed(),
+        },
+        read,
+    })
+}
+
+/// What a weight comes to before any weight is called.
+enum ScorePlan {
+    /// Factor 0: not called, no say.
+    Unweighted,
+    /// Not called: the request has nothing it applies to.
+    Skipped(String),
+    /// Called with this request (boxed: a request is large).
+    Call(Box<Request>),
+}
+
+/// Calls side by side, when cores are lent and the survivors are many,
+/// every planned weight that is asked about all survivors (not one whose
+/// kept answers are reused: `reusing`); their answers by policy position.
+/// Empty (nothing called early) otherwise.
+fn call_side_by_side(
+    policy: &Policy,
+    inventory: &Arc<Inventory>,
+    plans: &[ScorePlan],
+    survivors: &[u32],
+    lender: Option<&dyn Lender>,
+    reusing: impl Fn(&Arc<dyn Unit>) -> bool,
+) -> Vec<Option<CallResult<Scores>>> {
+    let mut early: Vec<Option<CallResult<Scores>>> = (0..plans.len()).map(|_| None).collect();
+    if survivors.len() < parallel::MIN_SIDE_BY_SIDE_SURVIVORS {
+        return early;
+    }
+    let calls: Vec<(usize, &Request)> = plans
+        .iter()
+        .enumerate()
+        .filter_map(|(index, plan)| match plan {
+            ScorePlan::Call(call) if !reusing(&policy.scores()[index].unit) => {
+                Some((index, &**call))
+            }
+            _ => None,
+        })
+        .collect();
+    if calls.len() < 2 {
+        return early;
+    }
+    let Some(crew) = parallel::Crew::gather(lender, calls.len() - 1) else {
+        return early;
+    };
+    let answers = crew.run(calls.len(), |i| {
+        let (index, call) = calls[i];
+        policy.scores()[index]
+            .unit
+            .score(inventory, call, survivors)
+    });
+    for ((index, _), answer) in calls.iter().zip(answers) {
+        early[*index] = Some(answer);
+    }
+    early
+}
+
 /// Asks a per-host filter only about the candidates with no kept verdict
 /// for their stamp, keeps its fresh verdicts, and marks every rejected
 /// host, fresh or kept. When something was reused, the rejections are
 /// grouped by template in candidate order.
 fn filter_reusing(
-    unit: &Arc<dyn Unit>,
-    inventory: &Arc<Inventory>,
-    call: &Request,
+    asking: &FilterCall<'_>,
     survivors: &[u32],
     marks: &mut [Mark],
     answers: &mut FilterAnswers,
@@ -578,7 +754,7 @@ fn filter_reusing(
     // The fresh rejections, by host.
     let mut fresh_rejections: Vec<(u32, u32)> = Vec::new();
     if !ask.is_empty() {
-        let fresh = filter_whole(unit, inventory, call, &ask, marks)?;
+        let fresh = filter_whole(asking, &ask, marks)?;
         let claims_read = stamps.claims_read(fresh.read);
         for &h in &ask {
             answers.put(h, stamp(h), claims_read, None);

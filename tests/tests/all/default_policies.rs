@@ -4,15 +4,17 @@
 //! the pipeline's rules, names and ids are unique, exactly one policy is the
 //! default, and each policy decides a placement (and, with a balancer, a
 //! balancing round) on a small cluster. Skipping the units that declare
-//! they have nothing to say about a request never changes a decision.
+//! they have nothing to say about a request never changes a decision, nor
+//! does spreading one over several cores.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use sandpiper::builtin::{BuiltinPolicy, POLICY_FILES, UNITS};
 use sandpiper::pipeline::{
-    BalanceInput, Decision, OnFailure, Policy, ScheduleRequest, balance, schedule,
-    schedule_calling_every_unit,
+    self, BalanceInput, Decision, EveryCore, Lender, Loan, Means, OnFailure, Policy, ScheduleError,
+    ScheduleRequest, balance, schedule, schedule_calling_every_unit, schedule_with,
 };
 use sandpiper::snapshot::{Host, RunningVm, Snapshot, VmSpec};
 use sandpiper::unit::Unit;
@@ -478,4 +480,136 @@ fn the_ovirt_policies_run_the_mandatory_hardware_filters_before_their_own() {
         checked += 1;
     }
     assert_eq!(checked, 5, "oVirt's five policies");
+}
+
+/// `hosts` hosts whose memory, CPU load and VM counts vary, so that the
+/// default policies' filters reject some of them for several reasons and
+/// their weights tell them apart.
+fn varied_cluster(hosts: usize) -> Arc<Inventory> {
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move |below: u64| {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((seed >> 33) % below) as f64
+    };
+    let hosts = (0..hosts)
+        .map(|i| {
+            let id = format!("h{i}");
+            let mut host = Host {
+                address: format!("{id}.example.com"),
+                id,
+                ..Host::default()
+            };
+            let total = 16_384.0 * (1.0 + next(8));
+            let cores = 8.0 * (1.0 + next(4));
+            let vms = next(20);
+            for (metric, value) in [
+                ("cpu_sockets", 2.0),
+                ("cpu_cores", cores),
+                ("cpu_threads", cores * 2.0),
+                ("cpu_usage_percent", next(100)),
+                ("cpu_overloaded_minutes", next(4)),
+                ("memory_total_mib", total),
+                ("memory_free_mib", total * next(100) / 100.0),
+                ("memory_committed_mib", total * next(120) / 100.0),
+                ("swap_total_mib", 4_096.0),
+                ("swap_free_mib", next(4_096)),
+                ("disk_total_gib", 1_000.0),
+                ("disk_free_gib", next(1_000)),
+                ("vm_count", vms),
+                ("vcpus_used", vms * 2.0),
+            ] {
+                host.metrics.insert(metric.to_owned(), value);
+            }
+            host
+        })
+        .collect();
+    let snapshot = Snapshot {
+        hosts,
+        vms: Vec::new(),
+    };
+    Arc::new(snapshot.build().expect("the cluster is valid").inventory)
+}
+
+/// Fuel the decision's filters burnt, all calls together.
+fn filter_fuel(decision: &Decision) -> u64 {
+    let explain = &decision.explain;
+    explain.filters.iter().filter_map(|f| f.usage.fuel).sum()
+}
+
+/// Lends every core, for any work at all.
+#[derive(Debug)]
+struct Eager;
+
+impl Lender for Eager {
+    fn lend(&self) -> Option<Loan> {
+        EveryCore.lend()
+    }
+
+    fn worth(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+#[test]
+fn spreading_a_decision_over_cores_never_changes_it() {
+    let units = units_by_name();
+    // More survivors than weights are called side by side for. The lender
+    // splits every per-host filter called before, however cheap.
+    let inventory = varied_cluster(pipeline::MIN_SIDE_BY_SIDE_SURVIVORS * 2);
+    let lends = std::thread::available_parallelism().map_or(1, usize::from) > 1;
+    let mut split = 0;
+    for (file, spec) in default_policies() {
+        let policy = compose(&file, &spec, units);
+        for (name, request) in requests_with_and_without_properties() {
+            let alone = schedule(&policy, &inventory, &request);
+            let means = Means {
+                reuse: None,
+                cores: Some(&Eager),
+            };
+            let spread = schedule_with(&policy, &inventory, &request, means);
+            let (alone, spread) = match (alone, spread) {
+                (Ok(alone), Ok(spread)) => (alone, spread),
+                (alone, spread) => {
+                    let text = |d: Result<Decision, ScheduleError>| {
+                        d.map(|d| verdict(&d)).map_err(|e| e.to_string())
+                    };
+                    assert_eq!(text(spread), text(alone), "{file}, {name} request");
+                    continue;
+                }
+            };
+            assert_eq!(verdict(&spread), verdict(&alone), "{file}, {name} request");
+            let (a, s) = (&alone.explain, &spread.explain);
+            assert_eq!(a.filters.len(), s.filters.len());
+            for (a, s) in a.filters.iter().zip(&s.filters) {
+                assert_eq!(
+                    (&a.unit, a.input, a.survivors, &a.rejected, &a.skipped),
+                    (&s.unit, s.input, s.survivors, &s.rejected, &s.skipped),
+                    "{file}, {name} request: filter {}",
+                    a.unit
+                );
+            }
+            for (a, s) in a.scores.iter().zip(&s.scores) {
+                assert_eq!(
+                    (&a.unit, a.called, &a.raw, &a.standing, &a.failure),
+                    (&s.unit, s.called, &s.raw, &s.standing, &s.failure),
+                    "{file}, {name} request: weight {}",
+                    a.unit
+                );
+            }
+            assert_eq!(a.totals, s.totals, "{file}, {name} request");
+            // A split filter's chunks each pay a call's fixed fuel: the
+            // evidence that this decision was spread at all.
+            if filter_fuel(&spread) > filter_fuel(&alone) {
+                split += 1;
+            }
+        }
+    }
+    if lends {
+        assert!(
+            split > 0,
+            "no decision split a filter: the test proves nothing"
+        );
+    }
 }
