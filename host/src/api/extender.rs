@@ -173,6 +173,7 @@ async fn judge(state: &AppState, cluster: &str, request: Request) -> Result<Judg
                 .held_view(cluster_id, asked.clone())
                 .await
                 .map_err(placement_error)?;
+            let cores = admission.lender();
             let decision = admission
                 .run(move || {
                     pick_over(
@@ -182,6 +183,7 @@ async fn judge(state: &AppState, cluster: &str, request: Request) -> Result<Judg
                         &request,
                         &prepared.policy,
                         &prepared.overrides,
+                        Some(&cores),
                     )
                 })
                 .await

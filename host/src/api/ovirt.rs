@@ -295,6 +295,7 @@ async fn decide(
         vm,
         ..PlaceRequest::default()
     };
+    let cores = admission.lender();
     let decided = admission
         .run(move || {
             pick_over(
@@ -304,6 +305,7 @@ async fn decide(
                 &request,
                 &policy,
                 &ParamValues::new(),
+                Some(&cores),
             )
         })
         .await

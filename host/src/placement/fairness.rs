@@ -30,6 +30,8 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use uuid::Uuid;
 
+use crate::pipeline::{Lender, Loan};
+
 /// Decisions one cluster may have in progress (waiting for its lock or a
 /// sandbox slot, or running) before further ones are answered 503 at once.
 /// Issue #5's stress test runs sixteen engine threads against one cluster,
@@ -194,6 +196,35 @@ impl Admission {
     }
 }
 
+impl Admission {
+    /// What lends this decision more cores (`pipeline::parallel`): a
+    /// sandbox slot of its cluster and one of the server's, taken only if
+    /// both are free at that instant, so a decision never runs on more
+    /// cores than its cluster may hold, and a decision waiting for a slot
+    /// never waits behind a loan it could have had.
+    pub fn lender(&self) -> SlotLender {
+        SlotLender {
+            cluster: Arc::clone(&self.cluster_sandbox),
+            server: Arc::clone(&self.sandbox),
+        }
+    }
+}
+
+/// Lends a decision the sandbox slots nobody holds ([`Admission::lender`]).
+#[derive(Debug)]
+pub struct SlotLender {
+    cluster: Arc<Semaphore>,
+    server: Arc<Semaphore>,
+}
+
+impl Lender for SlotLender {
+    fn lend(&self) -> Option<Loan> {
+        let cluster = Arc::clone(&self.cluster).try_acquire_owned().ok()?;
+        let server = Arc::clone(&self.server).try_acquire_owned().ok()?;
+        Some(Loan::new((cluster, server)))
+    }
+}
+
 impl Drop for Admission {
     fn drop(&mut self) {
         let mut clusters = lock(&self.clusters);
@@ -239,6 +270,31 @@ mod tests {
         drop(first);
         let _third = fairness.admit(a).expect("a slot came free");
         assert_eq!(fairness.in_progress(a), 2);
+    }
+
+    #[tokio::test]
+    async fn a_decision_borrows_only_slots_its_cluster_and_the_server_have_free() {
+        // Three server-wide slots, two per cluster.
+        let fairness = fairness(8, 3, 2);
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        let a1 = fairness.admit(a).expect("admitted");
+        let _running = a1.sandbox().await;
+        let lender = a1.lender();
+        let loan = lender
+            .lend()
+            .expect("A's second slot and a server slot are free");
+        assert!(lender.lend().is_none(), "A holds both of its slots");
+        drop(loan);
+        let loan = lender.lend().expect("the loan's slots came back");
+        drop(loan);
+        // B runs and borrows the last server slot: A has nothing to borrow.
+        let b1 = fairness.admit(b).expect("admitted");
+        let _b_running = b1.sandbox().await;
+        let _b_loan = b1
+            .lender()
+            .lend()
+            .expect("B's second slot and the last server slot");
+        assert!(lender.lend().is_none(), "every server slot is held");
     }
 
     #[test]

@@ -466,11 +466,17 @@ impl PlacementService {
         };
         if let HostsSource::Inline(inline) = std::mem::replace(&mut job.source, HostsSource::Held) {
             let persister = self.inner.persister.clone();
+            let cores = admission.lender();
             let (decided, ack) = admission
                 .run(move || {
                     let cluster = inline.build().map_err(place::PlaceError::InvalidSnapshot)?;
-                    let outcome =
-                        place::over_cluster(cluster, &job.request, &job.policy, &job.params)?;
+                    let outcome = place::over_cluster(
+                        cluster,
+                        &job.request,
+                        &job.policy,
+                        &job.params,
+                        Some(&cores),
+                    )?;
                     let decided = Decided {
                         outcome,
                         waited: None,
@@ -602,13 +608,16 @@ impl PlacementService {
         // The sandbox slot after the lock, so a slot is never held idle by
         // a decision queued for the lock; held by the task until it ends.
         let permit = admission.sandbox().await;
+        let cores = admission.lender();
         let persister = self.inner.persister.clone();
         let config = self.inner.config;
         let slot = Arc::clone(slot);
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
             let resolved = match guard.as_mut() {
-                Some(state) => slot.turns.take(cluster_id, state, &config, &persister),
+                Some(state) => slot
+                    .turns
+                    .take(cluster_id, state, &config, &persister, &cores),
                 None => false,
             };
             drop(guard);

@@ -25,6 +25,7 @@ use super::persist::{Ack, LoggedDecision, Persister, Unqueued};
 use super::place::{PlaceContext, PlaceOutcome};
 use super::request::PlaceJob;
 use super::time::Timestamp;
+use crate::pipeline::Lender;
 
 /// Most decisions one lock hold takes: past this, the holder lets go, so a
 /// host report or a confirm waiting for the lock is not held up behind a
@@ -114,6 +115,7 @@ impl Turns {
         state: &mut ClusterState,
         config: &PlacementConfig,
         persister: &Persister,
+        cores: &dyn Lender,
     ) -> bool {
         let mut resolved = false;
         let mut taken = 0;
@@ -123,7 +125,7 @@ impl Turns {
                 continue;
             }
             taken += 1;
-            resolved |= take_turn(cluster_id, state, config, persister, turn);
+            resolved |= take_turn(cluster_id, state, config, persister, cores, turn);
         }
         resolved
     }
@@ -135,6 +137,7 @@ fn take_turn(
     state: &mut ClusterState,
     config: &PlacementConfig,
     persister: &Persister,
+    cores: &dyn Lender,
     turn: Turn,
 ) -> bool {
     let Turn {
@@ -159,6 +162,7 @@ fn take_turn(
         dry_run: job.dry_run,
         sampling: config.sampling,
         reuse_answers: config.reuse_answers,
+        cores: Some(cores),
     };
     let (outcome, changes) = match state.place(&job.request, &cx) {
         Ok(placed) => placed,

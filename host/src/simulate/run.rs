@@ -514,6 +514,8 @@ impl<'a> Replay<'a> {
             dry_run: false,
             sampling: Sampling::All,
             reuse_answers: true,
+            // A simulation runs beside live decisions: it borrows no cores.
+            cores: None,
         }
     }
 

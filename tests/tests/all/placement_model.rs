@@ -374,6 +374,7 @@ impl World {
             dry_run: false,
             sampling: Sampling::Adaptive,
             reuse_answers: true,
+            cores: None,
         };
         let (outcome, _) = self
             .state

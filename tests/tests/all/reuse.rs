@@ -365,6 +365,7 @@ impl Twins {
                 dry_run,
                 sampling,
                 reuse_answers,
+                cores: None,
             };
             state.place(&request, &cx).map(|(outcome, _)| outcome)
         };
@@ -560,6 +561,7 @@ fn a_claim_leaves_answers_that_never_read_claims() {
             dry_run: false,
             sampling: Sampling::All,
             reuse_answers: true,
+            cores: None,
         };
         let (outcome, _) = state
             .place(&request(2, id, 1), &cx)

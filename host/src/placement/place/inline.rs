@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{Pick, PlaceError, PlaceOutcome};
 use crate::inputs;
-use crate::pipeline::{self, Decision, ParamValues, Policy, ScheduleRequest};
+use crate::pipeline::{self, Decision, Lender, Means, ParamValues, Policy, ScheduleRequest};
 use crate::placement::request::PlaceRequest;
 use crate::snapshot::{Cluster, HostIndex, Snapshot, hint_pairs};
 use sandpiper_model::Inventory;
@@ -23,16 +23,18 @@ pub fn over_snapshot(
     params: &ParamValues,
 ) -> Result<PlaceOutcome, PlaceError> {
     let cluster = inputs::build_checked(snapshot).map_err(PlaceError::InvalidSnapshot)?;
-    over_cluster(cluster, request, policy, params)
+    over_cluster(cluster, request, policy, params, None)
 }
 
 /// [`over_snapshot`] over hosts already checked and built: an inline
-/// body's, built as they were read (`inputs::CheckedHosts`).
+/// body's, built as they were read (`inputs::CheckedHosts`). `cores` lends
+/// the decision more cores (`pipeline::parallel`).
 pub fn over_cluster(
     cluster: Cluster,
     request: &PlaceRequest,
     policy: &Policy,
     params: &ParamValues,
+    cores: Option<&dyn Lender>,
 ) -> Result<PlaceOutcome, PlaceError> {
     let (cluster, candidates) = with_candidates(cluster, request.candidates.as_deref())?;
     let inventory = Arc::new(cluster.inventory);
@@ -43,6 +45,7 @@ pub fn over_cluster(
         request,
         policy,
         params,
+        cores,
     )?;
     // The same claim-time fit as over the held inventory, so the answer
     // says which cells, CPUs and devices the VM would take; nothing is held.
@@ -83,6 +86,7 @@ pub fn pick_over(
     request: &PlaceRequest,
     policy: &Policy,
     params: &ParamValues,
+    cores: Option<&dyn Lender>,
 ) -> Result<Decision, PlaceError> {
     let vm =
         inputs::to_vm_checked(&request.vm, hosts, "vm").map_err(PlaceError::InvalidSnapshot)?;
@@ -92,7 +96,8 @@ pub fn pick_over(
         candidates,
         params: params.clone(),
     };
-    pipeline::schedule(policy, inventory, &pick).map_err(|error| PlaceError::Schedule {
+    let means = Means { reuse: None, cores };
+    pipeline::schedule_with(policy, inventory, &pick, means).map_err(|error| PlaceError::Schedule {
         instance: request.vm.id.clone(),
         error: Box::new(error),
     })

@@ -53,7 +53,9 @@ use super::request::{Mode, PlaceRequest};
 use super::resources::Resources;
 use super::sample::{Sample, Sampling};
 use super::time::Timestamp;
-use crate::pipeline::{Decision, ParamValues, Policy, PolicyError, ScheduleError, only_declared};
+use crate::pipeline::{
+    Decision, Lender, ParamValues, Policy, PolicyError, ScheduleError, only_declared,
+};
 use crate::snapshot::SnapshotError;
 
 /// What the decision runs with besides the request.
@@ -76,6 +78,8 @@ pub struct PlaceContext<'a> {
     /// Whether per-host units' answers for unchanged hosts are reused
     /// from earlier decisions (`pipeline::schedule_reusing`).
     pub reuse_answers: bool,
+    /// Lends the decision more cores (`pipeline::parallel`), or `None`.
+    pub cores: Option<&'a dyn Lender>,
 }
 
 /// One instance's pick.
@@ -260,6 +264,7 @@ impl ClusterState {
                 hold_deadline: cx.hold_deadline,
                 started,
                 reuse: reuse.as_deref_mut(),
+                cores: cx.cores,
             })
         };
 

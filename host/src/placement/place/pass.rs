@@ -13,7 +13,7 @@ use super::instances::candidate_rows;
 use super::{Pick, PlaceError};
 use crate::hardware::claim::{self as hardware_claim, HardwareClaim};
 use crate::pipeline::{
-    self, ParamValues, Policy, Reuse, ReuseCache, ScheduleRequest, Stamp, Stamps,
+    self, Lender, Means, ParamValues, Policy, Reuse, ReuseCache, ScheduleRequest, Stamp, Stamps,
 };
 use crate::placement::columns::{CLAIMED_COLUMNS, Columns, PendingVm, Window};
 use crate::placement::request::PlaceRequest;
@@ -44,6 +44,8 @@ pub(super) struct Pass<'a> {
     /// Where per-host units' answers are kept between decisions; `None`
     /// decides whole.
     pub(super) reuse: Option<&'a mut ReuseCache>,
+    /// Lends each decision more cores (`pipeline::parallel`).
+    pub(super) cores: Option<&'a dyn Lender>,
 }
 
 /// What a pass decided.
@@ -75,6 +77,7 @@ pub(super) fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
         hold_deadline,
         started,
         mut reuse,
+        cores,
     } = pass;
     let (hosts, offset) = match window {
         Some(w) => (w.hosts(), w.lo),
@@ -143,21 +146,24 @@ pub(super) fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
             candidates: candidates.clone(),
             params: params.clone(),
         };
-        let decided = match reuse.as_deref_mut() {
-            Some(cache) => {
-                let stamps = stamps(columns, offset, host_count, &rows, &vms, &taken);
-                let reuse = Reuse {
+        let by_host = reuse
+            .is_some()
+            .then(|| stamps(columns, offset, host_count, &rows, &vms, &taken));
+        let means = Means {
+            reuse: reuse
+                .as_deref_mut()
+                .zip(by_host.as_deref())
+                .map(|(cache, by_host)| Reuse {
                     cache,
                     view: (offset, host_count),
                     stamps: Stamps {
-                        by_host: &stamps,
+                        by_host,
                         claimed_columns: CLAIMED_COLUMNS,
                     },
-                };
-                pipeline::schedule_reusing(policy, &inventory, &schedule_request, reuse)
-            }
-            None => pipeline::schedule(policy, &inventory, &schedule_request),
+                }),
+            cores,
         };
+        let decided = pipeline::schedule_with(policy, &inventory, &schedule_request, means);
         let mut decision = decided.map_err(|error| PlaceError::Schedule {
             instance: id.clone(),
             error: Box::new(error),

@@ -87,6 +87,7 @@ fn place(
         dry_run: false,
         sampling: Sampling::Adaptive,
         reuse_answers: true,
+        cores: None,
     };
     state.place(request, &cx).map(|(outcome, _)| outcome)
 }
@@ -561,6 +562,7 @@ fn a_dry_run_claims_nothing_and_expired_claims_never_count() {
         dry_run: true,
         sampling: Sampling::Adaptive,
         reuse_answers: true,
+        cores: None,
     };
     let req = request(vm("v", 4096.0), 1, Mode::AllOrNothing);
     let (outcome, _) = state.place(&req, &cx).expect("decided");
@@ -624,6 +626,7 @@ fn a_sampled_decision_rotates_and_widens_before_saying_no() {
         dry_run: false,
         sampling: Sampling::AtMost(4),
         reuse_answers: true,
+        cores: None,
     };
     let mut chosen = Vec::new();
     for i in 0..10 {
