@@ -9,8 +9,8 @@
 //!   chunks, one call per chunk, and the answers joined in candidate order
 //!   (`join_rejections`): the same hosts rejected for the same reasons, in
 //!   the same groups and order as one call gives. Only a filter whose last
-//!   call says this one will be long enough to repay a second call's fixed
-//!   cost is split ([`SPLIT_WORTH`]);
+//!   whole call says this one will be long enough to repay a second call's
+//!   fixed cost is split ([`SPLIT_WORTH`]);
 //! * the weights all score the same survivors, so they can be called side
 //!   by side and combined afterwards, in policy order, as before.
 //!
@@ -44,37 +44,62 @@ pub const MIN_SPLIT_CANDIDATES: usize = 64;
 /// expected to take before it is split. Each chunk pays a call's fixed cost
 /// again (a fresh instance, and the columns it reads lowered whole: ~25 µs
 /// for `Memory` at 10,000 hosts) and a hand-off to another thread
-/// (~10–30 µs on a busy machine); the half of a 150 µs call repays that.
-/// `Swap` (~90 µs sandboxed at 10,000 hosts) is not split, `Memory`
-/// (~250 µs) is.
-pub const SPLIT_WORTH: Duration = Duration::from_micros(150);
+/// (~10–30 µs), and on this project's 2-vCPU machines two calls at once
+/// each ran about 1.45 times slower than one alone (docs/performance.md,
+/// "One decision on more than one core"): splitting `Swap` (~100 µs at
+/// 10,000 hosts) or `CPU` (~200 µs) lost time there; `Memory` at 50,000
+/// hosts (over 1 ms) gains.
+pub const SPLIT_WORTH: Duration = Duration::from_micros(300);
 
-/// What each per-host filter's last call cost a candidate, by the unit's
-/// address (stable while the unit is loaded). Only the guess of whether
-/// splitting pays: a wrong guess moves where the same calls run, never
-/// what they answer. Forgotten whole past [`MAX_COSTS_KEPT`] units.
-static COSTS: Mutex<Option<HashMap<usize, Duration>>> = Mutex::new(None);
+/// What each per-host filter's last whole call cost a candidate, by the
+/// unit's address (stable while the unit is loaded), and how many calls
+/// were split since. Only the guess of whether splitting pays: a wrong
+/// guess moves where the same calls run, never what they answer.
+/// Forgotten whole past [`MAX_COSTS_KEPT`] units.
+static COSTS: Mutex<Option<HashMap<usize, Cost>>> = Mutex::new(None);
+
+/// One unit's entry in [`COSTS`].
+#[derive(Clone, Copy)]
+struct Cost {
+    per_candidate: Duration,
+    split_since: u32,
+}
 
 /// Most units whose cost is kept.
 const MAX_COSTS_KEPT: usize = 4_096;
+
+/// Every this many calls of a unit that is split, one runs whole, so its
+/// cost is measured again. Only whole calls are measured: a split call's
+/// time says as much about the other core as about the unit (on a shared
+/// machine two chunks at once ran slower than one call over both), and
+/// measuring it would keep a unit split once it was.
+const REMEASURE_EVERY: u32 = 16;
 
 fn unit_key(unit: &Arc<dyn Unit>) -> usize {
     Arc::as_ptr(unit).cast::<()>() as usize
 }
 
-/// Whether a call of `unit` over `candidates` is expected to take at least
-/// `worth` ([`Lender::worth`]). A unit not called before is not.
+/// Whether this call of `unit` over `candidates` is to be split: its last
+/// whole call says it will take at least `worth` ([`Lender::worth`]), and
+/// it is not the one in [`REMEASURE_EVERY`] that runs whole. A unit never
+/// called whole before is not split.
 pub(super) fn worth_splitting(unit: &Arc<dyn Unit>, candidates: usize, worth: Duration) -> bool {
     if candidates < MIN_SPLIT_CANDIDATES {
         return false;
     }
-    let costs = COSTS.lock().unwrap_or_else(|p| p.into_inner());
-    let per_candidate = costs.as_ref().and_then(|c| c.get(&unit_key(unit)).copied());
-    per_candidate.is_some_and(|cost| cost * u32::try_from(candidates).unwrap_or(u32::MAX) >= worth)
+    let mut costs = COSTS.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(cost) = costs.as_mut().and_then(|c| c.get_mut(&unit_key(unit))) else {
+        return false;
+    };
+    let expected = cost.per_candidate * u32::try_from(candidates).unwrap_or(u32::MAX);
+    if expected < worth || cost.split_since + 1 >= REMEASURE_EVERY {
+        return false;
+    }
+    cost.split_since += 1;
+    true
 }
 
-/// Notes that `unit` took `elapsed` (its calls' time, all chunks
-/// together) over `candidates`.
+/// Notes that a whole call of `unit` over `candidates` took `elapsed`.
 pub(super) fn note_cost(unit: &Arc<dyn Unit>, candidates: usize, elapsed: Duration) {
     let Some(per_candidate) = u32::try_from(candidates.max(1)).ok().map(|n| elapsed / n) else {
         return;
@@ -84,7 +109,11 @@ pub(super) fn note_cost(unit: &Arc<dyn Unit>, candidates: usize, elapsed: Durati
     if costs.len() >= MAX_COSTS_KEPT {
         costs.clear();
     }
-    costs.insert(unit_key(unit), per_candidate);
+    let cost = Cost {
+        per_candidate,
+        split_since: 0,
+    };
+    costs.insert(unit_key(unit), cost);
 }
 
 /// Fewest survivors for which weights are called side by side.

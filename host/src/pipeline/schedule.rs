@@ -42,7 +42,7 @@
 //!   among equals expresses it by ordering the candidates.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use sandpiper_model::Inventory;
 use sandpiper_model::reason;
@@ -644,7 +644,6 @@ fn call_filter(asking: &FilterCall<'_>, candidates: &[u32]) -> CallResult<Vec<Re
     let parts = parallel::split(candidates, crew.threads());
     let answers = crew.run(parts.len(), |i| unit.filter(inventory, call, parts[i]));
     let mut fuel = Some(0u64);
-    let mut spent = Duration::ZERO;
     let mut read = ColumnsRead::NONE;
     let mut rejections = Vec::with_capacity(answers.len());
     for answer in answers {
@@ -652,11 +651,9 @@ fn call_filter(asking: &FilterCall<'_>, candidates: &[u32]) -> CallResult<Vec<Re
         fuel = fuel
             .zip(called.usage.fuel)
             .map(|(a, b)| a.saturating_add(b));
-        spent += called.usage.elapsed;
         read = read.union(called.read);
         rejections.push(called.value);
     }
-    parallel::note_cost(unit, candidates.len(), spent);
     Ok(Called {
         value: parallel::join_rejections(rejections),
         usage: Usage {
