@@ -108,20 +108,14 @@ fn main() -> anyhow::Result<()> {
     for hosts in SIZES {
         let inventory = Arc::new(cluster(hosts)?);
         let label = format!("pipeline hosts={hosts} units={}", PACKAGES.len());
-        measure(
-            &label,
+        let spread = format!("{label} cores={}", cores());
+        let medians = measure(
+            &[(&label, schedule), (&spread, on_every_core)],
             [&wasm_policy, &native_policy],
             &inventory,
             &request,
-            schedule,
         )?;
-        measure(
-            &format!("{label} cores={}", cores()),
-            [&wasm_policy, &native_policy],
-            &inventory,
-            &request,
-            on_every_core,
-        )?;
+        report_spread(&label, medians[0], medians[1]);
         if hosts == DEFAULT_POLICY_HOSTS {
             measure_incremental(&label, [&wasm_policy, &native_policy], &inventory, &request)?;
         }
@@ -165,21 +159,22 @@ fn main() -> anyhow::Result<()> {
         )
     };
     let policies = [&wasm_default, &native_default];
-    let (off, _) = measure(
-        &label("off"),
+    let off = measure(
+        &[(&label("off"), schedule_calling_every_unit)],
         policies,
         &inventory,
         &request,
-        schedule_calling_every_unit,
-    )?;
-    let (on, _) = measure(&label("on"), policies, &inventory, &request, schedule)?;
-    measure(
-        &format!("{} cores={}", label("on"), cores()),
+    )?[0]
+        .0;
+    let spread = format!("{} cores={}", label("on"), cores());
+    let medians = measure(
+        &[(&label("on"), schedule), (&spread, on_every_core)],
         policies,
         &inventory,
         &request,
-        on_every_core,
     )?;
+    let on = medians[0].0;
+    report_spread(&label("on"), medians[0], medians[1]);
     println!(
         "default_policy name={} hosts={hosts} wasm_skips_off_over_on={:.2}",
         spec.name,
@@ -277,33 +272,60 @@ fn cores() -> usize {
 /// [`on_every_core`].
 type Decide = fn(&Policy, &Arc<Inventory>, &ScheduleRequest) -> Result<Decision, ScheduleError>;
 
-/// Runs `policies` (`[sandboxed, native]`) interleaved over `inventory` and
-/// prints the decision's medians, each unit call's and the time outside
-/// the units; returns the two medians.
+/// Runs `policies` (`[sandboxed, native]`) interleaved over `inventory`,
+/// each decided by every one of `modes` (a label and a way to decide) in
+/// turn, and prints per mode the decision's medians, each unit call's and
+/// the time outside the units; returns each mode's two medians. Modes are
+/// interleaved run by run, so that they see the same machine: on a shared
+/// machine, runs a few seconds apart differ more than the modes.
 fn measure(
-    label: &str,
+    modes: &[(&str, Decide)],
     policies: [&Policy; 2],
     inventory: &Arc<Inventory>,
     request: &ScheduleRequest,
-    decide: Decide,
-) -> anyhow::Result<(Duration, Duration)> {
+) -> anyhow::Result<Vec<(Duration, Duration)>> {
     let [wasm_policy, native_policy] = policies;
     let hosts = inventory.host_count();
     let runs = runs_for(hosts);
-    let mut wasm_runs = Runs::new(wasm_policy, decide);
-    let mut native_runs = Runs::new(native_policy, decide);
+    let mut all: Vec<[Runs; 2]> = modes
+        .iter()
+        .map(|&(_, decide)| {
+            [
+                Runs::new(wasm_policy, decide),
+                Runs::new(native_policy, decide),
+            ]
+        })
+        .collect();
     for i in 0..WARMUP_RUNS + runs {
         let timed = i >= WARMUP_RUNS;
-        // Alternate which mode goes first, so neither always runs on
-        // caches the other just warmed.
-        if i % 2 == 0 {
-            wasm_runs.run(wasm_policy, inventory, request, timed)?;
-            native_runs.run(native_policy, inventory, request, timed)?;
-        } else {
-            native_runs.run(native_policy, inventory, request, timed)?;
-            wasm_runs.run(wasm_policy, inventory, request, timed)?;
+        // Alternate which goes first, so that none always runs on caches
+        // another just warmed.
+        for m in 0..modes.len() {
+            let [wasm_runs, native_runs] = &mut all[(m + i) % modes.len()];
+            if i % 2 == 0 {
+                wasm_runs.run(wasm_policy, inventory, request, timed)?;
+                native_runs.run(native_policy, inventory, request, timed)?;
+            } else {
+                native_runs.run(native_policy, inventory, request, timed)?;
+                wasm_runs.run(wasm_policy, inventory, request, timed)?;
+            }
         }
     }
+    let mut medians = Vec::with_capacity(modes.len());
+    for (&(label, _), [wasm_runs, native_runs]) in modes.iter().zip(&mut all) {
+        medians.push(report(label, hosts, runs, wasm_runs, native_runs));
+    }
+    Ok(medians)
+}
+
+/// Prints one mode's lines (see [`measure`]); its two medians.
+fn report(
+    label: &str,
+    hosts: usize,
+    runs: usize,
+    wasm_runs: &mut Runs,
+    native_runs: &mut Runs,
+) -> (Duration, Duration) {
     let (w, n) = (median(&mut wasm_runs.total), median(&mut native_runs.total));
     // The fastest run too: on a shared machine the median moves with
     // other load, the minimum much less.
@@ -336,7 +358,18 @@ fn measure(
         wasm_runs.survivors,
         wasm_runs.skipped
     );
-    Ok((w, n))
+    (w, n)
+}
+
+/// Prints what lending every core gained: the medians of deciding alone
+/// over those of the same runs spread over the cores.
+fn report_spread(label: &str, alone: (Duration, Duration), spread: (Duration, Duration)) {
+    println!(
+        "{label} cores={} wasm_alone_over_spread={:.2} native_alone_over_spread={:.2}",
+        cores(),
+        ratio(alone.0, spread.0),
+        ratio(alone.1, spread.1)
+    );
 }
 
 /// A built-in policy over `units` (by the names they declare), as the
