@@ -34,7 +34,7 @@ pub use explain::{
     BalanceExplain, Explain, FailureRecord, FilterRecord, Outcome, ScoreRecord, Standing,
     TIE_BREAK_RULE,
 };
-pub use parallel::{EveryCore, Lender, Loan, MIN_SIDE_BY_SIDE_SURVIVORS, MIN_SPLIT_CANDIDATES};
+pub use parallel::{EveryCore, Lender, Loan, MIN_SIDE_BY_SIDE_SURVIVORS};
 pub use params::{
     PATTERN_SIZE_LIMIT_BYTES, ParamError, ParamValues, SpecError, UnitParamsError, check_specs,
     unit_params,

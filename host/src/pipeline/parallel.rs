@@ -184,8 +184,8 @@ pub(super) struct Crew {
 impl Crew {
     /// Up to `most` helpers, as many as `lender` lends now; `None` when
     /// none is lent (or the machine has one core).
-    pub(super) fn gather(lender: Option<&dyn Lender>, most: usize) -> Option<Crew> {
-        let (lender, pool) = (lender?, helper_pool()?);
+    pub(super) fn gather(lender: &dyn Lender, most: usize) -> Option<Crew> {
+        let pool = helper_pool()?;
         let loans: Vec<Loan> = (0..most.min(pool.current_num_threads()))
             .map_while(|_| lender.lend())
             .collect();
@@ -267,7 +267,7 @@ mod tests {
 
     #[test]
     fn jobs_run_once_each_and_answer_in_order() {
-        let Some(crew) = Crew::gather(Some(&EveryCore), 8) else {
+        let Some(crew) = Crew::gather(&EveryCore, 8) else {
             return; // one core: nothing to lend
         };
         let ran = AtomicUsize::new(0);
@@ -288,9 +288,8 @@ mod tests {
                 None
             }
         }
-        assert!(Crew::gather(Some(&Nothing), 4).is_none());
-        assert!(Crew::gather(None, 4).is_none());
-        assert!(Crew::gather(Some(&EveryCore), 0).is_none());
+        assert!(Crew::gather(&Nothing, 4).is_none());
+        assert!(Crew::gather(&EveryCore, 0).is_none());
     }
 
     #[test]

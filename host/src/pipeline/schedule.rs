@@ -166,7 +166,6 @@ pub fn schedule_reusing(
 
 /// What a decision may use beyond calling every unit on the caller's
 /// thread.
-#[derive(Default)]
 pub struct Means<'a> {
     /// Per-host units' answers kept from earlier decisions, reused for
     /// hosts whose stamps did not change ([`schedule_reusing`]).
@@ -411,8 +410,8 @@ fn decide(
     let n = survivors.len();
     let mut totals = vec![0.0; n];
     let mut buffers = combine::SortBuffers::take();
-    // What each weight comes to before any is called: its request, or why
-    // it is not called. Those called over every survivor may then be
+    // What each weight comes to before any is called: its parameters, or
+    // why it is not called. Those called over every survivor may then be
     // called side by side (`parallel`); they combine in policy order.
     let mut plans: Vec<ScorePlan> = Vec::with_capacity(policy.scores().len());
     for (index, step) in policy.scores().iter().enumerate() {
@@ -423,11 +422,16 @@ fn decide(
         call.params = resolved.for_slot(policy.score_slot(index)).to_vec();
         plans.push(match skip_reason(skips, step.unit.info(), &call) {
             Some(reason) => ScorePlan::Skipped(reason),
-            None => ScorePlan::Call(Box::new(call.clone())),
+            None => ScorePlan::Call(std::mem::take(&mut call.params)),
         });
     }
     let reusing = |unit: &Arc<dyn Unit>| reuse.is_some() && unit.info().per_host;
-    let mut early = call_side_by_side(policy, inventory, &plans, &survivors, lender, reusing);
+    let mut early = match lender {
+        Some(lender) => call_side_by_side(
+            policy, inventory, &call, &plans, &survivors, lender, reusing,
+        ),
+        None => Vec::new(),
+    };
     for (index, step) in policy.scores().iter().enumerate() {
         let unit = &step.unit;
         let info = unit.info();
@@ -445,7 +449,7 @@ fn decide(
             skipped: None,
             reused: 0,
         };
-        let call = match std::mem::replace(&mut plans[index], ScorePlan::Unweighted) {
+        call.params = match std::mem::replace(&mut plans[index], ScorePlan::Unweighted) {
             ScorePlan::Unweighted => {
                 explain.scores.push(record);
                 continue;
@@ -466,7 +470,7 @@ fn decide(
                 explain.scores.push(record);
                 continue;
             }
-            ScorePlan::Call(call) => call,
+            ScorePlan::Call(params) => params,
         };
         record.called = true;
         let answer = match (&mut reuse, &shape) {
@@ -481,7 +485,7 @@ fn decide(
                     },
                 )
             }
-            _ => match early[index].take() {
+            _ => match early.get_mut(index).and_then(Option::take) {
                 Some(answer) => answer,
                 None => unit.score(inventory, &call, &survivors),
             },
@@ -631,7 +635,7 @@ fn call_filter(asking: &FilterCall<'_>, candidates: &[u32]) -> CallResult<Vec<Re
         return unit.filter(inventory, call, candidates);
     };
     let crew = parallel::worth_splitting(unit, candidates.len(), lender.worth())
-        .then(|| parallel::Crew::gather(cores, usize::MAX))
+        .then(|| parallel::Crew::gather(lender, usize::MAX))
         .flatten();
     let Some(crew) = crew else {
         let called = unit.filter(inventory, call, candidates);
@@ -670,48 +674,57 @@ enum ScorePlan {
     Unweighted,
     /// Not called: the request has nothing it applies to.
     Skipped(String),
-    /// Called with this request (boxed: a request is large).
-    Call(Box<Request>),
+    /// Called with these parameters.
+    Call(Vec<KeyValue>),
 }
 
-/// Calls side by side, when cores are lent and the survivors are many,
-/// every planned weight that is asked about all survivors (not one whose
-/// kept answers are reused: `reusing`); their answers by policy position.
-/// Empty (nothing called early) otherwise.
+/// Calls side by side on lent cores, when the survivors are many, every
+/// planned weight that is asked about all survivors (not one whose kept
+/// answers are reused: `reusing`), each with `call` and its parameters;
+/// their answers by policy position. Empty when nothing was called early.
 fn call_side_by_side(
     policy: &Policy,
     inventory: &Arc<Inventory>,
+    call: &Request,
     plans: &[ScorePlan],
     survivors: &[u32],
-    lender: Option<&dyn Lender>,
+    lender: &dyn Lender,
     reusing: impl Fn(&Arc<dyn Unit>) -> bool,
 ) -> Vec<Option<CallResult<Scores>>> {
-    let mut early: Vec<Option<CallResult<Scores>>> = (0..plans.len()).map(|_| None).collect();
     if survivors.len() < parallel::MIN_SIDE_BY_SIDE_SURVIVORS {
-        return early;
+        return Vec::new();
     }
-    let calls: Vec<(usize, &Request)> = plans
+    let calls: Vec<(usize, &[KeyValue])> = plans
         .iter()
         .enumerate()
         .filter_map(|(index, plan)| match plan {
-            ScorePlan::Call(call) if !reusing(&policy.scores()[index].unit) => {
-                Some((index, &**call))
+            ScorePlan::Call(params) if !reusing(&policy.scores()[index].unit) => {
+                Some((index, params.as_slice()))
             }
             _ => None,
         })
         .collect();
     if calls.len() < 2 {
-        return early;
+        return Vec::new();
     }
     let Some(crew) = parallel::Crew::gather(lender, calls.len() - 1) else {
-        return early;
+        return Vec::new();
     };
+    // Each call its own request: they run at once.
+    let requests: Vec<Request> = calls
+        .iter()
+        .map(|(_, params)| Request {
+            vm: call.vm.clone(),
+            params: params.to_vec(),
+            hints: call.hints.clone(),
+        })
+        .collect();
     let answers = crew.run(calls.len(), |i| {
-        let (index, call) = calls[i];
-        policy.scores()[index]
+        policy.scores()[calls[i].0]
             .unit
-            .score(inventory, call, survivors)
+            .score(inventory, &requests[i], survivors)
     });
+    let mut early: Vec<Option<CallResult<Scores>>> = (0..plans.len()).map(|_| None).collect();
     for ((index, _), answer) in calls.iter().zip(answers) {
         early[*index] = Some(answer);
     }
