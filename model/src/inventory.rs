@@ -305,6 +305,50 @@ impl Inventory {
     pub fn new(host_count: usize, vm_count: usize) -> Self {
         Self::fetched(host_count, vm_count, Defaults)
     }
+
+    // The columns set (or read) so far, for `crate::fingerprint`: a column
+    // still unset reads as the same default on every row, so leaving it
+    // out can only make two equal rows look different, never two
+    // different rows alike. VM columns over more VMs are always computed.
+
+    pub(crate) fn given_host_metric(&self, metric: HostMetric) -> Option<&[f64]> {
+        self.host_metrics[metric as usize]
+            .get()
+            .map(|c| c.as_slice())
+    }
+
+    pub(crate) fn given_host_flag(&self, flag: HostFlag) -> Option<&[bool]> {
+        self.host_flags[flag as usize].get().map(|c| c.as_slice())
+    }
+
+    pub(crate) fn given_host_text(&self, text: HostText) -> Option<&Interned> {
+        self.host_texts[text as usize].get().map(|c| c.as_ref())
+    }
+
+    pub(crate) fn given_host_labels(&self, kind: HostLabels) -> Option<&Labels> {
+        self.host_labels[kind as usize].get().map(|c| c.as_ref())
+    }
+
+    pub(crate) fn given_vm_metric(&self, metric: VmMetric) -> Option<&[f64]> {
+        match self.more_vms {
+            Some(_) => Some(self.vm_metric(metric)),
+            None => self.vm_metrics[metric as usize].get().map(|c| c.as_slice()),
+        }
+    }
+
+    pub(crate) fn given_vm_flag(&self, flag: VmFlag) -> Option<&[bool]> {
+        match self.more_vms {
+            Some(_) => Some(self.vm_flag(flag)),
+            None => self.vm_flags[flag as usize].get().map(|c| c.as_slice()),
+        }
+    }
+
+    pub(crate) fn given_vm_text(&self, text: VmText) -> Option<&Interned> {
+        match self.more_vms {
+            Some(_) => Some(self.vm_text(text)),
+            None => self.vm_texts[text as usize].get().map(|c| c.as_ref()),
+        }
+    }
 }
 
 impl<F: Fetch> Inventory<F> {

@@ -17,6 +17,7 @@
 //! tables) and, optionally, serde, so the host can use it without pulling
 //! in anything written for guests.
 
+pub mod fingerprint;
 pub mod interning;
 pub mod inventory;
 
