@@ -44,13 +44,18 @@ async fn post(admin: &Client, path: &str, body: &CompactBody) -> crate::support:
 }
 
 /// The answer without what differs between two decisions of the same
-/// request: times and the decision's id.
+/// request: times, the decision's id, and what a unit's answers cost or
+/// whether they were reused from the decision before.
 fn masked(mut answer: Value) -> Value {
     fn mask(value: &mut Value) {
         match value {
             Value::Object(map) => {
+                map.remove("reused");
                 for (key, value) in map.iter_mut() {
-                    if matches!(key.as_str(), "elapsed_us" | "decision_id" | "decided_at") {
+                    if matches!(
+                        key.as_str(),
+                        "elapsed_us" | "fuel" | "decision_id" | "decided_at"
+                    ) {
                         *value = Value::Null;
                     } else {
                         mask(value);
@@ -217,6 +222,75 @@ async fn a_compact_body_is_decided_as_the_same_hosts_in_json() {
     let from_columns = expect_status(&post(&admin, &path, &compact).await, 200);
     assert_eq!(from_json["chosen_host"], "cool", "{from_json}");
     assert_eq!(masked(from_columns), masked(from_json));
+}
+
+/// Each unit's `reused` count in an answer's explain record, by unit.
+fn reused(answer: &Value) -> Vec<(String, u64)> {
+    let explain = &answer["explain"];
+    ["filters", "scores"]
+        .iter()
+        .flat_map(|list| explain[list].as_array().into_iter().flatten())
+        .map(|record| {
+            (
+                record["unit"].as_str().unwrap_or_default().to_owned(),
+                record["reused"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// Hosts sent again unchanged are not asked about again: a per-host
+/// unit's answers for them are reused, and the explain record counts
+/// them; a host whose figures changed is asked again. The decision is the
+/// one the same body gets the first time.
+#[tokio::test(flavor = "multi_thread")]
+async fn hosts_sent_again_unchanged_are_not_asked_about_again() {
+    let api = Api::start().await;
+    let admin = api.admin();
+    let path = format!("{}/schedule", cluster(&admin).await);
+    let body = |snapshot: &Snapshot| {
+        write(snapshot)
+            .expect("written")
+            .body(&request())
+            .expect("a boundary")
+    };
+
+    let first = expect_status(&post(&admin, &path, &body(&snapshot())).await, 200);
+    assert!(
+        reused(&first).iter().all(|(_, n)| *n == 0),
+        "nothing to reuse yet: {:?}",
+        reused(&first)
+    );
+    let again = expect_status(&post(&admin, &path, &body(&snapshot())).await, 200);
+    assert_eq!(masked(again.clone()), masked(first.clone()));
+    // `CPU` is per-host and judges all three candidates: every verdict
+    // comes back.
+    let cpu = |answer: &Value| {
+        reused(answer)
+            .into_iter()
+            .find(|(unit, _)| unit == "CPU")
+            .map(|(_, n)| n)
+    };
+    assert_eq!(cpu(&again), Some(3), "{:?}", reused(&again));
+
+    let mut changed = snapshot();
+    let warm = changed
+        .hosts
+        .iter_mut()
+        .find(|h| h.id == "warm")
+        .expect("warm");
+    *warm
+        .metrics
+        .get_mut("memory_free_mib")
+        .expect("free memory") -= 1.0;
+    let after = expect_status(&post(&admin, &path, &body(&changed)).await, 200);
+    assert_eq!(
+        cpu(&after),
+        Some(2),
+        "warm asked again: {:?}",
+        reused(&after)
+    );
+    assert_eq!(after["chosen_host"], first["chosen_host"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -54,9 +54,9 @@ fn unit_name(language: Language) -> String {
     format!("HeadroomAffinity{suffix}")
 }
 
-/// `value` without what names the unit, policy and cluster or measures the
-/// call (which differ by language and by run), leaving what the policy
-/// decided and why.
+/// `value` without what names the unit, policy and cluster, measures the
+/// call or counts answers reused from an earlier decision (which differ by
+/// language and by run), leaving what the policy decided and why.
 fn decision(value: &Value) -> Value {
     match value {
         Value::Object(map) => Value::Object(
@@ -64,7 +64,13 @@ fn decision(value: &Value) -> Value {
                 .filter(|(k, _)| {
                     !matches!(
                         k.as_str(),
-                        "unit" | "unit_id" | "usage" | "decision_id" | "policy_id" | "cluster_id"
+                        "unit"
+                            | "unit_id"
+                            | "usage"
+                            | "reused"
+                            | "decision_id"
+                            | "policy_id"
+                            | "cluster_id"
                     )
                 })
                 .map(|(k, v)| (k.clone(), decision(v)))

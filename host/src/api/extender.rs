@@ -28,6 +28,7 @@ use super::extract::{Path, body_bytes, is_json, parse_json};
 use super::prepared::prepared;
 use crate::extender::wire::{ExtenderArgs, ExtenderFilterResult, HostPriority};
 use crate::extender::{Candidates, Judged, translate};
+use crate::pipeline::Means;
 use crate::placement::{HeldView, PlaceError, PlaceRequest, pick_over};
 use crate::snapshot::HostIndex;
 
@@ -183,7 +184,10 @@ async fn judge(state: &AppState, cluster: &str, request: Request) -> Result<Judg
                         &request,
                         &prepared.policy,
                         &prepared.overrides,
-                        Some(&cores),
+                        Means {
+                            reuse: None,
+                            cores: Some(&cores),
+                        },
                     )
                 })
                 .await

@@ -32,7 +32,7 @@ use super::extract::{BodyLimit, body_bytes};
 use super::{AppState, MAX_JSON_BODY_BYTES};
 use crate::ovirt::xmlrpc::{self, code};
 use crate::ovirt::{self, Balance, CostFunctions, Filters, Method, Reply};
-use crate::pipeline::{ParamValues, Policy, only_declared};
+use crate::pipeline::{Means, ParamValues, Policy, only_declared};
 use crate::placement::{BalanceJob, HeldView, HostsSource, PlaceRequest, pick_over};
 use crate::snapshot::{HostIndex, VmSpec};
 use crate::unit::{Role, Unit};
@@ -305,7 +305,10 @@ async fn decide(
                 &request,
                 &policy,
                 &ParamValues::new(),
-                Some(&cores),
+                Means {
+                    reuse: None,
+                    cores: Some(&cores),
+                },
             )
         })
         .await

@@ -40,6 +40,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use sandpiper_model::Inventory;
+use sandpiper_model::fingerprint::host_fingerprints;
 use sandpiper_model::{KeyValue, Request, Vm};
 
 use crate::unit::{ColumnsRead, Role, Unit};
@@ -96,6 +98,24 @@ pub fn fresh_stamps(count: usize) -> std::ops::Range<u64> {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let first = NEXT.fetch_add(count as u64, Ordering::Relaxed);
     first..first + count as u64
+}
+
+/// Stamps for hosts sent with a request rather than held: each host's
+/// content fingerprint (`sandpiper_model::fingerprint`), so a host sent
+/// again unchanged has the same stamp, and [`Stamp::NONE`] for a host
+/// with hardware. Nothing is claimed on such hosts.
+pub fn content_stamps(inventory: &Inventory) -> Vec<Stamp> {
+    host_fingerprints(inventory)
+        .into_iter()
+        .map(|fingerprint| match fingerprint {
+            // 0 means "never reuse": a fingerprint of 0 reads as 1.
+            Some(content) => Stamp {
+                reported: content.max(1),
+                claimed: 0,
+            },
+            None => Stamp::NONE,
+        })
+        .collect()
 }
 
 /// What a decision may reuse: the cache and the stamps of the snapshot's

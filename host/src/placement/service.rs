@@ -35,7 +35,7 @@
 //! expiry, a fresh report), and tries once more (oVirt's `RunVmDelayer`).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, TryLockError, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, OwnedMutexGuard, oneshot};
@@ -53,6 +53,7 @@ use super::place::{self, PlaceError};
 use super::request::{HostsSource, PlaceJob};
 use super::time::Timestamp;
 use super::turns::{Decided, Recorder, Taken, Turn, Turns};
+use crate::pipeline::ReuseCache;
 use crate::snapshot::Snapshot;
 use crate::store::Store;
 
@@ -81,12 +82,17 @@ struct Inner {
 }
 
 /// One cluster: its state (`None` until loaded), its held decisions
-/// waiting for a turn, and a signal raised whenever one of its claims
-/// resolves.
+/// waiting for a turn, a signal raised whenever one of its claims
+/// resolves, and the per-host answers its inline decisions keep.
 struct Slot {
     state: Arc<tokio::sync::Mutex<Option<ClusterState>>>,
     turns: Turns,
     resolved: Notify,
+    /// Per-host units' answers from the cluster's decisions over hosts
+    /// sent inline, reused for hosts sent again unchanged. Apart from the
+    /// held state's: inline decisions do not take the cluster's lock, and
+    /// one that finds this in use decides whole rather than wait.
+    inline_answers: Mutex<ReuseCache>,
 }
 
 impl PlacementService {
@@ -467,16 +473,26 @@ impl PlacementService {
         if let HostsSource::Inline(inline) = std::mem::replace(&mut job.source, HostsSource::Held) {
             let persister = self.inner.persister.clone();
             let cores = admission.lender();
+            let slot = self.slot(cluster_id);
+            let reuse_answers = self.inner.config.reuse_answers && job.policy.has_per_host_units();
             let (decided, ack) = admission
                 .run(move || {
                     let cluster = inline.build().map_err(place::PlaceError::InvalidSnapshot)?;
+                    let mut kept = match slot.inline_answers.try_lock() {
+                        _ if !reuse_answers => None,
+                        Ok(kept) => Some(kept),
+                        Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+                        Err(TryLockError::WouldBlock) => None,
+                    };
                     let outcome = place::over_cluster(
                         cluster,
                         &job.request,
                         &job.policy,
                         &job.params,
                         Some(&cores),
+                        kept.as_deref_mut(),
                     )?;
+                    drop(kept);
                     let decided = Decided {
                         outcome,
                         waited: None,
@@ -639,6 +655,7 @@ impl PlacementService {
                 state: Arc::new(tokio::sync::Mutex::new(None)),
                 turns: Turns::default(),
                 resolved: Notify::new(),
+                inline_answers: Mutex::new(ReuseCache::default()),
             })
         }))
     }

@@ -18,12 +18,13 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use sandpiper::builtin::{BuiltinPolicy, POLICY_FILES, UNITS};
-use sandpiper::pipeline::{Combination, Decision, OnFailure, ParamValues, Policy};
+use sandpiper::inputs::build_checked;
+use sandpiper::pipeline::{Combination, Decision, OnFailure, ParamValues, Policy, ReuseCache};
 use sandpiper::placement::{
     ClaimState, ClusterState, HostUpdate, Mode, PlaceContext, PlaceOutcome, PlaceRequest, Sampling,
-    Timestamp,
+    Timestamp, over_cluster,
 };
-use sandpiper::snapshot::{Group, HintValue, Host, Scope, Snapshot, Status, VmSpec};
+use sandpiper::snapshot::{Group, HintValue, Host, RunningVm, Scope, Snapshot, Status, VmSpec};
 use sandpiper::unit::Unit;
 use uuid::Uuid;
 
@@ -582,5 +583,148 @@ fn a_claim_leaves_answers_that_never_read_claims() {
     for unit in ["ComputeFilter", "ComputeCapabilitiesFilter"] {
         let (reused, input) = reused[unit];
         assert_eq!(reused, input, "{unit} asked nothing");
+    }
+}
+
+/// Hosts sent inline with each decision carry no stamp from a report:
+/// their answers are reused when a host is sent again with the same
+/// content (`pipeline::content_stamps`). The engine's hosts change
+/// between decisions (new numbers, VMs started and stopped, hosts leaving
+/// and coming back, so rows shift), and each decision is made twice over
+/// the same body: reusing the cluster's kept answers, and whole.
+#[derive(Clone, Debug)]
+enum InlineStep {
+    Report { host: usize, seed: u32 },
+    Vms { host: usize, seed: u32 },
+    Toggle { host: usize },
+    Decide { shape: usize },
+}
+
+fn inline_step() -> impl Strategy<Value = InlineStep> {
+    prop_oneof![
+        3 => (0..HOSTS, any::<u32>()).prop_map(|(host, seed)| InlineStep::Report { host, seed }),
+        2 => (0..HOSTS, any::<u32>()).prop_map(|(host, seed)| InlineStep::Vms { host, seed }),
+        1 => (0..HOSTS).prop_map(|host| InlineStep::Toggle { host }),
+        6 => (0..4usize).prop_map(|shape| InlineStep::Decide { shape }),
+    ]
+}
+
+/// The VMs host `index` runs with `seed`: none to two, with a label
+/// (named metric) on the host that changes with them.
+fn running_vms(index: usize, seed: u32) -> Vec<RunningVm> {
+    (0..seed % 3)
+        .map(|k| RunningVm {
+            id: format!("r{index}-{seed}-{k}"),
+            name: None,
+            host: format!("h{index}"),
+            memory_mib: f64::from(512 * (1 + (seed >> k) % 4)),
+            memory_guaranteed_mib: None,
+            vcpus: 1 + (seed >> (k + 2)) % 4,
+            cpu_usage_percent: f64::from((seed >> k) % 100),
+            migratable: true,
+            highly_available: k == 1,
+            hosted_engine: false,
+            pending: false,
+        })
+        .collect()
+}
+
+/// Runs `steps` with `policy`; returns the answers reused.
+fn run_inline(steps: &[InlineStep], policy: &Policy) -> usize {
+    let mut seeds: [u32; HOSTS] = std::array::from_fn(|i| i as u32);
+    let mut vm_seeds = [0u32; HOSTS];
+    let mut present = [true; HOSTS];
+    let mut kept = ReuseCache::default();
+    let params = ParamValues::new();
+    let mut reused = 0;
+    for step in steps {
+        match *step {
+            InlineStep::Report { host, seed } => seeds[host] = seed,
+            InlineStep::Vms { host, seed } => vm_seeds[host] = seed,
+            InlineStep::Toggle { host } => present[host] = !present[host],
+            InlineStep::Decide { shape } => {
+                let hosts: Vec<usize> = (0..HOSTS).filter(|&i| present[i]).collect();
+                let snapshot = Snapshot {
+                    hosts: hosts
+                        .iter()
+                        .map(|&i| {
+                            let mut host = report(i, seeds[i]);
+                            host.named_metrics
+                                .insert("vms.seed".to_owned(), f64::from(vm_seeds[i] % 7));
+                            host
+                        })
+                        .collect(),
+                    vms: hosts
+                        .iter()
+                        .flat_map(|&i| running_vms(i, vm_seeds[i]))
+                        .collect(),
+                };
+                let request = request(shape, "vm", 1);
+                let decide = |reuse: Option<&mut ReuseCache>| {
+                    let cluster = build_checked(&snapshot).expect("the engine's hosts are valid");
+                    over_cluster(cluster, &request, policy, &params, None, reuse)
+                };
+                let reusing = decide(Some(&mut kept));
+                let whole = decide(None);
+                match (reusing, whole) {
+                    (Ok(a), Ok(b)) => reused += same_outcome(&a, &b),
+                    (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                    (a, b) => panic!("one decided, one did not: {a:?} / {b:?}"),
+                }
+            }
+        }
+    }
+    reused
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 64,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn reusing_answers_over_inline_hosts_never_changes_a_decision(
+        steps in proptest::collection::vec(inline_step(), 1..40),
+        policy in 0..=POLICY_FILES.len(),
+        sandboxed in proptest::bool::weighted(0.25),
+    ) {
+        let build = if sandboxed { Build::Sandboxed } else { Build::Native };
+        let (_, policy) = &policies(build)[policy];
+        run_inline(&steps, policy);
+    }
+}
+
+/// Not vacuous: hosts sent again unchanged are not asked again, and a
+/// host that changed is, whatever row it is sent in.
+#[test]
+fn inline_hosts_sent_again_unchanged_reuse_answers() {
+    let decide = InlineStep::Decide { shape: 0 };
+    let steps = [
+        decide.clone(),
+        decide.clone(),
+        InlineStep::Report { host: 3, seed: 77 },
+        decide.clone(),
+        InlineStep::Vms { host: 5, seed: 4 },
+        decide.clone(),
+        InlineStep::Toggle { host: 0 },
+        decide,
+    ];
+    for build in [Build::Native, Build::Sandboxed] {
+        for (name, policy) in policies(build) {
+            let reused = run_inline(&steps, policy);
+            let per_host = policy
+                .filters()
+                .iter()
+                .map(|f| &f.unit)
+                .chain(policy.scores().iter().map(|s| &s.unit))
+                .any(|u| u.info().per_host);
+            assert_eq!(
+                reused > 0,
+                per_host,
+                "{name} ({build:?}): {reused} answers reused; a per-host unit: {per_host}"
+            );
+        }
     }
 }

@@ -7,9 +7,12 @@ use std::sync::Arc;
 
 use super::{Pick, PlaceError, PlaceOutcome};
 use crate::inputs;
-use crate::pipeline::{self, Decision, Lender, Means, ParamValues, Policy, ScheduleRequest};
+use crate::pipeline::{
+    self, Decision, Lender, Means, ParamValues, Policy, Reuse, ReuseCache, ScheduleRequest, Stamps,
+};
 use crate::placement::request::PlaceRequest;
 use crate::snapshot::{Cluster, HostIndex, Snapshot, hint_pairs};
+use crate::unit::ColumnsRead;
 use sandpiper_model::Inventory;
 
 /// Decides where `request`'s VM goes among `snapshot`'s hosts. One
@@ -23,21 +26,38 @@ pub fn over_snapshot(
     params: &ParamValues,
 ) -> Result<PlaceOutcome, PlaceError> {
     let cluster = inputs::build_checked(snapshot).map_err(PlaceError::InvalidSnapshot)?;
-    over_cluster(cluster, request, policy, params, None)
+    over_cluster(cluster, request, policy, params, None, None)
 }
 
 /// [`over_snapshot`] over hosts already checked and built: an inline
 /// body's, built as they were read (`inputs::CheckedHosts`). `cores` lends
-/// the decision more cores (`pipeline::parallel`).
+/// the decision more cores (`pipeline::parallel`); `reuse` keeps per-host
+/// units' answers from one inline decision to the next, reused for the
+/// hosts sent again unchanged (known by their content,
+/// [`pipeline::content_stamps`]).
 pub fn over_cluster(
     cluster: Cluster,
     request: &PlaceRequest,
     policy: &Policy,
     params: &ParamValues,
     cores: Option<&dyn Lender>,
+    reuse: Option<&mut ReuseCache>,
 ) -> Result<PlaceOutcome, PlaceError> {
     let (cluster, candidates) = with_candidates(cluster, request.candidates.as_deref())?;
     let inventory = Arc::new(cluster.inventory);
+    let stamps = reuse.as_ref().map(|_| pipeline::content_stamps(&inventory));
+    let means = Means {
+        reuse: reuse.zip(stamps.as_deref()).map(|(cache, by_host)| Reuse {
+            cache,
+            view: (0, by_host.len()),
+            stamps: Stamps {
+                by_host,
+                // Nothing is claimed on hosts sent inline.
+                claimed_columns: ColumnsRead::NONE,
+            },
+        }),
+        cores,
+    };
     let mut decision = pick_over(
         &inventory,
         &cluster.hosts,
@@ -45,7 +65,7 @@ pub fn over_cluster(
         request,
         policy,
         params,
-        cores,
+        means,
     )?;
     // The same claim-time fit as over the held inventory, so the answer
     // says which cells, CPUs and devices the VM would take; nothing is held.
@@ -86,7 +106,7 @@ pub fn pick_over(
     request: &PlaceRequest,
     policy: &Policy,
     params: &ParamValues,
-    cores: Option<&dyn Lender>,
+    means: Means<'_>,
 ) -> Result<Decision, PlaceError> {
     let vm =
         inputs::to_vm_checked(&request.vm, hosts, "vm").map_err(PlaceError::InvalidSnapshot)?;
@@ -96,7 +116,6 @@ pub fn pick_over(
         candidates,
         params: params.clone(),
     };
-    let means = Means { reuse: None, cores };
     pipeline::schedule_with(policy, inventory, &pick, means).map_err(|error| PlaceError::Schedule {
         instance: request.vm.id.clone(),
         error: Box::new(error),
