@@ -97,6 +97,17 @@ fn check_text(text: &str) -> Result<(), NameError> {
     if text.trim() != text {
         return Err(NameError::SurroundingSpace);
     }
+    if text.is_ascii() {
+        // Most ids: one byte a character, already NFC, and only the
+        // controls forbidden. Tens of thousands are checked per body.
+        return match text.bytes().position(|b| b.is_ascii_control()) {
+            Some(at) => Err(NameError::Forbidden {
+                found: char::from(text.as_bytes()[at]),
+                at,
+            }),
+            None => Ok(()),
+        };
+    }
     if let Some((at, found)) = text.chars().enumerate().find(|&(_, c)| forbidden(c)) {
         return Err(NameError::Forbidden { found, at });
     }

@@ -69,6 +69,14 @@ impl Interner {
     /// Appends a row whose string is `row`; whether that string was new
     /// (not among the values yet).
     pub fn push(&mut self, row: &str) -> bool {
+        // The same string as the row before (a VM's host among the VMs
+        // listed by host, a text no host sends) is known without hashing.
+        if let Some(&last) = self.column.indices.last()
+            && self.column.value(last as usize) == row
+        {
+            self.column.indices.push(last);
+            return false;
+        }
         let (position, new) = self.positions.find_or_add(
             &mut self.column,
             row,
