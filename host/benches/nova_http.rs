@@ -25,9 +25,18 @@
 //!   `sandpiper::arrow_snapshot::write`); it must choose the host inline
 //!   chose.
 //!
+//! The same body sent again lets the server reuse per-host units' answers
+//! for every host (their content is unchanged). So **compact_changing**
+//! sends it as a live cluster would: before each decision a hundredth of
+//! the hosts report new free memory (the body written again, untimed), and
+//! only those are asked about again.
+//!
 //! Beside them, the same decision made in this process with the same
 //! embedded components and the sandbox's default limits (`in_process`):
-//! what the HTTP path adds is the difference.
+//! what the HTTP path adds is the difference; and what fingerprinting the
+//! hosts costs a decision that reuses answers for posted hosts
+//! (`content_stamps`), and what reading the compact body's columns costs
+//! (`compact_columns`: the Arrow streams decoded, checked and built).
 //!
 //! Each decision is timed at the client, from the first byte of the
 //! request to the last of the answer, over one keep-alive connection, one
@@ -35,7 +44,7 @@
 //! retried after a second, as an engine would, only the answered attempt
 //! timed, and counted (`retries=`). Prints medians and minimums with the
 //! one-minute load average beside each line:
-//! `nova_http hosts=... mode=held|held_dry_run|inline|compact|in_process runs=... median_ms=... min_ms=... load=... retries=...`.
+//! `nova_http hosts=... mode=held|held_dry_run|inline|compact|compact_changing|in_process|content_stamps|compact_columns runs=... median_ms=... min_ms=... load=... retries=...`.
 //!
 //! Run with: `cargo bench --bench nova_http [hosts]` (figures in
 //! docs/performance.md, "Nova's policy over HTTP"); `NOVA_HTTP_RUNS=N`
@@ -49,6 +58,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail, ensure};
 use serde_json::{Value, json};
 
+use sandpiper::arrow_snapshot::{ArrowHosts, ArrowVms};
 use sandpiper::builtin::UNITS;
 use sandpiper::pipeline::{Combination, Policy, ScheduleRequest, schedule};
 use sandpiper::sandbox::{Limits, Runtime};
@@ -163,6 +173,38 @@ fn run(
         &local,
         &format!("survivors={survivors}"),
     );
+    // What knowing posted hosts unchanged costs an inline decision: each
+    // host's content fingerprint, over a freshly built cluster as the
+    // server has one (built again each run, untimed).
+    let stamps = time(runs_for(hosts, 1), || {
+        let fresh = snapshot.build().context("the Nova cluster builds")?;
+        let started = Instant::now();
+        let stamps = sandpiper::pipeline::content_stamps(&fresh.inventory);
+        let took = started.elapsed();
+        ensure!(stamps.len() == hosts);
+        Ok(took)
+    })?;
+    print("content_stamps", hosts, &stamps, "");
+    // What reading the compact body's columns costs: the Arrow streams
+    // decoded, checked and built into the cluster's columns, as the server
+    // does before deciding (the bytes copied untimed).
+    let streams = sandpiper::arrow_snapshot::write(&snapshot)?;
+    let columns = time(runs_for(hosts, 4), || {
+        let (hosts_part, vms_part) = (
+            arrow_buffer::Buffer::from(streams.hosts.clone()),
+            arrow_buffer::Buffer::from(streams.vms.clone()),
+        );
+        let started = Instant::now();
+        let read = ArrowHosts::read(hosts_part).and_then(|h| Ok((h, ArrowVms::read(vms_part)?)));
+        let (arrow_hosts, arrow_vms) = read.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let cluster = arrow_hosts
+            .build(&arrow_vms)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let took = started.elapsed();
+        ensure!(cluster.inventory.host_count() == hosts);
+        Ok(took)
+    })?;
+    print("compact_columns", hosts, &columns, "");
 
     let mut admin = Client::connect(addr)?;
     let cluster = admin.send(
@@ -280,13 +322,46 @@ fn run(
             compact.body.len() as f64 / 1e6
         ),
     );
+    // Compact, as a live cluster sends it: between two decisions a
+    // hundredth of the hosts report new free memory, so their answers
+    // cannot be reused and the rest's can. Each body is written before
+    // its decision is timed.
+    let changed = (hosts / 100).max(1);
+    let mut changing = snapshot.clone();
+    let mut round = 0usize;
+    let changing_times = time(runs_for(hosts, 4), || {
+        round += 1;
+        for k in 0..changed {
+            let host = &mut changing.hosts[(round * 7_919 + k * 101) % hosts];
+            if let Some(free) = host.metrics.get_mut("memory_free_mib") {
+                *free = (*free - 1.0).max(0.0);
+            }
+        }
+        let body = sandpiper::arrow_snapshot::write(&changing)?
+            .body(&json!({ "vm": vm, "hints": hints }))
+            .context("a random boundary")?;
+        let (_, took) = post_as(
+            &mut admin,
+            &format!("{base}/schedule"),
+            &body.content_type,
+            body.body,
+        )?;
+        Ok(took)
+    })?;
+    print(
+        "compact_changing",
+        hosts,
+        &changing_times,
+        &format!("hosts_changed_per_decision={changed}"),
+    );
     let [held_median, inline_median] = [median(&held), median(&inline)];
     println!(
         "nova_http hosts={hosts} held_over_in_process={:.2} inline_over_held={:.2} \
-         compact_over_held={:.2} load={}",
+         compact_over_held={:.2} compact_changing_over_held={:.2} load={}",
         held_median / median(&local),
         inline_median / held_median,
         median(&compact_times) / held_median,
+        median(&changing_times) / held_median,
         load_average()
     );
     Ok(())
