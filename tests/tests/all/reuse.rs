@@ -521,12 +521,7 @@ fn every_default_policy_reuses_answers_in_a_steady_stream() {
     for (name, policy) in policies(Build::Native) {
         for sampling in [Sampling::All, Sampling::AtMost(4)] {
             let reused = run(&steps, policy, sampling);
-            let per_host = policy
-                .filters()
-                .iter()
-                .map(|f| &f.unit)
-                .chain(policy.scores().iter().map(|s| &s.unit))
-                .any(|u| u.info().per_host);
+            let per_host = policy.has_per_host_units();
             assert_eq!(
                 reused > 0,
                 per_host,
@@ -714,12 +709,7 @@ fn inline_hosts_sent_again_unchanged_reuse_answers() {
     for build in [Build::Native, Build::Sandboxed] {
         for (name, policy) in policies(build) {
             let reused = run_inline(&steps, policy);
-            let per_host = policy
-                .filters()
-                .iter()
-                .map(|f| &f.unit)
-                .chain(policy.scores().iter().map(|s| &s.unit))
-                .any(|u| u.info().per_host);
+            let per_host = policy.has_per_host_units();
             assert_eq!(
                 reused > 0,
                 per_host,
