@@ -58,21 +58,15 @@ pub fn host_fingerprints(inventory: &Inventory) -> Vec<Option<u64>> {
     // Each column folded in with its name's place, so that a column left
     // unset in one body and set in the next never lines up.
     for (place, &metric) in HostMetric::ALL.iter().enumerate() {
-        if let Some(column) = inventory.given_host_metric(metric) {
-            mark(&mut rows, place);
-            figures(&mut rows, column);
-        }
+        let given = inventory.given_host_metric(metric);
+        column(&mut rows, place, given, f64::to_bits);
     }
     for (row, &status) in rows.iter_mut().zip(inventory.host_statuses()) {
         fold(row, status as u64);
     }
     for (place, &flag) in HostFlag::ALL.iter().enumerate() {
-        if let Some(column) = inventory.given_host_flag(flag) {
-            mark(&mut rows, 100 + place);
-            for (row, &value) in rows.iter_mut().zip(column) {
-                fold(row, value.into());
-            }
-        }
+        let given = inventory.given_host_flag(flag);
+        column(&mut rows, 100 + place, given, u64::from);
     }
     for (place, &text) in HostText::ALL.iter().enumerate() {
         if let Some(column) = inventory.given_host_text(text) {
@@ -91,7 +85,10 @@ pub fn host_fingerprints(inventory: &Inventory) -> Vec<Option<u64>> {
         for row in rows.iter_mut() {
             fold(row, name_hash);
         }
-        figures(&mut rows, &inventory.host_named_metric(&name));
+        let values = inventory.host_named_metric(&name);
+        for (row, value) in rows.iter_mut().zip(values.iter()) {
+            fold(row, value.to_bits());
+        }
     }
 
     // Each VM's own hash, a column at a time; then each folded into its
@@ -99,18 +96,12 @@ pub fn host_fingerprints(inventory: &Inventory) -> Vec<Option<u64>> {
     let on = inventory.vm_hosts();
     let mut vms: Vec<u64> = vec![VM_MARK; on.len()];
     for (place, &metric) in VmMetric::ALL.iter().enumerate() {
-        if let Some(column) = inventory.given_vm_metric(metric) {
-            mark(&mut vms, 400 + place);
-            figures(&mut vms, column);
-        }
+        let given = inventory.given_vm_metric(metric);
+        column(&mut vms, 400 + place, given, f64::to_bits);
     }
     for (place, &flag) in VmFlag::ALL.iter().enumerate() {
-        if let Some(column) = inventory.given_vm_flag(flag) {
-            mark(&mut vms, 500 + place);
-            for (vm, &value) in vms.iter_mut().zip(column) {
-                fold(vm, value.into());
-            }
-        }
+        let given = inventory.given_vm_flag(flag);
+        column(&mut vms, 500 + place, given, u64::from);
     }
     for (place, &text) in VmText::ALL.iter().enumerate() {
         if let Some(column) = inventory.given_vm_text(text) {
@@ -148,11 +139,16 @@ fn mark(rows: &mut [u64], place: usize) {
 /// Where each VM's own hash starts.
 const VM_MARK: u64 = 0x5650_4d5f_524f_5721;
 
-/// Folds in each row's figure, bit for bit (so -0.0 and NaNs count as
-/// sent).
-fn figures(rows: &mut [u64], column: &[f64]) {
-    for (row, value) in rows.iter_mut().zip(column) {
-        fold(row, value.to_bits());
+/// Folds in a column of figures or flags, if it was set, after its place:
+/// each row's value as `bits` gives it (a figure bit for bit, so -0.0 and
+/// NaNs count as sent).
+fn column<T: Copy>(rows: &mut [u64], place: usize, column: Option<&[T]>, bits: fn(T) -> u64) {
+    let Some(column) = column else {
+        return;
+    };
+    mark(rows, place);
+    for (row, &value) in rows.iter_mut().zip(column) {
+        fold(row, bits(value));
     }
 }
 

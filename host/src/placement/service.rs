@@ -478,11 +478,10 @@ impl PlacementService {
             let (decided, ack) = admission
                 .run(move || {
                     let cluster = inline.build().map_err(place::PlaceError::InvalidSnapshot)?;
-                    let mut kept = match slot.inline_answers.try_lock() {
-                        _ if !reuse_answers => None,
-                        Ok(kept) => Some(kept),
-                        Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-                        Err(TryLockError::WouldBlock) => None,
+                    let mut kept = match reuse_answers.then(|| slot.inline_answers.try_lock()) {
+                        Some(Ok(kept)) => Some(kept),
+                        Some(Err(TryLockError::Poisoned(poisoned))) => Some(poisoned.into_inner()),
+                        Some(Err(TryLockError::WouldBlock)) | None => None,
                     };
                     let outcome = place::over_cluster(
                         cluster,
