@@ -29,7 +29,9 @@
 //! for every host (their content is unchanged). So **compact_changing**
 //! sends it as a live cluster would: before each decision a hundredth of
 //! the hosts report new free memory (the body written again, untimed), and
-//! only those are asked about again.
+//! only those are asked about again; a line per unit called then gives
+//! its answers reused and its call's time (medians, from the explain
+//! records).
 //!
 //! Beside them, the same decision made in this process with the same
 //! embedded components and the sandbox's default limits (`in_process`):
@@ -329,6 +331,8 @@ fn run(
     let changed = (hosts / 100).max(1);
     let mut changing = snapshot.clone();
     let mut round = 0usize;
+    let mut per_unit: std::collections::BTreeMap<String, (u64, Vec<f64>, Vec<f64>)> =
+        Default::default();
     let changing_times = time(runs_for(hosts, 4), || {
         round += 1;
         for k in 0..changed {
@@ -340,12 +344,19 @@ fn run(
         let body = sandpiper::arrow_snapshot::write(&changing)?
             .body(&json!({ "vm": vm, "hints": hints }))
             .context("a random boundary")?;
-        let (_, took) = post_as(
+        let (bytes, took) = post_as(
             &mut admin,
             &format!("{base}/schedule"),
             &body.content_type,
             body.body,
         )?;
+        let answer: Value = serde_json::from_slice(&bytes)?;
+        for (unit, (input, reused, elapsed)) in unit_costs(&answer) {
+            let seen = per_unit.entry(unit).or_default();
+            seen.0 = input;
+            seen.1.push(reused);
+            seen.2.push(elapsed);
+        }
         Ok(took)
     })?;
     print(
@@ -354,6 +365,16 @@ fn run(
         &changing_times,
         &format!("hosts_changed_per_decision={changed}"),
     );
+    // Why a changing body still costs what it does: each unit called
+    // pays its fixed cost over the few hosts not reused.
+    for (unit, (input, reused, elapsed)) in &per_unit {
+        println!(
+            "nova_http hosts={hosts} mode=compact_changing unit={unit} candidates={input} \
+             reused_median={:.0} unit_median_us={:.0}",
+            median(reused),
+            median(elapsed)
+        );
+    }
     let [held_median, inline_median] = [median(&held), median(&inline)];
     println!(
         "nova_http hosts={hosts} held_over_in_process={:.2} inline_over_held={:.2} \
@@ -442,6 +463,30 @@ fn print(mode: &str, hosts: usize, times: &[f64], extra: &str) {
         load_average(),
         RETRIES.swap(0, Ordering::Relaxed)
     );
+}
+
+/// Each unit called by the decision `answer` explains, by name: the
+/// candidates it judged, how many of its answers were reused, and the
+/// time its call took (µs).
+fn unit_costs(answer: &Value) -> Vec<(String, (u64, f64, f64))> {
+    let explain = &answer["explain"];
+    let filters = explain["filters"].as_array().into_iter().flatten();
+    let scores = explain["scores"].as_array().into_iter().flatten();
+    filters
+        .chain(scores)
+        .filter_map(|record| {
+            let elapsed = record["usage"]["elapsed_us"].as_f64()?;
+            let unit = record["unit"].as_str()?.to_owned();
+            // A filter's candidates, a weight's survivors.
+            let input = record["input"].as_u64().unwrap_or_else(|| {
+                record["hosts"]
+                    .as_array()
+                    .map_or(0, |hosts| hosts.len() as u64)
+            });
+            let reused = record["reused"].as_f64().unwrap_or(0.0);
+            Some((unit, (input, reused, elapsed)))
+        })
+        .collect()
 }
 
 fn median(times: &[f64]) -> f64 {
