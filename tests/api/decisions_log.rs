@@ -185,3 +185,105 @@ async fn the_byte_budget_drops_the_oldest_full_answers_first() {
         .collect();
     assert_eq!(vms, ["vm-3", "vm-2", "vm-1"]);
 }
+
+/// Schedules `vm` over `hosts` inline with `"explain": explain`; returns
+/// the answer's text.
+async fn schedule_explained(
+    admin: &Client,
+    cluster: &str,
+    vm: &str,
+    hosts: &[Value],
+    explain: &str,
+) -> String {
+    let body = json!({
+        "vm": { "id": vm, "memory_mib": 1024.0, "vcpus": 1 },
+        "hosts": hosts,
+        "explain": explain,
+    });
+    let reply = admin.post(&format!("{cluster}/schedule"), &body).await;
+    expect_status(&reply, 200);
+    String::from_utf8(reply.body).expect("UTF-8")
+}
+
+/// An answer without the fields two decisions always differ in.
+fn without_ids(mut answer: Value) -> Value {
+    for key in ["decision_id", "cluster_id"] {
+        answer.as_object_mut().expect("an object").remove(key);
+    }
+    answer
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_inline_decision_asked_for_a_summary_answers_what_the_log_keeps_of_a_full_one() {
+    const HOSTS: usize = 2_000;
+    let api = Api::start().await;
+    let admin = api.admin();
+    let hosts = hosts(HOSTS);
+    // Each decision on its own cluster: nothing reused between them.
+    let full_cluster = new_cluster(&admin, "full").await;
+    let full = schedule(&admin, &full_cluster, "vm-1", &hosts).await;
+    let explicit_cluster = new_cluster(&admin, "explicit").await;
+    let explicit = schedule_explained(&admin, &explicit_cluster, "vm-1", &hosts, "full").await;
+    let summary_cluster = new_cluster(&admin, "summary").await;
+    let summary_text =
+        schedule_explained(&admin, &summary_cluster, "vm-1", &hosts, "summary").await;
+    let [full, explicit, summary]: [Value; 3] =
+        [&full, &explicit, &summary_text].map(|text| serde_json::from_str(text).expect("JSON"));
+
+    // `full` is the default over inline hosts (each unit's time aside).
+    for answer in [&full, &explicit] {
+        assert_eq!(answer["chosen_host"], full["chosen_host"]);
+        assert_eq!(answer["ranked"], full["ranked"]);
+        assert_eq!(answer["survivors"], Value::Null, "only a summary counts");
+        let scored = answer["explain"]["scores"][0]["hosts"]
+            .as_array()
+            .map(Vec::len);
+        assert_eq!(scored, Some(HOSTS), "the full record: every host's score");
+    }
+
+    // The summary is the full answer's log row: the best hosts, the
+    // survivors counted, the explain record summarised.
+    let row = expect_status(
+        &admin
+            .get(&format!("{full_cluster}/decisions?limit=1"))
+            .await,
+        200,
+    )[0]["answer"]
+        .clone();
+    assert_eq!(without_ids(summary.clone()), without_ids(row));
+    assert_eq!(summary["survivors"], HOSTS);
+    assert_eq!(summary["ranked"].as_array().map(Vec::len), Some(5));
+    assert_eq!(summary["ranked"][0], full["ranked"][0]);
+    assert_eq!(summary["explain"]["winner"], full["chosen_host"]);
+    assert!(
+        summary_text.len() < SMALL_BODY_BYTES,
+        "{} bytes",
+        summary_text.len()
+    );
+
+    // Already bounded, it is logged as returned.
+    let page = expect_status(
+        &admin
+            .get(&format!("{summary_cluster}/decisions?limit=1"))
+            .await,
+        200,
+    );
+    assert_eq!(page[0]["answer"], summary);
+    assert_eq!(page[0]["full_answer"], Value::Null);
+
+    // Anything else is refused, naming the field.
+    let body = json!({
+        "vm": { "id": "vm-2", "memory_mib": 1024.0, "vcpus": 1 },
+        "hosts": &hosts[..3],
+        "explain": "everything",
+    });
+    let reply = admin
+        .post(&format!("{summary_cluster}/schedule"), &body)
+        .await;
+    assert_eq!(reply.status, 400);
+    assert!(
+        String::from_utf8_lossy(&reply.body).contains("explain"),
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+}

@@ -31,14 +31,15 @@ pub enum Mode {
     BestEffort,
 }
 
-/// How much of each decision's explain record an answer over the held
-/// inventory carries: a bounded summary (the default, and what the log
-/// keeps), or the full record.
+/// How much of each decision's explain record an answer carries: a
+/// bounded summary (what the log keeps), or the full record.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ExplainDetail {
+    /// The default over the held inventory.
     #[default]
     Summary,
+    /// The default over inline hosts.
     Full,
 }
 
@@ -101,11 +102,12 @@ pub struct PlaceRequest {
     #[serde(default)]
     #[schema(ignore)]
     pub exhaustive: bool,
-    /// Held inventory only: `summary` (the default) or `full`, the explain
-    /// record each instance's answer carries.
+    /// The explain record the answer carries: `summary` (bounded: the
+    /// best hosts and the most common reasons) or `full` (every host's
+    /// verdict and score). Over the held inventory `summary` is the
+    /// default; over inline hosts `full` is, as it always was.
     #[serde(default)]
-    #[schema(ignore)]
-    pub explain: ExplainDetail,
+    pub explain: Option<ExplainDetail>,
 }
 
 fn one() -> u32 {
@@ -215,7 +217,6 @@ impl PlaceRequest {
             ("mode", self.mode != Mode::default()),
             ("once_per_request", !self.once_per_request.is_empty()),
             ("exhaustive", self.exhaustive),
-            ("explain", self.explain != ExplainDetail::default()),
         ];
         match held_only.iter().find(|(_, given)| *given) {
             Some(&(field, _)) => Err(SourceMismatch {

@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 pub use super::summary::RankedHost;
-use super::summary::{ExplainSummary, refusal};
+use super::summary::{ExplainSummary, SUMMARY_RANKED, refusal};
 use crate::api::claims::ClaimView;
 use crate::api::error::ApiError;
 use crate::pipeline;
@@ -31,12 +31,13 @@ pub struct Facts {
 /// source its hosts came from.
 ///
 /// The source shows in which fields are present: a decision over inline
-/// hosts carries `ranked` and the full `explain` record of its one pick; a
-/// placement over the held inventory carries the placement fields
-/// (`complete` ... `waited_ms`, where `null` means "none") with an explain
-/// record per instance. Both forms are the published contract; which is
-/// sent follows from the request (with or without `hosts`), never from
-/// server state.
+/// hosts carries `ranked` and the `explain` record of its one pick (full
+/// unless the request asks for `"explain": "summary"`: then the best
+/// hosts, `survivors` and the explain summary); a placement over the held
+/// inventory carries the placement fields (`complete` ... `waited_ms`,
+/// where `null` means "none") with an explain record per instance.
+/// Both forms are the published contract; which is sent follows from the
+/// request (with or without `hosts`), never from server state.
 // The placement fields the held form may send as `null` are
 // `Option<Option<_>>`: absent inline, `null` or a value when held.
 #[derive(Clone, Debug, Serialize, ToSchema)]
@@ -51,9 +52,14 @@ pub struct ScheduleAnswer<'a> {
     /// `null` when every candidate was rejected (the explain record's
     /// filters say why).
     pub chosen_host: Option<String>,
-    /// Inline hosts only: the surviving candidates, best first.
+    /// Inline hosts only: the surviving candidates, best first (with a
+    /// summary explain, the best few).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ranked: Option<Vec<RankedHost>>,
+    /// Inline hosts with a summary explain only: the surviving candidates
+    /// in all, of which `ranked` lists the best.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub survivors: Option<usize>,
     /// Held inventory only: every instance was placed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub complete: Option<bool>,
@@ -97,10 +103,19 @@ pub struct ScheduleAnswer<'a> {
     /// failing unit shows.
     pub degraded: Vec<pipeline::Degraded>,
     /// Inline hosts only: every filter's rejections with reasons, every
-    /// score unit's scores, the totals and the tie-break.
+    /// score unit's scores, the totals and the tie-break; with a summary
+    /// explain, the bounded summary a held placement's instance carries.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
-    pub explain: Option<&'a pipeline::Explain>,
+    pub explain: Option<PickExplain<'a>>,
+}
+
+/// The explain record of a pick over inline hosts, as the request asked.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum PickExplain<'a> {
+    Full(&'a pipeline::Explain),
+    Summary(Box<ExplainSummary>),
 }
 
 /// One instance's pick.
@@ -122,9 +137,9 @@ pub struct InstanceAnswer {
 /// Which form of [`ScheduleAnswer`] to render.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AnswerForm {
-    /// A decision over inline hosts: its one pick, with the full explain
-    /// record.
-    Pick,
+    /// A decision over inline hosts: its one pick, with its explain record
+    /// as `detail` asks (full unless the request says otherwise).
+    Pick { detail: ExplainDetail },
     /// A placement over the held inventory, each instance's explain record
     /// as `detail` asks.
     Placement { mode: Mode, detail: ExplainDetail },
@@ -147,6 +162,7 @@ impl<'a> ScheduleAnswer<'a> {
             vm_id: vm_id.to_owned(),
             chosen_host: outcome.picks.first().and_then(|p| p.host_id.clone()),
             ranked: None,
+            survivors: None,
             complete: None,
             mode: None,
             instances: None,
@@ -160,12 +176,15 @@ impl<'a> ScheduleAnswer<'a> {
             explain: None,
         };
         match form {
-            AnswerForm::Pick => {
+            AnswerForm::Pick { detail } => {
                 let decision = outcome.picks.first().map(|p| &p.decision).ok_or_else(|| {
                     ApiError::Internal("a decision over inline hosts made no pick".to_owned())
                 })?;
-                let ranked = decision
-                    .ranked
+                let listed = match detail {
+                    ExplainDetail::Full => decision.ranked.len(),
+                    ExplainDetail::Summary => decision.ranked.len().min(SUMMARY_RANKED),
+                };
+                let ranked = decision.ranked[..listed]
                     .iter()
                     .map(|r| RankedHost {
                         host: decision.explain.host_id(r.host),
@@ -174,7 +193,16 @@ impl<'a> ScheduleAnswer<'a> {
                     .collect();
                 answer.ranked = Some(ranked);
                 answer.degraded = decision.explain.degraded();
-                answer.explain = Some(&decision.explain);
+                answer.explain = Some(match detail {
+                    ExplainDetail::Full => PickExplain::Full(&decision.explain),
+                    ExplainDetail::Summary => {
+                        answer.survivors = Some(decision.ranked.len());
+                        PickExplain::Summary(Box::new(ExplainSummary::of(
+                            &decision.explain,
+                            &decision.ranked,
+                        )))
+                    }
+                });
             }
             AnswerForm::Placement { mode, detail } => {
                 answer.complete = Some(outcome.complete);

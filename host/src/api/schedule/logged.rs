@@ -11,7 +11,7 @@
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::answer::{BalanceAnswer, RankedHost, ScheduleAnswer, to_json};
+use super::answer::{BalanceAnswer, PickExplain, RankedHost, ScheduleAnswer, to_json};
 use super::summary::{ExplainSummary, SUMMARY_RANKED};
 use crate::api::error::ApiError;
 use crate::pipeline::{self, Explain};
@@ -63,11 +63,13 @@ impl Logged {
     /// `text`.
     pub fn schedule(answer: &ScheduleAnswer, text: &str) -> Result<Logged, ApiError> {
         Logged::bounded(text, || {
-            // The form over inline hosts carries both; the held form logs
-            // its summary form whole.
-            let (Some(full), Some(ranked)) = (answer.explain, answer.ranked.as_deref()) else {
+            // The full form over inline hosts carries both; the held form
+            // and the summary form over inline hosts are logged whole.
+            let (Some(PickExplain::Full(full)), Some(ranked)) =
+                (&answer.explain, answer.ranked.as_deref())
+            else {
                 return Err(ApiError::Internal(
-                    "only an answer over inline hosts is summarised for the log".to_owned(),
+                    "only a full answer over inline hosts is summarised for the log".to_owned(),
                 ));
             };
             let mut explain = ExplainSummary::of(full, &[]);

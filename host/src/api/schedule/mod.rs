@@ -222,11 +222,16 @@ pub async fn schedule_vm(
     let attempt = SchedulingAttempt::new(cluster_id, started);
     let facts = facts(cluster_id, query, &prepared);
     let (form, kept) = match source {
-        HostsSource::Inline(_) => (AnswerForm::Pick, None),
+        HostsSource::Inline(_) => (
+            AnswerForm::Pick {
+                detail: request.explain.unwrap_or(ExplainDetail::Full),
+            },
+            None,
+        ),
         HostsSource::Held => (
             AnswerForm::Placement {
                 mode: request.mode,
-                detail: request.explain,
+                detail: request.explain.unwrap_or_default(),
             },
             body.as_deref().and_then(kept_request),
         ),
@@ -284,7 +289,7 @@ async fn place_and_answer(
         AttemptResult::Unschedulable
     });
     match (text, form) {
-        (Some(text), AnswerForm::Pick)
+        (Some(text), AnswerForm::Pick { .. })
         | (
             Some(text),
             AnswerForm::Placement {
@@ -328,12 +333,14 @@ fn render(
         )
     };
     match form {
-        AnswerForm::Pick => {
+        AnswerForm::Pick { detail } => {
             let answer = ScheduleAnswer::new(facts, vm_id, decided, form)?;
             let text = to_json(&answer)?;
-            let logged = match answer.decision_id {
-                Some(_) => Some(Logged::schedule(&answer, &text)?),
-                None => None,
+            let logged = match (answer.decision_id, detail) {
+                (None, _) => None,
+                // Already bounded: logged as returned.
+                (Some(_), ExplainDetail::Summary) => Some(Logged::whole(text.clone())),
+                (Some(_), ExplainDetail::Full) => Some(Logged::schedule(&answer, &text)?),
             };
             Ok((Some(text), logged.and_then(entry)))
         }

@@ -108,7 +108,7 @@ pub async fn replay_decision(
     if !matches!(source, HostsSource::Held) {
         return Err(not_replayable("its hosts were sent inline".to_owned()));
     }
-    request.explain = ExplainDetail::Full;
+    request.explain = Some(ExplainDetail::Full);
     let query = DecisionQuery {
         dry_run: true,
         policy: query.policy,
