@@ -198,6 +198,41 @@ impl<C: Copy + PartialEq> Table<C> {
         })
     }
 
+    /// Whether `other` has the same columns, in the same batches of the
+    /// same rows: its columns can be compared with these one by one.
+    fn same_shape(&self, other: &Table<C>) -> bool {
+        self.rows == other.rows
+            && self.columns == other.columns
+            && self.batches.len() == other.batches.len()
+            && self
+                .batches
+                .iter()
+                .zip(&other.batches)
+                .all(|(a, b)| a.num_rows() == b.num_rows())
+    }
+
+    /// Whether each of the columns `fields` holds the same values in
+    /// `other` (of the same shape, [`Table::same_shape`]), or is absent
+    /// from both.
+    fn same_columns(&self, other: &Table<C>, fields: &[C]) -> bool {
+        fields.iter().all(
+            |&field| match (self.position(field), other.position(field)) {
+                (None, None) => true,
+                (Some(i), Some(j)) => self
+                    .batches
+                    .iter()
+                    .zip(&other.batches)
+                    .all(|(a, b)| same_values(a.column(i).as_ref(), b.column(j).as_ref())),
+                _ => false,
+            },
+        )
+    }
+
+    /// The columns sent.
+    fn fields(&self) -> Vec<C> {
+        self.columns.iter().map(|&(_, c)| c).collect()
+    }
+
     /// Column `which`'s position in the schema; none when it is absent.
     fn position(&self, which: C) -> Option<usize> {
         let &(i, _) = self.columns.iter().find(|&&(_, c)| c == which)?;
@@ -248,6 +283,20 @@ impl<C: Copy + PartialEq> Table<C> {
             None => out.resize(self.rows, absent),
         }
         out
+    }
+}
+
+/// Whether two arrays hold the same values. Two dictionary columns are
+/// compared by their keys and their dictionaries, not value by value
+/// (10,000 hosts' `cpu_info` texts are a few MB, their keys 40 KB): equal
+/// keys into equal dictionaries are equal values, and the rare pair that
+/// encodes equal values differently is only built again.
+fn same_values(a: &dyn Array, b: &dyn Array) -> bool {
+    match (a.as_any_dictionary_opt(), b.as_any_dictionary_opt()) {
+        (Some(a), Some(b)) => {
+            a.keys().to_data() == b.keys().to_data() && a.values().to_data() == b.values().to_data()
+        }
+        _ => a.to_data() == b.to_data(),
     }
 }
 
@@ -315,6 +364,26 @@ fn host_field(name: &str, names: &mut Vec<String>) -> Option<(HostField, Kind)> 
     })
 }
 
+/// The compact body a cluster's last inline decision built, kept so
+/// that the next one builds only the columns that changed
+/// ([`ArrowHosts::build_reusing`]).
+///
+/// Why: an engine that sends its hosts with each decision sends mostly
+/// the same columns each time (a hundredth of 10,000 hosts' free memory
+/// changed between two decisions), and checking and building every
+/// column was most of a compact decision (docs/performance.md, "Compact
+/// columns built again only where they changed"). Columns are compared
+/// by value with the last body's, so a column kept is exactly what
+/// building it again would give. Keeps the body's Arrow buffers (a few
+/// MB at 10,000 hosts) and a share of its columns.
+pub struct LastBody {
+    hosts: ArrowHosts,
+    vms: ArrowVms,
+    /// Its columns as built, before any decision read (and so filled) one.
+    inventory: Inventory,
+    index: HostIndex,
+}
+
 /// A compact body's hosts, decoded and their columns' names and types
 /// checked; [`ArrowHosts::build`] checks the values.
 #[derive(Clone, Debug)]
@@ -347,13 +416,131 @@ impl ArrowHosts {
     /// Checks the hosts' values and builds their columns with those of
     /// `vms` on them; the hosts' first refusal comes before the VMs'.
     pub fn build(&self, vms: &ArrowVms) -> Result<Cluster, SnapshotError> {
+        self.build_over(vms, None)
+    }
+
+    /// [`ArrowHosts::build`], taking from `last` (the body built before,
+    /// of the same columns and rows) every column whose source columns
+    /// are equal to its own: only the columns that changed are checked and
+    /// built again. A column taken had passed its checks, so the first
+    /// refusal is the one a whole build gives: the pieces are built in
+    /// the same order, each row by row.
+    fn build_over(
+        &self,
+        vms: &ArrowVms,
+        last: Option<&LastBody>,
+    ) -> Result<Cluster, SnapshotError> {
         let n = self.table.rows;
         if u32::try_from(n).is_err() {
             return Err(at("hosts", SnapshotErrorKind::TooMany { count: n }));
         }
-        let mut inv = Inventory::new(n, vms.table.rows);
-        let column = |e| at("hosts", SnapshotErrorKind::Column(e));
+        // Whether the host columns `fields` are as `last` sent them.
+        let kept = |fields: &[HostField]| {
+            last.is_some_and(|last| self.table.same_columns(&last.hosts.table, fields))
+        };
+        let mut inv = match last {
+            Some(last) => last.inventory.share(),
+            None => Inventory::new(n, vms.table.rows),
+        };
+        let index = match last {
+            Some(last) if kept(&[HostField::Id, HostField::Name]) => last.index.clone(),
+            _ => self.set_ids(&mut inv)?,
+        };
+        if !kept(&[HostField::Status]) {
+            self.set_statuses(&mut inv)?;
+        }
+        for (field, text) in [
+            (HostField::Address, HostText::Address),
+            (HostField::Zone, HostText::Zone),
+        ] {
+            if !kept(&[field]) {
+                self.set_text(&mut inv, field, text)?;
+            }
+        }
+        if last.is_none() {
+            self.set_constants(&mut inv)?;
+        }
+        for &metric in HostMetric::ALL {
+            if !kept(&[HostField::Metric(metric)]) {
+                self.set_metric(&mut inv, metric)?;
+            }
+        }
+        for &flag in HostFlag::ALL {
+            if !kept(&[HostField::Flag(flag)]) {
+                self.set_flag(&mut inv, flag)?;
+            }
+        }
+        let mut capabilities = Vec::new();
+        for (position, name) in self.names.iter().enumerate() {
+            if !kept(&[HostField::NamedMetric(position)]) {
+                self.set_named_metric(&mut inv, position, name)?;
+            }
+            if let Some(i) = self.table.position(HostField::Capability(position)) {
+                capabilities.push((name.as_str(), i, HostField::Capability(position)));
+            }
+        }
+        let fields: Vec<HostField> = capabilities.iter().map(|c| c.2).collect();
+        if !kept(&fields) {
+            let columns = capabilities.iter().map(|&(name, i, _)| (name, i)).collect();
+            self.set_capabilities(&mut inv, columns)?;
+        }
+        for (field, kind) in [
+            (HostField::Networks, HostLabels::Networks),
+            (HostField::Aggregates, HostLabels::Aggregates),
+            (HostField::AggregateMetadata, HostLabels::AggregateMetadata),
+            (HostField::Instances, HostLabels::Instances),
+        ] {
+            if !kept(&[field]) {
+                self.set_list_labels(&mut inv, field, kind)?;
+            }
+        }
+        // The VMs name their hosts by id: built again when either changed.
+        let vms_kept = last.is_some_and(|last| {
+            kept(&[HostField::Id]) && vms.table.same_columns(&last.vms.table, &vms.table.fields())
+        });
+        if !vms_kept {
+            vms.build_into(&mut inv, &index)?;
+        }
+        Ok(Cluster {
+            inventory: inv,
+            hosts: index,
+        })
+    }
 
+    /// Builds this body's cluster, reusing what `last` built of the
+    /// columns sent again unchanged, and keeps this body in `last` for the
+    /// next one. A body of other columns or rows is built whole.
+    pub fn build_reusing(
+        self,
+        vms: ArrowVms,
+        last: &mut Option<LastBody>,
+    ) -> Result<Cluster, SnapshotError> {
+        let fits = last.as_ref().filter(|last| {
+            self.table.same_shape(&last.hosts.table)
+                && self.names == last.hosts.names
+                && vms.table.same_shape(&last.vms.table)
+        });
+        let cluster = self.build_over(&vms, fits)?;
+        // The index taken from `last` is kept again as it is.
+        let ids = [HostField::Id, HostField::Name];
+        let ids_kept = fits.is_some_and(|kept| self.table.same_columns(&kept.hosts.table, &ids));
+        let index = match last.take() {
+            Some(kept) if ids_kept => kept.index,
+            _ => cluster.hosts.clone(),
+        };
+        *last = Some(LastBody {
+            hosts: self,
+            vms,
+            inventory: cluster.inventory.share(),
+            index,
+        });
+        Ok(cluster)
+    }
+
+    /// Sets the ids' and names' columns; gives the ids' index.
+    fn set_ids(&self, inv: &mut Inventory) -> Result<HostIndex, SnapshotError> {
+        let n = self.table.rows;
+        let column = |e| at("hosts", SnapshotErrorKind::Column(e));
         let ids = self.table.texts(HostField::Id);
         let mut index = HostIndex::with_capacity(n);
         let mut id_texts = Interner::with_capacity(n);
@@ -384,8 +571,11 @@ impl ArrowHosts {
         inv.set_host_text(HostText::Id, id_texts).map_err(column)?;
         inv.set_host_text(HostText::Name, name_texts)
             .map_err(column)?;
+        Ok(index)
+    }
 
-        let mut statuses = Vec::with_capacity(n);
+    fn set_statuses(&self, inv: &mut Inventory) -> Result<(), SnapshotError> {
+        let mut statuses = Vec::with_capacity(self.table.rows);
         let mut known: BTreeMap<&str, HostStatus> = BTreeMap::new();
         for (i, status) in self.table.texts(HostField::Status).into_iter().enumerate() {
             statuses.push(match status {
@@ -400,69 +590,35 @@ impl ArrowHosts {
                 },
             });
         }
-        inv.set_host_statuses(statuses).map_err(column)?;
+        inv.set_host_statuses(statuses)
+            .map_err(|e| at("hosts", SnapshotErrorKind::Column(e)))
+    }
 
-        for (field, text) in [
-            (HostField::Address, HostText::Address),
-            (HostField::Zone, HostText::Zone),
-        ] {
-            let mut texts = Interner::with_capacity(n);
-            for value in self.table.texts(field) {
-                texts.push(value.unwrap_or(""));
-            }
-            inv.set_host_text(text, texts.finish()).map_err(column)?;
+    fn set_text(
+        &self,
+        inv: &mut Inventory,
+        field: HostField,
+        text: HostText,
+    ) -> Result<(), SnapshotError> {
+        let mut texts = Interner::with_capacity(self.table.rows);
+        for value in self.table.texts(field) {
+            texts.push(value.unwrap_or(""));
         }
+        inv.set_host_text(text, texts.finish())
+            .map_err(|e| at("hosts", SnapshotErrorKind::Column(e)))
+    }
+
+    /// Sets the columns the compact form has no field for: the CPU model,
+    /// and the hardware's, empty on every host.
+    fn set_constants(&self, inv: &mut Inventory) -> Result<(), SnapshotError> {
+        let n = self.table.rows;
+        let column = |e| at("hosts", SnapshotErrorKind::Column(e));
         let mut cpu_models = Interner::with_capacity(n);
         for _ in 0..n {
             cpu_models.push("");
         }
         inv.set_host_text(HostText::CpuModel, cpu_models.finish())
             .map_err(column)?;
-
-        for &metric in HostMetric::ALL {
-            let Some(values) = self.table.figures(HostField::Metric(metric), 0.0) else {
-                continue;
-            };
-            let name = metric_name(metric);
-            for (i, &value) in values.iter().enumerate() {
-                check_host_metric(&name, value, format_args!("hosts[{i}].metrics.{name}"))?;
-            }
-            inv.set_host_metric(metric, values).map_err(column)?;
-        }
-        for &flag in HostFlag::ALL {
-            let key = HostField::Flag(flag);
-            if self.table.arrays(key).is_some() {
-                inv.set_host_flag(flag, self.table.flags(key, false))
-                    .map_err(column)?;
-            }
-        }
-        let mut capabilities = Vec::new();
-        for (position, name) in self.names.iter().enumerate() {
-            if let Some(values) = self
-                .table
-                .figures(HostField::NamedMetric(position), f64::NAN)
-            {
-                for (i, &value) in values.iter().enumerate() {
-                    if !value.is_nan() {
-                        check_named_metric(value, format_args!("hosts[{i}].named_metrics.{name}"))?;
-                    }
-                }
-                inv.set_host_named_metric(name.clone(), values)
-                    .map_err(column)?;
-            } else if let Some(i) = self.table.position(HostField::Capability(position)) {
-                capabilities.push((name.as_str(), i));
-            }
-        }
-        self.set_capabilities(&mut inv, capabilities)?;
-        for (field, kind) in [
-            (HostField::Networks, HostLabels::Networks),
-            (HostField::Aggregates, HostLabels::Aggregates),
-            (HostField::AggregateMetadata, HostLabels::AggregateMetadata),
-            (HostField::Instances, HostLabels::Instances),
-        ] {
-            self.set_list_labels(&mut inv, field, kind)?;
-        }
-        // The hardware's label columns: the compact form has no hardware.
         for kind in [
             HostLabels::CpuFlags,
             HostLabels::EmulatedMachines,
@@ -474,13 +630,49 @@ impl ArrowHosts {
             }
             inv.set_host_labels(kind, none.finish()).map_err(column)?;
         }
-        crate::hardware::columns::fill(std::iter::repeat_n(None, n), &mut inv).map_err(column)?;
+        crate::hardware::columns::fill(std::iter::repeat_n(None, n), inv).map_err(column)
+    }
 
-        vms.build_into(&mut inv, &index)?;
-        Ok(Cluster {
-            inventory: inv,
-            hosts: index,
-        })
+    fn set_metric(&self, inv: &mut Inventory, metric: HostMetric) -> Result<(), SnapshotError> {
+        let Some(values) = self.table.figures(HostField::Metric(metric), 0.0) else {
+            return Ok(());
+        };
+        let name = metric_name(metric);
+        for (i, &value) in values.iter().enumerate() {
+            check_host_metric(&name, value, format_args!("hosts[{i}].metrics.{name}"))?;
+        }
+        inv.set_host_metric(metric, values)
+            .map_err(|e| at("hosts", SnapshotErrorKind::Column(e)))
+    }
+
+    fn set_flag(&self, inv: &mut Inventory, flag: HostFlag) -> Result<(), SnapshotError> {
+        let key = HostField::Flag(flag);
+        if self.table.arrays(key).is_none() {
+            return Ok(());
+        }
+        inv.set_host_flag(flag, self.table.flags(key, false))
+            .map_err(|e| at("hosts", SnapshotErrorKind::Column(e)))
+    }
+
+    fn set_named_metric(
+        &self,
+        inv: &mut Inventory,
+        position: usize,
+        name: &str,
+    ) -> Result<(), SnapshotError> {
+        let Some(values) = self
+            .table
+            .figures(HostField::NamedMetric(position), f64::NAN)
+        else {
+            return Ok(());
+        };
+        for (i, &value) in values.iter().enumerate() {
+            if !value.is_nan() {
+                check_named_metric(value, format_args!("hosts[{i}].named_metrics.{name}"))?;
+            }
+        }
+        inv.set_host_named_metric(name, values)
+            .map_err(|e| at("hosts", SnapshotErrorKind::Column(e)))
     }
 
     /// Sets the capabilities, from the columns `(key, position)`: each
@@ -1020,10 +1212,7 @@ mod tests {
                "migratable": false, "cpu_usage_percent": 12.5}]}"#;
 
     fn read(streams: &Streams) -> Result<(ArrowHosts, ArrowVms), ColumnsError> {
-        Ok((
-            ArrowHosts::read(Buffer::from(streams.hosts.clone()))?,
-            ArrowVms::read(Buffer::from(streams.vms.clone()))?,
-        ))
+        streams.clone().read()
     }
 
     fn built(streams: &Streams) -> Result<Cluster, SnapshotError> {
@@ -1078,6 +1267,100 @@ mod tests {
         );
         let statuses = inv.host_statuses();
         assert_eq!(statuses[2], HostStatus::Down);
+    }
+
+    /// Each body of a stream built over the last one, as a cluster's
+    /// inline decisions build them: the columns come out exactly as a
+    /// whole build's (their values and the hosts' fingerprints), the
+    /// columns sent again unchanged are the last body's own, and a body
+    /// refused leaves the last one kept.
+    #[test]
+    fn a_body_built_over_the_last_one_builds_exactly_what_a_whole_build_gives() {
+        use serde_json::{Value, json};
+        let base: Value = serde_json::from_str(SNAPSHOT).expect("JSON");
+        let streams = |body: &Value| {
+            write(&from_json(&body.to_string()).expect("a snapshot")).expect("written")
+        };
+        // Each change made to the body before.
+        type Change<'a> = (&'a str, &'a dyn Fn(&mut Value));
+        let changes: [Change; 9] = [
+            ("the same body", &|_| {}),
+            ("a host's free memory", &|b| {
+                b["hosts"][1]["metrics"]["memory_free_mib"] = json!(7);
+            }),
+            ("a status", &|b| b["hosts"][3]["status"] = json!("disabled")),
+            ("a capability", &|b| {
+                b["hosts"][2]["capabilities"]["cpu_info"] = json!("{}");
+            }),
+            ("a VM's memory", &|b| {
+                b["vms"][0]["memory_mib"] = json!(1024)
+            }),
+            ("a host renamed", &|b| b["hosts"][3]["id"] = json!("e")),
+            ("a named metric and a network", &|b| {
+                b["hosts"][2]["named_metrics"]["temp"] = json!(31);
+                b["hosts"][1]["networks"] = json!(["n3"]);
+            }),
+            ("a host more", &|b| {
+                let more = json!({"id": "f", "metrics": {"cpu_cores": 2}});
+                b["hosts"].as_array_mut().expect("hosts").push(more);
+            }),
+            ("the first body again", &|b| *b = base.clone()),
+        ];
+        let mut body = base.clone();
+        let bodies: Vec<(&str, Streams)> = changes
+            .iter()
+            .map(|(what, change)| {
+                change(&mut body);
+                (*what, streams(&body))
+            })
+            .collect();
+        let first = write(&from_json(SNAPSHOT).expect("a snapshot")).expect("written");
+        let (hosts, vms) = read(&first).expect("read");
+        let mut last = None;
+        let mut before = hosts.build_reusing(vms, &mut last).expect("valid");
+        for (what, streams) in &bodies {
+            let whole = built(streams).expect("valid");
+            let (hosts, vms) = read(streams).expect("read");
+            let over = hosts.build_reusing(vms, &mut last).expect("valid");
+            assert_eq!(
+                columns(&over.inventory),
+                columns(&whole.inventory),
+                "{what}"
+            );
+            assert_eq!(over.hosts, whole.hosts, "{what}");
+            assert_eq!(
+                crate::pipeline::content_stamps(&over.inventory),
+                crate::pipeline::content_stamps(&whole.inventory),
+                "{what}"
+            );
+            // Kept columns are the last body's own, not copies.
+            let same = |metric| {
+                std::ptr::eq(
+                    over.inventory.host_metric(metric).as_ptr(),
+                    before.inventory.host_metric(metric).as_ptr(),
+                )
+            };
+            let shape_changed = *what == "a host more" || *what == "the first body again";
+            assert_eq!(same(HostMetric::CpuCores), !shape_changed, "{what}");
+            let free_changed = *what == "a host's free memory" || shape_changed;
+            assert_eq!(same(HostMetric::MemoryFreeMib), !free_changed, "{what}");
+            before = over;
+        }
+
+        // A body refused (a negative VM memory) gives the whole build's
+        // error, and the body before stays kept.
+        let mut bad = base.clone();
+        bad["vms"][1]["memory_mib"] = json!(-1);
+        let bad = streams(&bad);
+        let (hosts, vms) = read(&bad).expect("read");
+        let refused = hosts.build_reusing(vms, &mut last).map(|_| ()).unwrap_err();
+        assert_eq!(refused, built(&bad).map(|_| ()).unwrap_err());
+        let (hosts, vms) = read(&bodies[8].1).expect("read");
+        let again = hosts.build_reusing(vms, &mut last).expect("valid");
+        assert!(std::ptr::eq(
+            again.inventory.host_metric(HostMetric::CpuCores).as_ptr(),
+            before.inventory.host_metric(HostMetric::CpuCores).as_ptr(),
+        ));
     }
 
     /// Every text type, integer figures, several batches and a stream

@@ -47,6 +47,15 @@ pub struct CompactBody {
 }
 
 impl Streams {
+    /// The two streams decoded, as the server decodes a compact body's
+    /// parts: what the tests and benchmarks build from.
+    pub fn read(self) -> Result<(super::ArrowHosts, super::ArrowVms), super::ColumnsError> {
+        Ok((
+            super::ArrowHosts::read(self.hosts.into())?,
+            super::ArrowVms::read(self.vms.into())?,
+        ))
+    }
+
     /// The compact schedule body of `request` (a schedule request in JSON
     /// without `hosts` and `vms`) over these streams: `multipart/form-data`
     /// with the parts `request`, `hosts` and `vms`.

@@ -35,7 +35,9 @@ pub struct PlacementArgs {
     pub sample_hosts: Sampling,
 
     /// Reuse per-host units' answers for hosts that did not change since
-    /// an earlier decision with the same request (`true` or `false`).
+    /// an earlier decision with the same request, and the columns built
+    /// from a cluster's last compact body where the next one sends them
+    /// again unchanged (`true` or `false`).
     #[arg(long, env = "SANDPIPER_REUSE_ANSWERS", default_value_t = true, action = clap::ArgAction::Set)]
     pub reuse_answers: bool,
 

@@ -53,7 +53,8 @@ pub struct PlacementConfig {
     pub retention: Retention,
     /// How many hosts a decision's first pick considers.
     pub sampling: Sampling,
-    /// Whether per-host units' answers are reused between decisions.
+    /// Whether per-host units' answers are reused between decisions, and
+    /// a compact body's columns built over the cluster's last one.
     pub reuse_answers: bool,
     /// Per-cluster bounds on decisions in progress and their CPU work.
     pub fairness: FairnessConfig,

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::arrow_snapshot::{ArrowHosts, ArrowVms};
+use crate::arrow_snapshot::{ArrowHosts, ArrowVms, LastBody};
 use crate::inputs::{CheckedHosts, CheckedVms};
 use crate::pipeline::{ParamValues, Policy};
 use crate::snapshot::{Cluster, HintValue, Host, RunningVm, SnapshotError, VmSpec};
@@ -145,6 +145,19 @@ impl InlineHosts {
         match self {
             InlineHosts::Json { hosts, vms } => hosts.build(vms),
             InlineHosts::Arrow { hosts, vms } => hosts.build(&vms),
+        }
+    }
+
+    /// [`InlineHosts::build`], a compact body's columns built again only
+    /// where they differ from those of `last` (the cluster's last compact
+    /// body, which this one then replaces).
+    pub fn build_reusing(
+        self,
+        last: Option<&mut Option<LastBody>>,
+    ) -> Result<Cluster, SnapshotError> {
+        match (self, last) {
+            (InlineHosts::Arrow { hosts, vms }, Some(last)) => hosts.build_reusing(vms, last),
+            (inline, _) => inline.build(),
         }
     }
 }

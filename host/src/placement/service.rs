@@ -35,7 +35,7 @@
 //! expiry, a fresh report), and tries once more (oVirt's `RunVmDelayer`).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, TryLockError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, OwnedMutexGuard, oneshot};
@@ -53,6 +53,7 @@ use super::place::{self, PlaceError};
 use super::request::{HostsSource, PlaceJob};
 use super::time::Timestamp;
 use super::turns::{Decided, Recorder, Taken, Turn, Turns};
+use crate::arrow_snapshot::LastBody;
 use crate::pipeline::ReuseCache;
 use crate::snapshot::Snapshot;
 use crate::store::Store;
@@ -83,7 +84,8 @@ struct Inner {
 
 /// One cluster: its state (`None` until loaded), its held decisions
 /// waiting for a turn, a signal raised whenever one of its claims
-/// resolves, and the per-host answers its inline decisions keep.
+/// resolves, and what its inline decisions keep: per-host answers and
+/// the last compact body's columns.
 struct Slot {
     state: Arc<tokio::sync::Mutex<Option<ClusterState>>>,
     turns: Turns,
@@ -93,6 +95,20 @@ struct Slot {
     /// held state's: inline decisions do not take the cluster's lock, and
     /// one that finds this in use decides whole rather than wait.
     inline_answers: Mutex<ReuseCache>,
+    /// The last compact body an inline decision built, whose columns the
+    /// next one takes where they are sent again unchanged; likewise apart
+    /// and not waited for.
+    inline_columns: Mutex<Option<LastBody>>,
+}
+
+/// `lock`, if no one holds it (a poisoned one recovered): what inline
+/// decisions keep is a saving, never worth a wait.
+fn if_free<T>(lock: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match lock.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
 }
 
 impl PlacementService {
@@ -474,15 +490,18 @@ impl PlacementService {
             let persister = self.inner.persister.clone();
             let cores = admission.lender();
             let slot = self.slot(cluster_id);
-            let reuse_answers = self.inner.config.reuse_answers && job.policy.has_per_host_units();
+            let reuse = self.inner.config.reuse_answers;
+            let reuse_answers = reuse && job.policy.has_per_host_units();
             let (decided, ack) = admission
                 .run(move || {
-                    let cluster = inline.build().map_err(place::PlaceError::InvalidSnapshot)?;
-                    let mut kept = match reuse_answers.then(|| slot.inline_answers.try_lock()) {
-                        Some(Ok(kept)) => Some(kept),
-                        Some(Err(TryLockError::Poisoned(poisoned))) => Some(poisoned.into_inner()),
-                        Some(Err(TryLockError::WouldBlock)) | None => None,
-                    };
+                    let mut last = reuse.then(|| if_free(&slot.inline_columns)).flatten();
+                    let cluster = inline
+                        .build_reusing(last.as_deref_mut())
+                        .map_err(place::PlaceError::InvalidSnapshot)?;
+                    drop(last);
+                    let mut kept = reuse_answers
+                        .then(|| if_free(&slot.inline_answers))
+                        .flatten();
                     let outcome = place::over_cluster(
                         cluster,
                         &job.request,
@@ -655,6 +674,7 @@ impl PlacementService {
                 turns: Turns::default(),
                 resolved: Notify::new(),
                 inline_answers: Mutex::new(ReuseCache::default()),
+                inline_columns: Mutex::new(None),
             })
         }))
     }

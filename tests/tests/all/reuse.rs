@@ -17,6 +17,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use proptest::prelude::*;
+use sandpiper::arrow_snapshot::write;
 use sandpiper::builtin::{BuiltinPolicy, POLICY_FILES, UNITS};
 use sandpiper::inputs::build_checked;
 use sandpiper::pipeline::{Combination, Decision, OnFailure, ParamValues, Policy, ReuseCache};
@@ -624,12 +625,16 @@ fn running_vms(index: usize, seed: u32) -> Vec<RunningVm> {
         .collect()
 }
 
-/// Runs `steps` with `policy`; returns the answers reused.
+/// Runs `steps` with `policy`; returns the answers reused. The decision
+/// reusing answers is sent its hosts as a compact body, built over the
+/// last one (`ArrowHosts::build_reusing`, as the server builds a
+/// cluster's compact bodies); the whole one as JSON, built afresh.
 fn run_inline(steps: &[InlineStep], policy: &Policy) -> usize {
     let mut seeds: [u32; HOSTS] = std::array::from_fn(|i| i as u32);
     let mut vm_seeds = [0u32; HOSTS];
     let mut present = [true; HOSTS];
     let mut kept = ReuseCache::default();
+    let mut last_body = None;
     let params = ParamValues::new();
     let mut reused = 0;
     for step in steps {
@@ -655,12 +660,14 @@ fn run_inline(steps: &[InlineStep], policy: &Policy) -> usize {
                         .collect(),
                 };
                 let request = request(shape, "vm", 1);
-                let decide = |reuse: Option<&mut ReuseCache>| {
-                    let cluster = build_checked(&snapshot).expect("the engine's hosts are valid");
-                    over_cluster(cluster, &request, policy, &params, None, reuse)
-                };
-                let reusing = decide(Some(&mut kept));
-                let whole = decide(None);
+                let (hosts, vms) = write(&snapshot).expect("compact").read().expect("decoded");
+                let over_last = hosts
+                    .build_reusing(vms, &mut last_body)
+                    .expect("the engine's hosts are valid");
+                let reusing =
+                    over_cluster(over_last, &request, policy, &params, None, Some(&mut kept));
+                let cluster = build_checked(&snapshot).expect("the engine's hosts are valid");
+                let whole = over_cluster(cluster, &request, policy, &params, None, None);
                 match (reusing, whole) {
                     (Ok(a), Ok(b)) => reused += same_outcome(&a, &b),
                     (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
