@@ -25,6 +25,15 @@
 //!   `sandpiper::arrow_snapshot::write`); it must choose the host inline
 //!   chose.
 //!
+//! Inline answers carry the full explain record by default: every host's
+//! verdict and each survivor's scores (0.26 MB here, where 967 of 10,000
+//! hosts survive), rendered, logged and sent with each answer. Held
+//! answers carry the bounded summary. So each
+//! inline mode also runs with `"explain": "summary"` (`inline_summary`,
+//! `compact_summary`, `compact_changing_summary`), decisions of the two
+//! forms alternating, so that noise falls on both alike: the summary
+//! lines compare with `held` like for like.
+//!
 //! The same body sent again lets the server reuse per-host units' answers
 //! for every host (their content is unchanged). So **compact_changing**
 //! sends it as a live cluster would: before each decision a hundredth of
@@ -38,7 +47,10 @@
 //! what the HTTP path adds is the difference; and what fingerprinting the
 //! hosts costs a decision that reuses answers for posted hosts
 //! (`content_stamps`), and what reading the compact body's columns costs
-//! (`compact_columns`: the Arrow streams decoded, checked and built).
+//! (`compact_columns`: the Arrow streams decoded, checked and built;
+//! `compact_columns_changing`: the same over the body before with a
+//! hundredth of the hosts changed, only what changed built again, as the
+//! server builds a cluster's next compact body).
 //!
 //! Each decision is timed at the client, from the first byte of the
 //! request to the last of the answer, over one keep-alive connection, one
@@ -46,7 +58,7 @@
 //! retried after a second, as an engine would, only the answered attempt
 //! timed, and counted (`retries=`). Prints medians and minimums with the
 //! one-minute load average beside each line:
-//! `nova_http hosts=... mode=held|held_dry_run|inline|compact|compact_changing|in_process|content_stamps|compact_columns runs=... median_ms=... min_ms=... load=... retries=...`.
+//! `nova_http hosts=... mode=held|held_dry_run|inline|inline_summary|compact|compact_summary|compact_changing|compact_changing_summary|in_process|content_stamps|compact_columns|compact_columns_changing runs=... median_ms=... min_ms=... load=... retries=...`.
 //!
 //! Run with: `cargo bench --bench nova_http [hosts]` (figures in
 //! docs/performance.md, "Nova's policy over HTTP"); `NOVA_HTTP_RUNS=N`
@@ -60,7 +72,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail, ensure};
 use serde_json::{Value, json};
 
-use sandpiper::arrow_snapshot::{ArrowHosts, ArrowVms};
 use sandpiper::builtin::UNITS;
 use sandpiper::pipeline::{Combination, Policy, ScheduleRequest, schedule};
 use sandpiper::sandbox::{Limits, Runtime};
@@ -192,13 +203,9 @@ fn run(
     // does before deciding (the bytes copied untimed).
     let streams = sandpiper::arrow_snapshot::write(&snapshot)?;
     let columns = time(runs_for(hosts, 4), || {
-        let (hosts_part, vms_part) = (
-            arrow_buffer::Buffer::from(streams.hosts.clone()),
-            arrow_buffer::Buffer::from(streams.vms.clone()),
-        );
+        let streams = streams.clone();
         let started = Instant::now();
-        let read = ArrowHosts::read(hosts_part).and_then(|h| Ok((h, ArrowVms::read(vms_part)?)));
-        let (arrow_hosts, arrow_vms) = read.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let (arrow_hosts, arrow_vms) = streams.read().map_err(|e| anyhow::anyhow!("{e}"))?;
         let cluster = arrow_hosts
             .build(&arrow_vms)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -207,6 +214,26 @@ fn run(
         Ok(took)
     })?;
     print("compact_columns", hosts, &columns, "");
+    // The same, over the body before with a hundredth of the hosts'
+    // free memory changed, as the server builds a cluster's next compact
+    // body (`ArrowHosts::build_reusing`): only what changed is built.
+    let mut last = None;
+    let mut changing = snapshot.clone();
+    let mut round = 0usize;
+    let over_last = time(runs_for(hosts, 4), || {
+        round += 1;
+        change_free_memory(&mut changing, round);
+        let streams = sandpiper::arrow_snapshot::write(&changing)?;
+        let started = Instant::now();
+        let (arrow_hosts, arrow_vms) = streams.read().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let cluster = arrow_hosts
+            .build_reusing(arrow_vms, &mut last)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let took = started.elapsed();
+        ensure!(cluster.inventory.host_count() == hosts);
+        Ok(took)
+    })?;
+    print("compact_columns_changing", hosts, &over_last, "");
 
     let mut admin = Client::connect(addr)?;
     let cluster = admin.send(
@@ -269,81 +296,93 @@ fn run(
     })?;
     print("held_dry_run", hosts, &dry, "");
 
-    // Inline: the same hosts in every body, encoded once.
-    let inline_body = serde_json::to_vec(&json!({
-        "vm": vm,
-        "hints": hints,
-        "hosts": &snapshot.hosts,
-        "vms": &snapshot.vms,
-    }))?;
-    let mut chosen = String::new();
-    let inline = time(runs_for(hosts, 4), || {
-        let (bytes, took) = post(&mut admin, &format!("{base}/schedule"), inline_body.clone())?;
-        answer_bytes = bytes.len();
-        let answer: Value = serde_json::from_slice(&bytes)?;
-        chosen = answer["chosen_host"].as_str().unwrap_or("none").to_owned();
+    // Inline: the same hosts in every body, encoded once, with the full
+    // explain (the default) and the summary, alternately.
+    let mut inline_bodies = [Vec::new(), Vec::new()];
+    for (encoded, explain) in inline_bodies.iter_mut().zip(EXPLAINS) {
+        let mut body = json!({
+            "vm": vm,
+            "hints": hints,
+            "hosts": &snapshot.hosts,
+            "vms": &snapshot.vms,
+        });
+        if let Some(explain) = explain {
+            body["explain"] = json!(explain);
+        }
+        *encoded = serde_json::to_vec(&body)?;
+    }
+    let mut chosen = [String::new(), String::new()];
+    let mut answer_sizes = [0usize; 2];
+    let [inline, inline_summary] = time_alternating(runs_for(hosts, 8), |form| {
+        let body = inline_bodies[form].clone();
+        let (bytes, took) = post(&mut admin, &format!("{base}/schedule"), body)?;
+        answer_sizes[form] = bytes.len();
+        chosen[form] = chosen_host(&bytes)?;
         Ok(took)
     })?;
-    print(
-        "inline",
-        hosts,
-        &inline,
-        &format!(
-            "body_mb={:.1} answer_mb={:.1} chosen={chosen}",
-            inline_body.len() as f64 / 1e6,
-            answer_bytes as f64 / 1e6
-        ),
-    );
+    for (form, times) in [(0, &inline), (1, &inline_summary)] {
+        print(
+            INLINE_MODES[form],
+            hosts,
+            times,
+            &format!(
+                "body_mb={:.1} answer_mb={:.3} chosen={}",
+                inline_bodies[form].len() as f64 / 1e6,
+                answer_sizes[form] as f64 / 1e6,
+                chosen[form]
+            ),
+        );
+    }
+    let chosen = std::mem::take(&mut chosen[0]);
     // Compact: the same hosts and VMs as Arrow streams, the request as
-    // JSON, in one multipart/form-data body (encoded once).
-    let compact = sandpiper::arrow_snapshot::write(&snapshot)?
-        .body(&json!({ "vm": vm, "hints": hints }))
-        .context("a random boundary")?;
-    let mut compact_chosen = String::new();
-    let compact_times = time(runs_for(hosts, 4), || {
+    // JSON, in one multipart/form-data body (encoded once per form).
+    let compact = [
+        streams.body(&json!({ "vm": vm, "hints": hints }))?,
+        streams.body(&json!({ "vm": vm, "hints": hints, "explain": "summary" }))?,
+    ];
+    let mut compact_chosen = [String::new(), String::new()];
+    let [compact_times, compact_summary] = time_alternating(runs_for(hosts, 8), |form| {
         let (bytes, took) = post_as(
             &mut admin,
             &format!("{base}/schedule"),
-            &compact.content_type,
-            compact.body.clone(),
+            &compact[form].content_type,
+            compact[form].body.clone(),
         )?;
-        let answer: Value = serde_json::from_slice(&bytes)?;
-        compact_chosen = answer["chosen_host"].as_str().unwrap_or("none").to_owned();
+        compact_chosen[form] = chosen_host(&bytes)?;
         Ok(took)
     })?;
-    ensure!(
-        compact_chosen == chosen,
-        "the compact body chose {compact_chosen}, the JSON one {chosen}"
-    );
-    print(
-        "compact",
-        hosts,
-        &compact_times,
-        &format!(
-            "body_mb={:.1} chosen={compact_chosen}",
-            compact.body.len() as f64 / 1e6
-        ),
-    );
+    for (form, times) in [(0, &compact_times), (1, &compact_summary)] {
+        ensure!(
+            compact_chosen[form] == chosen,
+            "the compact body chose {}, the JSON one {chosen}",
+            compact_chosen[form]
+        );
+        print(
+            COMPACT_MODES[form],
+            hosts,
+            times,
+            &format!(
+                "body_mb={:.1} chosen={chosen}",
+                compact[form].body.len() as f64 / 1e6
+            ),
+        );
+    }
     // Compact, as a live cluster sends it: between two decisions a
     // hundredth of the hosts report new free memory, so their answers
     // cannot be reused and the rest's can. Each body is written before
     // its decision is timed.
-    let changed = (hosts / 100).max(1);
     let mut changing = snapshot.clone();
     let mut round = 0usize;
     let mut per_unit: std::collections::BTreeMap<String, (u64, Vec<f64>, Vec<f64>)> =
         Default::default();
-    let changing_times = time(runs_for(hosts, 4), || {
+    let [changing_times, changing_summary] = time_alternating(runs_for(hosts, 8), |form| {
         round += 1;
-        for k in 0..changed {
-            let host = &mut changing.hosts[(round * 7_919 + k * 101) % hosts];
-            if let Some(free) = host.metrics.get_mut("memory_free_mib") {
-                *free = (*free - 1.0).max(0.0);
-            }
+        change_free_memory(&mut changing, round);
+        let mut request = json!({ "vm": vm, "hints": hints });
+        if let Some(explain) = EXPLAINS[form] {
+            request["explain"] = json!(explain);
         }
-        let body = sandpiper::arrow_snapshot::write(&changing)?
-            .body(&json!({ "vm": vm, "hints": hints }))
-            .context("a random boundary")?;
+        let body = sandpiper::arrow_snapshot::write(&changing)?.body(&request)?;
         let (bytes, took) = post_as(
             &mut admin,
             &format!("{base}/schedule"),
@@ -351,6 +390,7 @@ fn run(
             body.body,
         )?;
         let answer: Value = serde_json::from_slice(&bytes)?;
+        // Only the full record says what each call took.
         for (unit, (input, reused, elapsed)) in unit_costs(&answer) {
             let seen = per_unit.entry(unit).or_default();
             seen.0 = input;
@@ -359,12 +399,17 @@ fn run(
         }
         Ok(took)
     })?;
-    print(
-        "compact_changing",
-        hosts,
-        &changing_times,
-        &format!("hosts_changed_per_decision={changed}"),
-    );
+    for (mode, times) in [
+        ("compact_changing", &changing_times),
+        ("compact_changing_summary", &changing_summary),
+    ] {
+        print(
+            mode,
+            hosts,
+            times,
+            &format!("hosts_changed_per_decision={}", changed(hosts)),
+        );
+    }
     // Why a changing body still costs what it does: each unit called
     // pays its fixed cost over the few hosts not reused.
     for (unit, (input, reused, elapsed)) in &per_unit {
@@ -375,14 +420,19 @@ fn run(
             median(elapsed)
         );
     }
-    let [held_median, inline_median] = [median(&held), median(&inline)];
+    let held_median = median(&held);
     println!(
         "nova_http hosts={hosts} held_over_in_process={:.2} inline_over_held={:.2} \
-         compact_over_held={:.2} compact_changing_over_held={:.2} load={}",
+         inline_summary_over_held={:.2} compact_over_held={:.2} \
+         compact_summary_over_held={:.2} compact_changing_over_held={:.2} \
+         compact_changing_summary_over_held={:.2} load={}",
         held_median / median(&local),
-        inline_median / held_median,
+        median(&inline) / held_median,
+        median(&inline_summary) / held_median,
         median(&compact_times) / held_median,
+        median(&compact_summary) / held_median,
         median(&changing_times) / held_median,
+        median(&changing_summary) / held_median,
         load_average()
     );
     Ok(())
@@ -413,6 +463,56 @@ fn time(
         }
     }
     Ok(times)
+}
+
+/// Hosts whose free memory changes between two decisions of a live
+/// cluster: a hundredth.
+fn changed(hosts: usize) -> usize {
+    (hosts / 100).max(1)
+}
+
+/// Lowers the free memory of [`changed`] hosts of `snapshot`, a
+/// different hundredth each `round`.
+fn change_free_memory(snapshot: &mut sandpiper::snapshot::Snapshot, round: usize) {
+    let hosts = snapshot.hosts.len();
+    for k in 0..changed(hosts) {
+        let host = &mut snapshot.hosts[(round * 7_919 + k * 101) % hosts];
+        if let Some(free) = host.metrics.get_mut("memory_free_mib") {
+            *free = (*free - 1.0).max(0.0);
+        }
+    }
+}
+
+/// The two explain forms of an inline decision: the default (full) and
+/// the summary.
+const EXPLAINS: [Option<&str>; 2] = [None, Some("summary")];
+/// Their modes' names.
+const INLINE_MODES: [&str; 2] = ["inline", "inline_summary"];
+const COMPACT_MODES: [&str; 2] = ["compact", "compact_summary"];
+
+/// Runs decisions of two forms alternately (`decide(0)`, `decide(1)`),
+/// `WARMUP_RUNS` of each untimed, then `runs` of each: each form's times
+/// in milliseconds, measured side by side.
+fn time_alternating(
+    runs: usize,
+    mut decide: impl FnMut(usize) -> anyhow::Result<Duration>,
+) -> anyhow::Result<[Vec<f64>; 2]> {
+    let mut times = [Vec::with_capacity(runs), Vec::with_capacity(runs)];
+    for i in 0..WARMUP_RUNS + runs {
+        for (form, times) in times.iter_mut().enumerate() {
+            let took = decide(form)?;
+            if i >= WARMUP_RUNS {
+                times.push(ms(took));
+            }
+        }
+    }
+    Ok(times)
+}
+
+/// The host an answer chose (`none` when it chose none).
+fn chosen_host(answer: &[u8]) -> anyhow::Result<String> {
+    let answer: Value = serde_json::from_slice(answer)?;
+    Ok(answer["chosen_host"].as_str().unwrap_or("none").to_owned())
 }
 
 /// Attempts a decision may take: on a machine shared with other builds a
