@@ -62,6 +62,7 @@ use arrow_array::types::{
 };
 use arrow_array::{Array, GenericStringArray, RecordBatch, StringViewArray, new_empty_array};
 use arrow_buffer::Buffer;
+use arrow_data::ArrayData;
 use arrow_ipc::reader::StreamDecoder;
 use arrow_schema::DataType;
 use sandpiper_model::interning::{Interner, LabelsBuilder};
@@ -211,7 +212,7 @@ impl<C: Copy + PartialEq> Table<C> {
                 .all(|(a, b)| a.num_rows() == b.num_rows())
     }
 
-    /// Whether each of the columns `fields` holds the same values in
+    /// Whether each of the columns `fields` holds the same bytes in
     /// `other` (of the same shape, [`Table::same_shape`]), or is absent
     /// from both.
     fn same_columns(&self, other: &Table<C>, fields: &[C]) -> bool {
@@ -286,18 +287,38 @@ impl<C: Copy + PartialEq> Table<C> {
     }
 }
 
-/// Whether two arrays hold the same values. Two dictionary columns are
-/// compared by their keys and their dictionaries, not value by value
-/// (10,000 hosts' `cpu_info` texts are a few MB, their keys 40 KB): equal
-/// keys into equal dictionaries are equal values, and the rare pair that
-/// encodes equal values differently is only built again.
+/// Whether two arrays are the same bytes: the same type, length and
+/// offset, and byte for byte the same validity, buffers and children.
+/// Equal bytes are equal values; equal values in other bytes (another
+/// dictionary order, other padding) are only built again.
+///
+/// Why bytes, not Arrow's equality: that compares value by value, and
+/// a list of structs of dictionary texts (each host's instances) took
+/// most of a compact decision that rebuilt nothing (`perf`: 15 % of the
+/// server's samples, against a few memory comparisons).
 fn same_values(a: &dyn Array, b: &dyn Array) -> bool {
-    match (a.as_any_dictionary_opt(), b.as_any_dictionary_opt()) {
-        (Some(a), Some(b)) => {
-            a.keys().to_data() == b.keys().to_data() && a.values().to_data() == b.values().to_data()
+    same_bytes(&a.to_data(), &b.to_data())
+}
+
+fn same_bytes(a: &ArrayData, b: &ArrayData) -> bool {
+    a.data_type() == b.data_type()
+        && a.len() == b.len()
+        && a.offset() == b.offset()
+        && match (a.nulls(), b.nulls()) {
+            (None, None) => true,
+            (Some(x), Some(y)) => x.inner() == y.inner(),
+            _ => false,
         }
-        _ => a.to_data() == b.to_data(),
-    }
+        && a.buffers().len() == b.buffers().len()
+        && a.buffers()
+            .iter()
+            .zip(b.buffers())
+            .all(|(x, y)| x.as_slice() == y.as_slice())
+        && a.child_data().len() == b.child_data().len()
+        && a.child_data()
+            .iter()
+            .zip(b.child_data())
+            .all(|(x, y)| same_bytes(x, y))
 }
 
 /// A host column of the compact form.
@@ -373,7 +394,7 @@ fn host_field(name: &str, names: &mut Vec<String>) -> Option<(HostField, Kind)> 
 /// changed between two decisions), and checking and building every
 /// column was most of a compact decision (docs/performance.md, "Compact
 /// columns built again only where they changed"). Columns are compared
-/// by value with the last body's, so a column kept is exactly what
+/// byte for byte with the last body's, so a column kept is exactly what
 /// building it again would give. Keeps the body's Arrow buffers (a few
 /// MB at 10,000 hosts) and a share of its columns.
 pub struct LastBody {
