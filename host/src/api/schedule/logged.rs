@@ -11,7 +11,7 @@
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::answer::{BalanceAnswer, PickExplain, RankedHost, ScheduleAnswer, to_json};
+use super::answer::{BalanceAnswer, RankedHost, to_json};
 use super::summary::{ExplainSummary, SUMMARY_RANKED};
 use crate::api::error::ApiError;
 use crate::pipeline::{self, Explain};
@@ -59,35 +59,15 @@ impl Logged {
         })
     }
 
-    /// How the log keeps a schedule answer over inline hosts, encoded as
-    /// `text`.
-    pub fn schedule(answer: &ScheduleAnswer, text: &str) -> Result<Logged, ApiError> {
-        Logged::bounded(text, || {
-            // The full form over inline hosts carries both; the held form
-            // and the summary form over inline hosts are logged whole.
-            let (Some(PickExplain::Full(full)), Some(ranked)) =
-                (&answer.explain, answer.ranked.as_deref())
-            else {
-                return Err(ApiError::Internal(
-                    "only a full answer over inline hosts is summarised for the log".to_owned(),
-                ));
-            };
-            let mut explain = ExplainSummary::of(full, &[]);
-            explain.ranked = best(ranked);
-            to_json(&ScheduleRow {
-                decision_id: answer.decision_id,
-                dry_run: answer.dry_run,
-                cluster_id: answer.cluster_id,
-                policy_id: answer.policy_id,
-                vm_id: &answer.vm_id,
-                chosen_host: answer.chosen_host.as_deref(),
-                ranked: &ranked[..ranked.len().min(SUMMARY_RANKED)],
-                survivors: ranked.len(),
-                skipped_units: &answer.skipped_units,
-                degraded: &answer.degraded,
-                explain,
-            })
-        })
+    /// How the log keeps a full schedule answer over inline hosts,
+    /// encoded as `text`: whole when small, else the summary form
+    /// `summarize` encodes (the same answer asked with `"explain":
+    /// "summary"`, so the log row and that answer have one home).
+    pub fn schedule(
+        text: &str,
+        summarize: impl FnOnce() -> Result<String, ApiError>,
+    ) -> Result<Logged, ApiError> {
+        Logged::bounded(text, summarize)
     }
 
     /// How the log keeps a balance answer, encoded as `text`.
@@ -112,18 +92,13 @@ impl Logged {
                     source: schedule.zip(explain.source).map(|(s, h)| s.host_id(h)),
                     schedule: schedule.map(|s| {
                         let mut summary = ExplainSummary::of(s, &[]);
-                        summary.ranked = best(&by_total(s));
+                        summary.ranked = by_total(s);
                         summary
                     }),
                 },
             })
         })
     }
-}
-
-/// The first [`SUMMARY_RANKED`] of `ranked`.
-fn best(ranked: &[RankedHost]) -> Vec<RankedHost> {
-    ranked.iter().take(SUMMARY_RANKED).cloned().collect()
 }
 
 /// A record's scored candidates, best first (ties in candidate order, as
@@ -139,25 +114,6 @@ fn by_total(explain: &Explain) -> Vec<RankedHost> {
             total: explain.totals[i],
         })
         .collect()
-}
-
-/// A [`ScheduleAnswer`] as its log row: the same fields, the ranking cut
-/// to the best hosts and the explain record summarised.
-#[derive(Serialize)]
-struct ScheduleRow<'a> {
-    decision_id: Option<Uuid>,
-    dry_run: bool,
-    cluster_id: Uuid,
-    policy_id: Uuid,
-    vm_id: &'a str,
-    chosen_host: Option<&'a str>,
-    /// The best surviving candidates.
-    ranked: &'a [RankedHost],
-    /// Surviving candidates in all.
-    survivors: usize,
-    skipped_units: &'a [String],
-    degraded: &'a [pipeline::Degraded],
-    explain: ExplainSummary,
 }
 
 /// A [`BalanceAnswer`] as its log row.

@@ -340,7 +340,12 @@ fn render(
                 (None, _) => None,
                 // Already bounded: logged as returned.
                 (Some(_), ExplainDetail::Summary) => Some(Logged::whole(text.clone())),
-                (Some(_), ExplainDetail::Full) => Some(Logged::schedule(&answer, &text)?),
+                (Some(_), ExplainDetail::Full) => Some(Logged::schedule(&text, || {
+                    let summary = AnswerForm::Pick {
+                        detail: ExplainDetail::Summary,
+                    };
+                    to_json(&ScheduleAnswer::new(facts, vm_id, decided, summary)?)
+                })?),
             };
             Ok((Some(text), logged.and_then(entry)))
         }
