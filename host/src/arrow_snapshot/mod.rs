@@ -293,9 +293,9 @@ impl<C: Copy + PartialEq> Table<C> {
 /// dictionary order, other padding) are only built again.
 ///
 /// Why bytes, not Arrow's equality: that compares value by value, and
-/// a list of structs of dictionary texts (each host's instances) took
-/// most of a compact decision that rebuilt nothing (`perf`: 15 % of the
-/// server's samples, against a few memory comparisons).
+/// the lists of structs of texts (each host's instances and aggregate
+/// metadata) made it 15 % of the server's samples in compact decisions
+/// that rebuilt nothing (`perf`), against a few memory comparisons.
 fn same_values(a: &dyn Array, b: &dyn Array) -> bool {
     same_bytes(&a.to_data(), &b.to_data())
 }
@@ -437,7 +437,7 @@ impl ArrowHosts {
     /// Checks the hosts' values and builds their columns with those of
     /// `vms` on them; the hosts' first refusal comes before the VMs'.
     pub fn build(&self, vms: &ArrowVms) -> Result<Cluster, SnapshotError> {
-        self.build_over(vms, None)
+        self.build_over(vms, None).map(|(cluster, _)| cluster)
     }
 
     /// [`ArrowHosts::build`], taking from `last` (the body built before,
@@ -445,12 +445,13 @@ impl ArrowHosts {
     /// are equal to its own: only the columns that changed are checked and
     /// built again. A column taken had passed its checks, so the first
     /// refusal is the one a whole build gives: the pieces are built in
-    /// the same order, each row by row.
+    /// the same order, each row by row. Also says whether the host index
+    /// is `last`'s (its ids and names were kept).
     fn build_over(
         &self,
         vms: &ArrowVms,
         last: Option<&LastBody>,
-    ) -> Result<Cluster, SnapshotError> {
+    ) -> Result<(Cluster, bool), SnapshotError> {
         let n = self.table.rows;
         if u32::try_from(n).is_err() {
             return Err(at("hosts", SnapshotErrorKind::TooMany { count: n }));
@@ -463,8 +464,10 @@ impl ArrowHosts {
             Some(last) => last.inventory.share(),
             None => Inventory::new(n, vms.table.rows),
         };
+        let ids_kept = kept(&[HostField::Id]);
+        let index_kept = ids_kept && kept(&[HostField::Name]);
         let index = match last {
-            Some(last) if kept(&[HostField::Id, HostField::Name]) => last.index.clone(),
+            Some(last) if index_kept => last.index.clone(),
             _ => self.set_ids(&mut inv)?,
         };
         if !kept(&[HostField::Status]) {
@@ -517,15 +520,16 @@ impl ArrowHosts {
         }
         // The VMs name their hosts by id: built again when either changed.
         let vms_kept = last.is_some_and(|last| {
-            kept(&[HostField::Id]) && vms.table.same_columns(&last.vms.table, &vms.table.fields())
+            ids_kept && vms.table.same_columns(&last.vms.table, &vms.table.fields())
         });
         if !vms_kept {
             vms.build_into(&mut inv, &index)?;
         }
-        Ok(Cluster {
+        let cluster = Cluster {
             inventory: inv,
             hosts: index,
-        })
+        };
+        Ok((cluster, index_kept))
     }
 
     /// Builds this body's cluster, reusing what `last` built of the
@@ -541,12 +545,10 @@ impl ArrowHosts {
                 && self.names == last.hosts.names
                 && vms.table.same_shape(&last.vms.table)
         });
-        let cluster = self.build_over(&vms, fits)?;
+        let (cluster, index_kept) = self.build_over(&vms, fits)?;
         // The index taken from `last` is kept again as it is.
-        let ids = [HostField::Id, HostField::Name];
-        let ids_kept = fits.is_some_and(|kept| self.table.same_columns(&kept.hosts.table, &ids));
         let index = match last.take() {
-            Some(kept) if ids_kept => kept.index,
+            Some(kept) if index_kept => kept.index,
             _ => cluster.hosts.clone(),
         };
         *last = Some(LastBody {
