@@ -203,15 +203,7 @@ fn run(
     // does before deciding (the bytes copied untimed).
     let streams = sandpiper::arrow_snapshot::write(&snapshot)?;
     let columns = time(runs_for(hosts, 4), || {
-        let streams = streams.clone();
-        let started = Instant::now();
-        let (arrow_hosts, arrow_vms) = streams.read().map_err(|e| anyhow::anyhow!("{e}"))?;
-        let cluster = arrow_hosts
-            .build(&arrow_vms)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let took = started.elapsed();
-        ensure!(cluster.inventory.host_count() == hosts);
-        Ok(took)
+        read_columns(streams.clone(), hosts, |h, v| h.build(&v))
     })?;
     print("compact_columns", hosts, &columns, "");
     // The same, over the body before with a hundredth of the hosts'
@@ -224,14 +216,7 @@ fn run(
         round += 1;
         change_free_memory(&mut changing, round);
         let streams = sandpiper::arrow_snapshot::write(&changing)?;
-        let started = Instant::now();
-        let (arrow_hosts, arrow_vms) = streams.read().map_err(|e| anyhow::anyhow!("{e}"))?;
-        let cluster = arrow_hosts
-            .build_reusing(arrow_vms, &mut last)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let took = started.elapsed();
-        ensure!(cluster.inventory.host_count() == hosts);
-        Ok(took)
+        read_columns(streams, hosts, |h, v| h.build_reusing(v, &mut last))
     })?;
     print("compact_columns_changing", hosts, &over_last, "");
 
@@ -463,6 +448,24 @@ fn time(
         }
     }
     Ok(times)
+}
+
+/// Decodes `streams` and builds their `hosts` hosts' columns with
+/// `build`, as the server reads a compact body; the time both took.
+fn read_columns(
+    streams: sandpiper::arrow_snapshot::Streams,
+    hosts: usize,
+    build: impl FnOnce(
+        sandpiper::arrow_snapshot::ArrowHosts,
+        sandpiper::arrow_snapshot::ArrowVms,
+    ) -> Result<sandpiper::snapshot::Cluster, sandpiper::snapshot::SnapshotError>,
+) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let (arrow_hosts, arrow_vms) = streams.read().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let cluster = build(arrow_hosts, arrow_vms).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let took = started.elapsed();
+    ensure!(cluster.inventory.host_count() == hosts);
+    Ok(took)
 }
 
 /// Hosts whose free memory changes between two decisions of a live
