@@ -10,6 +10,7 @@ mod api_tour;
 mod catalog;
 mod cli;
 mod cluster_delete;
+mod compact_body;
 mod console;
 mod extender;
 mod fleet;

@@ -216,14 +216,21 @@ fn json_error(e: serde_json::Error, field: String) -> ApiError {
     }
 }
 
-/// Whether the request says its body is JSON.
 /// The essence of the `Content-Type` (`application/json`), lowercase,
 /// without its parameters.
 pub fn media_type(headers: &HeaderMap) -> Option<String> {
     let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
-    Some(value.split(';').next()?.trim().to_ascii_lowercase())
+    Some(essence(value))
 }
 
+/// A media type without its parameters, in lower case: what a
+/// `Content-Type` is compared by.
+pub fn essence(content_type: &str) -> String {
+    let essence = content_type.split(';').next().unwrap_or_default();
+    essence.trim().to_ascii_lowercase()
+}
+
+/// Whether the request says its body is JSON.
 pub fn is_json(headers: &HeaderMap) -> bool {
     let Some(essence) = media_type(headers) else {
         return false;

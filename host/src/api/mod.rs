@@ -22,6 +22,7 @@ pub mod forward;
 pub mod health;
 pub mod inventory;
 pub mod metrics;
+pub mod multipart;
 pub mod observe;
 pub mod openapi;
 pub mod operations;

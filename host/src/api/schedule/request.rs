@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use axum::body::Bytes;
 use axum::extract::Request;
-use axum::http::{HeaderMap, header};
+use axum::http::HeaderMap;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use utoipa::{IntoParams, ToSchema};
@@ -15,7 +15,8 @@ use uuid::Uuid;
 
 use super::blocking;
 use crate::api::error::ApiError;
-use crate::api::extract::{body_bytes, media_type, parse_json};
+use crate::api::extract::{body_bytes, essence, media_type, parse_json};
+use crate::api::multipart::{self, MultipartError};
 use crate::arrow_snapshot::{ARROW_STREAM, ArrowHosts, ArrowVms, ColumnsError};
 use crate::inputs::{CheckedHosts, CheckedVms};
 use crate::placement::{
@@ -202,27 +203,20 @@ impl CompactParts {
     /// body, refusing a part missing, repeated, unknown or of the wrong
     /// content type.
     async fn read(request: Request, decision: &str) -> Result<CompactParts, ApiError> {
-        let boundary = request
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| multer::parse_boundary(v).ok())
-            .ok_or_else(|| ApiError::InvalidField {
+        let boundary =
+            multipart::boundary(request.headers()).ok_or_else(|| ApiError::InvalidField {
                 field: "Content-Type".to_owned(),
                 message: "a multipart/form-data body needs its boundary".to_owned(),
             })?;
         let body = body_bytes(request, &()).await?;
-        let mut parts = multer::Multipart::new(
-            futures_util::stream::once(async move { Ok::<_, std::convert::Infallible>(body) }),
-            boundary,
-        );
-        let malformed = |e: multer::Error| ApiError::InvalidField {
+        let malformed = |e: MultipartError| ApiError::InvalidField {
             field: ".".to_owned(),
             message: format!("not a multipart/form-data body: {e}"),
         };
         let (mut json, mut hosts, mut vms) = (None, None, None);
-        while let Some(part) = parts.next_field().await.map_err(malformed)? {
-            let name = part.name().unwrap_or_default().to_owned();
+        for part in multipart::Parts::new(body, &boundary).map_err(malformed)? {
+            let part = part.map_err(malformed)?;
+            let name = part.name;
             // What a client sends a file as unless told otherwise (curl's
             // `-F hosts=@hosts.arrows`) is taken for a stream too.
             let (slot, media): (_, &[&str]) = match name.as_str() {
@@ -238,8 +232,8 @@ impl CompactParts {
                     });
                 }
             };
-            if let Some(given) = part.content_type()
-                && !media.contains(&given.essence_str())
+            if let Some(given) = part.content_type
+                && !media.contains(&essence(&given).as_str())
             {
                 return Err(ApiError::InvalidField {
                     field: name,
@@ -255,7 +249,7 @@ impl CompactParts {
                     message: "the part is sent twice".to_owned(),
                 });
             }
-            *slot = Some(part.bytes().await.map_err(malformed)?);
+            *slot = Some(part.data);
         }
         let missing = |part: &str| ApiError::InvalidField {
             field: part.to_owned(),
