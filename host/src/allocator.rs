@@ -13,14 +13,18 @@
 use std::ffi::c_long;
 
 /// How long mimalloc keeps freed memory before returning it to the kernel:
-/// 100 ms, not its default second. A 10,000-host inventory or an inline
-/// request frees tens of MiB at once; kept a second, they stayed in the
-/// resident set (203–212 MiB in the start-up benchmark, over its 200 MiB
-/// goal, against 165–172 with glibc's malloc), while returned at once
-/// (0 ms) every decision paid to fault them back in. At 100 ms the set was
-/// 151–155 MiB (130 MiB once built without huge pages) and the HTTP path
-/// kept its gain (docs/performance.md, "The server's allocator").
-pub const PURGE_DELAY_MS: c_long = 100;
+/// a second, mimalloc 3's own default, set here so that an upgrade that
+/// changes the default does not change the server unseen. A 10,000-host
+/// compact or JSON body frees megabytes per decision; returned after
+/// 100 ms (this constant's value from session 21 to 30), much of it came
+/// back as fresh pages to fault in, and a Nova decision with 1 % of its
+/// hosts changed took 23–25 ms against 18–20 with a second
+/// (docs/performance.md, "The server's allocator"). The start-up
+/// benchmark's resident set is 146 MiB with a second, against 123 MiB
+/// with 100 ms and 157 MiB never purging: well under its 200 MiB goal,
+/// since mimalloc is built without transparent huge pages (session 21's
+/// 186–212 MiB with a second were with them).
+pub const PURGE_DELAY_MS: c_long = 1000;
 
 /// The variable with which an operator sets the purge delay instead:
 /// mimalloc reads it when the process starts, and [`configure`] then
