@@ -50,7 +50,9 @@
 //! (`compact_columns`: the Arrow streams decoded, checked and built;
 //! `compact_columns_changing`: the same over the body before with a
 //! hundredth of the hosts changed, only what changed built again, as the
-//! server builds a cluster's next compact body).
+//! server builds a cluster's next compact body; `content_stamps_changing`:
+//! its fingerprints then, each column's share kept from the body before,
+//! as a cluster keeps them).
 //!
 //! Each decision is timed at the client, from the first byte of the
 //! request to the last of the answer, over one keep-alive connection, one
@@ -58,7 +60,7 @@
 //! retried after a second, as an engine would, only the answered attempt
 //! timed, and counted (`retries=`). Prints medians and minimums with the
 //! one-minute load average beside each line:
-//! `nova_http hosts=... mode=held|held_dry_run|inline|inline_summary|compact|compact_summary|compact_changing|compact_changing_summary|in_process|content_stamps|compact_columns|compact_columns_changing runs=... median_ms=... min_ms=... load=... retries=...`.
+//! `nova_http hosts=... mode=held|held_dry_run|inline|inline_summary|compact|compact_summary|compact_changing|compact_changing_summary|in_process|content_stamps|compact_columns|compact_columns_changing|content_stamps_changing runs=... median_ms=... min_ms=... load=... retries=...`.
 //!
 //! Run with: `cargo bench --bench nova_http [hosts]` (figures in
 //! docs/performance.md, "Nova's policy over HTTP"); `NOVA_HTTP_RUNS=N`
@@ -203,22 +205,34 @@ fn run(
     // does before deciding (the bytes copied untimed).
     let streams = sandpiper::arrow_snapshot::write(&snapshot)?;
     let columns = time(runs_for(hosts, 4), || {
-        read_columns(streams.clone(), hosts, |h, v| h.build(&v))
+        read_columns(streams.clone(), hosts, |h, v| h.build(&v)).map(|(took, _)| took)
     })?;
     print("compact_columns", hosts, &columns, "");
     // The same, over the body before with a hundredth of the hosts'
     // free memory changed, as the server builds a cluster's next compact
     // body (`ArrowHosts::build_reusing`): only what changed is built.
+    // Then its fingerprints, with each column's share kept from the body
+    // before as a cluster keeps them (`ReuseCache::content_stamps`): only
+    // the changed column is hashed again.
     let mut last = None;
+    let mut kept = sandpiper::pipeline::ReuseCache::default();
+    let mut stamped = Vec::new();
     let mut changing = snapshot.clone();
     let mut round = 0usize;
     let over_last = time(runs_for(hosts, 4), || {
         round += 1;
         change_free_memory(&mut changing, round);
         let streams = sandpiper::arrow_snapshot::write(&changing)?;
-        read_columns(streams, hosts, |h, v| h.build_reusing(v, &mut last))
+        let (took, cluster) = read_columns(streams, hosts, |h, v| h.build_reusing(v, &mut last))?;
+        let started = Instant::now();
+        let stamps = kept.content_stamps(&cluster.inventory);
+        stamped.push(ms(started.elapsed()));
+        ensure!(stamps.len() == hosts);
+        Ok(took)
     })?;
     print("compact_columns_changing", hosts, &over_last, "");
+    let stamped = &stamped[stamped.len() - over_last.len()..];
+    print("content_stamps_changing", hosts, stamped, "");
 
     let mut admin = Client::connect(addr)?;
     let cluster = admin.send(
@@ -451,7 +465,8 @@ fn time(
 }
 
 /// Decodes `streams` and builds their `hosts` hosts' columns with
-/// `build`, as the server reads a compact body; the time both took.
+/// `build`, as the server reads a compact body; the time both took, and
+/// the cluster.
 fn read_columns(
     streams: sandpiper::arrow_snapshot::Streams,
     hosts: usize,
@@ -459,13 +474,13 @@ fn read_columns(
         sandpiper::arrow_snapshot::ArrowHosts,
         sandpiper::arrow_snapshot::ArrowVms,
     ) -> Result<sandpiper::snapshot::Cluster, sandpiper::snapshot::SnapshotError>,
-) -> anyhow::Result<Duration> {
+) -> anyhow::Result<(Duration, sandpiper::snapshot::Cluster)> {
     let started = Instant::now();
     let (arrow_hosts, arrow_vms) = streams.read().map_err(|e| anyhow::anyhow!("{e}"))?;
     let cluster = build(arrow_hosts, arrow_vms).map_err(|e| anyhow::anyhow!("{e}"))?;
     let took = started.elapsed();
     ensure!(cluster.inventory.host_count() == hosts);
-    Ok(took)
+    Ok((took, cluster))
 }
 
 /// Hosts whose free memory changes between two decisions of a live

@@ -19,7 +19,7 @@
 //! tables.
 
 use std::hash::BuildHasher;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use foldhash::quality::RandomState;
 
@@ -35,12 +35,11 @@ fn key() -> &'static RandomState {
     KEY.get_or_init(RandomState::default)
 }
 
-/// Folds `value` into a row's running hash. For a given value this is a
+/// Folds `value` into a running hash. For a given value this is a
 /// bijection of the hash (an xor, a multiplication by an odd number, a
-/// rotation), so two rows that differ in one value never end equal; the
-/// rows start from, and end in, the keyed hash. Cheap on purpose: a
-/// 10,000-host body folds about a million values, and a hasher's full
-/// round per value cost more than the decision it saved.
+/// rotation), and for a given hash a bijection of the value. Cheap on
+/// purpose: a 10,000-host body holds about a million values, and a
+/// hasher's full round per value cost more than the decision it saved.
 #[inline]
 fn fold(hash: &mut u64, value: u64) {
     *hash = (*hash ^ value)
@@ -48,108 +47,213 @@ fn fold(hash: &mut u64, value: u64) {
         .rotate_left(26);
 }
 
+/// A value's share of its row: `value` folded into its column's seed, so
+/// two values of one column never give the same share.
+#[inline]
+fn share(seed: u64, value: u64) -> u64 {
+    let mut hash = seed;
+    fold(&mut hash, value);
+    hash
+}
+
+/// Each column's shares of the rows' fingerprints, kept from one call of
+/// [`host_fingerprints_kept`] to the next by the column's allocation: a
+/// column the next snapshot shares (a compact body's column sent again
+/// unchanged, `host::arrow_snapshot`) is not hashed again.
+///
+/// A row's fingerprint is the keyed hash of the sum of its shares, one
+/// per column set, plus a fold of its VMs' own sums in VM order. Two rows
+/// that differ in one value differ in exactly one share, so their sums
+/// never end equal; columns are told apart by their seeds, a keyed hash
+/// of their place (or a named metric's name).
+#[derive(Default)]
+pub struct ColumnShares {
+    kept: Vec<Kept>,
+    reused: usize,
+}
+
+/// One column's shares, and the column itself, held so that its address
+/// is not another column's while the shares are kept.
+struct Kept {
+    _column: Box<dyn std::any::Any + Send + Sync>,
+    address: usize,
+    seed: u64,
+    shares: Vec<u64>,
+}
+
+impl ColumnShares {
+    /// How many columns' shares the last call took from the call before.
+    pub fn reused(&self) -> usize {
+        self.reused
+    }
+
+    /// How many columns' shares are kept.
+    pub fn kept(&self) -> usize {
+        self.kept.len()
+    }
+}
+
+/// The shares being gathered in one call, and those of the call before.
+struct Gather<'a> {
+    last: &'a mut ColumnShares,
+    next: Vec<Kept>,
+    reused: usize,
+}
+
+impl Gather<'_> {
+    /// Adds `column`'s shares (seeded by `seed`; `compute` gives them) to
+    /// `sums`: kept ones when the last call saw the same allocation there.
+    fn add<T: Send + Sync + ?Sized + 'static>(
+        &mut self,
+        sums: &mut [u64],
+        seed: u64,
+        column: &Arc<T>,
+        compute: impl FnOnce() -> Vec<u64>,
+    ) where
+        Arc<T>: Send + Sync,
+    {
+        let address = Arc::as_ptr(column).cast::<()>() as usize;
+        let found = self
+            .last
+            .kept
+            .iter()
+            .position(|k| k.address == address && k.seed == seed);
+        let kept = match found {
+            Some(at) => {
+                self.reused += 1;
+                self.last.kept.swap_remove(at)
+            }
+            None => Kept {
+                _column: Box::new(Arc::clone(column)),
+                address,
+                seed,
+                shares: compute(),
+            },
+        };
+        for (sum, share) in sums.iter_mut().zip(&kept.shares) {
+            *sum = sum.wrapping_add(*share);
+        }
+        self.next.push(kept);
+    }
+}
+
+/// A column's seed: the keyed hash of its place.
+fn seed(place: usize) -> u64 {
+    key().hash_one(("column", place))
+}
+
 /// One fingerprint per host of `inventory`; `None` for a host with
 /// hardware.
 pub fn host_fingerprints(inventory: &Inventory) -> Vec<Option<u64>> {
-    let hosts = inventory.host_count();
-    let mut rows: Vec<u64> = vec![key().hash_one("host row"); hosts];
+    host_fingerprints_kept(inventory, &mut ColumnShares::default())
+}
+
+/// [`host_fingerprints`], taking the shares of the columns `kept` from
+/// the last call still has, and keeping this call's in their place.
+pub fn host_fingerprints_kept(inventory: &Inventory, kept: &mut ColumnShares) -> Vec<Option<u64>> {
+    let mut gather = Gather {
+        last: kept,
+        next: Vec::new(),
+        reused: 0,
+    };
+    let mut rows: Vec<u64> = vec![0; inventory.host_count()];
     let mut hashed = Hashed::default();
 
-    // Each column folded in with its name's place, so that a column left
-    // unset in one body and set in the next never lines up.
     for (place, &metric) in HostMetric::ALL.iter().enumerate() {
-        let given = inventory.given_host_metric(metric);
-        column(&mut rows, place, given, f64::to_bits);
+        if let Some(column) = inventory.given_host_metric(metric) {
+            let seed = seed(place);
+            gather.add(&mut rows, seed, column, || figures(seed, column));
+        }
     }
-    for (row, &status) in rows.iter_mut().zip(inventory.host_statuses()) {
-        fold(row, status as u64);
-    }
+    let statuses = inventory.host_statuses_column();
+    let status_seed = seed(99);
+    gather.add(&mut rows, status_seed, statuses, || {
+        let shares = statuses.iter().map(|&s| share(status_seed, s as u64));
+        shares.collect()
+    });
     for (place, &flag) in HostFlag::ALL.iter().enumerate() {
-        let given = inventory.given_host_flag(flag);
-        column(&mut rows, 100 + place, given, u64::from);
+        if let Some(column) = inventory.given_host_flag(flag) {
+            let seed = seed(100 + place);
+            gather.add(&mut rows, seed, column, || flags(seed, column));
+        }
     }
     for (place, &text) in HostText::ALL.iter().enumerate() {
         if let Some(column) = inventory.given_host_text(text) {
-            mark(&mut rows, 200 + place);
-            texts(&mut rows, column, &mut hashed);
+            let seed = seed(200 + place);
+            gather.add(&mut rows, seed, column, || texts(seed, column, &mut hashed));
         }
     }
     for (place, &kind) in HostLabels::ALL.iter().enumerate() {
         if let Some(column) = inventory.given_host_labels(kind) {
-            mark(&mut rows, 300 + place);
-            labels(&mut rows, column);
+            let seed = seed(300 + place);
+            gather.add(&mut rows, seed, column, || labels(seed, column));
         }
     }
     for name in inventory.host_named_metric_names() {
-        let name_hash = key().hash_one(&name);
-        for row in rows.iter_mut() {
-            fold(row, name_hash);
-        }
-        let values = inventory.host_named_metric(&name);
-        for (row, value) in rows.iter_mut().zip(values.iter()) {
-            fold(row, value.to_bits());
-        }
+        let seed = key().hash_one(&name);
+        let column = inventory.host_named_metric(&name);
+        gather.add(&mut rows, seed, &column, || figures(seed, &column));
     }
 
-    // Each VM's own hash, a column at a time; then each folded into its
+    // Each VM's own sum, a column at a time; then each folded into its
     // host's, in VM order.
     let on = inventory.vm_hosts();
     let mut vms: Vec<u64> = vec![VM_MARK; on.len()];
     for (place, &metric) in VmMetric::ALL.iter().enumerate() {
-        let given = inventory.given_vm_metric(metric);
-        column(&mut vms, 400 + place, given, f64::to_bits);
+        if let Some(column) = inventory.given_vm_metric(metric) {
+            let seed = seed(400 + place);
+            gather.add(&mut vms, seed, column, || figures(seed, column));
+        }
     }
     for (place, &flag) in VmFlag::ALL.iter().enumerate() {
-        let given = inventory.given_vm_flag(flag);
-        column(&mut vms, 500 + place, given, u64::from);
+        if let Some(column) = inventory.given_vm_flag(flag) {
+            let seed = seed(500 + place);
+            gather.add(&mut vms, seed, column, || flags(seed, column));
+        }
     }
     for (place, &text) in VmText::ALL.iter().enumerate() {
         if let Some(column) = inventory.given_vm_text(text) {
-            mark(&mut vms, 600 + place);
-            texts(&mut vms, column, &mut hashed);
+            let seed = seed(600 + place);
+            gather.add(&mut vms, seed, column, || texts(seed, column, &mut hashed));
         }
     }
+    let mut on_host: Vec<u64> = vec![0; rows.len()];
     for (&host, &vm) in on.iter().zip(&vms) {
-        if let Some(row) = rows.get_mut(host as usize) {
+        if let Some(row) = on_host.get_mut(host as usize) {
             fold(row, vm);
         }
     }
+    *gather.last = ColumnShares {
+        kept: gather.next,
+        reused: gather.reused,
+    };
 
     let numa = inventory.numa_topology();
     let pci = inventory.pci_pools();
     let mdev = inventory.mdev_offers();
     rows.into_iter()
+        .zip(on_host)
         .enumerate()
-        .map(|(host, row)| {
+        .map(|(host, (row, vms))| {
             let hardware = !numa.host_cells(host).is_empty()
                 || !pci.host_pools(host).is_empty()
                 || !mdev.host_offers(host).is_empty();
-            (!hardware).then(|| key().hash_one(row))
+            (!hardware).then(|| key().hash_one((row, vms)))
         })
         .collect()
 }
 
-/// Folds a column's place into every row, before the column.
-fn mark(rows: &mut [u64], place: usize) {
-    for row in rows.iter_mut() {
-        fold(row, place as u64);
-    }
-}
-
-/// Where each VM's own hash starts.
+/// Where each VM's own sum starts.
 const VM_MARK: u64 = 0x5650_4d5f_524f_5721;
 
-/// Folds in a column of figures or flags, if it was set, after its place:
-/// each row's value as `bits` gives it (a figure bit for bit, so -0.0 and
-/// NaNs count as sent).
-fn column<T: Copy>(rows: &mut [u64], place: usize, column: Option<&[T]>, bits: fn(T) -> u64) {
-    let Some(column) = column else {
-        return;
-    };
-    mark(rows, place);
-    for (row, &value) in rows.iter_mut().zip(column) {
-        fold(row, bits(value));
-    }
+/// A column of figures' shares: each figure bit for bit, so -0.0 and NaNs
+/// count as sent.
+fn figures(seed: u64, column: &[f64]) -> Vec<u64> {
+    column.iter().map(|v| share(seed, v.to_bits())).collect()
+}
+
+fn flags(seed: u64, column: &[bool]) -> Vec<u64> {
+    column.iter().map(|&v| share(seed, u64::from(v))).collect()
 }
 
 /// Text columns' values hashed so far. Names are most often the ids
@@ -177,28 +281,34 @@ impl<'a> Hashed<'a> {
     }
 }
 
-/// Folds in each row's text from `column`; each distinct text is hashed
-/// once (a cluster's few `cpu_info` texts, not one per host).
-fn texts<'a>(rows: &mut [u64], column: &'a Interned, hashed: &mut Hashed<'a>) {
+/// A text column's shares; each distinct text is hashed once (a cluster's
+/// few `cpu_info` texts, not one per host).
+fn texts<'a>(seed: u64, column: &'a Interned, hashed: &mut Hashed<'a>) -> Vec<u64> {
     let hashes = hashed.of(column);
-    for (row, &at) in rows.iter_mut().zip(&column.indices) {
-        fold(row, hashes.get(at as usize).copied().unwrap_or(0));
-    }
+    column
+        .indices
+        .iter()
+        .map(|&at| share(seed, hashes.get(at as usize).copied().unwrap_or(0)))
+        .collect()
 }
 
-/// Folds in each row's pairs, after their count.
-fn labels(rows: &mut [u64], column: &Labels) {
+/// A label column's shares: each row's pairs folded after their count.
+fn labels(seed: u64, column: &Labels) -> Vec<u64> {
     let hashes: Vec<u64> = column.strings.iter().map(|s| key().hash_one(s)).collect();
     let hash = |at: u32| hashes.get(at as usize).copied().unwrap_or(0);
-    for (i, row) in rows.iter_mut().enumerate() {
-        let start = column.offsets.get(i).copied().unwrap_or(0) as usize;
-        let end = column.offsets.get(i + 1).copied().unwrap_or(0) as usize;
-        fold(row, end.saturating_sub(start) as u64);
-        for pair in start..end.min(column.keys.len()).min(column.values.len()) {
-            fold(row, hash(column.keys[pair]));
-            fold(row, hash(column.values[pair]));
-        }
-    }
+    let rows = column.offsets.len().saturating_sub(1);
+    (0..rows)
+        .map(|i| {
+            let start = column.offsets[i] as usize;
+            let end = column.offsets[i + 1] as usize;
+            let mut row = share(seed, end.saturating_sub(start) as u64);
+            for pair in start..end.min(column.keys.len()).min(column.values.len()) {
+                fold(&mut row, hash(column.keys[pair]));
+                fold(&mut row, hash(column.values[pair]));
+            }
+            row
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -331,6 +441,37 @@ mod tests {
                 (after[0], after[2]),
                 "{column} unchanged on hosts 0 and 2"
             );
+        }
+    }
+
+    #[test]
+    fn shares_kept_for_shared_columns_give_what_hashing_whole_gives() {
+        let mut kept = ColumnShares::default();
+        let first = inventory(&|_| {});
+        let whole = host_fingerprints(&first);
+        assert_eq!(host_fingerprints_kept(&first, &mut kept), whole);
+        assert_eq!(kept.reused(), 0);
+        let columns = kept.kept();
+        assert_eq!(
+            host_fingerprints_kept(&first.share(), &mut kept),
+            whole,
+            "every column shared"
+        );
+        assert_eq!(kept.reused(), columns);
+        // One column replaced on a share: only it is hashed again.
+        for (column, edit) in edits() {
+            let mut changed = first.share();
+            edit(&mut changed);
+            let fingerprints = host_fingerprints_kept(&changed, &mut kept);
+            assert_eq!(fingerprints, host_fingerprints(&changed), "{column}");
+            assert_ne!(fingerprints[1], whole[1], "{column}");
+            assert_eq!(kept.reused(), columns - 1, "{column}");
+            assert_eq!(
+                host_fingerprints_kept(&first, &mut kept),
+                whole,
+                "{column} back"
+            );
+            assert_eq!(kept.reused(), columns - 1, "{column} back");
         }
     }
 

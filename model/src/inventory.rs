@@ -311,43 +311,47 @@ impl Inventory {
     // out can only make two equal rows look different, never two
     // different rows alike. VM columns over more VMs are always computed.
 
-    pub(crate) fn given_host_metric(&self, metric: HostMetric) -> Option<&[f64]> {
-        self.host_metrics[metric as usize]
-            .get()
-            .map(|c| c.as_slice())
+    pub(crate) fn given_host_metric(&self, metric: HostMetric) -> Option<&Arc<Vec<f64>>> {
+        self.host_metrics[metric as usize].get()
     }
 
-    pub(crate) fn given_host_flag(&self, flag: HostFlag) -> Option<&[bool]> {
-        self.host_flags[flag as usize].get().map(|c| c.as_slice())
+    pub(crate) fn given_host_flag(&self, flag: HostFlag) -> Option<&Arc<Vec<bool>>> {
+        self.host_flags[flag as usize].get()
     }
 
-    pub(crate) fn given_host_text(&self, text: HostText) -> Option<&Interned> {
-        self.host_texts[text as usize].get().map(|c| c.as_ref())
+    pub(crate) fn given_host_text(&self, text: HostText) -> Option<&Arc<Interned>> {
+        self.host_texts[text as usize].get()
     }
 
-    pub(crate) fn given_host_labels(&self, kind: HostLabels) -> Option<&Labels> {
-        self.host_labels[kind as usize].get().map(|c| c.as_ref())
+    pub(crate) fn given_host_labels(&self, kind: HostLabels) -> Option<&Arc<Labels>> {
+        self.host_labels[kind as usize].get()
     }
 
-    pub(crate) fn given_vm_metric(&self, metric: VmMetric) -> Option<&[f64]> {
+    /// The statuses, which every snapshot has (`up` when not given).
+    pub(crate) fn host_statuses_column(&self) -> &Arc<Vec<HostStatus>> {
+        self.host_statuses(); // sets the column when not given
+        self.host_statuses.get().expect("set just above")
+    }
+
+    pub(crate) fn given_vm_metric(&self, metric: VmMetric) -> Option<&Arc<Vec<f64>>> {
         match self.more_vms {
-            Some(_) => Some(self.vm_metric(metric)),
-            None => self.vm_metrics[metric as usize].get().map(|c| c.as_slice()),
+            Some(_) => Some(self.vm_metric_column(metric)),
+            None => self.vm_metrics[metric as usize].get(),
         }
     }
 
-    pub(crate) fn given_vm_flag(&self, flag: VmFlag) -> Option<&[bool]> {
-        match self.more_vms {
-            Some(_) => Some(self.vm_flag(flag)),
-            None => self.vm_flags[flag as usize].get().map(|c| c.as_slice()),
+    pub(crate) fn given_vm_flag(&self, flag: VmFlag) -> Option<&Arc<Vec<bool>>> {
+        if self.more_vms.is_some() {
+            self.vm_flag(flag); // computed over both snapshots' VMs
         }
+        self.vm_flags[flag as usize].get()
     }
 
-    pub(crate) fn given_vm_text(&self, text: VmText) -> Option<&Interned> {
-        match self.more_vms {
-            Some(_) => Some(self.vm_text(text)),
-            None => self.vm_texts[text as usize].get().map(|c| c.as_ref()),
+    pub(crate) fn given_vm_text(&self, text: VmText) -> Option<&Arc<Interned>> {
+        if self.more_vms.is_some() {
+            self.vm_text(text); // computed over both snapshots' VMs
         }
+        self.vm_texts[text as usize].get()
     }
 }
 

@@ -1341,21 +1341,31 @@ mod tests {
         let (hosts, vms) = read(&first).expect("read");
         let mut last = None;
         let mut before = hosts.build_reusing(vms, &mut last).expect("valid");
+        // The fingerprints' column shares kept as an inline decision keeps them.
+        let mut kept = crate::pipeline::ReuseCache::default();
+        let hashed = kept.content_stamps(&before.inventory).len();
+        assert_eq!(hashed, before.inventory.host_count());
+        let (_, hashed_columns) = kept.fingerprint_columns();
         for (what, streams) in &bodies {
             let whole = built(streams).expect("valid");
             let (hosts, vms) = read(streams).expect("read");
             let over = hosts.build_reusing(vms, &mut last).expect("valid");
+            // Before the columns are read: a read sets a column not given.
+            assert_eq!(
+                kept.content_stamps(&over.inventory),
+                crate::pipeline::content_stamps(&whole.inventory),
+                "{what}"
+            );
+            if *what == "the same body" {
+                let all = (hashed_columns, hashed_columns);
+                assert_eq!(kept.fingerprint_columns(), all, "{what}");
+            }
             assert_eq!(
                 columns(&over.inventory),
                 columns(&whole.inventory),
                 "{what}"
             );
             assert_eq!(over.hosts, whole.hosts, "{what}");
-            assert_eq!(
-                crate::pipeline::content_stamps(&over.inventory),
-                crate::pipeline::content_stamps(&whole.inventory),
-                "{what}"
-            );
             // Kept columns are the last body's own, not copies.
             let same = |metric| {
                 std::ptr::eq(

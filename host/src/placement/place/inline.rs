@@ -34,7 +34,7 @@ pub fn over_snapshot(
 /// the decision more cores (`pipeline::parallel`); `reuse` keeps per-host
 /// units' answers from one inline decision to the next, reused for the
 /// hosts sent again unchanged (known by their content,
-/// [`pipeline::content_stamps`]).
+/// [`ReuseCache::content_stamps`]).
 pub fn over_cluster(
     cluster: Cluster,
     request: &PlaceRequest,
@@ -45,7 +45,10 @@ pub fn over_cluster(
 ) -> Result<PlaceOutcome, PlaceError> {
     let (cluster, candidates) = with_candidates(cluster, request.candidates.as_deref())?;
     let inventory = Arc::new(cluster.inventory);
-    let stamps = reuse.as_ref().map(|_| pipeline::content_stamps(&inventory));
+    let mut reuse = reuse;
+    let stamps = reuse
+        .as_deref_mut()
+        .map(|cache| cache.content_stamps(&inventory));
     let means = Means {
         reuse: reuse.zip(stamps.as_deref()).map(|(cache, by_host)| Reuse {
             cache,
