@@ -16,7 +16,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::hardware::{HostHardware, VmHardwareSpec};
 use sandpiper_model::Inventory;
@@ -680,7 +680,10 @@ impl HostIndex {
 /// A snapshot as the pipeline reads it.
 pub struct Cluster {
     pub inventory: Inventory,
-    pub hosts: HostIndex,
+    /// Shared: a cluster's next compact body with the same ids takes the
+    /// last one's index (`arrow_snapshot::LastBody`) instead of a copy of
+    /// every id.
+    pub hosts: Arc<HostIndex>,
 }
 
 impl Snapshot {
@@ -900,7 +903,7 @@ impl<'a> HostColumns<'a> {
         vms.finish(&mut inv, &self.index)?;
         Ok(Cluster {
             inventory: inv,
-            hosts: self.index,
+            hosts: Arc::new(self.index),
         })
     }
 }

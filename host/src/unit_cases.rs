@@ -131,7 +131,7 @@ impl Fixture {
         Ok(Prepared {
             fixture: self,
             inventory: Arc::new(inventory),
-            hosts,
+            hosts: Arc::unwrap_or_clone(hosts),
         })
     }
 }

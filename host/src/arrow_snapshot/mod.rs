@@ -54,6 +54,7 @@ mod write;
 pub use self::write::{CompactBody, Streams, WriteError, write};
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
@@ -402,7 +403,7 @@ pub struct LastBody {
     vms: ArrowVms,
     /// Its columns as built, before any decision read (and so filled) one.
     inventory: Inventory,
-    index: HostIndex,
+    index: Arc<HostIndex>,
 }
 
 /// A compact body's hosts, decoded and their columns' names and types
@@ -467,8 +468,8 @@ impl ArrowHosts {
         let ids_kept = kept(&[HostField::Id]);
         let index_kept = ids_kept && kept(&[HostField::Name]);
         let index = match last {
-            Some(last) if index_kept => last.index.clone(),
-            _ => self.set_ids(&mut inv)?,
+            Some(last) if index_kept => Arc::clone(&last.index),
+            _ => Arc::new(self.set_ids(&mut inv)?),
         };
         if !kept(&[HostField::Status]) {
             self.set_statuses(&mut inv)?;
@@ -549,7 +550,7 @@ impl ArrowHosts {
         // The index taken from `last` is kept again as it is.
         let index = match last.take() {
             Some(kept) if index_kept => kept.index,
-            _ => cluster.hosts.clone(),
+            _ => Arc::clone(&cluster.hosts),
         };
         *last = Some(LastBody {
             hosts: self,
@@ -1200,7 +1201,6 @@ fn flags(array: &dyn Array, absent: bool) -> Option<Vec<bool>> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use arrow_array::builder::{Int64Builder, LargeStringBuilder, StringViewBuilder};
     use arrow_array::{ArrayRef, Float64Array, StringArray};
@@ -1377,6 +1377,10 @@ mod tests {
             assert_eq!(same(HostMetric::CpuCores), !shape_changed, "{what}");
             let free_changed = *what == "a host's free memory" || shape_changed;
             assert_eq!(same(HostMetric::MemoryFreeMib), !free_changed, "{what}");
+            // So is the host index, while the ids and names are.
+            let ids_changed = *what == "a host renamed" || shape_changed;
+            let same_index = Arc::ptr_eq(&over.hosts, &before.hosts);
+            assert_eq!(same_index, !ids_changed, "{what}");
             before = over;
         }
 

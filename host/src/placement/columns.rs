@@ -157,7 +157,7 @@ impl Columns {
         let stamps = crate::pipeline::fresh_stamps(base.host_count()).collect();
         Columns {
             base,
-            hosts,
+            hosts: Arc::unwrap_or_clone(hosts),
             metrics,
             statuses,
             flags,
@@ -194,7 +194,7 @@ impl Columns {
             lo,
             hi,
             base: built.inventory,
-            hosts: built.hosts,
+            hosts: Arc::unwrap_or_clone(built.hosts),
         });
         self.windows.insert((index, count), Arc::clone(&window));
         Ok(window)
