@@ -109,9 +109,7 @@ impl Gather<'_> {
         seed: u64,
         column: &Arc<T>,
         compute: impl FnOnce() -> Vec<u64>,
-    ) where
-        Arc<T>: Send + Sync,
-    {
+    ) {
         let address = Arc::as_ptr(column).cast::<()>() as usize;
         let found = self
             .last

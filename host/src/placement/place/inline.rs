@@ -41,11 +41,10 @@ pub fn over_cluster(
     policy: &Policy,
     params: &ParamValues,
     cores: Option<&dyn Lender>,
-    reuse: Option<&mut ReuseCache>,
+    mut reuse: Option<&mut ReuseCache>,
 ) -> Result<PlaceOutcome, PlaceError> {
     let (cluster, candidates) = with_candidates(cluster, request.candidates.as_deref())?;
     let inventory = Arc::new(cluster.inventory);
-    let mut reuse = reuse;
     let stamps = reuse
         .as_deref_mut()
         .map(|cache| cache.content_stamps(&inventory));
