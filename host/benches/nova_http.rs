@@ -225,7 +225,7 @@ fn run(
         let streams = sandpiper::arrow_snapshot::write(&changing)?;
         let (took, cluster) = read_columns(streams, hosts, |h, v| h.build_reusing(v, &mut last))?;
         let started = Instant::now();
-        let stamps = kept.content_stamps(&cluster.inventory);
+        let stamps = kept.content_stamps(&cluster.inventory, true);
         stamped.push(ms(started.elapsed()));
         ensure!(stamps.len() == hosts);
         Ok(took)

@@ -95,43 +95,71 @@ impl ColumnShares {
 
 /// The shares being gathered in one call, and those of the call before.
 struct Gather<'a> {
-    last: &'a mut ColumnShares,
+    /// The last call's shares, taken from and left for the next call;
+    /// `None` when nothing is kept (see [`host_fingerprints`]).
+    last: Option<&'a mut ColumnShares>,
     next: Vec<Kept>,
     reused: usize,
+    /// Where a column's shares are written when they are not kept: one
+    /// buffer for every column, so its pages stay in the cache.
+    scratch: Vec<u64>,
 }
 
 impl Gather<'_> {
-    /// Adds `column`'s shares (seeded by `seed`; `compute` gives them) to
-    /// `sums`: kept ones when the last call saw the same allocation there.
+    /// Adds `column`'s shares (seeded by `seed`; `compute` writes them
+    /// into an empty buffer) to `sums`: kept ones when the last call saw
+    /// the same allocation there.
     fn add<T: Send + Sync + ?Sized + 'static>(
         &mut self,
         sums: &mut [u64],
         seed: u64,
         column: &Arc<T>,
-        compute: impl FnOnce() -> Vec<u64>,
+        compute: impl FnOnce(&mut Vec<u64>),
     ) {
+        let Some(last) = self.last.as_deref_mut() else {
+            self.scratch.clear();
+            compute(&mut self.scratch);
+            add_shares(sums, &self.scratch);
+            return;
+        };
         let address = Arc::as_ptr(column).cast::<()>() as usize;
-        let found = self
-            .last
+        let found = last
             .kept
             .iter()
             .position(|k| k.address == address && k.seed == seed);
         let kept = match found {
             Some(at) => {
                 self.reused += 1;
-                self.last.kept.swap_remove(at)
+                last.kept.swap_remove(at)
             }
-            None => Kept {
-                _column: Box::new(Arc::clone(column)),
-                address,
-                seed,
-                shares: compute(),
-            },
+            None => {
+                // The last call's buffer for the column in this place (a
+                // changed column: same seed, another allocation) is
+                // written again, not a fresh one whose pages would all
+                // fault in. Seeds differ between places, so no other
+                // column of this call could have been matched to it.
+                let mut shares = match last.kept.iter().position(|k| k.seed == seed) {
+                    Some(at) => last.kept.swap_remove(at).shares,
+                    None => Vec::new(),
+                };
+                shares.clear();
+                compute(&mut shares);
+                Kept {
+                    _column: Box::new(Arc::clone(column)),
+                    address,
+                    seed,
+                    shares,
+                }
+            }
         };
-        for (sum, share) in sums.iter_mut().zip(&kept.shares) {
-            *sum = sum.wrapping_add(*share);
-        }
+        add_shares(sums, &kept.shares);
         self.next.push(kept);
+    }
+}
+
+fn add_shares(sums: &mut [u64], shares: &[u64]) {
+    for (sum, share) in sums.iter_mut().zip(shares) {
+        *sum = sum.wrapping_add(*share);
     }
 }
 
@@ -141,18 +169,25 @@ fn seed(place: usize) -> u64 {
 }
 
 /// One fingerprint per host of `inventory`; `None` for a host with
-/// hardware.
+/// hardware. Keeps nothing: for columns no later snapshot shares (a JSON
+/// body's, read afresh each time), where keeping each column's shares
+/// would only write and fault in megabytes that are never read again.
 pub fn host_fingerprints(inventory: &Inventory) -> Vec<Option<u64>> {
-    host_fingerprints_kept(inventory, &mut ColumnShares::default())
+    fingerprints(inventory, None)
 }
 
 /// [`host_fingerprints`], taking the shares of the columns `kept` from
 /// the last call still has, and keeping this call's in their place.
 pub fn host_fingerprints_kept(inventory: &Inventory, kept: &mut ColumnShares) -> Vec<Option<u64>> {
+    fingerprints(inventory, Some(kept))
+}
+
+fn fingerprints(inventory: &Inventory, kept: Option<&mut ColumnShares>) -> Vec<Option<u64>> {
     let mut gather = Gather {
         last: kept,
         next: Vec::new(),
         reused: 0,
+        scratch: Vec::new(),
     };
     let mut rows: Vec<u64> = vec![0; inventory.host_count()];
     let mut hashed = Hashed::default();
@@ -160,37 +195,38 @@ pub fn host_fingerprints_kept(inventory: &Inventory, kept: &mut ColumnShares) ->
     for (place, &metric) in HostMetric::ALL.iter().enumerate() {
         if let Some(column) = inventory.given_host_metric(metric) {
             let seed = seed(place);
-            gather.add(&mut rows, seed, column, || figures(seed, column));
+            gather.add(&mut rows, seed, column, |out| figures(seed, column, out));
         }
     }
     let statuses = inventory.host_statuses_column();
     let status_seed = seed(99);
-    gather.add(&mut rows, status_seed, statuses, || {
-        let shares = statuses.iter().map(|&s| share(status_seed, s as u64));
-        shares.collect()
+    gather.add(&mut rows, status_seed, statuses, |out| {
+        out.extend(statuses.iter().map(|&s| share(status_seed, s as u64)));
     });
     for (place, &flag) in HostFlag::ALL.iter().enumerate() {
         if let Some(column) = inventory.given_host_flag(flag) {
             let seed = seed(100 + place);
-            gather.add(&mut rows, seed, column, || flags(seed, column));
+            gather.add(&mut rows, seed, column, |out| flags(seed, column, out));
         }
     }
     for (place, &text) in HostText::ALL.iter().enumerate() {
         if let Some(column) = inventory.given_host_text(text) {
             let seed = seed(200 + place);
-            gather.add(&mut rows, seed, column, || texts(seed, column, &mut hashed));
+            gather.add(&mut rows, seed, column, |out| {
+                texts(seed, column, &mut hashed, out);
+            });
         }
     }
     for (place, &kind) in HostLabels::ALL.iter().enumerate() {
         if let Some(column) = inventory.given_host_labels(kind) {
             let seed = seed(300 + place);
-            gather.add(&mut rows, seed, column, || labels(seed, column));
+            gather.add(&mut rows, seed, column, |out| labels(seed, column, out));
         }
     }
     for name in inventory.host_named_metric_names() {
         let seed = key().hash_one(&name);
         let column = inventory.host_named_metric(&name);
-        gather.add(&mut rows, seed, &column, || figures(seed, &column));
+        gather.add(&mut rows, seed, &column, |out| figures(seed, &column, out));
     }
 
     // Each VM's own sum, a column at a time; then each folded into its
@@ -200,19 +236,21 @@ pub fn host_fingerprints_kept(inventory: &Inventory, kept: &mut ColumnShares) ->
     for (place, &metric) in VmMetric::ALL.iter().enumerate() {
         if let Some(column) = inventory.given_vm_metric(metric) {
             let seed = seed(400 + place);
-            gather.add(&mut vms, seed, column, || figures(seed, column));
+            gather.add(&mut vms, seed, column, |out| figures(seed, column, out));
         }
     }
     for (place, &flag) in VmFlag::ALL.iter().enumerate() {
         if let Some(column) = inventory.given_vm_flag(flag) {
             let seed = seed(500 + place);
-            gather.add(&mut vms, seed, column, || flags(seed, column));
+            gather.add(&mut vms, seed, column, |out| flags(seed, column, out));
         }
     }
     for (place, &text) in VmText::ALL.iter().enumerate() {
         if let Some(column) = inventory.given_vm_text(text) {
             let seed = seed(600 + place);
-            gather.add(&mut vms, seed, column, || texts(seed, column, &mut hashed));
+            gather.add(&mut vms, seed, column, |out| {
+                texts(seed, column, &mut hashed, out);
+            });
         }
     }
     let mut on_host: Vec<u64> = vec![0; rows.len()];
@@ -221,10 +259,12 @@ pub fn host_fingerprints_kept(inventory: &Inventory, kept: &mut ColumnShares) ->
             fold(row, vm);
         }
     }
-    *gather.last = ColumnShares {
-        kept: gather.next,
-        reused: gather.reused,
-    };
+    if let Some(last) = gather.last {
+        *last = ColumnShares {
+            kept: gather.next,
+            reused: gather.reused,
+        };
+    }
 
     let numa = inventory.numa_topology();
     let pci = inventory.pci_pools();
@@ -246,12 +286,12 @@ const VM_MARK: u64 = 0x5650_4d5f_524f_5721;
 
 /// A column of figures' shares: each figure bit for bit, so -0.0 and NaNs
 /// count as sent.
-fn figures(seed: u64, column: &[f64]) -> Vec<u64> {
-    column.iter().map(|v| share(seed, v.to_bits())).collect()
+fn figures(seed: u64, column: &[f64], out: &mut Vec<u64>) {
+    out.extend(column.iter().map(|v| share(seed, v.to_bits())));
 }
 
-fn flags(seed: u64, column: &[bool]) -> Vec<u64> {
-    column.iter().map(|&v| share(seed, u64::from(v))).collect()
+fn flags(seed: u64, column: &[bool], out: &mut Vec<u64>) {
+    out.extend(column.iter().map(|&v| share(seed, u64::from(v))));
 }
 
 /// Text columns' values hashed so far. Names are most often the ids
@@ -281,32 +321,27 @@ impl<'a> Hashed<'a> {
 
 /// A text column's shares; each distinct text is hashed once (a cluster's
 /// few `cpu_info` texts, not one per host).
-fn texts<'a>(seed: u64, column: &'a Interned, hashed: &mut Hashed<'a>) -> Vec<u64> {
+fn texts<'a>(seed: u64, column: &'a Interned, hashed: &mut Hashed<'a>, out: &mut Vec<u64>) {
     let hashes = hashed.of(column);
-    column
-        .indices
-        .iter()
-        .map(|&at| share(seed, hashes.get(at as usize).copied().unwrap_or(0)))
-        .collect()
+    let shares = column.indices.iter();
+    out.extend(shares.map(|&at| share(seed, hashes.get(at as usize).copied().unwrap_or(0))));
 }
 
 /// A label column's shares: each row's pairs folded after their count.
-fn labels(seed: u64, column: &Labels) -> Vec<u64> {
+fn labels(seed: u64, column: &Labels, out: &mut Vec<u64>) {
     let hashes: Vec<u64> = column.strings.iter().map(|s| key().hash_one(s)).collect();
     let hash = |at: u32| hashes.get(at as usize).copied().unwrap_or(0);
     let rows = column.offsets.len().saturating_sub(1);
-    (0..rows)
-        .map(|i| {
-            let start = column.offsets[i] as usize;
-            let end = column.offsets[i + 1] as usize;
-            let mut row = share(seed, end.saturating_sub(start) as u64);
-            for pair in start..end.min(column.keys.len()).min(column.values.len()) {
-                fold(&mut row, hash(column.keys[pair]));
-                fold(&mut row, hash(column.values[pair]));
-            }
-            row
-        })
-        .collect()
+    out.extend((0..rows).map(|i| {
+        let start = column.offsets[i] as usize;
+        let end = column.offsets[i + 1] as usize;
+        let mut row = share(seed, end.saturating_sub(start) as u64);
+        for pair in start..end.min(column.keys.len()).min(column.values.len()) {
+            fold(&mut row, hash(column.keys[pair]));
+            fold(&mut row, hash(column.values[pair]));
+        }
+        row
+    }));
 }
 
 #[cfg(test)]

@@ -245,11 +245,20 @@ fn same_unit(a: &Arc<dyn Unit>, b: &Arc<dyn Unit>) -> bool {
 }
 
 impl ReuseCache {
-    /// [`content_stamps`] of an inline snapshot, hashing only the columns
-    /// the last one's did not share: a compact body's columns sent again
-    /// unchanged are the last body's own (`arrow_snapshot::LastBody`).
-    pub fn content_stamps(&mut self, inventory: &Inventory) -> Vec<Stamp> {
-        stamps_of(host_fingerprints_kept(inventory, &mut self.shares))
+    /// [`content_stamps`] of an inline snapshot. When `columns_kept` (a
+    /// compact body's columns, kept as the cluster's last body for the
+    /// next to share, `arrow_snapshot::LastBody`), each column's
+    /// fingerprint shares are kept, and only the columns the last snapshot
+    /// did not share are hashed. Otherwise (a JSON body's columns, which
+    /// die with the decision) the shares are neither kept nor looked for,
+    /// and those of earlier bodies are let go.
+    pub fn content_stamps(&mut self, inventory: &Inventory, columns_kept: bool) -> Vec<Stamp> {
+        if columns_kept {
+            stamps_of(host_fingerprints_kept(inventory, &mut self.shares))
+        } else {
+            self.shares = ColumnShares::default();
+            content_stamps(inventory)
+        }
     }
 
     /// How many columns' shares the last [`ReuseCache::content_stamps`]

@@ -67,7 +67,8 @@ pub use fairness::{Admission, Fairness, FairnessConfig, TooManyInProgress};
 pub use hosts::{Applied, HostInventory, HostRecord, HostUpdate, InventoryError};
 pub use persist::{LoggedDecision, Persister, Retention};
 pub use place::{
-    Pick, PlaceContext, PlaceError, PlaceOutcome, over_cluster, over_snapshot, pick_over,
+    InlineReuse, Pick, PlaceContext, PlaceError, PlaceOutcome, over_cluster, over_snapshot,
+    pick_over,
 };
 pub use request::{
     ExplainDetail, HostsSource, InlineHosts, Mode, PlaceJob, PlaceRequest, SourceMismatch,

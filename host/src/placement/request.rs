@@ -148,6 +148,12 @@ impl InlineHosts {
         }
     }
 
+    /// Whether these are a compact body's columns, which
+    /// [`InlineHosts::build_reusing`] keeps for the next body to share.
+    pub fn is_compact(&self) -> bool {
+        matches!(self, InlineHosts::Arrow { .. })
+    }
+
     /// [`InlineHosts::build`], a compact body's columns built again only
     /// where they differ from those of `last` (the cluster's last compact
     /// body, which this one then replaces).

@@ -495,6 +495,7 @@ impl PlacementService {
             let (decided, ack) = admission
                 .run(move || {
                     let mut last = reuse.then(|| if_free(&slot.inline_columns)).flatten();
+                    let columns_kept = last.is_some() && inline.is_compact();
                     let cluster = inline
                         .build_reusing(last.as_deref_mut())
                         .map_err(place::PlaceError::InvalidSnapshot)?;
@@ -508,7 +509,10 @@ impl PlacementService {
                         &job.policy,
                         &job.params,
                         Some(&cores),
-                        kept.as_deref_mut(),
+                        kept.as_deref_mut().map(|cache| place::InlineReuse {
+                            cache,
+                            columns_kept,
+                        }),
                     )?;
                     drop(kept);
                     let decided = Decided {

@@ -22,8 +22,8 @@ use sandpiper::builtin::{BuiltinPolicy, POLICY_FILES, UNITS};
 use sandpiper::inputs::build_checked;
 use sandpiper::pipeline::{Combination, Decision, OnFailure, ParamValues, Policy, ReuseCache};
 use sandpiper::placement::{
-    ClaimState, ClusterState, HostUpdate, Mode, PlaceContext, PlaceOutcome, PlaceRequest, Sampling,
-    Timestamp, over_cluster,
+    ClaimState, ClusterState, HostUpdate, InlineReuse, Mode, PlaceContext, PlaceOutcome,
+    PlaceRequest, Sampling, Timestamp, over_cluster,
 };
 use sandpiper::snapshot::{Group, HintValue, Host, RunningVm, Scope, Snapshot, Status, VmSpec};
 use sandpiper::unit::Unit;
@@ -587,13 +587,16 @@ fn a_claim_leaves_answers_that_never_read_claims() {
 /// content (`pipeline::content_stamps`). The engine's hosts change
 /// between decisions (new numbers, VMs started and stopped, hosts leaving
 /// and coming back, so rows shift), and each decision is made twice over
-/// the same body: reusing the cluster's kept answers, and whole.
+/// the same body: reusing the cluster's kept answers, and whole. Most
+/// bodies are compact (their columns kept for the next to share, and
+/// their fingerprint shares with them); some are JSON, hashed whole and
+/// keeping nothing.
 #[derive(Clone, Debug)]
 enum InlineStep {
     Report { host: usize, seed: u32 },
     Vms { host: usize, seed: u32 },
     Toggle { host: usize },
-    Decide { shape: usize },
+    Decide { shape: usize, json: bool },
 }
 
 fn inline_step() -> impl Strategy<Value = InlineStep> {
@@ -601,7 +604,8 @@ fn inline_step() -> impl Strategy<Value = InlineStep> {
         3 => (0..HOSTS, any::<u32>()).prop_map(|(host, seed)| InlineStep::Report { host, seed }),
         2 => (0..HOSTS, any::<u32>()).prop_map(|(host, seed)| InlineStep::Vms { host, seed }),
         1 => (0..HOSTS).prop_map(|host| InlineStep::Toggle { host }),
-        6 => (0..4usize).prop_map(|shape| InlineStep::Decide { shape }),
+        6 => (0..4usize, proptest::bool::weighted(0.25))
+            .prop_map(|(shape, json)| InlineStep::Decide { shape, json }),
     ]
 }
 
@@ -642,7 +646,7 @@ fn run_inline(steps: &[InlineStep], policy: &Policy) -> usize {
             InlineStep::Report { host, seed } => seeds[host] = seed,
             InlineStep::Vms { host, seed } => vm_seeds[host] = seed,
             InlineStep::Toggle { host } => present[host] = !present[host],
-            InlineStep::Decide { shape } => {
+            InlineStep::Decide { shape, json } => {
                 let hosts: Vec<usize> = (0..HOSTS).filter(|&i| present[i]).collect();
                 let snapshot = Snapshot {
                     hosts: hosts
@@ -660,12 +664,30 @@ fn run_inline(steps: &[InlineStep], policy: &Policy) -> usize {
                         .collect(),
                 };
                 let request = request(shape, "vm", 1);
-                let (hosts, vms) = write(&snapshot).expect("compact").read().expect("decoded");
-                let over_last = hosts
-                    .build_reusing(vms, &mut last_body)
-                    .expect("the engine's hosts are valid");
-                let reusing =
-                    over_cluster(over_last, &request, policy, &params, None, Some(&mut kept));
+                // A JSON body is built afresh and leaves the last compact
+                // body as it was, as the server does.
+                let (reusing_cluster, columns_kept) = if json {
+                    let cluster = build_checked(&snapshot).expect("the engine's hosts are valid");
+                    (cluster, false)
+                } else {
+                    let (hosts, vms) = write(&snapshot).expect("compact").read().expect("decoded");
+                    let over_last = hosts
+                        .build_reusing(vms, &mut last_body)
+                        .expect("the engine's hosts are valid");
+                    (over_last, true)
+                };
+                let reuse = InlineReuse {
+                    cache: &mut kept,
+                    columns_kept,
+                };
+                let reusing = over_cluster(
+                    reusing_cluster,
+                    &request,
+                    policy,
+                    &params,
+                    None,
+                    Some(reuse),
+                );
                 let cluster = build_checked(&snapshot).expect("the engine's hosts are valid");
                 let whole = over_cluster(cluster, &request, policy, &params, None, None);
                 match (reusing, whole) {
@@ -702,11 +724,18 @@ proptest! {
 /// host that changed is, whatever row it is sent in.
 #[test]
 fn inline_hosts_sent_again_unchanged_reuse_answers() {
-    let decide = InlineStep::Decide { shape: 0 };
+    let decide = InlineStep::Decide {
+        shape: 0,
+        json: false,
+    };
     let steps = [
         decide.clone(),
         decide.clone(),
         InlineStep::Report { host: 3, seed: 77 },
+        InlineStep::Decide {
+            shape: 0,
+            json: true,
+        },
         decide.clone(),
         InlineStep::Vms { host: 5, seed: 4 },
         decide.clone(),

@@ -29,25 +29,41 @@ pub fn over_snapshot(
     over_cluster(cluster, request, policy, params, None, None)
 }
 
+/// What an inline decision keeps for the next one of its cluster.
+pub struct InlineReuse<'a> {
+    /// Per-host units' answers, reused for the hosts sent again unchanged
+    /// (known by their content, [`ReuseCache::content_stamps`]).
+    pub cache: &'a mut ReuseCache,
+    /// Whether the snapshot's columns outlive the decision, kept for the
+    /// next body to share (a compact body's, `arrow_snapshot::LastBody`):
+    /// only then are their fingerprint shares worth keeping.
+    pub columns_kept: bool,
+}
+
 /// [`over_snapshot`] over hosts already checked and built: an inline
 /// body's, built as they were read (`inputs::CheckedHosts`). `cores` lends
 /// the decision more cores (`pipeline::parallel`); `reuse` keeps per-host
-/// units' answers from one inline decision to the next, reused for the
-/// hosts sent again unchanged (known by their content,
-/// [`ReuseCache::content_stamps`]).
+/// units' answers from one inline decision to the next.
 pub fn over_cluster(
     cluster: Cluster,
     request: &PlaceRequest,
     policy: &Policy,
     params: &ParamValues,
     cores: Option<&dyn Lender>,
-    mut reuse: Option<&mut ReuseCache>,
+    reuse: Option<InlineReuse<'_>>,
 ) -> Result<PlaceOutcome, PlaceError> {
     let (cluster, candidates) = with_candidates(cluster, request.candidates.as_deref())?;
     let inventory = Arc::new(cluster.inventory);
-    let stamps = reuse
-        .as_deref_mut()
-        .map(|cache| cache.content_stamps(&inventory));
+    let (reuse, stamps) = match reuse {
+        Some(InlineReuse {
+            cache,
+            columns_kept,
+        }) => {
+            let stamps = cache.content_stamps(&inventory, columns_kept);
+            (Some(cache), Some(stamps))
+        }
+        None => (None, None),
+    };
     let means = Means {
         reuse: reuse.zip(stamps.as_deref()).map(|(cache, by_host)| Reuse {
             cache,

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use sandpiper_model::{HostMetric, HostStatus};
 use uuid::Uuid;
 
-pub use self::inline::{over_cluster, over_snapshot, pick_over, with_candidates};
+pub use self::inline::{InlineReuse, over_cluster, over_snapshot, pick_over, with_candidates};
 use self::instances::instance_ids;
 use self::once::{check_filter_names, policy_without};
 use self::pass::{Pass, run_pass};
