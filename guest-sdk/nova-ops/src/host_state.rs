@@ -32,6 +32,8 @@
 //! decoded as JSON and indexed by the next name; a missing key, a JSON
 //! `null`, or a step into something that is not an object finds nothing.
 
+use std::borrow::Cow;
+
 use sandpiper_guest::Hosts;
 use sandpiper_guest::model::{HostLabels, HostMetric, HostStatus, HostText, Labels};
 use serde_json::Value;
@@ -221,7 +223,7 @@ impl<'a> CapabilityPath<'a> {
     }
 
     /// [`CapabilityPath::walk`] from the root's text already [`decode`]d.
-    pub fn walk_decoded(&self, root: &Value) -> Option<Value> {
+    pub fn walk_decoded<'v>(&self, root: &'v Value) -> Option<Cow<'v, Value>> {
         if self.rest.is_empty() {
             return None;
         }
@@ -235,7 +237,7 @@ pub fn walk(root: &str, rest: &[String]) -> Option<Value> {
     if rest.is_empty() {
         return Some(Value::String(root.to_owned()));
     }
-    walk_decoded(&decode(root)?, rest)
+    walk_decoded(&decode(root)?, rest).map(Cow::into_owned)
 }
 
 /// A capability's text decoded as JSON, as [`walk`]'s first step does;
@@ -247,21 +249,26 @@ pub fn decode(root: &str) -> Option<Value> {
 }
 
 /// [`walk`] from a root already [`decode`]d; `rest` must not be empty.
-pub fn walk_decoded(root: &Value, rest: &[String]) -> Option<Value> {
+/// What it finds is borrowed from `root`, unless a string on the way had
+/// to be decoded (JSON inside a JSON string): a unit walks each distinct
+/// `cpu_info` once per check, and copying what it found cost as much as
+/// printing it.
+pub fn walk_decoded<'v>(root: &'v Value, rest: &[String]) -> Option<Cow<'v, Value>> {
     let (first, more) = rest.split_first()?;
     let mut cap = match root {
-        Value::Object(map) => map.get(first)?.clone(),
+        Value::Object(map) => Cow::Borrowed(map.get(first)?),
         _ => return None,
     };
     if cap.is_null() {
         return None;
     }
     for name in more {
-        if let Value::String(text) = &cap {
-            cap = serde_json::from_str(text).ok()?;
+        if let Value::String(text) = cap.as_ref() {
+            cap = Cow::Owned(serde_json::from_str(text).ok()?);
         }
         cap = match cap {
-            Value::Object(mut map) => map.remove(name)?,
+            Cow::Borrowed(Value::Object(map)) => Cow::Borrowed(map.get(name)?),
+            Cow::Owned(Value::Object(mut map)) => Cow::Owned(map.remove(name)?),
             _ => return None,
         };
         if cap.is_null() {
@@ -296,7 +303,8 @@ mod tests {
     #[test]
     fn walks_json_strings_as_nova_does() {
         let cpu_info = r#" { "vendor": "Intel", "features": ["lahf_lm", "rdtscp"],
-                            "maxphysaddr": {"bits": 42}, "none": null } "#;
+                            "maxphysaddr": {"bits": 42}, "none": null,
+                            "topology": "{\"cores\": 8, \"sockets\": \"{\\\"n\\\": 2}\"}" } "#;
         let path = |p: &[&str]| p.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         assert_eq!(
             walk(cpu_info, &path(&["vendor"])),
@@ -305,6 +313,16 @@ mod tests {
         assert_eq!(
             walk(cpu_info, &path(&["maxphysaddr", "bits"])),
             Some(Value::from(42))
+        );
+        assert_eq!(
+            walk(cpu_info, &path(&["topology", "cores"])),
+            Some(Value::from(8)),
+            "JSON inside a JSON string"
+        );
+        assert_eq!(
+            walk(cpu_info, &path(&["topology", "sockets", "n"])),
+            Some(Value::from(2)),
+            "twice"
         );
         assert_eq!(walk(cpu_info, &path(&["none"])), None);
         assert_eq!(walk(cpu_info, &path(&["vendor", "x"])), None);
@@ -317,9 +335,11 @@ mod tests {
             &["maxphysaddr", "bits"],
             &["none"],
             &["vendor", "x"],
+            &["topology", "cores"],
+            &["topology", "sockets", "n"],
         ] {
             assert_eq!(
-                walk_decoded(&decoded, &path(p)),
+                walk_decoded(&decoded, &path(p)).map(Cow::into_owned),
                 walk(cpu_info, &path(p)),
                 "{p:?}"
             );

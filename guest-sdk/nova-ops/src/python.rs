@@ -9,6 +9,9 @@
 //! an error, `str(1.0)` is `"1.0"` and `str(['aes', 'mmx'])` is
 //! `"['aes', 'mmx']"` (which is what the extra-spec `<in>` operator searches).
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
 use serde_json::Value;
 
 /// Python's `str.isspace()` for one character: Unicode white space plus the
@@ -138,12 +141,18 @@ pub fn number_str(x: f64) -> String {
 /// single quote and no double quote; backslash, the quote and control
 /// characters escaped.
 pub fn repr_str(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    write_repr_str(text, &mut out);
+    out
+}
+
+/// [`repr_str`], written at the end of `out`.
+fn write_repr_str(text: &str, out: &mut String) {
     let quote = if text.contains('\'') && !text.contains('"') {
         '"'
     } else {
         '\''
     };
-    let mut out = String::with_capacity(text.len() + 2);
     out.push(quote);
     for c in text.chars() {
         match c {
@@ -157,17 +166,17 @@ pub fn repr_str(text: &str) -> String {
             }
             c if c.is_control() => {
                 let code = u32::from(c);
-                if code < 0x100 {
-                    out.push_str(&format!("\\x{code:02x}"));
+                // Writing to a `String` cannot fail.
+                let _ = if code < 0x100 {
+                    write!(out, "\\x{code:02x}")
                 } else {
-                    out.push_str(&format!("\\u{code:04x}"));
-                }
+                    write!(out, "\\u{code:04x}")
+                };
             }
             c => out.push(c),
         }
     }
     out.push(quote);
-    out
 }
 
 /// Python's `str()` of a value decoded by `json.loads`: a string is itself,
@@ -176,39 +185,61 @@ pub fn repr_str(text: &str) -> String {
 ///
 /// One difference: Python keeps a JSON object's key order, we print keys
 /// sorted (serde_json's map is ordered by key).
-pub fn str_of_json(value: &Value) -> String {
+pub fn str_of_json(value: &Value) -> Cow<'_, str> {
     match value {
-        Value::String(text) => text.clone(),
-        other => repr_of_json(other),
+        Value::String(text) => Cow::Borrowed(text),
+        other => Cow::Owned(repr_of_json(other)),
     }
 }
 
 /// Python's `repr()` of a value decoded by `json.loads`.
 pub fn repr_of_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_repr_of_json(value, &mut out);
+    out
+}
+
+/// [`repr_of_json`], written at the end of `out`: one buffer for a whole
+/// list or dict, not a string per item (a `cpu_info`'s features are
+/// printed once per distinct text and check).
+fn write_repr_of_json(value: &Value, out: &mut String) {
     match value {
-        Value::Null => "None".to_owned(),
-        Value::Bool(true) => "True".to_owned(),
-        Value::Bool(false) => "False".to_owned(),
+        Value::Null => out.push_str("None"),
+        Value::Bool(true) => out.push_str("True"),
+        Value::Bool(false) => out.push_str("False"),
         Value::Number(number) => {
-            if let Some(i) = number.as_i64() {
-                i.to_string()
+            // Writing to a `String` cannot fail.
+            let _ = if let Some(i) = number.as_i64() {
+                write!(out, "{i}")
             } else if let Some(u) = number.as_u64() {
-                u.to_string()
+                write!(out, "{u}")
             } else {
-                float_repr(number.as_f64().unwrap_or(f64::NAN))
-            }
+                out.push_str(&float_repr(number.as_f64().unwrap_or(f64::NAN)));
+                Ok(())
+            };
         }
-        Value::String(text) => repr_str(text),
+        Value::String(text) => write_repr_str(text, out),
         Value::Array(items) => {
-            let items: Vec<String> = items.iter().map(repr_of_json).collect();
-            format!("[{}]", items.join(", "))
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_repr_of_json(item, out);
+            }
+            out.push(']');
         }
         Value::Object(map) => {
-            let items: Vec<String> = map
-                .iter()
-                .map(|(key, value)| format!("{}: {}", repr_str(key), repr_of_json(value)))
-                .collect();
-            format!("{{{}}}", items.join(", "))
+            out.push('{');
+            for (i, (key, value)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_repr_str(key, out);
+                out.push_str(": ");
+                write_repr_of_json(value, out);
+            }
+            out.push('}');
         }
     }
 }
@@ -291,6 +322,14 @@ mod tests {
             r#"{'features': ['aes', 'mmx'], 'n': None, 'ok': True, 'q': "it's", 'x': 1.0}"#
         );
         assert_eq!(str_of_json(&Value::String("Intel".into())), "Intel");
+        let escaped: Value = serde_json::from_str(
+            r#"["a\\b", "l\n\t\r", "\u0001", "\u0085", 18446744073709551615, -3, "x'y\"z"]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            str_of_json(&escaped),
+            r#"['a\\b', 'l\n\t\r', '\x01', '\x85', 18446744073709551615, -3, 'x\'y"z']"#
+        );
     }
 
     #[test]

@@ -277,15 +277,15 @@ impl<'a, 'c> Judge<'a, 'c> {
                         let Some(slot) = self.walked.get_mut(id as usize) else {
                             return Verdict::Missing;
                         };
-                        let walked = |decoded: &mut Decoded| {
-                            decoded
+                        slot.get_or_insert_with(|| {
+                            let walked = decoded
                                 .get(path, id)
-                                .and_then(|root| path.walk_decoded(root))
-                        };
-                        slot.get_or_insert_with(|| match walked(decoded) {
-                            None => Verdict::Missing,
-                            Some(value) => {
-                                verdict(requirement.matches(&python::str_of_json(&value)))
+                                .and_then(|root| path.walk_decoded(root));
+                            match walked {
+                                None => Verdict::Missing,
+                                Some(value) => {
+                                    verdict(requirement.matches(&python::str_of_json(&value)))
+                                }
                             }
                         })
                         .clone()
