@@ -32,10 +32,11 @@
 //! decoded as JSON and indexed by the next name; a missing key, a JSON
 //! `null`, or a step into something that is not an object finds nothing.
 
-use std::borrow::Cow;
+use std::fmt;
 
 use sandpiper_guest::Hosts;
 use sandpiper_guest::model::{HostLabels, HostMetric, HostStatus, HostText, Labels};
+use serde_core::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
 use crate::labels;
@@ -221,61 +222,93 @@ impl<'a> CapabilityPath<'a> {
     pub fn walk(&self, root_id: u32) -> Option<Value> {
         walk(self.text(root_id), &self.rest)
     }
-
-    /// [`CapabilityPath::walk`] from the root's text already [`decode`]d.
-    pub fn walk_decoded<'v>(&self, root: &'v Value) -> Option<Cow<'v, Value>> {
-        if self.rest.is_empty() {
-            return None;
-        }
-        walk_decoded(root, &self.rest)
-    }
 }
 
 /// Nova's `_get_capabilities` from a string value: decode each string on
 /// the way as JSON and index objects by name.
+///
+/// Each step builds only the member it indexes ([`member`]): a
+/// `cpu_info` checked for its vendor does not build its features list.
 pub fn walk(root: &str, rest: &[String]) -> Option<Value> {
-    if rest.is_empty() {
+    let Some((first, more)) = rest.split_first() else {
         return Some(Value::String(root.to_owned()));
-    }
-    walk_decoded(&decode(root)?, rest).map(Cow::into_owned)
-}
-
-/// A capability's text decoded as JSON, as [`walk`]'s first step does;
-/// `None` when it is not JSON. Units that walk several paths into one
-/// capability (`cpu_info:vendor`, `cpu_info:features`) decode each distinct
-/// text once and walk it with [`walk_decoded`].
-pub fn decode(root: &str) -> Option<Value> {
-    serde_json::from_str(root).ok()
-}
-
-/// [`walk`] from a root already [`decode`]d; `rest` must not be empty.
-/// What it finds is borrowed from `root`, unless a string on the way had
-/// to be decoded (JSON inside a JSON string): a unit walks each distinct
-/// `cpu_info` once per check, and copying what it found cost as much as
-/// printing it.
-pub fn walk_decoded<'v>(root: &'v Value, rest: &[String]) -> Option<Cow<'v, Value>> {
-    let (first, more) = rest.split_first()?;
-    let mut cap = match root {
-        Value::Object(map) => Cow::Borrowed(map.get(first)?),
-        _ => return None,
     };
-    if cap.is_null() {
-        return None;
-    }
+    let mut cap = member(root, first)?;
     for name in more {
-        if let Value::String(text) = cap.as_ref() {
-            cap = Cow::Owned(serde_json::from_str(text).ok()?);
-        }
+        // A step that finds a `null` finds nothing (Nova's `None`).
         cap = match cap {
-            Cow::Borrowed(Value::Object(map)) => Cow::Borrowed(map.get(name)?),
-            Cow::Owned(Value::Object(mut map)) => Cow::Owned(map.remove(name)?),
+            Value::String(text) => member(&text, name)?,
+            Value::Object(mut map) => map.remove(name).filter(|value| !value.is_null())?,
             _ => return None,
         };
-        if cap.is_null() {
-            return None;
-        }
     }
     Some(cap)
+}
+
+/// The member `name` of `text`, a JSON object, built alone: the rest of
+/// the document is checked as JSON but not built (`IgnoredAny`), and keys
+/// are compared where they lie. `None` when `text` is not JSON, not an
+/// object, or has no such member, or it is `null`. As in serde_json's
+/// `Value`, the last of duplicate members counts.
+fn member(text: &str, name: &str) -> Option<Value> {
+    let mut json = serde_json::Deserializer::from_str(text);
+    let found = Member(name).deserialize(&mut json).ok()?;
+    json.end().ok()?;
+    found.filter(|value| !value.is_null())
+}
+
+/// Finds one member of a JSON object as it is read.
+struct Member<'n>(&'n str);
+
+impl<'de> DeserializeSeed<'de> for Member<'_> {
+    type Value = Option<Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, json: D) -> Result<Self::Value, D::Error> {
+        json.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Member<'_> {
+    type Value = Option<Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(wanted) = members.next_key_seed(KeyIs(self.0))? {
+            if wanted {
+                found = Some(members.next_value::<Value>()?);
+            } else {
+                members.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// Whether a member's key is `name`, compared without building it.
+struct KeyIs<'n>(&'n str);
+
+impl<'de> DeserializeSeed<'de> for KeyIs<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, json: D) -> Result<bool, D::Error> {
+        json.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeyIs<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_str<E>(self, key: &str) -> Result<bool, E> {
+        Ok(key == self.0)
+    }
 }
 
 #[cfg(test)]
@@ -328,21 +361,98 @@ mod tests {
         assert_eq!(walk(cpu_info, &path(&["vendor", "x"])), None);
         assert_eq!(walk("cpu_info", &path(&["vendor"])), None, "not JSON");
         assert_eq!(walk(" { } ", &path(&["vendor"])), None);
-        // Walking a decoded root answers as walking the text.
-        let decoded = decode(cpu_info).expect("JSON");
-        for p in [
-            &["vendor"][..],
-            &["maxphysaddr", "bits"],
-            &["none"],
-            &["vendor", "x"],
-            &["topology", "cores"],
-            &["topology", "sockets", "n"],
-        ] {
-            assert_eq!(
-                walk_decoded(&decoded, &path(p)).map(Cow::into_owned),
-                walk(cpu_info, &path(p)),
-                "{p:?}"
-            );
+        assert_eq!(
+            walk(r#"{"a": {"b": null, "c": 1}}"#, &path(&["a", "b"])),
+            None,
+            "a null inside"
+        );
+        assert_eq!(walk("[1, 2]", &path(&["vendor"])), None, "not an object");
+        assert_eq!(
+            walk(
+                r#"{"vendor": "AMD", "x": [1, {"vendor": "no"}], "vendor": "Intel"}"#,
+                &path(&["vendor"])
+            ),
+            Some(Value::from("Intel")),
+            "the last of duplicate members, not one inside another"
+        );
+        assert_eq!(
+            walk(r#"{"ven\u0064or": "Intel"}"#, &path(&["vendor"])),
+            Some(Value::from("Intel")),
+            "a key written with an escape"
+        );
+        assert_eq!(
+            walk(r#"{"vendor": "Intel", "x": [1, }"#, &path(&["vendor"])),
+            None,
+            "JSON broken after the member"
+        );
+    }
+
+    /// Nova's walk as it reads: the whole text decoded, then indexed.
+    fn walk_whole(root: &str, rest: &[String]) -> Option<Value> {
+        let mut cap = Value::String(root.to_owned());
+        for name in rest {
+            if let Value::String(text) = &cap {
+                cap = serde_json::from_str(text).ok()?;
+            }
+            cap = match cap {
+                Value::Object(mut map) => map.remove(name)?,
+                _ => return None,
+            };
+            if cap.is_null() {
+                return None;
+            }
         }
+        Some(cap)
+    }
+
+    /// A JSON text of nested objects (keys `a`, `b`, `c`, repeated at
+    /// times), lists, scalars, `null`s and JSON inside strings.
+    fn document(next: &mut impl FnMut(u64) -> u64, depth: u32) -> String {
+        const KEYS: [&str; 3] = ["a", "b", "c"];
+        match next(if depth == 0 { 4 } else { 7 }) {
+            0 => "null".to_owned(),
+            1 => "1.5".to_owned(),
+            2 => "\"x\"".to_owned(),
+            3 => "true".to_owned(),
+            4 => {
+                let items: Vec<String> = (0..next(3)).map(|_| document(next, depth - 1)).collect();
+                format!("[{}]", items.join(", "))
+            }
+            5 => serde_json::to_string(&document(next, depth - 1)).expect("a string"),
+            _ => {
+                let members: Vec<String> = (0..next(4))
+                    .map(|_| {
+                        let key = KEYS[next(3) as usize];
+                        format!("\"{key}\": {}", document(next, depth - 1))
+                    })
+                    .collect();
+                format!("{{{}}}", members.join(", "))
+            }
+        }
+    }
+
+    #[test]
+    fn walking_member_by_member_finds_what_decoding_the_whole_text_finds() {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        let mut found = 0;
+        for _ in 0..20_000 {
+            let mut text = document(&mut next, 3);
+            if next(10) == 0 {
+                text.push('}');
+            }
+            let path: Vec<String> = (0..=next(3))
+                .map(|_| ["a", "b", "c"][next(3) as usize].to_owned())
+                .collect();
+            let walked = walk(&text, &path);
+            assert_eq!(walked, walk_whole(&text, &path), "{text} at {path:?}");
+            found += usize::from(walked.is_some());
+        }
+        assert!(found > 100, "only {found} paths found anything");
     }
 }

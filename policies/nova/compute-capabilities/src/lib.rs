@@ -33,13 +33,14 @@
 //!   keeps document order (only matters to `<in>` on a whole object).
 //!
 //! Cost: one pass over the candidates per spec; each distinct capability
-//! text is parsed and matched once, however many hosts share it, and so is
-//! each of a spec's first 16 distinct numbers; a spec's mismatch and
+//! text is read and matched once per spec, however many hosts share it
+//! (only the member the spec names is built, `host_state::walk`), and so
+//! is each of a spec's first 16 distinct numbers; a spec's mismatch and
 //! missing reasons are formatted once, not per rejected host.
 
 use sandpiper_guest::prelude::*;
 use sandpiper_nova_ops::extra_specs::{MatchError, Requirement};
-use sandpiper_nova_ops::host_state::{CapabilityPath, Found, Source, decode, service_disabled};
+use sandpiper_nova_ops::host_state::{CapabilityPath, Found, Source, service_disabled};
 use sandpiper_nova_ops::python;
 
 /// The only extra-spec scope this filter reads.
@@ -143,14 +144,13 @@ impl Filter for ComputeCapabilitiesFilter {
         let hosts = cx.hosts();
         // Per check: which hosts are still undecided, in candidate order.
         let mut pending: Vec<u32> = candidates.to_vec();
-        let mut decoded = Decoded::default();
         for check in &checks {
             let mut judge = Judge::new(&hosts, check);
             // Most rejected hosts share one of two reasons per check:
             // written once, not once per host.
             let mismatch = reason(check, &Verdict::Mismatch);
             let missing = reason(check, &Verdict::Missing);
-            pending.retain(|&host| match judge.judge(host, &mut decoded) {
+            pending.retain(|&host| match judge.judge(host) {
                 Verdict::Pass | Verdict::Skip => true,
                 Verdict::Mismatch => {
                     rejections.reject(host, &mismatch);
@@ -167,24 +167,6 @@ impl Filter for ComputeCapabilitiesFilter {
             });
         }
         rejections.into_vec()
-    }
-}
-
-/// Capability texts decoded as JSON, by value string id, shared by the
-/// checks of one call: `cpu_info:vendor` and `cpu_info:features` decode
-/// each distinct `cpu_info` once between them.
-#[derive(Default)]
-struct Decoded(Vec<Option<Option<serde_json::Value>>>);
-
-impl Decoded {
-    fn get(&mut self, path: &CapabilityPath<'_>, id: u32) -> Option<&serde_json::Value> {
-        let index = id as usize;
-        if self.0.len() <= index {
-            self.0.resize(index + 1, None);
-        }
-        self.0[index]
-            .get_or_insert_with(|| decode(path.text(id)))
-            .as_ref()
     }
 }
 
@@ -230,7 +212,7 @@ impl<'a, 'c> Judge<'a, 'c> {
         }
     }
 
-    fn judge(&mut self, host: u32, decoded: &mut Decoded) -> Verdict {
+    fn judge(&mut self, host: u32) -> Verdict {
         let row = host as usize;
         let requirement = &self.check.requirement;
         match &self.check.source {
@@ -277,15 +259,10 @@ impl<'a, 'c> Judge<'a, 'c> {
                         let Some(slot) = self.walked.get_mut(id as usize) else {
                             return Verdict::Missing;
                         };
-                        slot.get_or_insert_with(|| {
-                            let walked = decoded
-                                .get(path, id)
-                                .and_then(|root| path.walk_decoded(root));
-                            match walked {
-                                None => Verdict::Missing,
-                                Some(value) => {
-                                    verdict(requirement.matches(&python::str_of_json(&value)))
-                                }
+                        slot.get_or_insert_with(|| match path.walk(id) {
+                            None => Verdict::Missing,
+                            Some(value) => {
+                                verdict(requirement.matches(&python::str_of_json(&value)))
                             }
                         })
                         .clone()
