@@ -227,7 +227,7 @@ impl<'a> CapabilityPath<'a> {
 /// Nova's `_get_capabilities` from a string value: decode each string on
 /// the way as JSON and index objects by name.
 ///
-/// Each step builds only the member it indexes ([`member`]): a
+/// Each step builds only the member it indexes (`member`): a
 /// `cpu_info` checked for its vendor does not build its features list.
 pub fn walk(root: &str, rest: &[String]) -> Option<Value> {
     let Some((first, more)) = rest.split_first() else {
