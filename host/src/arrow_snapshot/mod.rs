@@ -51,7 +51,7 @@
 
 mod write;
 
-pub use self::write::{CompactBody, Streams, WriteError, write};
+pub use self::write::{CompactBody, PART_ALIGNMENT, Streams, WriteError, write};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -1290,6 +1290,42 @@ mod tests {
         );
         let statuses = inv.host_statuses();
         assert_eq!(statuses[2], HostStatus::Down);
+    }
+
+    /// A body written by `Streams::body` starts each part's data at a
+    /// multiple of `PART_ALIGNMENT` from its start, whatever the request's
+    /// length, and reads back as the same parts through the server's
+    /// multipart reader (which takes the padding as transport padding).
+    #[test]
+    fn each_part_of_a_written_body_starts_aligned() {
+        let snapshot: Snapshot = from_json(SNAPSHOT).expect("valid JSON");
+        let streams = write(&snapshot).expect("written");
+        for id in ["v", "vm-1", "a-longer-vm-id", "x"] {
+            let request = serde_json::json!({ "vm": { "id": id } });
+            let written = streams.body(&request).expect("a boundary");
+            let body = bytes::Bytes::from(written.body);
+            let boundary = written
+                .content_type
+                .split_once("boundary=")
+                .map(|(_, b)| b.to_owned())
+                .expect("a boundary");
+            let parts = crate::api::multipart::Parts::new(body.clone(), &boundary)
+                .expect("a multipart body")
+                .collect::<Result<Vec<_>, _>>()
+                .expect("its parts");
+            let names: Vec<&str> = parts.iter().map(|p| p.name.as_str()).collect();
+            assert_eq!(names, ["request", "hosts", "vms"], "{id}");
+            for part in &parts {
+                let offset = part.data.as_ptr() as usize - body.as_ptr() as usize;
+                assert_eq!(offset % PART_ALIGNMENT, 0, "{id}: part {}", part.name);
+            }
+            assert_eq!(&parts[1].data[..], &streams.hosts[..], "{id}");
+            assert_eq!(&parts[2].data[..], &streams.vms[..], "{id}");
+            assert_eq!(
+                serde_json::from_slice::<serde_json::Value>(&parts[0].data).expect("JSON"),
+                request
+            );
+        }
     }
 
     /// Each body of a stream built over the last one, as a cluster's
