@@ -1304,11 +1304,10 @@ mod tests {
             let request = serde_json::json!({ "vm": { "id": id } });
             let written = streams.body(&request).expect("a boundary");
             let body = bytes::Bytes::from(written.body);
-            let boundary = written
-                .content_type
-                .split_once("boundary=")
-                .map(|(_, b)| b.to_owned())
-                .expect("a boundary");
+            let mut headers = axum::http::HeaderMap::new();
+            let content_type = written.content_type.parse().expect("a header value");
+            headers.insert(axum::http::header::CONTENT_TYPE, content_type);
+            let boundary = crate::api::multipart::boundary(&headers).expect("a boundary");
             let parts = crate::api::multipart::Parts::new(body.clone(), &boundary)
                 .expect("a multipart body")
                 .collect::<Result<Vec<_>, _>>()

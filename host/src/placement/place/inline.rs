@@ -50,23 +50,16 @@ pub fn over_cluster(
     policy: &Policy,
     params: &ParamValues,
     cores: Option<&dyn Lender>,
-    reuse: Option<InlineReuse<'_>>,
+    mut reuse: Option<InlineReuse<'_>>,
 ) -> Result<PlaceOutcome, PlaceError> {
     let (cluster, candidates) = with_candidates(cluster, request.candidates.as_deref())?;
     let inventory = Arc::new(cluster.inventory);
-    let (reuse, stamps) = match reuse {
-        Some(InlineReuse {
-            cache,
-            columns_kept,
-        }) => {
-            let stamps = cache.content_stamps(&inventory, columns_kept);
-            (Some(cache), Some(stamps))
-        }
-        None => (None, None),
-    };
+    let stamps = reuse
+        .as_mut()
+        .map(|kept| kept.cache.content_stamps(&inventory, kept.columns_kept));
     let means = Means {
-        reuse: reuse.zip(stamps.as_deref()).map(|(cache, by_host)| Reuse {
-            cache,
+        reuse: reuse.zip(stamps.as_deref()).map(|(kept, by_host)| Reuse {
+            cache: kept.cache,
             view: (0, by_host.len()),
             stamps: Stamps {
                 by_host,
