@@ -56,6 +56,7 @@ impl<'a> Hosts<'a> {
     }
 
     /// A whole numeric column, one value per host.
+    #[inline]
     pub fn metric(&self, metric: HostMetric) -> &'a [f64] {
         self.inventory.host_metric(metric)
     }
@@ -66,6 +67,7 @@ impl<'a> Hosts<'a> {
     }
 
     /// A whole boolean column.
+    #[inline]
     pub fn flags(&self, flag: HostFlag) -> &'a [bool] {
         self.inventory.host_flag(flag)
     }

@@ -53,6 +53,7 @@ pub struct HostLoad {
 impl HostLoad {
     /// Load in percent of the whole host, rounded up as oVirt's
     /// `getEffectiveSharedCpuLoad` does.
+    #[inline]
     pub fn percent(&self) -> f64 {
         (self.total / self.cpus).ceil()
     }
@@ -75,6 +76,7 @@ impl<'a> CpuColumns<'a> {
 
     /// True when `host` reports a core count and a usage figure (oVirt's
     /// `hostStatisticsPresent`).
+    #[inline]
     pub fn has_statistics(&self, host: u32) -> bool {
         value(self.cores, host) > 0.0 && value(self.usage, host).is_finite()
     }
@@ -82,6 +84,7 @@ impl<'a> CpuColumns<'a> {
     /// Host `host`'s CPU count: threads when `threads_as_cores` and the
     /// host reports them (oVirt's `SlaValidator.getEffectiveCpuCores`),
     /// else cores. `None` when the host reports no CPUs.
+    #[inline]
     pub fn cpus(&self, host: u32, threads_as_cores: bool) -> Option<f64> {
         let cores = Some(value(self.cores, host)).filter(|&c| c > 0.0)?;
         if !threads_as_cores {
@@ -97,12 +100,14 @@ impl<'a> CpuColumns<'a> {
     }
 
     /// True when `host` holds the SPM role.
+    #[inline]
     pub fn is_spm(&self, host: u32) -> bool {
         flag(self.hosts.flags(HostFlag::Spm), host)
     }
 
     /// Host `host`'s load, or `None` without statistics (no CPU count or no
     /// usage figure: oVirt's `hostStatisticsPresent`).
+    #[inline]
     pub fn load(&self, host: u32, threads_as_cores: bool) -> Option<HostLoad> {
         let cpus = self.cpus(host, threads_as_cores)?;
         let mut usage = Some(value(self.usage, host)).filter(|u| u.is_finite())?;
@@ -124,6 +129,7 @@ impl<'a> CpuColumns<'a> {
 /// (oVirt's `calcAddedSharedVmsLoad`): its measured usage times its vCPUs
 /// when it is running (a migration), else `VcpuConsumptionPercentage` per
 /// vCPU. Nothing on the host it already runs on.
+#[inline]
 pub fn added_vm_load(vm: &Vm, host: u32) -> f64 {
     if vm.current_host == Some(host) {
         return 0.0;
@@ -139,6 +145,7 @@ pub fn added_vm_load(vm: &Vm, host: u32) -> f64 {
 /// rounding: the host's predicted load per CPU with the VM on it, times the
 /// vCPU over-commit penalty (1, or 1000 when the vCPU to CPU ratio with the
 /// VM reaches `vcpu_ratio_limit`; a limit of 0 disables it).
+#[inline]
 pub fn predicted_load_score(
     load: HostLoad,
     vm: &Vm,
@@ -155,6 +162,7 @@ pub const VCPU_PENALTY: f64 = 1000.0;
 
 /// 1, or [`VCPU_PENALTY`] when the host's vCPUs (pending included) plus the
 /// VM's, per CPU, reach `limit` (0 = off).
+#[inline]
 fn vcpu_penalty(load: HostLoad, vm: &Vm, host: u32, host_vcpus: f64, limit: f64) -> f64 {
     if limit == 0.0 {
         return 1.0;

@@ -41,11 +41,13 @@ pub const UTILIZATION_THRESHOLD_PERCENT: f64 = 80.0;
 /// Host `host`'s value in a numeric column, NaN when the column has no
 /// such row (the inventory's length checks rule that out; this keeps a
 /// unit from ever indexing out of bounds).
+#[inline]
 pub fn value(column: &[f64], host: u32) -> f64 {
     column.get(host as usize).copied().unwrap_or(f64::NAN)
 }
 
 /// Host `host`'s value in a boolean column, false when missing.
+#[inline]
 pub fn flag(column: &[bool], host: u32) -> bool {
     column.get(host as usize).copied().unwrap_or(false)
 }

@@ -9,6 +9,7 @@ use crate::MAX_SCHEDULER_WEIGHT;
 /// Java's `Math.round`: halves round up (towards +∞), so `-2.5` is `-2`
 /// where Rust's `f64::round` gives `-3`. oVirt's power-saving weight
 /// rounds negative figures, so the difference is visible there.
+#[inline]
 pub fn java_round(value: f64) -> f64 {
     (value + 0.5).floor()
 }
