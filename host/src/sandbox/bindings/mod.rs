@@ -18,7 +18,9 @@
 
 use sandpiper_model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
 use wasmtime::Store;
-use wasmtime::component::Instance;
+use wasmtime::component::{
+    ComponentExportIndex, ComponentNamedList, Instance, Lift, Lower, TypedFunc,
+};
 
 use super::call_state::CallState;
 use crate::unit::Exports;
@@ -121,6 +123,57 @@ pub(crate) trait Guests: Send + Sync {
         instance: &Instance,
         request: &BalanceRequest,
     ) -> Option<wasmtime::Result<Option<Migration>>>;
+}
+
+/// One role a unit exports: the generated indices, whose `load` type-checks
+/// the export against the WIT (done once, by `check_types`, when the unit
+/// is loaded), and the role's function, which each call looks up by index.
+///
+/// Why not `load` per call, as the generated `call_*` functions expect:
+/// `load` type-checks the export every time, walking the whole `request`
+/// record (0.2.0's carries the hardware) and comparing its field names.
+/// That was 3 % of a decision's samples outside the units' own code, and
+/// about a fifth of what a unit with nothing to do cost inside a decision
+/// (docs/performance.md, "Calls without a type check per call").
+pub(crate) struct Role<I> {
+    indices: I,
+    function: ComponentExportIndex,
+}
+
+impl<I> Role<I> {
+    /// The role, when the unit exports it (both lookups succeed).
+    fn find(indices: wasmtime::Result<I>, function: Option<ComponentExportIndex>) -> Option<Self> {
+        Some(Role {
+            indices: indices.ok()?,
+            function: function?,
+        })
+    }
+}
+
+/// `role`'s function in `instance`, typed as `Params -> Return` without
+/// checking again.
+///
+/// # Safety
+///
+/// `Params` and `Return` must be the types the role's generated `load`
+/// checks, and `check_types` must have passed for an instance of the same
+/// component: its exports' types are the component's, the same in every
+/// instance, so what passed then holds now. A wrong type here would let
+/// wasmtime read the unit's memory as the wrong layout.
+unsafe fn checked_at_load<Params, Return, I>(
+    store: &mut Store<CallState>,
+    instance: &Instance,
+    role: &Role<I>,
+) -> wasmtime::Result<TypedFunc<Params, Return>>
+where
+    Params: ComponentNamedList + Lower,
+    Return: ComponentNamedList + Lift,
+{
+    let function = instance
+        .get_func(&mut *store, role.function)
+        .ok_or_else(|| wasmtime::Error::msg("the role's function is not in the instance"))?;
+    // SAFETY: the caller guarantees the types were checked at load.
+    Ok(unsafe { TypedFunc::new_unchecked(function) })
 }
 
 /// A request lowered to one version's generated type.
@@ -358,24 +411,31 @@ macro_rules! guest_calls {
         use $crate::sandbox::call_state::CallState;
         use $crate::unit::Exports;
 
+        use exports::sandpiper::policy::{balance, filter, metadata, score};
+        use $crate::sandbox::bindings::{Role, checked_at_load};
+
         /// Indices of the exports a unit of this version has.
         pub(crate) struct Guests {
-            metadata: exports::sandpiper::policy::metadata::GuestIndices,
-            filter: Option<exports::sandpiper::policy::filter::GuestIndices>,
-            score: Option<exports::sandpiper::policy::score::GuestIndices>,
-            balance: Option<exports::sandpiper::policy::balance::GuestIndices>,
+            metadata: metadata::GuestIndices,
+            filter: Option<Role<filter::GuestIndices>>,
+            score: Option<Role<score::GuestIndices>>,
+            balance: Option<Role<balance::GuestIndices>>,
         }
 
         impl Guests {
             /// The exports of a unit of this version; `None` when it does
             /// not export this version's `metadata`.
             pub(crate) fn find(pre: &InstancePre<CallState>) -> Option<Guests> {
-                use exports::sandpiper::policy::{balance, filter, metadata, score};
+                let role = |interface: &str| {
+                    let component = pre.component();
+                    let exported = component.get_export_index(None, &export_name(interface))?;
+                    component.get_export_index(Some(&exported), interface)
+                };
                 Some(Guests {
                     metadata: metadata::GuestIndices::new(pre).ok()?,
-                    filter: filter::GuestIndices::new(pre).ok(),
-                    score: score::GuestIndices::new(pre).ok(),
-                    balance: balance::GuestIndices::new(pre).ok(),
+                    filter: Role::find(filter::GuestIndices::new(pre), role("filter")),
+                    score: Role::find(score::GuestIndices::new(pre), role("score")),
+                    balance: Role::find(balance::GuestIndices::new(pre), role("balance")),
                 })
             }
         }
@@ -411,16 +471,19 @@ macro_rules! guest_calls {
                     .map_err(|e| (export_name("metadata"), e))?;
                 if let Some(filter) = &self.filter {
                     filter
+                        .indices
                         .load(&mut *store, instance)
                         .map_err(|e| (export_name("filter"), e))?;
                 }
                 if let Some(score) = &self.score {
                     score
+                        .indices
                         .load(&mut *store, instance)
                         .map_err(|e| (export_name("score"), e))?;
                 }
                 if let Some(balance) = &self.balance {
                     balance
+                        .indices
                         .load(&mut *store, instance)
                         .map_err(|e| (export_name("balance"), e))?;
                 }
@@ -447,15 +510,22 @@ macro_rules! guest_calls {
                 request: &Lowered,
                 candidates: &[u32],
             ) -> Option<wasmtime::Result<Vec<model::Rejection>>> {
-                let indices = self.filter.as_ref()?;
+                let role = self.filter.as_ref()?;
                 let Lowered::$version(request) = request else {
                     return Some(Err(wasmtime::Error::msg(
                         "a request lowered for another version of the WIT",
                     )));
                 };
                 Some((|| {
-                    let guest = indices.load(&mut *store, instance)?;
-                    let rejections = guest.call_filter(&mut *store, request, candidates)?;
+                    // SAFETY: `check_types` checked this signature.
+                    let filter = unsafe {
+                        checked_at_load::<(&types::Request, &[u32]), (Vec<types::Rejection>,), _>(
+                            &mut *store,
+                            instance,
+                            role,
+                        )
+                    }?;
+                    let (rejections,) = filter.call(&mut *store, (request, candidates))?;
                     Ok(rejections.into_iter().map(model::Rejection::from).collect())
                 })())
             }
@@ -467,15 +537,23 @@ macro_rules! guest_calls {
                 request: &Lowered,
                 candidates: &[u32],
             ) -> Option<wasmtime::Result<model::Scores>> {
-                let indices = self.score.as_ref()?;
+                let role = self.score.as_ref()?;
                 let Lowered::$version(request) = request else {
                     return Some(Err(wasmtime::Error::msg(
                         "a request lowered for another version of the WIT",
                     )));
                 };
                 Some((|| {
-                    let guest = indices.load(&mut *store, instance)?;
-                    Ok(guest.call_score(&mut *store, request, candidates)?.into())
+                    // SAFETY: `check_types` checked this signature.
+                    let score = unsafe {
+                        checked_at_load::<(&types::Request, &[u32]), (types::Scores,), _>(
+                            &mut *store,
+                            instance,
+                            role,
+                        )
+                    }?;
+                    let (scores,) = score.call(&mut *store, (request, candidates))?;
+                    Ok(scores.into())
                 })())
             }
 
@@ -485,13 +563,19 @@ macro_rules! guest_calls {
                 instance: &Instance,
                 request: &model::BalanceRequest,
             ) -> Option<wasmtime::Result<Option<model::Migration>>> {
-                let indices = self.balance.as_ref()?;
+                let role = self.balance.as_ref()?;
                 let request = types::BalanceRequest::from(request);
                 Some((|| {
-                    let guest = indices.load(&mut *store, instance)?;
-                    Ok(guest
-                        .call_balance(&mut *store, &request)?
-                        .map(model::Migration::from))
+                    // SAFETY: `check_types` checked this signature.
+                    let balance = unsafe {
+                        checked_at_load::<(&types::BalanceRequest,), (Option<types::Migration>,), _>(
+                            &mut *store,
+                            instance,
+                            role,
+                        )
+                    }?;
+                    let (migration,) = balance.call(&mut *store, (&request,))?;
+                    Ok(migration.map(model::Migration::from))
                 })())
             }
         }
