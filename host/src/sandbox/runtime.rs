@@ -334,3 +334,62 @@ impl std::hash::Hasher for DigestHasher {
         0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A component built against `wit/policy.wit` with `filter`'s
+    /// signature replaced by `signature`, its functions empty (they trap):
+    /// loading type-checks the exports before calling anything.
+    fn unit_with_filter(signature: &str) -> Vec<u8> {
+        let wit = include_str!("../../../wit/policy.wit");
+        let real = "filter: func(request: request, candidates: list<u32>) -> list<rejection>;";
+        assert_eq!(wit.matches(real).count(), 1, "filter's signature moved");
+        let mut resolve = wit_parser::Resolve::default();
+        let package = resolve
+            .push_str("policy.wit", &wit.replace(real, signature))
+            .expect("the changed WIT parses");
+        let world = resolve
+            .select_world(&[package], Some("filter-unit"))
+            .expect("the world");
+        let mut module =
+            wit_component::dummy_module(&resolve, world, wit_parser::ManglingAndAbi::Standard32);
+        wit_component::embed_component_metadata(
+            &mut module,
+            &resolve,
+            world,
+            wit_component::StringEncoding::UTF8,
+            false,
+        )
+        .expect("metadata embeds");
+        wit_component::ComponentEncoder::default()
+            .module(&module)
+            .expect("the module")
+            .validate(true)
+            .encode()
+            .expect("the component encodes")
+    }
+
+    #[test]
+    fn a_role_exported_with_another_signature_is_refused_at_load() {
+        let runtime = Runtime::new(Limits::default()).expect("the runtime starts");
+        let other = unit_with_filter("filter: func(candidates: list<u32>) -> list<rejection>;");
+        match runtime.load(&other) {
+            Err(LoadError::WrongExportType { interface, .. }) => {
+                assert_eq!(interface, "sandpiper:policy/filter@0.2.0");
+            }
+            Err(other) => panic!("refused for another reason: {other}"),
+            Ok(_) => panic!("a filter of another signature was accepted"),
+        }
+        // The same component with the real signature gets past the type
+        // check, to the unit's empty `info()`, which traps.
+        let same = unit_with_filter(
+            "filter: func(request: request, candidates: list<u32>) -> list<rejection>;",
+        );
+        assert!(
+            matches!(runtime.load(&same), Err(LoadError::Info(_))),
+            "the unchanged signature did not pass the type check"
+        );
+    }
+}

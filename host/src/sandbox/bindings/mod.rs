@@ -19,7 +19,7 @@
 use sandpiper_model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
 use wasmtime::Store;
 use wasmtime::component::{
-    ComponentExportIndex, ComponentNamedList, Instance, Lift, Lower, TypedFunc,
+    ComponentExportIndex, ComponentNamedList, Func, Instance, InstancePre, Lift, Lower, TypedFunc,
 };
 
 use super::call_state::CallState;
@@ -125,55 +125,81 @@ pub(crate) trait Guests: Send + Sync {
     ) -> Option<wasmtime::Result<Option<Migration>>>;
 }
 
-/// One role a unit exports: the generated indices, whose `load` type-checks
-/// the export against the WIT (done once, by `check_types`, when the unit
-/// is loaded), and the role's function, which each call looks up by index.
+/// One role a unit exports (`filter`, `score` or `balance`): its function,
+/// found by index once, type-checked once when the unit is loaded
+/// ([`Role::check`]) and called without checking after that
+/// ([`Role::typed`]).
 ///
-/// Why not `load` per call, as the generated `call_*` functions expect:
-/// `load` type-checks the export every time, walking the whole `request`
-/// record (0.2.0's carries the hardware) and comparing its field names.
-/// That was 3 % of a decision's samples outside the units' own code, and
-/// about a fifth of what a unit with nothing to do cost inside a decision
+/// Why not the generated `GuestIndices::load` per call: it type-checks the
+/// export on every call, walking the whole `request` record (0.2.0's
+/// carries the hardware) and comparing its field names. That was 3 % of a
+/// decision's samples outside the units' own code, and about a fifth of
+/// what a unit with nothing to do cost inside a decision
 /// (docs/performance.md, "Calls without a type check per call").
-pub(crate) struct Role<I> {
-    indices: I,
+pub(crate) struct Role {
     function: ComponentExportIndex,
 }
 
-impl<I> Role<I> {
-    /// The role, when the unit exports it (both lookups succeed).
-    fn find(indices: wasmtime::Result<I>, function: Option<ComponentExportIndex>) -> Option<Self> {
-        Some(Role {
-            indices: indices.ok()?,
-            function: function?,
-        })
+impl Role {
+    /// Function `name` of the exported instance `interface`
+    /// (`sandpiper:policy/filter@0.2.0`), when the component exports both.
+    fn find(pre: &InstancePre<CallState>, interface: &str, name: &str) -> Option<Role> {
+        let component = pre.component();
+        let exported = component.get_export_index(None, interface)?;
+        let function = component.get_export_index(Some(&exported), name)?;
+        Some(Role { function })
     }
-}
 
-/// `role`'s function in `instance`, typed as `Params -> Return` without
-/// checking again.
-///
-/// # Safety
-///
-/// `Params` and `Return` must be the types the role's generated `load`
-/// checks, and `check_types` must have passed for an instance of the same
-/// component: its exports' types are the component's, the same in every
-/// instance, so what passed then holds now. A wrong type here would let
-/// wasmtime read the unit's memory as the wrong layout.
-unsafe fn checked_at_load<Params, Return, I>(
-    store: &mut Store<CallState>,
-    instance: &Instance,
-    role: &Role<I>,
-) -> wasmtime::Result<TypedFunc<Params, Return>>
-where
-    Params: ComponentNamedList + Lower,
-    Return: ComponentNamedList + Lift,
-{
-    let function = instance
-        .get_func(&mut *store, role.function)
-        .ok_or_else(|| wasmtime::Error::msg("the role's function is not in the instance"))?;
-    // SAFETY: the caller guarantees the types were checked at load.
-    Ok(unsafe { TypedFunc::new_unchecked(function) })
+    /// Checks that the role's function in `instance` has the type `Params
+    /// -> Return`: what makes [`Role::typed`] sound for every later
+    /// instance of the same component.
+    fn check<Params, Return>(
+        &self,
+        store: &mut Store<CallState>,
+        instance: &Instance,
+    ) -> wasmtime::Result<()>
+    where
+        Params: ComponentNamedList + Lower,
+        Return: ComponentNamedList + Lift,
+    {
+        let function = self.function(store, instance)?;
+        function.typed::<Params, Return>(&*store)?;
+        Ok(())
+    }
+
+    /// The role's function in `instance`, typed as `Params -> Return`
+    /// without checking again.
+    ///
+    /// # Safety
+    ///
+    /// [`Role::check`] with the same `Params` and `Return` must have passed
+    /// for an instance of the same component. A component's export types
+    /// are the component's, the same in every instance of it, so what
+    /// passed then holds now; a wrong type would have wasmtime read the
+    /// unit's memory in the wrong layout.
+    unsafe fn typed<Params, Return>(
+        &self,
+        store: &mut Store<CallState>,
+        instance: &Instance,
+    ) -> wasmtime::Result<TypedFunc<Params, Return>>
+    where
+        Params: ComponentNamedList + Lower,
+        Return: ComponentNamedList + Lift,
+    {
+        let function = self.function(store, instance)?;
+        // SAFETY: the caller guarantees `check` passed for these types.
+        Ok(unsafe { TypedFunc::new_unchecked(function) })
+    }
+
+    fn function(
+        &self,
+        store: &mut Store<CallState>,
+        instance: &Instance,
+    ) -> wasmtime::Result<Func> {
+        instance
+            .get_func(&mut *store, self.function)
+            .ok_or_else(|| wasmtime::Error::msg("the role's function is not in the instance"))
+    }
 }
 
 /// A request lowered to one version's generated type.
@@ -411,31 +437,38 @@ macro_rules! guest_calls {
         use $crate::sandbox::call_state::CallState;
         use $crate::unit::Exports;
 
-        use exports::sandpiper::policy::{balance, filter, metadata, score};
-        use $crate::sandbox::bindings::{Role, checked_at_load};
+        use exports::sandpiper::policy::metadata;
+        use $crate::sandbox::bindings::Role;
 
-        /// Indices of the exports a unit of this version has.
+        // Each role's signature, spelled once: `check_types` checks exactly
+        // what the calls below then use unchecked (`Role::typed`).
+        type FilterParams<'a> = (&'a types::Request, &'a [u32]);
+        type FilterReturn = (Vec<types::Rejection>,);
+        type ScoreParams<'a> = (&'a types::Request, &'a [u32]);
+        type ScoreReturn = (types::Scores,);
+        type BalanceParams<'a> = (&'a types::BalanceRequest,);
+        type BalanceReturn = (Option<types::Migration>,);
+
+        /// The exports a unit of this version has.
         pub(crate) struct Guests {
             metadata: metadata::GuestIndices,
-            filter: Option<Role<filter::GuestIndices>>,
-            score: Option<Role<score::GuestIndices>>,
-            balance: Option<Role<balance::GuestIndices>>,
+            filter: Option<Role>,
+            score: Option<Role>,
+            balance: Option<Role>,
         }
 
         impl Guests {
             /// The exports of a unit of this version; `None` when it does
             /// not export this version's `metadata`.
             pub(crate) fn find(pre: &InstancePre<CallState>) -> Option<Guests> {
-                let role = |interface: &str| {
-                    let component = pre.component();
-                    let exported = component.get_export_index(None, &export_name(interface))?;
-                    component.get_export_index(Some(&exported), interface)
-                };
+                // Each role's interface exports one function, named as
+                // the interface.
+                let role = |name: &str| Role::find(pre, &export_name(name), name);
                 Some(Guests {
                     metadata: metadata::GuestIndices::new(pre).ok()?,
-                    filter: Role::find(filter::GuestIndices::new(pre), role("filter")),
-                    score: Role::find(score::GuestIndices::new(pre), role("score")),
-                    balance: Role::find(balance::GuestIndices::new(pre), role("balance")),
+                    filter: role("filter"),
+                    score: role("score"),
+                    balance: role("balance"),
                 })
             }
         }
@@ -471,20 +504,17 @@ macro_rules! guest_calls {
                     .map_err(|e| (export_name("metadata"), e))?;
                 if let Some(filter) = &self.filter {
                     filter
-                        .indices
-                        .load(&mut *store, instance)
+                        .check::<FilterParams<'_>, FilterReturn>(&mut *store, instance)
                         .map_err(|e| (export_name("filter"), e))?;
                 }
                 if let Some(score) = &self.score {
                     score
-                        .indices
-                        .load(&mut *store, instance)
+                        .check::<ScoreParams<'_>, ScoreReturn>(&mut *store, instance)
                         .map_err(|e| (export_name("score"), e))?;
                 }
                 if let Some(balance) = &self.balance {
                     balance
-                        .indices
-                        .load(&mut *store, instance)
+                        .check::<BalanceParams<'_>, BalanceReturn>(&mut *store, instance)
                         .map_err(|e| (export_name("balance"), e))?;
                 }
                 Ok(())
@@ -517,13 +547,10 @@ macro_rules! guest_calls {
                     )));
                 };
                 Some((|| {
-                    // SAFETY: `check_types` checked this signature.
+                    // SAFETY: `check_types` checked these types when the
+                    // unit was loaded.
                     let filter = unsafe {
-                        checked_at_load::<(&types::Request, &[u32]), (Vec<types::Rejection>,), _>(
-                            &mut *store,
-                            instance,
-                            role,
-                        )
+                        role.typed::<FilterParams<'_>, FilterReturn>(&mut *store, instance)
                     }?;
                     let (rejections,) = filter.call(&mut *store, (request, candidates))?;
                     Ok(rejections.into_iter().map(model::Rejection::from).collect())
@@ -544,13 +571,9 @@ macro_rules! guest_calls {
                     )));
                 };
                 Some((|| {
-                    // SAFETY: `check_types` checked this signature.
+                    // SAFETY: as for `filter`.
                     let score = unsafe {
-                        checked_at_load::<(&types::Request, &[u32]), (types::Scores,), _>(
-                            &mut *store,
-                            instance,
-                            role,
-                        )
+                        role.typed::<ScoreParams<'_>, ScoreReturn>(&mut *store, instance)
                     }?;
                     let (scores,) = score.call(&mut *store, (request, candidates))?;
                     Ok(scores.into())
@@ -566,13 +589,9 @@ macro_rules! guest_calls {
                 let role = self.balance.as_ref()?;
                 let request = types::BalanceRequest::from(request);
                 Some((|| {
-                    // SAFETY: `check_types` checked this signature.
+                    // SAFETY: as for `filter`.
                     let balance = unsafe {
-                        checked_at_load::<(&types::BalanceRequest,), (Option<types::Migration>,), _>(
-                            &mut *store,
-                            instance,
-                            role,
-                        )
+                        role.typed::<BalanceParams<'_>, BalanceReturn>(&mut *store, instance)
                     }?;
                     let (migration,) = balance.call(&mut *store, (&request,))?;
                     Ok(migration.map(model::Migration::from))
