@@ -15,6 +15,7 @@
 //! [`entry`] functions the component's exports call. See the README for a
 //! complete unit.
 
+pub mod collections;
 pub mod entry;
 pub mod float;
 pub mod hosts;

@@ -11,7 +11,7 @@
 //! the host writes the sentences only when someone reads them
 //! (`sandpiper_model::reason`).
 
-use std::collections::{HashMap, HashSet};
+use crate::collections::{HashMap, HashSet};
 
 use crate::model::Rejection;
 

@@ -13,7 +13,7 @@
 //! one row per host: cell-level columns have one row per NUMA cell of the
 //! cluster, so their length is read from [`Inventory::numa_topology`].
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::hardware::{
@@ -208,7 +208,11 @@ pub struct Inventory<F: Fetch = Defaults> {
     host_flags: Slots<Vec<bool>, { HostFlag::COUNT }>,
     host_texts: Slots<Interned, { HostText::COUNT }>,
     host_labels: Slots<Labels, { HostLabels::COUNT }>,
-    named_metrics: Mutex<HashMap<String, Arc<[f64]>>>,
+    /// By name, in a `BTreeMap`: a handful per cluster, listed in name
+    /// order, and making one asks nothing of the platform (std's
+    /// `HashMap::new` seeds its hasher from `wasi:random` inside a unit,
+    /// a host call on every call that builds this snapshot).
+    named_metrics: Mutex<BTreeMap<String, Arc<[f64]>>>,
     vm_hosts: OnceLock<Arc<Vec<u32>>>,
     vm_metrics: Slots<Vec<f64>, { VmMetric::COUNT }>,
     vm_flags: Slots<Vec<bool>, { VmFlag::COUNT }>,
@@ -369,7 +373,7 @@ impl<F: Fetch> Inventory<F> {
             host_flags: std::array::from_fn(|_| OnceLock::new()),
             host_texts: std::array::from_fn(|_| OnceLock::new()),
             host_labels: std::array::from_fn(|_| OnceLock::new()),
-            named_metrics: Mutex::new(HashMap::new()),
+            named_metrics: Mutex::new(BTreeMap::new()),
             vm_hosts: OnceLock::new(),
             vm_metrics: std::array::from_fn(|_| OnceLock::new()),
             vm_flags: std::array::from_fn(|_| OnceLock::new()),
@@ -453,9 +457,7 @@ impl<F: Fetch> Inventory<F> {
             .named_metrics
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut names: Vec<String> = cache.keys().cloned().collect();
-        names.sort();
-        names
+        cache.keys().cloned().collect()
     }
 
     /// Host index of each VM.

@@ -15,7 +15,7 @@
 //! In our snapshot the `aggregate-metadata` column holds every aggregate's
 //! pairs, a key repeating once per aggregate that sets it.
 
-use std::collections::HashMap;
+use sandpiper_guest::collections::HashMap;
 
 use sandpiper_guest::model::Labels;
 
@@ -75,7 +75,7 @@ impl<'a> Override<'a> {
             labels,
             key: labels::find(labels, key),
             cast,
-            parsed: HashMap::new(),
+            parsed: HashMap::default(),
         }
     }
 

@@ -6,7 +6,7 @@
 //! host column answer it in one pass over the VMs: each distinct id is
 //! looked up once, then each VM marks its host.
 
-use std::collections::HashSet;
+use sandpiper_guest::collections::HashSet;
 
 use sandpiper_guest::prelude::*;
 

@@ -10,29 +10,56 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::limits::MemoryLimiter;
+use super::wasi::{self, StderrCapture};
 use crate::unit::ColumnsRead;
 
 /// What a call's `Store` holds.
 pub(crate) struct CallState {
     pub(super) inventory: InventoryImport,
-    pub(super) wasi: WasiCtx,
+    /// The call's WASI, built on the unit's first WASI call: most calls
+    /// make none, and building one (wasmtime-wasi seeds random generators
+    /// that `wasi::context` then replaces) and dropping it was a few per
+    /// cent of every call's fixed cost.
+    wasi: Option<WasiCtx>,
+    /// Where the unit's stderr goes, kept here so that the WASI built
+    /// late writes into the buffer the call reads after a failure.
+    pub(super) stderr: StderrCapture,
     pub(super) table: ResourceTable,
     pub(super) limiter: MemoryLimiter,
 }
 
 impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
+        let stderr = &self.stderr;
         WasiCtxView {
-            ctx: &mut self.wasi,
+            ctx: self.wasi.get_or_insert_with(|| wasi::context(stderr)),
             table: &mut self.table,
         }
     }
 }
 
 impl CallState {
+    /// A call's state over `inventory`, its memory limited to
+    /// `memory_bytes`; no WASI yet.
+    pub(super) fn new(inventory: InventoryImport, memory_bytes: u64) -> Self {
+        CallState {
+            inventory,
+            wasi: None,
+            stderr: StderrCapture::default(),
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter::new(memory_bytes),
+        }
+    }
+
     /// The `inventory` import's view of the state, for the linker.
     pub(crate) fn inventory(&mut self) -> &mut InventoryImport {
         &mut self.inventory
+    }
+
+    /// Whether the unit has called WASI in this call.
+    #[cfg(test)]
+    pub(super) fn wasi_built(&self) -> bool {
+        self.wasi.is_some()
     }
 }
 

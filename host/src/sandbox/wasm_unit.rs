@@ -7,16 +7,15 @@ use std::time::Instant;
 
 use sandpiper_model::Inventory;
 use sandpiper_model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
-use wasmtime::component::{Instance, InstancePre, ResourceTable};
+use wasmtime::component::{Instance, InstancePre};
 use wasmtime::{Engine, Store};
 
 use super::bindings::{Guests, PolicyVersion};
 use super::call_state::{CallState, InventoryImport};
 use super::engine::{EpochTicker, deadline_ticks};
 use super::failure::{Evidence, Phase, classify, thread_cpu_time};
-use super::limits::{Limits, LimitsError, MemoryLimiter};
+use super::limits::{Limits, LimitsError};
 use super::output::{self, MAX_TRANSFER_BYTES};
-use super::wasi::{self, StderrCapture};
 use crate::unit::{CallResult, Called, Exports, Failed, Role, Unit, UnitError, Usage};
 
 /// The process-wide parts every unit needs to run: the engine and the
@@ -117,7 +116,6 @@ pub(crate) struct Session {
     pub(crate) instance: Instance,
     fuel_budget: u64,
     deadline: std::time::Duration,
-    stderr: StderrCapture,
     started: Instant,
     /// The thread's CPU time when the call started.
     cpu_started: std::time::Duration,
@@ -136,13 +134,10 @@ impl Session {
         let hosts = inventory.host_count();
         let fuel_budget = limits.fuel_budget(hosts);
         let deadline = limits.deadline(hosts);
-        let stderr = StderrCapture::default();
-        let state = CallState {
-            inventory: InventoryImport::new(Arc::clone(inventory)),
-            wasi: wasi::context(&stderr),
-            table: ResourceTable::new(),
-            limiter: MemoryLimiter::new(limits.memory_bytes),
-        };
+        let state = CallState::new(
+            InventoryImport::new(Arc::clone(inventory)),
+            limits.memory_bytes,
+        );
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limiter);
         store.set_epoch_deadline(deadline_ticks(deadline));
@@ -159,7 +154,7 @@ impl Session {
                     fuel_budget,
                     deadline,
                     refusal: store.data().limiter.refusal(),
-                    stderr: &stderr.text(),
+                    stderr: &store.data().stderr.text(),
                     cpu: thread_cpu_time().saturating_sub(cpu_started),
                     elapsed: started.elapsed(),
                 };
@@ -174,7 +169,6 @@ impl Session {
             instance,
             fuel_budget,
             deadline,
-            stderr,
             started,
             cpu_started,
         })
@@ -187,7 +181,7 @@ impl Session {
             fuel_budget: self.fuel_budget,
             deadline: self.deadline,
             refusal: self.store.data().limiter.refusal(),
-            stderr: &self.stderr.text(),
+            stderr: &self.store.data().stderr.text(),
             cpu: thread_cpu_time().saturating_sub(self.cpu_started),
             elapsed: self.started.elapsed(),
         };
@@ -335,5 +329,92 @@ impl Unit for WasmUnit {
             exported(guests.balance(store, instance, request))
         });
         checked(result, |m| output::check_migration(m, candidates))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sandpiper_model::{HostMetric, KeyValue};
+
+    use super::*;
+    use crate::sandbox::Runtime;
+
+    /// Twenty hosts, half of which lack the memory a 4 GiB VM needs, so a
+    /// filter rejects some and a score unit has figures to weigh.
+    fn cluster() -> Arc<Inventory> {
+        let mut inventory = Inventory::new(20, 0);
+        let columns: [(HostMetric, Vec<f64>); 4] = [
+            (HostMetric::MemoryTotalMib, vec![65536.0; 20]),
+            (
+                HostMetric::MemoryFreeMib,
+                (0..20).map(|i| f64::from(i % 2) * 8192.0).collect(),
+            ),
+            (HostMetric::CpuCores, vec![16.0; 20]),
+            (
+                HostMetric::CpuUsagePercent,
+                (0..20).map(|i| f64::from(i * 5)).collect(),
+            ),
+        ];
+        for (metric, values) in columns {
+            inventory
+                .set_host_metric(metric, values)
+                .expect("a column per host");
+        }
+        Arc::new(inventory)
+    }
+
+    /// The built-in units, and the SDK's rejection builder in every
+    /// filter, make no WASI call in an ordinary call, so the call never
+    /// builds its WASI (`CallState::ctx`): each role of each unit, over a
+    /// cluster where filters reject and scores differ.
+    #[test]
+    fn built_in_units_call_without_building_wasi() {
+        let runtime = Runtime::new(Limits::default()).expect("the runtime starts");
+        let inventory = cluster();
+        let candidates: Vec<u32> = (0..20).collect();
+        for builtin in crate::builtin::UNITS {
+            let unit = runtime.load(builtin.wasm).expect("the built-in unit loads");
+            let params: Vec<KeyValue> = (unit.info().params.iter())
+                .map(|p| KeyValue::new(p.name.clone(), p.default_value.clone()))
+                .collect();
+            let mut request = Request {
+                params: params.clone(),
+                ..Request::default()
+            };
+            request.vm.memory_mib = 4096.0;
+            request.vm.vcpus = 2;
+            let balance = BalanceRequest {
+                params,
+                candidates: candidates.clone(),
+            };
+            let guests = &unit.compiled.guests;
+            let lowered = guests.lower(&request);
+            let exports = guests.exports();
+            let roles = [
+                (exports.filter, Role::Filter),
+                (exports.score, Role::Score),
+                (exports.balance, Role::Balance),
+            ];
+            for (_, role) in roles.into_iter().filter(|(exported, _)| *exported) {
+                let built = unit.call(&inventory, |store, instance| {
+                    match role {
+                        Role::Filter => {
+                            exported(guests.filter(store, instance, &lowered, &candidates))?;
+                        }
+                        Role::Score => {
+                            exported(guests.score(store, instance, &lowered, &candidates))?;
+                        }
+                        Role::Balance => {
+                            exported(guests.balance(store, instance, &balance))?;
+                        }
+                    }
+                    Ok(store.data().wasi_built())
+                });
+                let name = &unit.info().name;
+                let built =
+                    built.unwrap_or_else(|failed| panic!("{name} {role:?}: {}", failed.error));
+                assert!(!built.value, "{name} {role:?} built its WASI");
+            }
+        }
     }
 }

@@ -34,8 +34,8 @@
 //! `6.0.0`); pre-release and local version suffixes, which Nova's
 //! `packaging` would accept, are refused the same way.
 
+use sandpiper_guest::collections::HashMap;
 use std::cmp::Ordering;
-use std::collections::HashMap;
 
 use sandpiper_guest::prelude::*;
 use sandpiper_nova_ops::host_state::{CapabilityPath, Found};
@@ -407,8 +407,8 @@ impl Filter for ImagePropertiesFilter {
                 .collect();
             CapabilityPath::new(&hosts, &path)
         });
-        let mut walked_bits: HashMap<u32, Option<f64>> = HashMap::new();
-        let mut version_ok: HashMap<u64, bool> = HashMap::new();
+        let mut walked_bits: HashMap<u32, Option<f64>> = HashMap::default();
+        let mut version_ok: HashMap<u64, bool> = HashMap::default();
         let unsupported = format!("supports no instance of {}", wanted.props.join("/"));
         for &host in candidates {
             let text =

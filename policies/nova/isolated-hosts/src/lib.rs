@@ -22,7 +22,7 @@
 //! a VM without `image_id` (booted from a volume) uses no isolated image,
 //! as in Nova. Lists are comma separated, items stripped.
 
-use std::collections::HashSet;
+use sandpiper_guest::collections::HashSet;
 
 use sandpiper_guest::model::Interned;
 use sandpiper_guest::prelude::*;

@@ -11,7 +11,7 @@
 //! named by its id). Only the name column is read, and only when the hint
 //! is there: each string crosses the component boundary once per call.
 
-use std::collections::HashSet;
+use sandpiper_guest::collections::HashSet;
 
 use sandpiper_guest::prelude::*;
 

@@ -24,7 +24,7 @@
 //! Data: host `cpu-flags`, `cpu-model`; VM hardware `cpu_model`,
 //! `required_cpu_flags`, `forbidden_cpu_flags`, `current-host`.
 
-use std::collections::HashSet;
+use sandpiper_guest::collections::HashSet;
 
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::hardware::{host_set, list, uses_cpu_passthrough};
