@@ -47,6 +47,13 @@ use sandpiper::unit::{ColumnsRead, Unit};
 use sandpiper_model::Inventory;
 use sandpiper_model::{HostFlag, HostMetric, HostText, Interned, Request, Vm};
 
+/// A unit call under this much fuel did nothing for the request (the
+/// default policy's units with nothing to say about the benchmark's VM
+/// burn 4,000 to 9,000): the mean of those calls' medians is what a
+/// sandboxed call costs before any work (`nothing_to_do`), the figure
+/// that changes to every call move.
+const NOTHING_TO_DO_FUEL: u64 = 10_000;
+
 /// Cluster sizes measured.
 const SIZES: [usize; 3] = [1_000, 10_000, 50_000];
 /// Host-runs per size: runs = this / hosts, so each size takes similar time.
@@ -349,6 +356,23 @@ fn report(
             n.as_secs_f64() * 1e6,
             ratio(w, n),
             wasm_runs.fuel[u].unwrap_or(0),
+        );
+    }
+    let idle: Vec<usize> = (0..wasm_runs.names.len())
+        .filter(|&u| wasm_runs.fuel[u].is_some_and(|fuel| fuel > 0 && fuel < NOTHING_TO_DO_FUEL))
+        .collect();
+    if !idle.is_empty() {
+        let mean = |runs: &mut Runs| {
+            let sum: f64 = (idle.iter())
+                .map(|&u| median(&mut runs.per_unit[u]).as_secs_f64() * 1e6)
+                .sum();
+            sum / idle.len() as f64
+        };
+        println!(
+            "  nothing_to_do hosts={hosts} units={} wasm_mean_of_medians_us={:.1} native_mean_of_medians_us={:.1}",
+            idle.len(),
+            mean(wasm_runs),
+            mean(native_runs),
         );
     }
     println!(
