@@ -12,7 +12,9 @@
 //! (`skips=on`, 11 of the 19 for this plain request), with the ratio.
 //!
 //! Every unit's median call time is printed per size (`unit ... role=`):
-//! that is each unit's cost at 10,000 hosts, sandboxed and native.
+//! that is each unit's cost at 10,000 hosts, sandboxed and native; and,
+//! where some calls had nothing to do for the request, the mean of their
+//! medians (`nothing_to_do`), what a sandboxed call costs before any work.
 //!
 //! The four-unit policy at each size and `none` with skips are also
 //! decided with every core of the machine lent (`cores=N`,
