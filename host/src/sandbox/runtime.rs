@@ -339,16 +339,19 @@ impl std::hash::Hasher for DigestHasher {
 mod tests {
     use super::*;
 
+    /// `filter`'s signature in `wit/policy.wit`.
+    const FILTER: &str =
+        "filter: func(request: request, candidates: list<u32>) -> list<rejection>;";
+
     /// A component built against `wit/policy.wit` with `filter`'s
     /// signature replaced by `signature`, its functions empty (they trap):
     /// loading type-checks the exports before calling anything.
     fn unit_with_filter(signature: &str) -> Vec<u8> {
         let wit = include_str!("../../../wit/policy.wit");
-        let real = "filter: func(request: request, candidates: list<u32>) -> list<rejection>;";
-        assert_eq!(wit.matches(real).count(), 1, "filter's signature moved");
+        assert_eq!(wit.matches(FILTER).count(), 1, "filter's signature moved");
         let mut resolve = wit_parser::Resolve::default();
         let package = resolve
-            .push_str("policy.wit", &wit.replace(real, signature))
+            .push_str("policy.wit", &wit.replace(FILTER, signature))
             .expect("the changed WIT parses");
         let world = resolve
             .select_world(&[package], Some("filter-unit"))
@@ -384,9 +387,7 @@ mod tests {
         }
         // The same component with the real signature gets past the type
         // check, to the unit's empty `info()`, which traps.
-        let same = unit_with_filter(
-            "filter: func(request: request, candidates: list<u32>) -> list<rejection>;",
-        );
+        let same = unit_with_filter(FILTER);
         assert!(
             matches!(runtime.load(&same), Err(LoadError::Info(_))),
             "the unchanged signature did not pass the type check"
