@@ -347,34 +347,31 @@ fn report(
         w_min.as_micros(),
         n_min.as_micros(),
     );
+    // Calls that did nothing for the request: their medians' sums.
+    let (mut idle, mut idle_wasm, mut idle_native) = (0usize, 0.0, 0.0);
     for (u, (name, role)) in wasm_runs.names.iter().enumerate() {
         let (w, n) = (
             median(&mut wasm_runs.per_unit[u]),
             median(&mut native_runs.per_unit[u]),
         );
+        let fuel = wasm_runs.fuel[u].unwrap_or(0);
         println!(
-            "  unit hosts={hosts} name={name} role={role} wasm_median_us={:.1} native_median_us={:.1} ratio={:.2} wasm_fuel={}",
+            "  unit hosts={hosts} name={name} role={role} wasm_median_us={:.1} native_median_us={:.1} ratio={:.2} wasm_fuel={fuel}",
             w.as_secs_f64() * 1e6,
             n.as_secs_f64() * 1e6,
             ratio(w, n),
-            wasm_runs.fuel[u].unwrap_or(0),
         );
+        if fuel > 0 && fuel < NOTHING_TO_DO_FUEL {
+            idle += 1;
+            idle_wasm += w.as_secs_f64() * 1e6;
+            idle_native += n.as_secs_f64() * 1e6;
+        }
     }
-    let idle: Vec<usize> = (0..wasm_runs.names.len())
-        .filter(|&u| wasm_runs.fuel[u].is_some_and(|fuel| fuel > 0 && fuel < NOTHING_TO_DO_FUEL))
-        .collect();
-    if !idle.is_empty() {
-        let mean = |runs: &mut Runs| {
-            let sum: f64 = (idle.iter())
-                .map(|&u| median(&mut runs.per_unit[u]).as_secs_f64() * 1e6)
-                .sum();
-            sum / idle.len() as f64
-        };
+    if idle > 0 {
         println!(
-            "  nothing_to_do hosts={hosts} units={} wasm_mean_of_medians_us={:.1} native_mean_of_medians_us={:.1}",
-            idle.len(),
-            mean(wasm_runs),
-            mean(native_runs),
+            "  nothing_to_do hosts={hosts} units={idle} wasm_mean_of_medians_us={:.1} native_mean_of_medians_us={:.1}",
+            idle_wasm / idle as f64,
+            idle_native / idle as f64,
         );
     }
     println!(
