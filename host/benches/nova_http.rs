@@ -196,7 +196,7 @@ fn run(
         let started = Instant::now();
         let stamps = sandpiper::pipeline::content_stamps(&fresh.inventory);
         let took = started.elapsed();
-        ensure!(stamps.len() == hosts);
+        ensure!(stamps.by_host().len() == hosts);
         Ok(took)
     })?;
     print("content_stamps", hosts, &stamps, "");
@@ -227,7 +227,7 @@ fn run(
         let started = Instant::now();
         let stamps = kept.content_stamps(&cluster.inventory, true);
         stamped.push(ms(started.elapsed()));
-        ensure!(stamps.len() == hosts);
+        ensure!(stamps.by_host().len() == hosts);
         Ok(took)
     })?;
     print("compact_columns_changing", hosts, &over_last, "");

@@ -230,6 +230,7 @@ fn measure_incremental(
                 stamps: Stamps {
                     by_host: &stamps,
                     claimed_columns: ColumnsRead::ALL,
+                    rows: None,
                 },
             };
             let start = Instant::now();

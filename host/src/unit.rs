@@ -92,68 +92,71 @@ pub struct Called<T> {
 /// everything ([`ColumnsRead::ALL`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ColumnsRead {
-    /// Bit `m` for `HostMetric` `m`.
-    host_metrics: u64,
-    vms: bool,
-    hardware: bool,
+    /// Bit `m` for `HostMetric` `m`, then [`VMS`] and [`HARDWARE`]: one
+    /// word, as every answer kept for reuse keeps its call's.
+    bits: u64,
 }
+
+const VMS: u64 = 1 << 62;
+const HARDWARE: u64 = 1 << 63;
+const _: () = assert!(HostMetric::ALL.len() <= 62, "a bit per host metric");
 
 impl ColumnsRead {
     /// Nothing read.
-    pub const NONE: ColumnsRead = ColumnsRead {
-        host_metrics: 0,
-        vms: false,
-        hardware: false,
-    };
+    pub const NONE: ColumnsRead = ColumnsRead { bits: 0 };
 
     /// Everything, as far as anyone can tell.
-    pub const ALL: ColumnsRead = ColumnsRead {
-        host_metrics: u64::MAX,
-        vms: true,
-        hardware: true,
-    };
+    pub const ALL: ColumnsRead = ColumnsRead { bits: u64::MAX };
 
     /// These host metrics, and the VM and hardware columns as given.
     pub const fn of(metrics: &[HostMetric], vms: bool, hardware: bool) -> ColumnsRead {
-        let mut host_metrics = 0;
+        let mut bits = 0;
         let mut i = 0;
         while i < metrics.len() {
-            host_metrics |= 1 << metrics[i] as u64;
+            bits |= 1 << metrics[i] as u64;
             i += 1;
         }
-        ColumnsRead {
-            host_metrics,
-            vms,
-            hardware,
+        if vms {
+            bits |= VMS;
         }
+        if hardware {
+            bits |= HARDWARE;
+        }
+        ColumnsRead { bits }
     }
 
     pub fn host_metric(&mut self, metric: HostMetric) {
-        self.host_metrics |= 1 << metric as u64;
+        self.bits |= 1 << metric as u64;
     }
 
     pub fn vms(&mut self) {
-        self.vms = true;
+        self.bits |= VMS;
     }
 
     pub fn hardware(&mut self) {
-        self.hardware = true;
+        self.bits |= HARDWARE;
+    }
+
+    /// Whether host metric `metric` was read.
+    pub fn read_host_metric(self, metric: HostMetric) -> bool {
+        self.bits & (1 << metric as u64) != 0
+    }
+
+    /// Whether a VM column (or which VMs run where) was read.
+    pub fn read_vms(self) -> bool {
+        self.bits & VMS != 0
     }
 
     /// What either call read: the record of a call made in parts.
     pub fn union(self, other: ColumnsRead) -> ColumnsRead {
         ColumnsRead {
-            host_metrics: self.host_metrics | other.host_metrics,
-            vms: self.vms || other.vms,
-            hardware: self.hardware || other.hardware,
+            bits: self.bits | other.bits,
         }
     }
 
     /// Whether a column read here is among `other`'s.
     pub fn overlaps(self, other: ColumnsRead) -> bool {
-        self.host_metrics & other.host_metrics != 0
-            || (self.vms && other.vms)
-            || (self.hardware && other.hardware)
+        self.bits & other.bits != 0
     }
 }
 

@@ -12,6 +12,12 @@
 //! at, short of a 64-bit collision under a key chosen at random when the
 //! process starts.
 //!
+//! A row's fingerprint is also kept in parts ([`RowFingerprints`]): its
+//! host metrics one by one, its VMs, and the rest of its host columns. So
+//! a row can be fingerprinted again over only the columns a unit's call
+//! read ([`RowFingerprints::over`]): a per-host answer from a call that
+//! read none of a change's columns could not have depended on it.
+//!
 //! A host with hardware (NUMA cells, PCI pools, mediated devices) gets
 //! none (`None`): its hardware lies in tables of cells and devices beyond
 //! the host's row, and an engine that sends hardware inline is rare
@@ -78,7 +84,9 @@ struct Kept {
     _column: Box<dyn std::any::Any + Send + Sync>,
     address: usize,
     seed: u64,
-    shares: Vec<u64>,
+    /// Shared with the [`RowFingerprints`] of the call that kept them,
+    /// for a host metric's column.
+    shares: Arc<Vec<u64>>,
 }
 
 impl ColumnShares {
@@ -116,11 +124,29 @@ impl Gather<'_> {
         column: &Arc<T>,
         compute: impl FnOnce(&mut Vec<u64>),
     ) {
-        let Some(last) = self.last.as_deref_mut() else {
+        if self.last.is_none() {
             self.scratch.clear();
             compute(&mut self.scratch);
             add_shares(sums, &self.scratch);
             return;
+        }
+        let shares = self.shares(seed, column, compute);
+        add_shares(sums, &shares);
+    }
+
+    /// `column`'s shares (seeded by `seed`; `compute` writes them into an
+    /// empty buffer): kept ones when the last call saw the same allocation
+    /// there, and kept for the next call when the last call's are.
+    fn shares<T: Send + Sync + ?Sized + 'static>(
+        &mut self,
+        seed: u64,
+        column: &Arc<T>,
+        compute: impl FnOnce(&mut Vec<u64>),
+    ) -> Arc<Vec<u64>> {
+        let Some(last) = self.last.as_deref_mut() else {
+            let mut shares = Vec::new();
+            compute(&mut shares);
+            return Arc::new(shares);
         };
         let address = Arc::as_ptr(column).cast::<()>() as usize;
         let found = last
@@ -137,9 +163,13 @@ impl Gather<'_> {
                 // changed column: same seed, another allocation) is
                 // written again, not a fresh one whose pages would all
                 // fault in. Seeds differ between places, so no other
-                // column of this call could have been matched to it.
+                // column of this call could have been matched to it. (The
+                // last call's fingerprints, which may share it, are gone
+                // by now; if not, a fresh buffer it is.)
                 let mut shares = match last.kept.iter().position(|k| k.seed == seed) {
-                    Some(at) => last.kept.swap_remove(at).shares,
+                    Some(at) => {
+                        Arc::try_unwrap(last.kept.swap_remove(at).shares).unwrap_or_default()
+                    }
                     None => Vec::new(),
                 };
                 shares.clear();
@@ -148,12 +178,13 @@ impl Gather<'_> {
                     _column: Box::new(Arc::clone(column)),
                     address,
                     seed,
-                    shares,
+                    shares: Arc::new(shares),
                 }
             }
         };
-        add_shares(sums, &kept.shares);
+        let shares = Arc::clone(&kept.shares);
         self.next.push(kept);
+        shares
     }
 }
 
@@ -168,21 +199,60 @@ fn seed(place: usize) -> u64 {
     key().hash_one(("column", place))
 }
 
-/// One fingerprint per host of `inventory`; `None` for a host with
-/// hardware. Keeps nothing: for columns no later snapshot shares (a JSON
-/// body's, read afresh each time), where keeping each column's shares
-/// would only write and fault in megabytes that are never read again.
-pub fn host_fingerprints(inventory: &Inventory) -> Vec<Option<u64>> {
+/// Each host row's fingerprint ([`RowFingerprints::whole`]), and its
+/// parts.
+pub struct RowFingerprints {
+    whole: Vec<Option<u64>>,
+    /// By row: the sum of its shares of every host column but the metrics
+    /// (status, flags, texts, labels, named metrics), none of which a
+    /// call's record of its reads names one by one.
+    rest: Vec<u64>,
+    /// Each host metric given, with its shares by row.
+    metrics: Vec<(HostMetric, Arc<Vec<u64>>)>,
+    /// By row: its VMs' own sums folded in VM order; 0 for none.
+    vms: Vec<u64>,
+}
+
+impl RowFingerprints {
+    /// One fingerprint per host; `None` for a host with hardware.
+    pub fn whole(&self) -> &[Option<u64>] {
+        &self.whole
+    }
+
+    /// Host `host`'s fingerprint over its host metrics that `read` names,
+    /// its VMs if `vms`, and all its other host columns; `None` for a host
+    /// with hardware (or none at `host`). Two rows with equal fingerprints
+    /// over the same columns hold the same in those columns; over every
+    /// metric and the VMs it is the row's whole fingerprint.
+    pub fn over(&self, host: usize, read: impl Fn(HostMetric) -> bool, vms: bool) -> Option<u64> {
+        self.whole.get(host)?.as_ref()?;
+        let mut sum = self.rest[host];
+        for (metric, shares) in &self.metrics {
+            if read(*metric) {
+                sum = sum.wrapping_add(shares[host]);
+            }
+        }
+        let vms = if vms { self.vms[host] } else { 0 };
+        Some(key().hash_one((sum, vms)))
+    }
+}
+
+/// Each host's fingerprint of `inventory`, in parts. Keeps nothing but
+/// the host metrics' shares (which the parts are): for columns no later
+/// snapshot shares (a JSON body's, read afresh each time), where keeping
+/// each column's shares would only write and fault in megabytes that are
+/// never read again.
+pub fn host_fingerprints(inventory: &Inventory) -> RowFingerprints {
     fingerprints(inventory, None)
 }
 
 /// [`host_fingerprints`], taking the shares of the columns `kept` from
 /// the last call still has, and keeping this call's in their place.
-pub fn host_fingerprints_kept(inventory: &Inventory, kept: &mut ColumnShares) -> Vec<Option<u64>> {
+pub fn host_fingerprints_kept(inventory: &Inventory, kept: &mut ColumnShares) -> RowFingerprints {
     fingerprints(inventory, Some(kept))
 }
 
-fn fingerprints(inventory: &Inventory, kept: Option<&mut ColumnShares>) -> Vec<Option<u64>> {
+fn fingerprints(inventory: &Inventory, kept: Option<&mut ColumnShares>) -> RowFingerprints {
     let mut gather = Gather {
         last: kept,
         next: Vec::new(),
@@ -192,10 +262,12 @@ fn fingerprints(inventory: &Inventory, kept: Option<&mut ColumnShares>) -> Vec<O
     let mut rows: Vec<u64> = vec![0; inventory.host_count()];
     let mut hashed = Hashed::default();
 
+    let mut metrics = Vec::new();
     for (place, &metric) in HostMetric::ALL.iter().enumerate() {
         if let Some(column) = inventory.given_host_metric(metric) {
             let seed = seed(place);
-            gather.add(&mut rows, seed, column, |out| figures(seed, column, out));
+            let shares = gather.shares(seed, column, |out| figures(seed, column, out));
+            metrics.push((metric, shares));
         }
     }
     let statuses = inventory.host_statuses_column();
@@ -266,19 +338,30 @@ fn fingerprints(inventory: &Inventory, kept: Option<&mut ColumnShares>) -> Vec<O
         };
     }
 
+    let mut sums = rows.clone();
+    for (_, shares) in &metrics {
+        add_shares(&mut sums, shares);
+    }
     let numa = inventory.numa_topology();
     let pci = inventory.pci_pools();
     let mdev = inventory.mdev_offers();
-    rows.into_iter()
-        .zip(on_host)
+    let whole = sums
+        .into_iter()
+        .zip(&on_host)
         .enumerate()
-        .map(|(host, (row, vms))| {
+        .map(|(host, (sum, &vms))| {
             let hardware = !numa.host_cells(host).is_empty()
                 || !pci.host_pools(host).is_empty()
                 || !mdev.host_offers(host).is_empty();
-            (!hardware).then(|| key().hash_one((row, vms)))
+            (!hardware).then(|| key().hash_one((sum, vms)))
         })
-        .collect()
+        .collect();
+    RowFingerprints {
+        whole,
+        rest: rows,
+        metrics,
+        vms: on_host,
+    }
 }
 
 /// Where each VM's own sum starts.
@@ -350,6 +433,14 @@ mod tests {
     use crate::HostStatus;
     use crate::hardware::NumaTopology;
 
+    fn whole(inventory: &Inventory) -> Vec<Option<u64>> {
+        host_fingerprints(inventory).whole().to_vec()
+    }
+
+    fn kept_whole(inventory: &Inventory, kept: &mut ColumnShares) -> Vec<Option<u64>> {
+        host_fingerprints_kept(inventory, kept).whole().to_vec()
+    }
+
     /// Three hosts with one VM each, every column set; `edit` then changes
     /// one column.
     fn inventory(edit: &dyn Fn(&mut Inventory)) -> Inventory {
@@ -384,8 +475,17 @@ mod tests {
         inv
     }
 
-    /// A column's name and how to change it.
-    type Edit = (String, Box<dyn Fn(&mut Inventory)>);
+    /// A column's name, which part of a row it is, and how to change it.
+    type Edit = (String, Part, Box<dyn Fn(&mut Inventory)>);
+
+    /// Which part of its row's fingerprint a column is
+    /// ([`RowFingerprints::over`]).
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Part {
+        Metric(HostMetric),
+        Vms,
+        Rest,
+    }
 
     /// Every column a unit can read, changed for host 1 (or its VM) alone.
     fn edits() -> Vec<Edit> {
@@ -394,11 +494,13 @@ mod tests {
         for &metric in HostMetric::ALL {
             edits.push((
                 format!("{metric:?}"),
+                Part::Metric(metric),
                 Box::new(move |inv| inv.set_host_metric(metric, vec![1.0, 9.0, 3.0]).unwrap()),
             ));
         }
         edits.push((
             "status".to_owned(),
+            Part::Rest,
             Box::new(|inv| {
                 let statuses = vec![HostStatus::Up, HostStatus::Maintenance, HostStatus::Up];
                 inv.set_host_statuses(statuses).unwrap()
@@ -407,18 +509,21 @@ mod tests {
         for &flag in HostFlag::ALL {
             edits.push((
                 format!("{flag:?}"),
+                Part::Rest,
                 Box::new(move |inv| inv.set_host_flag(flag, vec![false, true, false]).unwrap()),
             ));
         }
         for &text in HostText::ALL {
             edits.push((
                 format!("{text:?}"),
+                Part::Rest,
                 Box::new(move |inv| inv.set_host_text(text, changed()).unwrap()),
             ));
         }
         for &kind in HostLabels::ALL {
             edits.push((
                 format!("{kind:?}"),
+                Part::Rest,
                 Box::new(move |inv| {
                     let rows = [
                         vec![("k", "a")],
@@ -431,6 +536,7 @@ mod tests {
         }
         edits.push((
             "named metric".to_owned(),
+            Part::Rest,
             Box::new(|inv| {
                 inv.set_host_named_metric("n", vec![1.0, f64::NAN, 3.0])
                     .unwrap()
@@ -439,18 +545,21 @@ mod tests {
         for &metric in VmMetric::ALL {
             edits.push((
                 format!("{metric:?}"),
+                Part::Vms,
                 Box::new(move |inv| inv.set_vm_metric(metric, vec![1.0, 9.0, 3.0]).unwrap()),
             ));
         }
         for &flag in VmFlag::ALL {
             edits.push((
                 format!("{flag:?}"),
+                Part::Vms,
                 Box::new(move |inv| inv.set_vm_flag(flag, vec![false, true, false]).unwrap()),
             ));
         }
         for &text in VmText::ALL {
             edits.push((
                 format!("{text:?}"),
+                Part::Vms,
                 Box::new(move |inv| inv.set_vm_text(text, changed()).unwrap()),
             ));
         }
@@ -459,15 +568,11 @@ mod tests {
 
     #[test]
     fn a_host_is_known_unchanged_only_while_nothing_it_holds_changes() {
-        let before = host_fingerprints(&inventory(&|_| {}));
+        let before = whole(&inventory(&|_| {}));
         assert!(before.iter().all(Option::is_some));
-        assert_eq!(
-            before,
-            host_fingerprints(&inventory(&|_| {})),
-            "built again"
-        );
-        for (column, edit) in edits() {
-            let after = host_fingerprints(&inventory(edit.as_ref()));
+        assert_eq!(before, whole(&inventory(&|_| {})), "built again");
+        for (column, _, edit) in edits() {
+            let after = whole(&inventory(edit.as_ref()));
             assert_ne!(before[1], after[1], "{column} changed on host 1");
             assert_eq!(
                 (before[0], before[2]),
@@ -481,42 +586,80 @@ mod tests {
     fn shares_kept_for_shared_columns_give_what_hashing_whole_gives() {
         let mut kept = ColumnShares::default();
         let first = inventory(&|_| {});
-        let whole = host_fingerprints(&first);
-        assert_eq!(host_fingerprints_kept(&first, &mut kept), whole);
+        let whole_first = whole(&first);
+        assert_eq!(kept_whole(&first, &mut kept), whole_first);
         assert_eq!(kept.reused(), 0);
         let columns = kept.kept();
         assert_eq!(
-            host_fingerprints_kept(&first.share(), &mut kept),
-            whole,
+            kept_whole(&first.share(), &mut kept),
+            whole_first,
             "every column shared"
         );
         assert_eq!(kept.reused(), columns);
         // One column replaced on a share: only it is hashed again.
-        for (column, edit) in edits() {
+        for (column, _, edit) in edits() {
             let mut changed = first.share();
             edit(&mut changed);
-            let fingerprints = host_fingerprints_kept(&changed, &mut kept);
-            assert_eq!(fingerprints, host_fingerprints(&changed), "{column}");
-            assert_ne!(fingerprints[1], whole[1], "{column}");
+            let fingerprints = kept_whole(&changed, &mut kept);
+            assert_eq!(fingerprints, whole(&changed), "{column}");
+            assert_ne!(fingerprints[1], whole_first[1], "{column}");
             assert_eq!(kept.reused(), columns - 1, "{column}");
-            assert_eq!(
-                host_fingerprints_kept(&first, &mut kept),
-                whole,
-                "{column} back"
-            );
+            assert_eq!(kept_whole(&first, &mut kept), whole_first, "{column} back");
             assert_eq!(kept.reused(), columns - 1, "{column} back");
+        }
+    }
+
+    /// A row fingerprinted over some of its columns changes exactly when
+    /// one of those columns changes, or a host column no call's record
+    /// names; over all of them it is the whole fingerprint. Shares kept
+    /// from the body before give the same.
+    #[test]
+    fn a_row_over_the_columns_read_changes_only_with_them() {
+        let first = inventory(&|_| {});
+        let before = host_fingerprints(&first);
+        for host in 0..3 {
+            let whole = before.over(host, |_| true, true);
+            assert_eq!(whole, before.whole()[host], "host {host}");
+        }
+        // What a call may have read: no metric, with or without the VMs,
+        // or one metric.
+        let reads: Vec<(Option<HostMetric>, bool)> = [(None, false), (None, true)]
+            .into_iter()
+            .chain(HostMetric::ALL.iter().map(|&m| (Some(m), false)))
+            .collect();
+        for (column, part, edit) in edits() {
+            let mut changed = first.share();
+            edit(&mut changed);
+            let after = host_fingerprints(&changed);
+            let mut kept = ColumnShares::default();
+            host_fingerprints_kept(&first, &mut kept);
+            let after_kept = host_fingerprints_kept(&changed, &mut kept);
+            for &(metric, vms) in &reads {
+                let read = |m: HostMetric| Some(m) == metric;
+                let seen = match part {
+                    Part::Metric(m) => Some(m) == metric,
+                    Part::Vms => vms,
+                    Part::Rest => true,
+                };
+                let what = format!("{column} over {metric:?}, VMs {vms}");
+                let (was, is) = (before.over(1, read, vms), after.over(1, read, vms));
+                assert_eq!(was != is, seen, "{what}");
+                assert_eq!(after_kept.over(1, read, vms), is, "{what}: kept");
+                let others = |f: &RowFingerprints| (f.over(0, read, vms), f.over(2, read, vms));
+                assert_eq!(others(&before), others(&after), "{what}: hosts 0 and 2");
+            }
         }
     }
 
     #[test]
     fn a_vm_moving_changes_both_hosts_and_hardware_is_never_fingerprinted() {
-        let before = host_fingerprints(&inventory(&|_| {}));
-        let moved = host_fingerprints(&inventory(&|inv| inv.set_vm_hosts(vec![0, 2, 2]).unwrap()));
+        let before = whole(&inventory(&|_| {}));
+        let moved = whole(&inventory(&|inv| inv.set_vm_hosts(vec![0, 2, 2]).unwrap()));
         assert_eq!(before[0], moved[0]);
         assert_ne!(before[1], moved[1]);
         assert_ne!(before[2], moved[2]);
 
-        let with_cell = host_fingerprints(&inventory(&|inv| {
+        let with_cell = whole(&inventory(&|inv| {
             let numa = NumaTopology {
                 offsets: vec![0, 0, 1, 1],
                 node_ids: vec![0],

@@ -1378,7 +1378,7 @@ mod tests {
         let mut before = hosts.build_reusing(vms, &mut last).expect("valid");
         // The fingerprints' column shares kept as an inline decision keeps them.
         let mut kept = crate::pipeline::ReuseCache::default();
-        let hashed = kept.content_stamps(&before.inventory, true).len();
+        let hashed = kept.content_stamps(&before.inventory, true).by_host().len();
         assert_eq!(hashed, before.inventory.host_count());
         let (_, hashed_columns) = kept.fingerprint_columns();
         for (what, streams) in &bodies {
@@ -1387,8 +1387,8 @@ mod tests {
             let over = hosts.build_reusing(vms, &mut last).expect("valid");
             // Before the columns are read: a read sets a column not given.
             assert_eq!(
-                kept.content_stamps(&over.inventory, true),
-                crate::pipeline::content_stamps(&whole.inventory),
+                kept.content_stamps(&over.inventory, true).by_host(),
+                crate::pipeline::content_stamps(&whole.inventory).by_host(),
                 "{what}"
             );
             if *what == "the same body" {

@@ -43,7 +43,9 @@ pub use policy::{
     Combination, DEFAULT_FACTOR, DEFAULT_WEIGHT_ON_FAILURE, FilterStep, OnFailure, Policy,
     PolicyBuilder, PolicyError, Position, ScoreStep, only_declared,
 };
-pub use reuse::{Reuse, ReuseCache, Stamp, Stamps, content_stamps, fresh_stamps};
+pub use reuse::{
+    ContentStamps, Kept, Reuse, ReuseCache, Stamp, Stamps, content_stamps, fresh_stamps,
+};
 pub use schedule::{
     Decision, Means, Ranked, ScheduleError, ScheduleRequest, schedule, schedule_calling_every_unit,
     schedule_reusing, schedule_with,

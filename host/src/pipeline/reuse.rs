@@ -21,7 +21,12 @@
 //!   exactly, [`ColumnsRead`]): a unit that never read them gave the same
 //!   answer whatever was claimed, so a decision's claims do not make it
 //!   ask again about the host just placed on (Nova's `ComputeFilter`
-//!   reads only the hosts' statuses).
+//!   reads only the hosts' statuses). Hosts sent inline are stamped by
+//!   their content, and their fingerprints are kept in parts
+//!   ([`RowFingerprints`]): an answer there also keeps the host's
+//!   fingerprint over only the columns its call read, and holds while
+//!   that does, whatever else changed (a host reporting new free memory
+//!   is not asked again by a filter that reads only statuses).
 //!
 //! Answers are kept per *view* (the caller's name for which hosts the
 //! snapshot's rows are: every held host, or one window of them), by row:
@@ -41,7 +46,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use sandpiper_model::Inventory;
-use sandpiper_model::fingerprint::{ColumnShares, host_fingerprints, host_fingerprints_kept};
+use sandpiper_model::fingerprint::{
+    ColumnShares, RowFingerprints, host_fingerprints, host_fingerprints_kept,
+};
 use sandpiper_model::{KeyValue, Request, Vm};
 
 use crate::unit::{ColumnsRead, Role, Unit};
@@ -69,28 +76,24 @@ impl Stamp {
     }
 }
 
-/// The stamp an answer was kept for, and whether the call that gave it read
-/// a column the stamp's `claimed` part stands for
-/// ([`Stamps::claimed_columns`]).
+/// What an answer is kept with ([`Stamps::keep`]): the stamp it was
+/// given for, what its call read, and, for a host sent inline, the host's
+/// fingerprint over only those columns.
 #[derive(Clone, Copy, Debug)]
-struct Kept {
+pub struct Kept {
     stamp: Stamp,
-    read_claimed: bool,
+    read: ColumnsRead,
+    /// [`RowFingerprints::over`] the columns `read` names; 0 for none
+    /// (a held host, whose stamp changes with any report).
+    read_fingerprint: u64,
 }
 
 impl Kept {
     const NONE: Kept = Kept {
         stamp: Stamp::NONE,
-        read_claimed: true,
+        read: ColumnsRead::ALL,
+        read_fingerprint: 0,
     };
-
-    /// Whether the answer holds for a host stamped `now`: the same report,
-    /// and the same claims unless the call never read what claims change.
-    fn holds_for(self, now: Stamp) -> bool {
-        now.reusable()
-            && self.stamp.reported == now.reported
-            && (!self.read_claimed || self.stamp.claimed == now.claimed)
-    }
 }
 
 /// `count` reported stamps never handed out before in this process.
@@ -106,22 +109,52 @@ pub fn fresh_stamps(count: usize) -> std::ops::Range<u64> {
 /// with hardware. Nothing is claimed on such hosts.
 /// [`ReuseCache::content_stamps`] gives the same, hashing only the columns
 /// it has not seen.
-pub fn content_stamps(inventory: &Inventory) -> Vec<Stamp> {
-    stamps_of(host_fingerprints(inventory))
+pub fn content_stamps(inventory: &Inventory) -> ContentStamps {
+    ContentStamps::of(host_fingerprints(inventory))
 }
 
-fn stamps_of(fingerprints: Vec<Option<u64>>) -> Vec<Stamp> {
-    fingerprints
-        .into_iter()
-        .map(|fingerprint| match fingerprint {
-            // 0 means "never reuse": a fingerprint of 0 reads as 1.
-            Some(content) => Stamp {
-                reported: content.max(1),
-                claimed: 0,
-            },
-            None => Stamp::NONE,
-        })
-        .collect()
+/// The stamps of hosts sent inline ([`content_stamps`]), and their
+/// fingerprints in parts.
+pub struct ContentStamps {
+    by_host: Vec<Stamp>,
+    rows: RowFingerprints,
+}
+
+impl ContentStamps {
+    fn of(rows: RowFingerprints) -> ContentStamps {
+        let by_host = rows
+            .whole()
+            .iter()
+            .map(|&fingerprint| match fingerprint {
+                Some(content) => Stamp {
+                    reported: nonzero(content),
+                    claimed: 0,
+                },
+                None => Stamp::NONE,
+            })
+            .collect();
+        ContentStamps { by_host, rows }
+    }
+
+    /// One stamp per host.
+    pub fn by_host(&self) -> &[Stamp] {
+        &self.by_host
+    }
+
+    /// The stamps as a decision reuses answers by them.
+    pub fn stamps(&self) -> Stamps<'_> {
+        Stamps {
+            by_host: &self.by_host,
+            // Nothing is claimed on hosts sent inline.
+            claimed_columns: ColumnsRead::NONE,
+            rows: Some(&self.rows),
+        }
+    }
+}
+
+/// 0 means "never reuse": a fingerprint of 0 reads as 1.
+fn nonzero(fingerprint: u64) -> u64 {
+    fingerprint.max(1)
 }
 
 /// What a decision may reuse: the cache and the stamps of the snapshot's
@@ -144,6 +177,9 @@ pub struct Stamps<'a> {
     /// that read none of them holds whatever is claimed.
     /// [`ColumnsRead::ALL`] makes every answer depend on the claims.
     pub claimed_columns: ColumnsRead,
+    /// The hosts' fingerprints in parts, for hosts stamped by their
+    /// content ([`ContentStamps`]); `None` for held hosts.
+    pub rows: Option<&'a RowFingerprints>,
 }
 
 impl Stamps<'_> {
@@ -152,13 +188,62 @@ impl Stamps<'_> {
         self.by_host[host as usize]
     }
 
-    /// Whether a call that read `read` read a column claims change.
-    pub fn claims_read(&self, read: ColumnsRead) -> bool {
-        read.overlaps(self.claimed_columns)
+    /// What to keep with an answer for `host` from a call that read
+    /// `read`.
+    pub fn keep(&self, host: u32, read: ColumnsRead) -> Kept {
+        let stamp = self.of(host);
+        if !stamp.reusable() {
+            return Kept::NONE;
+        }
+        Kept {
+            stamp,
+            read,
+            read_fingerprint: self.over(host, read).unwrap_or(0),
+        }
+    }
+
+    /// Whether an answer kept as `kept` holds for `host` now: the same
+    /// row (and the same claims, unless its call read nothing claims
+    /// change), or, for a host sent inline, the same in every column its
+    /// call read. Kept again under the row's new stamp in that case, so
+    /// the next decision knows it at a glance.
+    #[inline]
+    fn holds(&self, host: u32, kept: &mut Kept) -> bool {
+        let now = self.of(host);
+        if !now.reusable() {
+            return false;
+        }
+        if kept.stamp.reported == now.reported {
+            return !kept.read.overlaps(self.claimed_columns) || kept.stamp.claimed == now.claimed;
+        }
+        kept.read_fingerprint != 0 && self.holds_by_read(host, now, kept)
+    }
+
+    /// [`Stamps::holds`] for a row that changed: rare, so kept out of the
+    /// loop over every candidate.
+    #[cold]
+    #[inline(never)]
+    fn holds_by_read(&self, host: u32, now: Stamp, kept: &mut Kept) -> bool {
+        let holds = self.over(host, kept.read) == Some(kept.read_fingerprint);
+        if holds {
+            kept.stamp = now;
+        }
+        holds
+    }
+
+    /// Host `host`'s fingerprint over the columns `read` names, if it was
+    /// sent inline.
+    fn over(&self, host: u32, read: ColumnsRead) -> Option<u64> {
+        let over = self.rows?.over(
+            host as usize,
+            |metric| read.read_host_metric(metric),
+            read.read_vms(),
+        );
+        over.map(nonzero)
     }
 }
 
-/// The most answers (one per host per entry) a cache holds: about 24 MB,
+/// The most answers (one per host per entry) a cache holds: about 40 MB,
 /// plus what filters' entries keep of their rejections, at most two a row
 /// before they are trimmed (8 bytes and the figures: 24 bytes for
 /// `Memory`'s two, where its sentence, kept twice, took about 200).
@@ -252,9 +337,9 @@ impl ReuseCache {
     /// did not share are hashed. Otherwise (a JSON body's columns, which
     /// die with the decision) the shares are neither kept nor looked for,
     /// and those of earlier bodies are let go.
-    pub fn content_stamps(&mut self, inventory: &Inventory, columns_kept: bool) -> Vec<Stamp> {
+    pub fn content_stamps(&mut self, inventory: &Inventory, columns_kept: bool) -> ContentStamps {
         if columns_kept {
-            stamps_of(host_fingerprints_kept(inventory, &mut self.shares))
+            ContentStamps::of(host_fingerprints_kept(inventory, &mut self.shares))
         } else {
             self.shares = ColumnShares::default();
             content_stamps(inventory)
@@ -367,12 +452,12 @@ impl ReuseCache {
 }
 
 impl FilterAnswers {
-    /// The kept verdict on row `host` if it was given for `stamp`: the
-    /// index of its rejection ([`FilterAnswers::rejection`]), or
+    /// The kept verdict on row `host` if it holds for the host's stamp
+    /// now: the index of its rejection ([`FilterAnswers::rejection`]), or
     /// [`PASSES`].
-    pub fn verdict(&self, host: u32, stamp: Stamp) -> Option<u32> {
-        let &(kept, verdict) = self.verdicts.get(host as usize)?;
-        kept.holds_for(stamp).then_some(verdict)
+    pub fn verdict(&mut self, host: u32, stamps: &Stamps<'_>) -> Option<u32> {
+        let (kept, verdict) = self.verdicts.get_mut(host as usize)?;
+        stamps.holds(host, kept).then_some(*verdict)
     }
 
     /// Rejection `index` (from [`FilterAnswers::verdict`] or
@@ -419,19 +504,20 @@ impl FilterAnswers {
         at
     }
 
-    /// Keeps a fresh verdict: `rejected_for` is the rejection's index
-    /// (from [`FilterAnswers::keep_rejection`]), `None` for a pass;
-    /// `read_claimed` says whether its call read a column claims change.
-    pub fn put(&mut self, host: u32, stamp: Stamp, read_claimed: bool, rejected_for: Option<u32>) {
-        if !stamp.reusable() {
-            return;
-        }
+    /// Keeps a fresh verdict ([`Stamps::keep`]): `rejected_for` is the
+    /// rejection's index (from [`FilterAnswers::keep_rejection`]), `None`
+    /// for a pass.
+    pub fn put(&mut self, host: u32, kept: Kept, rejected_for: Option<u32>) {
         if let Some(slot) = self.verdicts.get_mut(host as usize) {
-            let kept = Kept {
-                stamp,
-                read_claimed,
-            };
             *slot = (kept, rejected_for.unwrap_or(PASSES));
+        }
+    }
+
+    /// Makes the verdict just kept for `host` ([`FilterAnswers::put`]) a
+    /// rejection: `rejection` from [`FilterAnswers::keep_rejection`].
+    pub fn reject(&mut self, host: u32, rejection: u32) {
+        if let Some(slot) = self.verdicts.get_mut(host as usize) {
+            slot.1 = rejection;
         }
     }
 
@@ -450,10 +536,10 @@ impl FilterAnswers {
 }
 
 impl ScoreAnswers {
-    /// The kept value of row `host` if it was given for `stamp`.
-    pub fn get(&self, host: u32, stamp: Stamp) -> Option<f64> {
-        let &(kept, value) = self.values.get(host as usize)?;
-        kept.holds_for(stamp).then_some(value)
+    /// The kept value of row `host` if it holds for the host's stamp now.
+    pub fn get(&mut self, host: u32, stamps: &Stamps<'_>) -> Option<f64> {
+        let (kept, value) = self.values.get_mut(host as usize)?;
+        stamps.holds(host, kept).then_some(*value)
     }
 
     /// The floor and ceiling the kept values came with.
@@ -461,28 +547,21 @@ impl ScoreAnswers {
         self.bounds
     }
 
-    /// Keeps fresh values given with `bounds` by a call that read a column
-    /// claims change, or not (`read_claimed`). Values kept with other
-    /// bounds are forgotten first: the unit broke its promise, and nothing
-    /// it said before can be trusted.
+    /// Keeps fresh values given with `bounds`, each with what
+    /// [`Stamps::keep`] gave for it. Values kept with other bounds are
+    /// forgotten first: the unit broke its promise, and nothing it said
+    /// before can be trusted.
     pub fn put(
         &mut self,
-        fresh: impl Iterator<Item = (u32, Stamp, f64)>,
+        fresh: impl Iterator<Item = (u32, Kept, f64)>,
         bounds: (Option<f64>, Option<f64>),
-        read_claimed: bool,
     ) {
         if self.bounds.is_some_and(|kept| !same_bounds(kept, bounds)) {
             self.forget();
         }
         self.bounds = Some(bounds);
-        for (host, stamp, value) in fresh {
-            if stamp.reusable()
-                && let Some(slot) = self.values.get_mut(host as usize)
-            {
-                let kept = Kept {
-                    stamp,
-                    read_claimed,
-                };
+        for (host, kept, value) in fresh {
+            if let Some(slot) = self.values.get_mut(host as usize) {
                 *slot = (kept, value);
             }
         }
@@ -503,6 +582,8 @@ pub fn same_bounds(a: (Option<f64>, Option<f64>), b: (Option<f64>, Option<f64>))
 
 #[cfg(test)]
 mod tests {
+    use sandpiper_model::{HostMetric, HostStatus};
+
     use super::*;
 
     fn answers() -> FilterAnswers {
@@ -512,6 +593,17 @@ mod tests {
             templates: Vec::new(),
             by_text: Default::default(),
             figures: Vec::new(),
+        }
+    }
+
+    /// What claims change here: a pending metric and the VMs.
+    const CLAIMS: ColumnsRead = ColumnsRead::of(&[HostMetric::MemoryPendingMib], true, false);
+
+    fn held(by_host: &[Stamp]) -> Stamps<'_> {
+        Stamps {
+            by_host,
+            claimed_columns: CLAIMS,
+            rows: None,
         }
     }
 
@@ -529,19 +621,22 @@ mod tests {
             reported: 8,
             ..stamp
         };
+        let first = [stamp, stamp];
+        let statuses_only = ColumnsRead::NONE;
         let mut blind = answers();
-        blind.put(0, stamp, false, None);
-        assert_eq!(blind.verdict(0, stamp), Some(PASSES));
-        assert_eq!(blind.verdict(0, claimed_again), Some(PASSES));
-        assert_eq!(blind.verdict(0, reported_again), None);
-        assert_eq!(blind.verdict(0, Stamp::NONE), None);
+        blind.put(0, held(&first).keep(0, statuses_only), None);
+        assert_eq!(blind.verdict(0, &held(&first)), Some(PASSES));
+        assert_eq!(blind.verdict(0, &held(&[claimed_again])), Some(PASSES));
+        assert_eq!(blind.verdict(0, &held(&[reported_again])), None);
+        assert_eq!(blind.verdict(0, &held(&[Stamp::NONE])), None);
 
         let mut reading = answers();
-        reading.put(0, stamp, true, None);
-        assert_eq!(reading.verdict(0, stamp), Some(PASSES));
-        assert_eq!(reading.verdict(0, claimed_again), None);
+        let pending = ColumnsRead::of(&[HostMetric::MemoryPendingMib], false, false);
+        reading.put(0, held(&first).keep(0, pending), None);
+        assert_eq!(reading.verdict(0, &held(&first)), Some(PASSES));
+        assert_eq!(reading.verdict(0, &held(&[claimed_again])), None);
         // A row never answered holds nothing.
-        assert_eq!(reading.verdict(1, stamp), None);
+        assert_eq!(reading.verdict(1, &held(&first)), None);
     }
 
     #[test]
@@ -550,18 +645,69 @@ mod tests {
             reported: 3,
             claimed: 0,
         };
-        let claimed = Stamp {
+        let claimed = [Stamp {
             claimed: 9,
             ..stamp
-        };
+        }];
+        let first = [stamp];
         let mut scores = ScoreAnswers {
             values: vec![(Kept::NONE, 0.0); 1],
             bounds: None,
         };
-        scores.put([(0, stamp, 4.0)].into_iter(), (None, None), true);
-        assert_eq!(scores.get(0, stamp), Some(4.0));
-        assert_eq!(scores.get(0, claimed), None);
-        scores.put([(0, stamp, 5.0)].into_iter(), (None, None), false);
-        assert_eq!(scores.get(0, claimed), Some(5.0));
+        let fresh = [(0, held(&first).keep(0, ColumnsRead::ALL), 4.0)];
+        scores.put(fresh.into_iter(), (None, None));
+        assert_eq!(scores.get(0, &held(&first)), Some(4.0));
+        assert_eq!(scores.get(0, &held(&claimed)), None);
+        let fresh = [(0, held(&first).keep(0, ColumnsRead::NONE), 5.0)];
+        scores.put(fresh.into_iter(), (None, None));
+        assert_eq!(scores.get(0, &held(&claimed)), Some(5.0));
+    }
+
+    /// Two hosts sent inline, with `free` as host 0's free memory and
+    /// `status` as its status.
+    fn inline(free: f64, status: HostStatus) -> Inventory {
+        let mut inventory = Inventory::new(2, 0);
+        let set = |inventory: &mut Inventory, metric, values| {
+            inventory.set_host_metric(metric, values).expect("two rows");
+        };
+        set(&mut inventory, HostMetric::MemoryFreeMib, vec![free, 512.0]);
+        set(&mut inventory, HostMetric::CpuCores, vec![8.0, 8.0]);
+        let statuses = vec![status, HostStatus::Up];
+        inventory.set_host_statuses(statuses).expect("two rows");
+        inventory
+    }
+
+    /// An inline host's answer holds while the columns its call read do,
+    /// and comes back to the fast path (the row's stamp) when it held by
+    /// them.
+    #[test]
+    fn an_inline_answer_outlives_a_change_to_columns_its_call_did_not_read() {
+        let first = content_stamps(&inline(1_024.0, HostStatus::Up));
+        let memory = ColumnsRead::of(&[HostMetric::MemoryFreeMib], false, false);
+        let mut blind = answers();
+        let mut reading = answers();
+        blind.put(0, first.stamps().keep(0, ColumnsRead::NONE), None);
+        reading.put(0, first.stamps().keep(0, memory), None);
+
+        let more_free = content_stamps(&inline(2_048.0, HostStatus::Up));
+        assert_ne!(
+            first.by_host()[0],
+            more_free.by_host()[0],
+            "the row changed"
+        );
+        assert_eq!(first.by_host()[1], more_free.by_host()[1]);
+        assert_eq!(blind.verdict(0, &more_free.stamps()), Some(PASSES));
+        assert_eq!(reading.verdict(0, &more_free.stamps()), None);
+        // Held by what it read, the answer now carries the row's stamp.
+        assert_eq!(blind.verdicts[0].0.stamp, more_free.by_host()[0]);
+
+        let down = content_stamps(&inline(2_048.0, HostStatus::Down));
+        assert_eq!(blind.verdict(0, &down.stamps()), None, "statuses are read");
+        // Held hosts have no parts: a changed stamp is a changed row.
+        let by_host = more_free.by_host();
+        assert_eq!(blind.verdict(0, &held(by_host)), Some(PASSES));
+        let mut held_blind = answers();
+        held_blind.put(0, held(first.by_host()).keep(0, ColumnsRead::NONE), None);
+        assert_eq!(held_blind.verdict(0, &held(by_host)), None);
     }
 }

@@ -743,7 +743,6 @@ fn filter_reusing(
     stamps: Stamps<'_>,
 ) -> Result<Filtered, Failed> {
     answers.trim();
-    let stamp = |host: u32| stamps.of(host);
     // Each candidate's kept verdict, or `ASKED`, looked up once: a kept
     // answer and its stamp are tens of bytes a host, and walking them
     // twice cost more than walking this.
@@ -752,7 +751,7 @@ fn filter_reusing(
     let verdicts: Vec<u32> = survivors
         .iter()
         .map(|&h| {
-            answers.verdict(h, stamp(h)).unwrap_or_else(|| {
+            answers.verdict(h, &stamps).unwrap_or_else(|| {
                 ask.push(h);
                 ASKED
             })
@@ -765,9 +764,8 @@ fn filter_reusing(
     let mut fresh_rejections: Vec<(u32, u32)> = Vec::new();
     if !ask.is_empty() {
         let fresh = filter_whole(asking, &ask, marks)?;
-        let claims_read = stamps.claims_read(fresh.read);
         for &h in &ask {
-            answers.put(h, stamp(h), claims_read, None);
+            answers.put(h, stamps.keep(h, fresh.read), None);
         }
         for group in &fresh.rejected {
             // The figures were checked: as many per host as placeholders.
@@ -776,7 +774,7 @@ fn filter_reusing(
             for (i, &h) in group.hosts.iter().enumerate() {
                 let figures = &group.figures[i * per_host..(i + 1) * per_host];
                 let rejection = answers.keep_rejection(template, figures);
-                answers.put(h, stamp(h), claims_read, Some(rejection));
+                answers.reject(h, rejection);
                 if reused > 0 {
                     fresh_rejections.push((h, rejection));
                 }
@@ -838,11 +836,10 @@ fn score_reusing(
     stamps: Stamps<'_>,
 ) -> Result<(Called<Scores>, usize), Failed> {
     let n = survivors.len();
-    let stamp = |host: u32| stamps.of(host);
     let mut values = vec![0.0; n];
     let mut ask_at = Vec::new();
     for (i, &h) in survivors.iter().enumerate() {
-        match answers.get(h, stamp(h)) {
+        match answers.get(h, &stamps) {
             Some(value) => values[i] = value,
             None => ask_at.push(i),
         }
@@ -875,13 +872,13 @@ fn score_reusing(
         let called = checked_score(unit, inventory, call, survivors)?;
         let bounds = (called.value.floor, called.value.ceiling);
         let fresh = survivors.iter().zip(&called.value.values);
-        let claims_read = stamps.claims_read(called.read);
-        answers.put(fresh.map(|(&h, &v)| (h, stamp(h), v)), bounds, claims_read);
+        let read = called.read;
+        answers.put(fresh.map(|(&h, &v)| (h, stamps.keep(h, read), v)), bounds);
         return Ok((called, 0));
     }
     let fresh = ask.iter().zip(&called.value.values);
-    let claims_read = stamps.claims_read(called.read);
-    answers.put(fresh.map(|(&h, &v)| (h, stamp(h), v)), bounds, claims_read);
+    let read = called.read;
+    answers.put(fresh.map(|(&h, &v)| (h, stamps.keep(h, read), v)), bounds);
     for (&i, &v) in ask_at.iter().zip(&called.value.values) {
         values[i] = v;
     }

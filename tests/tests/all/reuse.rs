@@ -584,29 +584,79 @@ fn a_claim_leaves_answers_that_never_read_claims() {
 
 /// Hosts sent inline with each decision carry no stamp from a report:
 /// their answers are reused when a host is sent again with the same
-/// content (`pipeline::content_stamps`). The engine's hosts change
-/// between decisions (new numbers, VMs started and stopped, hosts leaving
-/// and coming back, so rows shift), and each decision is made twice over
+/// content (`pipeline::content_stamps`), and outlive a change to columns
+/// their calls did not read. The engine's hosts change between decisions
+/// (new numbers, one column at a time or all at once, VMs started and
+/// stopped, hosts leaving and coming back, so rows shift), and each
+/// decision is made twice over
 /// the same body: reusing the cluster's kept answers, and whole. Most
 /// bodies are compact (their columns kept for the next to share, and
 /// their fingerprint shares with them); some are JSON, hashed whole and
 /// keeping nothing.
 #[derive(Clone, Debug)]
 enum InlineStep {
-    Report { host: usize, seed: u32 },
-    Vms { host: usize, seed: u32 },
-    Toggle { host: usize },
-    Decide { shape: usize, json: bool },
+    Report {
+        host: usize,
+        seed: u32,
+    },
+    /// One column of a host's report changes ([`tweak`]).
+    Column {
+        host: usize,
+        column: usize,
+        seed: u32,
+    },
+    Vms {
+        host: usize,
+        seed: u32,
+    },
+    Toggle {
+        host: usize,
+    },
+    Decide {
+        shape: usize,
+        json: bool,
+    },
 }
 
 fn inline_step() -> impl Strategy<Value = InlineStep> {
     prop_oneof![
         3 => (0..HOSTS, any::<u32>()).prop_map(|(host, seed)| InlineStep::Report { host, seed }),
+        3 => (0..HOSTS, 0..COLUMNS, any::<u32>())
+            .prop_map(|(host, column, seed)| InlineStep::Column { host, column, seed }),
         2 => (0..HOSTS, any::<u32>()).prop_map(|(host, seed)| InlineStep::Vms { host, seed }),
         1 => (0..HOSTS).prop_map(|host| InlineStep::Toggle { host }),
         6 => (0..4usize, proptest::bool::weighted(0.25))
             .prop_map(|(shape, json)| InlineStep::Decide { shape, json }),
     ]
+}
+
+/// How many columns [`tweak`] changes.
+const COLUMNS: usize = 6;
+
+/// Changes column `column` of `host`'s report alone, by `seed`: its free
+/// memory, CPU usage, free disk, status, hypervisor type (a capability
+/// text) or a named metric.
+fn tweak(host: &mut Host, column: usize, seed: u32) {
+    let mut metric = |name: &str, value: f64| {
+        host.metrics.insert(name.to_owned(), value);
+    };
+    match column {
+        0 => metric("memory_free_mib", f64::from(seed % 65_536)),
+        1 => metric("cpu_usage_percent", f64::from(seed % 101)),
+        2 => metric("disk_free_gib", f64::from(seed % 1_000)),
+        3 => {
+            host.status = [Status::Up, Status::Maintenance, Status::Down][seed as usize % 3];
+        }
+        4 => {
+            let hypervisor = ["QEMU", "Xen", "kvm"][seed as usize % 3];
+            host.capabilities
+                .insert("hypervisor_type".to_owned(), hypervisor.to_owned());
+        }
+        _ => {
+            host.named_metrics
+                .insert("tweaked".to_owned(), f64::from(seed % 5));
+        }
+    }
 }
 
 /// The VMs host `index` runs with `seed`: none to two, with a label
@@ -635,6 +685,8 @@ fn running_vms(index: usize, seed: u32) -> Vec<RunningVm> {
 /// cluster's compact bodies); the whole one as JSON, built afresh.
 fn run_inline(steps: &[InlineStep], policy: &Policy) -> usize {
     let mut seeds: [u32; HOSTS] = std::array::from_fn(|i| i as u32);
+    // Each host's columns changed since its last report, by seed.
+    let mut tweaks: [[Option<u32>; COLUMNS]; HOSTS] = [[None; COLUMNS]; HOSTS];
     let mut vm_seeds = [0u32; HOSTS];
     let mut present = [true; HOSTS];
     let mut kept = ReuseCache::default();
@@ -643,7 +695,11 @@ fn run_inline(steps: &[InlineStep], policy: &Policy) -> usize {
     let mut reused = 0;
     for step in steps {
         match *step {
-            InlineStep::Report { host, seed } => seeds[host] = seed,
+            InlineStep::Report { host, seed } => {
+                seeds[host] = seed;
+                tweaks[host] = [None; COLUMNS];
+            }
+            InlineStep::Column { host, column, seed } => tweaks[host][column] = Some(seed),
             InlineStep::Vms { host, seed } => vm_seeds[host] = seed,
             InlineStep::Toggle { host } => present[host] = !present[host],
             InlineStep::Decide { shape, json } => {
@@ -655,6 +711,11 @@ fn run_inline(steps: &[InlineStep], policy: &Policy) -> usize {
                             let mut host = report(i, seeds[i]);
                             host.named_metrics
                                 .insert("vms.seed".to_owned(), f64::from(vm_seeds[i] % 7));
+                            for (column, seed) in tweaks[i].iter().enumerate() {
+                                if let Some(seed) = *seed {
+                                    tweak(&mut host, column, seed);
+                                }
+                            }
                             host
                         })
                         .collect(),
@@ -737,6 +798,12 @@ fn inline_hosts_sent_again_unchanged_reuse_answers() {
             json: true,
         },
         decide.clone(),
+        InlineStep::Column {
+            host: 4,
+            column: 0,
+            seed: 9,
+        },
+        decide.clone(),
         InlineStep::Vms { host: 5, seed: 4 },
         decide.clone(),
         InlineStep::Toggle { host: 0 },
@@ -752,5 +819,70 @@ fn inline_hosts_sent_again_unchanged_reuse_answers() {
                 "{name} ({build:?}): {reused} answers reused; a per-host unit: {per_host}"
             );
         }
+    }
+}
+
+/// Over hosts sent inline, a host whose free memory alone changed is
+/// asked again only by the units whose calls read free memory: Nova's
+/// `RamFilter` and `RAMWeigher`. `ComputeFilter` and
+/// `ComputeCapabilitiesFilter` (sandboxed, so their reads are recorded)
+/// keep their answers for it, and the decision is the one made whole.
+#[test]
+fn an_inline_host_whose_free_memory_changed_is_asked_again_only_where_it_was_read() {
+    let (_, policy) = policies(Build::Sandboxed)
+        .iter()
+        .find(|(name, _)| name == "nova")
+        .expect("Nova's policy");
+    // An up QEMU host, with more free memory than any other both times,
+    // so it passes every filter and is chosen.
+    let changed = (0..HOSTS)
+        .find(|&i| !i.is_multiple_of(3) && report(i, i as u32).status == Status::Up)
+        .expect("an up QEMU host");
+    let mut kept = ReuseCache::default();
+    let mut last_body = None;
+    let params = ParamValues::new();
+    // Shape 2's extra spec makes ComputeCapabilitiesFilter apply.
+    let request = request(2, "vm", 1);
+    let mut decide = |free: f64| -> PlaceOutcome {
+        let mut snapshot = Snapshot {
+            hosts: (0..HOSTS).map(|i| report(i, i as u32)).collect(),
+            vms: Vec::new(),
+        };
+        tweak(&mut snapshot.hosts[changed], 0, free as u32);
+        let (hosts, vms) = write(&snapshot).expect("compact").read().expect("decoded");
+        let cluster = hosts
+            .build_reusing(vms, &mut last_body)
+            .expect("the engine's hosts are valid");
+        let reuse = InlineReuse {
+            cache: &mut kept,
+            columns_kept: true,
+        };
+        let reusing =
+            over_cluster(cluster, &request, policy, &params, None, Some(reuse)).expect("decided");
+        let cluster = build_checked(&snapshot).expect("the engine's hosts are valid");
+        let whole = over_cluster(cluster, &request, policy, &params, None, None).expect("decided");
+        same_outcome(&reusing, &whole);
+        reusing
+    };
+    decide(60_000.0);
+    let second = decide(50_000.0);
+    let pick = &second.picks[0];
+    assert_eq!(
+        pick.host_id.as_deref(),
+        Some(format!("h{changed}").as_str())
+    );
+    let explain = &pick.decision.explain;
+    for filter in &explain.filters {
+        let asked = filter.input - filter.reused;
+        let expected = usize::from(filter.unit == "RamFilter");
+        assert_eq!(asked, expected, "{} asked about {asked} hosts", filter.unit);
+    }
+    for score in &explain.scores {
+        assert_eq!(score.unit, "RAMWeigher");
+        assert_eq!(
+            score.reused,
+            explain.scored.len() - 1,
+            "RAMWeigher asked again"
+        );
     }
 }

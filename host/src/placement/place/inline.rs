@@ -8,11 +8,10 @@ use std::sync::Arc;
 use super::{Pick, PlaceError, PlaceOutcome};
 use crate::inputs;
 use crate::pipeline::{
-    self, Decision, Lender, Means, ParamValues, Policy, Reuse, ReuseCache, ScheduleRequest, Stamps,
+    self, Decision, Lender, Means, ParamValues, Policy, Reuse, ReuseCache, ScheduleRequest,
 };
 use crate::placement::request::PlaceRequest;
 use crate::snapshot::{Cluster, HostIndex, Snapshot, hint_pairs};
-use crate::unit::ColumnsRead;
 use sandpiper_model::Inventory;
 
 /// Decides where `request`'s VM goes among `snapshot`'s hosts. One
@@ -58,14 +57,10 @@ pub fn over_cluster(
         .as_mut()
         .map(|kept| kept.cache.content_stamps(&inventory, kept.columns_kept));
     let means = Means {
-        reuse: reuse.zip(stamps.as_deref()).map(|(kept, by_host)| Reuse {
+        reuse: reuse.zip(stamps.as_ref()).map(|(kept, stamps)| Reuse {
             cache: kept.cache,
-            view: (0, by_host.len()),
-            stamps: Stamps {
-                by_host,
-                // Nothing is claimed on hosts sent inline.
-                claimed_columns: ColumnsRead::NONE,
-            },
+            view: (0, stamps.by_host().len()),
+            stamps: stamps.stamps(),
         }),
         cores,
     };

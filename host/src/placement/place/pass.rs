@@ -159,6 +159,8 @@ pub(super) fn run_pass(pass: Pass<'_>) -> Result<Option<Passed>, PlaceError> {
                     stamps: Stamps {
                         by_host,
                         claimed_columns: CLAIMED_COLUMNS,
+                        // Held hosts' stamps change with any report.
+                        rows: None,
                     },
                 }),
             cores,
