@@ -72,10 +72,28 @@ fn share(seed: u64, value: u64) -> u64 {
 /// that differ in one value differ in exactly one share, so their sums
 /// never end equal; columns are told apart by their seeds, a keyed hash
 /// of their place (or a named metric's name).
+///
+/// The sums of the two groups of columns that change least are kept too:
+/// the host columns but the metrics, and the VMs' columns folded by host.
+/// A group made of the very columns the last call's was made of (each
+/// one kept, as many as then) is not summed again: a body whose hosts
+/// changed only their figures adds up only its metrics.
 #[derive(Default)]
 pub struct ColumnShares {
     kept: Vec<Kept>,
     reused: usize,
+    rest: Option<GroupSums>,
+    vms: Option<GroupSums>,
+}
+
+/// A group of columns' sums by row, and what made them.
+struct GroupSums {
+    /// How many columns were summed.
+    columns: usize,
+    /// The VMs' hosts the VMs' sums were folded by (`None` for the host
+    /// columns), held so that their address stays theirs.
+    vm_hosts: Option<Arc<Vec<u32>>>,
+    sums: Arc<Vec<u64>>,
 }
 
 /// One column's shares, and the column itself, held so that its address
@@ -111,12 +129,18 @@ struct Gather<'a> {
     /// Where a column's shares are written when they are not kept: one
     /// buffer for every column, so its pages stay in the cache.
     scratch: Vec<u64>,
+    /// The shares of the group being gathered (when they are kept), and
+    /// how many of them were the last call's.
+    group: Vec<Arc<Vec<u64>>>,
+    group_reused: usize,
 }
 
 impl Gather<'_> {
     /// Adds `column`'s shares (seeded by `seed`; `compute` writes them
-    /// into an empty buffer) to `sums`: kept ones when the last call saw
-    /// the same allocation there.
+    /// into an empty buffer) to the group's sums: when nothing is kept,
+    /// to `sums` now; otherwise the shares (kept ones when the last call
+    /// saw the same allocation there) join the group, summed at
+    /// [`Gather::sum_group`].
     fn add<T: Send + Sync + ?Sized + 'static>(
         &mut self,
         sums: &mut [u64],
@@ -130,8 +154,46 @@ impl Gather<'_> {
             add_shares(sums, &self.scratch);
             return;
         }
+        let reused = self.reused;
         let shares = self.shares(seed, column, compute);
-        add_shares(sums, &shares);
+        self.group_reused += self.reused - reused;
+        self.group.push(shares);
+    }
+
+    /// Ends a group of columns: `sums` with the group's shares added, or
+    /// the last call's sums for the group (`last`) when the group is made
+    /// of the same columns as then, folded by the same `vm_hosts`.
+    fn sum_group(
+        &mut self,
+        mut sums: Vec<u64>,
+        last: Option<GroupSums>,
+        vm_hosts: Option<&Arc<Vec<u32>>>,
+        fold_by_host: impl FnOnce(Vec<u64>) -> Vec<u64>,
+    ) -> GroupSums {
+        let group = std::mem::take(&mut self.group);
+        let all_kept = std::mem::replace(&mut self.group_reused, 0) == group.len();
+        let columns = group.len();
+        let vm_hosts = vm_hosts.cloned();
+        let same = |last: &GroupSums| {
+            all_kept
+                && last.columns == columns
+                && match (&last.vm_hosts, &vm_hosts) {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    (None, None) => true,
+                    _ => false,
+                }
+        };
+        if let Some(last) = last.filter(same) {
+            return last;
+        }
+        for shares in &group {
+            add_shares(&mut sums, shares);
+        }
+        GroupSums {
+            columns,
+            vm_hosts,
+            sums: Arc::new(fold_by_host(sums)),
+        }
     }
 
     /// `column`'s shares (seeded by `seed`; `compute` writes them into an
@@ -206,11 +268,11 @@ pub struct RowFingerprints {
     /// By row: the sum of its shares of every host column but the metrics
     /// (status, flags, texts, labels, named metrics), none of which a
     /// call's record of its reads names one by one.
-    rest: Vec<u64>,
+    rest: Arc<Vec<u64>>,
     /// Each host metric given, with its shares by row.
     metrics: Vec<(HostMetric, Arc<Vec<u64>>)>,
     /// By row: its VMs' own sums folded in VM order; 0 for none.
-    vms: Vec<u64>,
+    vms: Arc<Vec<u64>>,
 }
 
 impl RowFingerprints {
@@ -253,13 +315,26 @@ pub fn host_fingerprints_kept(inventory: &Inventory, kept: &mut ColumnShares) ->
 }
 
 fn fingerprints(inventory: &Inventory, kept: Option<&mut ColumnShares>) -> RowFingerprints {
+    let host_count = inventory.host_count();
+    // The last call's group sums, for rows as many as now.
+    let mut kept = kept;
+    let (last_rest, last_vms) = match kept.as_deref_mut() {
+        Some(kept) => {
+            let fits = |sums: &GroupSums| sums.sums.len() == host_count;
+            (kept.rest.take().filter(fits), kept.vms.take().filter(fits))
+        }
+        None => (None, None),
+    };
     let mut gather = Gather {
         last: kept,
         next: Vec::new(),
         reused: 0,
         scratch: Vec::new(),
+        group: Vec::new(),
+        group_reused: 0,
     };
-    let mut rows: Vec<u64> = vec![0; inventory.host_count()];
+    // Summed here only when nothing is kept (`Gather::add`).
+    let mut rows: Vec<u64> = vec![0; host_count];
     let mut hashed = Hashed::default();
 
     let mut metrics = Vec::new();
@@ -301,9 +376,11 @@ fn fingerprints(inventory: &Inventory, kept: Option<&mut ColumnShares>) -> RowFi
         gather.add(&mut rows, seed, &column, |out| figures(seed, &column, out));
     }
 
+    let rest_group = gather.sum_group(rows, last_rest, None, |sums| sums);
+
     // Each VM's own sum, a column at a time; then each folded into its
     // host's, in VM order.
-    let on = inventory.vm_hosts();
+    let on = inventory.vm_hosts_shared();
     let mut vms: Vec<u64> = vec![VM_MARK; on.len()];
     for (place, &metric) in VmMetric::ALL.iter().enumerate() {
         if let Some(column) = inventory.given_vm_metric(metric) {
@@ -325,20 +402,26 @@ fn fingerprints(inventory: &Inventory, kept: Option<&mut ColumnShares>) -> RowFi
             });
         }
     }
-    let mut on_host: Vec<u64> = vec![0; rows.len()];
-    for (&host, &vm) in on.iter().zip(&vms) {
-        if let Some(row) = on_host.get_mut(host as usize) {
-            fold(row, vm);
+    let on_host = gather.sum_group(vms, last_vms, Some(&on), |vms| {
+        let mut on_host: Vec<u64> = vec![0; host_count];
+        for (&host, &vm) in on.iter().zip(&vms) {
+            if let Some(row) = on_host.get_mut(host as usize) {
+                fold(row, vm);
+            }
         }
-    }
+        on_host
+    });
+    let (rest, vms) = (Arc::clone(&rest_group.sums), Arc::clone(&on_host.sums));
     if let Some(last) = gather.last {
         *last = ColumnShares {
             kept: gather.next,
             reused: gather.reused,
+            rest: Some(rest_group),
+            vms: Some(on_host),
         };
     }
 
-    let mut sums = rows.clone();
+    let mut sums = rest.to_vec();
     for (_, shares) in &metrics {
         add_shares(&mut sums, shares);
     }
@@ -347,7 +430,7 @@ fn fingerprints(inventory: &Inventory, kept: Option<&mut ColumnShares>) -> RowFi
     let mdev = inventory.mdev_offers();
     let whole = sums
         .into_iter()
-        .zip(&on_host)
+        .zip(vms.iter())
         .enumerate()
         .map(|(host, (sum, &vms))| {
             let hardware = !numa.host_cells(host).is_empty()
@@ -358,9 +441,9 @@ fn fingerprints(inventory: &Inventory, kept: Option<&mut ColumnShares>) -> RowFi
         .collect();
     RowFingerprints {
         whole,
-        rest: rows,
+        rest,
         metrics,
-        vms: on_host,
+        vms,
     }
 }
 
@@ -607,6 +690,13 @@ mod tests {
             assert_eq!(kept_whole(&first, &mut kept), whole_first, "{column} back");
             assert_eq!(kept.reused(), columns - 1, "{column} back");
         }
+        // Every column shared, but a VM moved: the VMs' sums folded anew.
+        let mut moved = first.share();
+        moved.set_vm_hosts(vec![0, 2, 2]).unwrap();
+        let fingerprints = kept_whole(&moved, &mut kept);
+        assert_eq!(fingerprints, whole(&moved), "a VM moved");
+        assert_ne!(fingerprints, whole_first, "a VM moved");
+        assert_eq!(kept_whole(&first, &mut kept), whole_first, "moved back");
     }
 
     /// A row fingerprinted over some of its columns changes exactly when
