@@ -428,7 +428,7 @@ async fn run_load_balancing(state: &AppState, call: Balance) -> Result<Reply, Fa
         }
     };
     let job = BalanceJob {
-        policy,
+        policy: Arc::new(policy),
         params: ParamValues::new(),
         candidates: Some(known),
         source: HostsSource::Held,

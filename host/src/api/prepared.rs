@@ -27,7 +27,9 @@ use crate::pipeline::{ParamValues, Policy, only_declared};
 #[derive(Clone)]
 pub struct Prepared {
     pub policy_id: Uuid,
-    pub policy: Policy,
+    /// Shared with each decision's job: a clone would copy the units'
+    /// list and its parameter patterns (their regex caches) per request.
+    pub policy: Arc<Policy>,
     pub overrides: ParamValues,
     pub skipped_units: Vec<String>,
 }
@@ -61,7 +63,7 @@ async fn read(
     };
     Ok(Prepared {
         policy_id: record.id,
-        policy,
+        policy: Arc::new(policy),
         overrides,
         skipped_units,
     })

@@ -13,7 +13,8 @@ use sandpiper_model::{Inventory, VmText};
 
 /// A balancing round to run.
 pub struct BalanceJob {
-    pub policy: Policy,
+    /// The cluster's cached policy, shared.
+    pub policy: Arc<Policy>,
     /// The cluster's parameter overrides.
     pub params: ParamValues,
     /// Host ids VMs may move between; every host when `None`.

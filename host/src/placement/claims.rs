@@ -18,7 +18,7 @@
 //!   (expiring it earlier could double-book the host);
 //! * its host is removed from the inventory.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -39,6 +39,11 @@ pub enum ClaimState {
     /// generation `covered_from` on include the VM.
     Confirmed { covered_from: u64 },
 }
+
+/// The ledger's maps by VM and host id: foldhash, seeded per map, as the
+/// snapshot's id maps are; each decision looks up every host of its window
+/// here, and SipHash was a third of that (docs/performance.md).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Resources held on a host for one VM.
 #[derive(Clone, Debug, PartialEq, Serialize)]

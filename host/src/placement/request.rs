@@ -10,6 +10,7 @@
 //! ...) are refused with inline hosts by [`PlaceRequest::take_source`].
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -250,7 +251,8 @@ impl PlaceRequest {
 /// A placement to make: the request, where its hosts come from, and the
 /// policy to decide with.
 pub struct PlaceJob {
-    pub policy: Policy,
+    /// The cluster's cached policy, shared.
+    pub policy: Arc<Policy>,
     /// The cluster's parameter overrides.
     pub params: ParamValues,
     /// The request, its hosts source already taken out

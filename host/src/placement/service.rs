@@ -876,7 +876,7 @@ mod tests {
 
     fn job(policy: &Policy, vm: &str, memory_mib: f64) -> PlaceJob {
         PlaceJob {
-            policy: policy.clone(),
+            policy: Arc::new(policy.clone()),
             params: ParamValues::new(),
             request: PlaceRequest {
                 vm: VmSpec {

@@ -649,7 +649,7 @@ impl<'a> Replay<'a> {
             .held_snapshot(now, None)
             .map_err(|e| self.place_error(PlaceError::Inventory(e)))?;
         let job = BalanceJob {
-            policy: self.candidate.policy.clone(),
+            policy: std::sync::Arc::new(self.candidate.policy.clone()),
             params: self.candidate.params.clone(),
             candidates: None,
             source: HostsSource::Held,

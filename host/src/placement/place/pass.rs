@@ -241,8 +241,10 @@ fn stamps(
     vms: &[PendingVm<'_>],
     taken: &[(usize, &HardwareClaim)],
 ) -> Vec<Stamp> {
-    static KEYS: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
-    let keys = KEYS.get_or_init(std::hash::RandomState::new);
+    // Keyed as the hosts' content fingerprints are (`sandpiper_model::
+    // fingerprint`): a sum of such hashes stays collision-resistant.
+    static KEYS: std::sync::OnceLock<foldhash::quality::RandomState> = std::sync::OnceLock::new();
+    let keys = KEYS.get_or_init(foldhash::quality::RandomState::default);
     let Some(reported) = columns.stamps().get(offset..offset + count) else {
         return Vec::new();
     };
