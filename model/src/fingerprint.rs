@@ -314,10 +314,9 @@ pub fn host_fingerprints_kept(inventory: &Inventory, kept: &mut ColumnShares) ->
     fingerprints(inventory, Some(kept))
 }
 
-fn fingerprints(inventory: &Inventory, kept: Option<&mut ColumnShares>) -> RowFingerprints {
+fn fingerprints(inventory: &Inventory, mut kept: Option<&mut ColumnShares>) -> RowFingerprints {
     let host_count = inventory.host_count();
     // The last call's group sums, for rows as many as now.
-    let mut kept = kept;
     let (last_rest, last_vms) = match kept.as_deref_mut() {
         Some(kept) => {
             let fits = |sums: &GroupSums| sums.sums.len() == host_count;

@@ -42,6 +42,14 @@ enum Build {
     Sandboxed,
 }
 
+/// Nova's policy with its units sandboxed, so their reads are recorded.
+fn sandboxed_nova() -> &'static Policy {
+    let (_, policy) = (policies(Build::Sandboxed).iter())
+        .find(|(name, _)| name == "nova")
+        .expect("Nova's policy");
+    policy
+}
+
 /// Every built-in policy and Nova's (RamFilter, ComputeFilter,
 /// ComputeCapabilitiesFilter, RAMWeigher), composed of the built-in units
 /// built as `build` says.
@@ -540,10 +548,7 @@ fn every_default_policy_reuses_answers_in_a_steady_stream() {
 /// host alone.
 #[test]
 fn a_claim_leaves_answers_that_never_read_claims() {
-    let (_, policy) = policies(Build::Sandboxed)
-        .iter()
-        .find(|(name, _)| name == "nova")
-        .expect("Nova's policy");
+    let policy = sandboxed_nova();
     let twins = Twins::new();
     let mut state = twins.reusing;
     let params = ParamValues::new();
@@ -829,10 +834,7 @@ fn inline_hosts_sent_again_unchanged_reuse_answers() {
 /// keep their answers for it, and the decision is the one made whole.
 #[test]
 fn an_inline_host_whose_free_memory_changed_is_asked_again_only_where_it_was_read() {
-    let (_, policy) = policies(Build::Sandboxed)
-        .iter()
-        .find(|(name, _)| name == "nova")
-        .expect("Nova's policy");
+    let policy = sandboxed_nova();
     // An up QEMU host, with more free memory than any other both times,
     // so it passes every filter and is chosen.
     let changed = (0..HOSTS)
