@@ -84,6 +84,23 @@ impl HostClaims {
         }
         total
     }
+
+    /// The claims, leaving out the VMs in `except`, each as (VM,
+    /// resources) in VM order, and their sum.
+    fn except<'a>(
+        &'a self,
+        except: &'a BTreeSet<String>,
+    ) -> (
+        impl Iterator<Item = (&'a str, &'a Resources)> + 'a,
+        Resources,
+    ) {
+        let each = self
+            .vms
+            .iter()
+            .filter(|(vm, _)| !except.contains(*vm))
+            .map(|(vm, r)| (vm.as_str(), r));
+        (each, self.total_except(except))
+    }
 }
 
 /// Every live claim of one cluster, by VM, by host, and (unconfirmed ones)
@@ -149,9 +166,13 @@ impl ClaimLedger {
             .map_or_else(Resources::default, |h| h.total_except(except))
     }
 
+    /// Number of hosts with claims.
+    pub fn host_count(&self) -> usize {
+        self.by_host.len()
+    }
+
     /// The claims on `host_id`, leaving out the claims of the VMs in
-    /// `except`.
-    /// Each as (VM, resources), and their sum.
+    /// `except`, each as (VM, resources) in VM order, and their sum.
     pub fn on_host_except<'a>(
         &'a self,
         host_id: &str,
@@ -160,14 +181,33 @@ impl ClaimLedger {
         impl Iterator<Item = (&'a str, &'a Resources)> + 'a,
         Resources,
     ) {
-        let claims = self.by_host.get(host_id);
-        let total = claims.map_or_else(Resources::default, |h| h.total_except(except));
-        let each = claims
-            .into_iter()
-            .flat_map(|h| h.vms.iter())
-            .filter(|(vm, _)| !except.contains(*vm))
-            .map(|(vm, r)| (vm.as_str(), r));
-        (each, total)
+        match self.by_host.get(host_id) {
+            Some(claims) => {
+                let (each, total) = claims.except(except);
+                (Some(each).into_iter().flatten(), total)
+            }
+            None => (None.into_iter().flatten(), Resources::default()),
+        }
+    }
+
+    /// Every host with claims, in no particular order, with its claims as
+    /// [`ClaimLedger::on_host_except`] gives them: a decision over many
+    /// hosts looks up the few with claims instead of every host it
+    /// considers.
+    pub fn hosts_except<'a>(
+        &'a self,
+        except: &'a BTreeSet<String>,
+    ) -> impl Iterator<
+        Item = (
+            &'a str,
+            impl Iterator<Item = (&'a str, &'a Resources)> + 'a,
+            Resources,
+        ),
+    > + 'a {
+        self.by_host.iter().map(move |(host, claims)| {
+            let (each, total) = claims.except(except);
+            (host.as_str(), each, total)
+        })
     }
 
     /// Each host with claims and their sum, leaving out the claims of the

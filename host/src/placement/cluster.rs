@@ -458,9 +458,10 @@ impl ClusterState {
     }
 
     /// The rows `lo..hi` that have claims, their sums, and the claimed
-    /// VMs as the VM columns show them, leaving out `except`: a window's
-    /// pending, found by looking each of its hosts up once rather than
-    /// walking every claim of the cluster.
+    /// VMs as the VM columns show them (by row, then VM), leaving out
+    /// `except`: a window's pending, found by looking up whichever are
+    /// fewer, the window's hosts in the ledger or the hosts with claims in
+    /// the host index, rather than walking every claim of the cluster.
     pub(super) fn pending_in<'a>(
         columns: &Columns,
         claims: &'a ClaimLedger,
@@ -470,6 +471,22 @@ impl ClusterState {
         let mut sums = HashMap::new();
         let mut vms = Vec::new();
         if claims.is_empty() {
+            return (sums, vms);
+        }
+        if claims.host_count() < rows.len() {
+            let mut claimed: Vec<_> = claims
+                .hosts_except(except)
+                .filter(|(_, _, total)| !total.is_empty())
+                .filter_map(|(host, each, total)| {
+                    let row = columns.hosts().index(host)? as usize;
+                    rows.contains(&row).then_some((row, each, total))
+                })
+                .collect();
+            claimed.sort_unstable_by_key(|(row, _, _)| *row);
+            for (row, each, total) in claimed {
+                sums.insert(row, total);
+                vms.extend(each.map(|(id, &resources)| PendingVm { row, id, resources }));
+            }
             return (sums, vms);
         }
         for row in rows {
@@ -487,26 +504,24 @@ impl ClusterState {
     }
 
     /// Every claimed VM, leaving out `except`, as the VM columns show them,
-    /// by row.
+    /// by row, then VM: each host with claims looked up once, its claims
+    /// already in VM order.
     pub(super) fn pending_vms<'a>(
         columns: &Columns,
         claims: &'a ClaimLedger,
-        except: &BTreeSet<String>,
+        except: &'a BTreeSet<String>,
     ) -> Vec<PendingVm<'a>> {
-        let mut vms: Vec<PendingVm<'a>> = claims
-            .iter()
-            .filter(|c| !except.contains(&c.vm_id))
-            .filter_map(|c| {
-                Some(PendingVm {
-                    row: columns.hosts().index(&c.host_id)? as usize,
-                    id: &c.vm_id,
-                    resources: c.resources,
-                })
-            })
+        let mut claimed: Vec<_> = claims
+            .hosts_except(except)
+            .filter_map(|(host, each, _)| Some((columns.hosts().index(host)? as usize, each)))
             .collect();
-        // Claims in a stable order (the ledger's is a hash map's).
-        vms.sort_by(|a, b| (a.row, a.id).cmp(&(b.row, b.id)));
-        vms
+        claimed.sort_unstable_by_key(|(row, _)| *row);
+        claimed
+            .into_iter()
+            .flat_map(|(row, each)| {
+                each.map(move |(id, &resources)| PendingVm { row, id, resources })
+            })
+            .collect()
     }
 
     /// The claims of specific hardware on held rows `rows`, leaving out
@@ -696,5 +711,80 @@ mod tests {
         state.ensure_columns().expect("rebuilds");
         assert_eq!(state.columns.as_ref().map(Columns::host_count), Some(1));
         assert_eq!(state.summary().hosts, 1);
+    }
+
+    /// A window's claims are found by walking its rows or, when fewer hosts
+    /// have claims, those hosts; both walks must give the same sums and
+    /// the same VMs in the same order (by row, then VM), or the VM columns
+    /// a unit reads would depend on how many hosts have claims.
+    #[test]
+    fn a_windows_claims_are_the_same_whichever_side_is_walked() {
+        let ids: Vec<String> = (0..12).map(|i| format!("h{i:02}")).collect();
+        let mut state = ClusterState::new();
+        state
+            .replace_snapshot(
+                5,
+                Snapshot {
+                    hosts: ids.iter().map(|id| host(id)).collect(),
+                    vms: Vec::new(),
+                },
+            )
+            .expect("snapshot");
+        state.ensure_columns().expect("columns");
+        // Claims out of order of VM and host, two hosts with several, one
+        // VM left out as the decision's own.
+        for (vm, host) in [
+            ("z", "h07"),
+            ("b", "h03"),
+            ("a", "h07"),
+            ("own", "h03"),
+            ("m", "h09"),
+            ("c", "h01"),
+            ("only-own", "h05"),
+        ] {
+            state.claims.insert(claim(vm, host));
+        }
+        let columns = state.columns.as_ref().expect("columns");
+        let except: BTreeSet<String> = ["own", "only-own"].map(str::to_owned).into();
+        let listed = |rows: std::ops::Range<usize>| {
+            let (sums, vms) = ClusterState::pending_in(columns, &state.claims, &except, rows);
+            let mut sums: Vec<(usize, f64)> = sums
+                .into_iter()
+                .map(|(row, r)| (row, r.memory_mib))
+                .collect();
+            sums.sort_by_key(|(row, _)| *row);
+            let vms: Vec<(usize, String)> = vms
+                .into_iter()
+                .map(|vm| (vm.row, vm.id.to_owned()))
+                .collect();
+            (sums, vms)
+        };
+        // Five hosts have claims: a window of 3 walks its rows, one of 10
+        // or 12 the claimed hosts.
+        let expected_vms = |lo: usize, hi: usize| -> Vec<(usize, String)> {
+            [(1, "c"), (3, "b"), (7, "a"), (7, "z"), (9, "m")]
+                .into_iter()
+                .filter(|(row, _)| (lo..hi).contains(row))
+                .map(|(row, vm)| (row, vm.to_owned()))
+                .collect()
+        };
+        for (lo, hi) in [(0, 3), (3, 6), (6, 9), (0, 10), (2, 12), (0, 12)] {
+            let (sums, vms) = listed(lo..hi);
+            assert_eq!(vms, expected_vms(lo, hi), "window {lo}..{hi}");
+            let rows: Vec<usize> = sums.iter().map(|(row, _)| *row).collect();
+            let mut expected_rows: Vec<usize> = expected_vms(lo, hi).iter().map(|v| v.0).collect();
+            expected_rows.dedup();
+            // Host 5's only claim is the decision's own: no sum.
+            assert_eq!(rows, expected_rows, "window {lo}..{hi}");
+            for (row, memory) in sums {
+                let claims = expected_vms(lo, hi).iter().filter(|v| v.0 == row).count();
+                assert_eq!(memory, 100.0 * claims as f64, "row {row}");
+            }
+        }
+        let every: Vec<(usize, &str)> = ClusterState::pending_vms(columns, &state.claims, &except)
+            .into_iter()
+            .map(|vm| (vm.row, vm.id))
+            .collect();
+        assert_eq!(every, [(1, "c"), (3, "b"), (7, "a"), (7, "z"), (9, "m")]);
     }
 }
