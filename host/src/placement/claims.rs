@@ -166,11 +166,6 @@ impl ClaimLedger {
             .map_or_else(Resources::default, |h| h.total_except(except))
     }
 
-    /// Number of hosts with claims.
-    pub fn host_count(&self) -> usize {
-        self.by_host.len()
-    }
-
     /// The claims on `host_id`, leaving out the claims of the VMs in
     /// `except`, each as (VM, resources) in VM order, and their sum.
     pub fn on_host_except<'a>(
