@@ -846,6 +846,29 @@ impl<F: Fetch + Clone> Inventory<F> {
         self.host_metrics[metric as usize] = OnceLock::from(column);
         Ok(())
     }
+
+    /// Sets the host statuses as a column other snapshots may share, like
+    /// [`Inventory::set_host_metric_shared`].
+    pub fn set_host_statuses_shared(
+        &mut self,
+        column: Arc<Vec<HostStatus>>,
+    ) -> Result<(), ColumnLengthError> {
+        check_len("status", self.host_count, column.len())?;
+        self.host_statuses = OnceLock::from(column);
+        Ok(())
+    }
+
+    /// Sets a yes/no host column other snapshots may share, like
+    /// [`Inventory::set_host_metric_shared`].
+    pub fn set_host_flag_shared(
+        &mut self,
+        flag: HostFlag,
+        column: Arc<Vec<bool>>,
+    ) -> Result<(), ColumnLengthError> {
+        check_len(flag.wit_name(), self.host_count, column.len())?;
+        self.host_flags[flag as usize] = OnceLock::from(column);
+        Ok(())
+    }
 }
 
 fn default_interned(rows: usize) -> Interned {

@@ -20,7 +20,9 @@
 //!   (about 10 µs per column at 10,000 hosts) however few hosts it
 //!   considers; a window's columns are a twentieth of that. Its strings,
 //!   labels and VMs are built once per window and kept until the shape of
-//!   the inventory changes; its numbers come from the held columns at each
+//!   the inventory changes; its numbers, statuses and flags are sliced from
+//!   the held columns once and shared until a row of the window is
+//!   patched, except the usage columns claims move, copied for each
 //!   decision.
 //! * the VMs claimed on the considered hosts and not reported yet appear in
 //!   the VM columns too, after the reported VMs, with the `pending` flag
@@ -64,6 +66,24 @@ pub struct Columns {
     stamps: Vec<u64>,
     /// Windows built so far, by (index, number of windows).
     windows: HashMap<(usize, usize), Arc<Window>>,
+    /// Each window's reported columns that no claim moves, by its rows
+    /// (`lo`, `hi`): sliced when a decision first needs them and dropped
+    /// when a row of the window is patched.
+    window_reported: HashMap<(usize, usize), WindowReported>,
+}
+
+/// The columns of a window's hosts that pending claims never change (every
+/// metric but [`PENDING_METRICS`], the statuses, the flags), sliced from
+/// the held columns once and shared by every decision over the window
+/// until one of its rows is patched, instead of copied for each decision
+/// (about a seventh of a 500-host decision's time in its cluster's turn
+/// went to those copies, docs/performance.md).
+struct WindowReported {
+    /// By `HostMetric` position; `None` for the pending metrics, which
+    /// each decision copies and adjusts.
+    metrics: Vec<Option<Arc<Vec<f64>>>>,
+    statuses: Arc<Vec<HostStatus>>,
+    flags: Vec<Arc<Vec<bool>>>,
 }
 
 /// A VM claimed on a host and not reported yet, as the VM columns show it:
@@ -164,6 +184,7 @@ impl Columns {
             patched: false,
             stamps,
             windows: HashMap::new(),
+            window_reported: HashMap::new(),
         }
     }
 
@@ -180,10 +201,14 @@ impl Columns {
         let n = self.host_count();
         let count = count.clamp(1, n.max(1));
         let index = index % count;
+        let (lo, hi) = (index * n / count, (index + 1) * n / count);
+        if !self.window_reported.contains_key(&(lo, hi)) {
+            let reported = self.reported_in(lo..hi);
+            self.window_reported.insert((lo, hi), reported);
+        }
         if let Some(window) = self.windows.get(&(index, count)) {
             return Ok(Arc::clone(window));
         }
-        let (lo, hi) = (index * n / count, (index + 1) * n / count);
         let part = records.get(lo..hi).unwrap_or_default();
         let built = Snapshot {
             hosts: part.iter().map(|r| r.host.clone()).collect(),
@@ -203,6 +228,24 @@ impl Columns {
     /// Builds the columns of a snapshot.
     pub fn build(snapshot: &crate::snapshot::Snapshot) -> Result<Self, SnapshotError> {
         Ok(Columns::from_cluster(snapshot.build()?))
+    }
+
+    /// The columns no claim moves, of rows `rows`.
+    fn reported_in(&self, rows: std::ops::Range<usize>) -> WindowReported {
+        WindowReported {
+            metrics: HostMetric::ALL
+                .iter()
+                .map(|&metric| {
+                    (!PENDING_METRICS.contains(&metric))
+                        .then(|| Arc::new(self.metrics[metric as usize][rows.clone()].to_vec()))
+                })
+                .collect(),
+            statuses: Arc::new(self.statuses[rows.clone()].to_vec()),
+            flags: HostFlag::ALL
+                .iter()
+                .map(|&flag| Arc::new(self.flags[flag as usize][rows.clone()].to_vec()))
+                .collect(),
+        }
     }
 
     /// Host ids and their rows.
@@ -246,6 +289,8 @@ impl Columns {
         }
         self.patched = true;
         self.stamps[row] = crate::pipeline::fresh_stamps(1).start;
+        self.window_reported
+            .retain(|&(lo, hi), _| !(lo..hi).contains(&row));
     }
 
     /// Each held row's reported stamp.
@@ -278,7 +323,12 @@ impl Columns {
                 (row - lo, claimed, resources::host_cpus(threads, cores))
             })
             .collect();
+        let reported = self.window_reported.get(&(lo, hi));
         for &metric in HostMetric::ALL {
+            if let Some(Some(column)) = reported.map(|r| &r.metrics[metric as usize]) {
+                let _ = inventory.set_host_metric_shared(metric, Arc::clone(column));
+                continue;
+            }
             let mut column = self.metrics[metric as usize][lo..hi].to_vec();
             if PENDING_METRICS.contains(&metric) {
                 for (row, claimed, cpus) in &local {
@@ -287,9 +337,21 @@ impl Columns {
             }
             let _ = inventory.set_host_metric(metric, column);
         }
-        let _ = inventory.set_host_statuses(self.statuses[lo..hi].to_vec());
-        for &flag in HostFlag::ALL {
-            let _ = inventory.set_host_flag(flag, self.flags[flag as usize][lo..hi].to_vec());
+        match reported {
+            Some(reported) => {
+                let _ = inventory.set_host_statuses_shared(Arc::clone(&reported.statuses));
+                for &flag in HostFlag::ALL {
+                    let column = Arc::clone(&reported.flags[flag as usize]);
+                    let _ = inventory.set_host_flag_shared(flag, column);
+                }
+            }
+            None => {
+                let _ = inventory.set_host_statuses(self.statuses[lo..hi].to_vec());
+                for &flag in HostFlag::ALL {
+                    let column = self.flags[flag as usize][lo..hi].to_vec();
+                    let _ = inventory.set_host_flag(flag, column);
+                }
+            }
         }
         inventory
     }
@@ -462,6 +524,71 @@ mod tests {
         // Built once, then reused.
         let again = columns.window(&records, 3, 2).expect("valid");
         assert!(Arc::ptr_eq(&window, &again));
+    }
+
+    #[test]
+    fn a_windows_unclaimed_columns_are_shared_until_one_of_its_rows_is_patched() {
+        let snapshot = Snapshot {
+            hosts: vec![
+                host("a", 1.0, 1.0),
+                host("b", 2.0, 2.0),
+                host("c", 3.0, 3.0),
+            ],
+            vms: Vec::new(),
+        };
+        let records: Vec<HostRecord> = snapshot
+            .hosts
+            .iter()
+            .map(|h| HostRecord {
+                host: h.clone(),
+                vms: Vec::new(),
+                generation: 1,
+            })
+            .collect();
+        let mut columns = Columns::build(&snapshot).expect("valid");
+        let window = columns.window(&records, 1, 2).expect("valid");
+        let cores = |inv: &Inventory| inv.host_metric(HostMetric::CpuCores).as_ptr();
+        let first = columns.window_with_pending(&window, &[], &[]);
+        let second = columns.window_with_pending(&window, &[], &[]);
+        assert_eq!(cores(&first), cores(&second), "shared, not copied");
+        assert_eq!(
+            first.host_statuses().as_ptr(),
+            second.host_statuses().as_ptr()
+        );
+        assert_ne!(
+            first.host_metric(HostMetric::MemoryFreeMib).as_ptr(),
+            second.host_metric(HostMetric::MemoryFreeMib).as_ptr(),
+            "a column claims move is each decision's own"
+        );
+
+        // A report of a host outside the window keeps the window's columns.
+        let report = |id: &str, cores: f64, status: Status| {
+            let mut host = host(id, 1.0, cores);
+            host.status = status;
+            Snapshot {
+                hosts: vec![host],
+                vms: Vec::new(),
+            }
+            .build()
+            .expect("valid")
+            .inventory
+        };
+        columns.patch_row(0, &report("a", 9.0, Status::Down));
+        let window = columns.window(&records, 1, 2).expect("valid");
+        let third = columns.window_with_pending(&window, &[], &[]);
+        assert_eq!(cores(&first), cores(&third));
+
+        // A report of one of its hosts is seen by the next decision, and
+        // not by the one before.
+        columns.patch_row(2, &report("c", 30.0, Status::Down));
+        let window = columns.window(&records, 1, 2).expect("valid");
+        let fourth = columns.window_with_pending(&window, &[], &[]);
+        assert_eq!(fourth.host_metric(HostMetric::CpuCores), [2.0, 30.0]);
+        assert_eq!(fourth.host_statuses(), [HostStatus::Up, HostStatus::Down]);
+        assert_eq!(third.host_metric(HostMetric::CpuCores), [2.0, 3.0]);
+        assert_eq!(third.host_statuses(), [HostStatus::Up, HostStatus::Up]);
+        let fifth = columns.window_with_pending(&window, &[], &[]);
+        assert_eq!(cores(&fourth), cores(&fifth), "shared again");
     }
 
     #[test]
