@@ -24,8 +24,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use sandpiper::builtin::{BuiltinPolicy, UNITS};
-use sandpiper::pipeline::{OnFailure, ParamValues, Policy};
+use sandpiper::builtin::UNITS;
+use sandpiper::pipeline::ParamValues;
 use sandpiper::placement::{ClusterState, PlaceContext, PlaceRequest, Sampling, Timestamp};
 use sandpiper::sandbox::{Limits, Runtime};
 use sandpiper::snapshot::Snapshot;
@@ -41,13 +41,7 @@ const WARMUP: usize = 200;
 
 fn main() -> anyhow::Result<()> {
     let runtime = Runtime::new(Limits::default()).context("starting the sandbox runtime")?;
-    let Some(spec) = BuiltinPolicy::all()
-        .map_err(anyhow::Error::msg)?
-        .into_iter()
-        .find(|p| p.default)
-    else {
-        bail!("no built-in policy is the default");
-    };
+    let spec = support::default_policy_spec()?;
     let mut wasm = HashMap::new();
     let mut native: HashMap<String, Arc<dyn Unit>> = HashMap::new();
     for builtin in UNITS {
@@ -59,8 +53,8 @@ fn main() -> anyhow::Result<()> {
         native.insert(unit.info.name.clone(), Arc::new(unit));
     }
     let policies = [
-        ("wasm", compose(&spec, &wasm)?),
-        ("native", compose(&spec, &native)?),
+        ("wasm", support::compose(&spec, &wasm)?),
+        ("native", support::compose(&spec, &native)?),
     ];
     let snapshot: Snapshot = serde_json::from_value(json!({
         "hosts": (0..HOSTS).map(|i| support::host(i, 2)).collect::<Vec<_>>(),
@@ -133,26 +127,4 @@ fn main() -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// `spec` with its units from `units`, as the server builds it.
-fn compose(spec: &BuiltinPolicy, units: &HashMap<String, Arc<dyn Unit>>) -> anyhow::Result<Policy> {
-    let unit = |name: &str| {
-        units
-            .get(name)
-            .cloned()
-            .with_context(|| format!("policy {}: no unit `{name}`", spec.name))
-    };
-    let mut builder = Policy::builder()
-        .combination(spec.mode)
-        .params(spec.properties.clone());
-    for filter in &spec.filters {
-        builder = builder.filter_with(unit(&filter.unit)?, filter.position, OnFailure::FailClosed);
-    }
-    for weight in &spec.weights {
-        builder = builder.score(unit(&weight.unit)?, weight.factor);
-    }
-    builder
-        .build()
-        .with_context(|| format!("building policy {}", spec.name))
 }

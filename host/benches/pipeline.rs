@@ -38,16 +38,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use sandpiper::builtin::{self, BuiltinPolicy, UNITS};
+use sandpiper::builtin::{self, UNITS};
 use sandpiper::pipeline::{
-    Decision, EveryCore, Means, OnFailure, Policy, Reuse, ReuseCache, ScheduleError,
-    ScheduleRequest, Stamp, Stamps, fresh_stamps, schedule, schedule_calling_every_unit,
-    schedule_reusing, schedule_with,
+    Decision, EveryCore, Means, Policy, Reuse, ReuseCache, ScheduleError, ScheduleRequest, Stamp,
+    Stamps, fresh_stamps, schedule, schedule_calling_every_unit, schedule_reusing, schedule_with,
 };
 use sandpiper::sandbox::{Limits, Runtime};
 use sandpiper::unit::{ColumnsRead, Unit};
 use sandpiper_model::Inventory;
 use sandpiper_model::{HostFlag, HostMetric, HostText, Interned, Request, Vm};
+
+mod support;
 
 /// A unit call under this much fuel did nothing for the request (the
 /// default policy's units with nothing to say about the benchmark's VM
@@ -136,13 +137,7 @@ fn main() -> anyhow::Result<()> {
     }
 
     // The default policy, every unit sandboxed against the same unit native.
-    let Some(spec) = BuiltinPolicy::all()
-        .map_err(anyhow::Error::msg)?
-        .into_iter()
-        .find(|p| p.default)
-    else {
-        bail!("no built-in policy is the default");
-    };
+    let spec = support::default_policy_spec()?;
     let mut wasm_by_name = std::collections::HashMap::new();
     for builtin in UNITS {
         let unit: Arc<dyn Unit> = runtime
@@ -155,8 +150,8 @@ fn main() -> anyhow::Result<()> {
         .map(|builtin| builtin.native())
         .map(|unit| (unit.info.name.clone(), Arc::new(unit) as Arc<dyn Unit>))
         .collect();
-    let wasm_default = compose(&spec, &wasm_by_name)?;
-    let native_default = compose(&spec, &native_by_name)?;
+    let wasm_default = support::compose(&spec, &wasm_by_name)?;
+    let native_default = support::compose(&spec, &native_by_name)?;
     let hosts = DEFAULT_POLICY_HOSTS;
     let inventory = Arc::new(cluster(hosts)?);
     let label = |skips: &str| {
@@ -398,30 +393,6 @@ fn report_spread(label: &str, alone: (Duration, Duration), spread: (Duration, Du
 
 /// A built-in policy over `units` (by the names they declare), as the
 /// server assembles it.
-fn compose(
-    spec: &BuiltinPolicy,
-    units: &std::collections::HashMap<String, Arc<dyn Unit>>,
-) -> anyhow::Result<Policy> {
-    let unit = |name: &str| {
-        units
-            .get(name)
-            .cloned()
-            .with_context(|| format!("policy {}: no unit `{name}`", spec.name))
-    };
-    let mut builder = Policy::builder()
-        .combination(spec.mode)
-        .params(spec.properties.clone());
-    for filter in &spec.filters {
-        builder = builder.filter_with(unit(&filter.unit)?, filter.position, OnFailure::FailClosed);
-    }
-    for weight in &spec.weights {
-        builder = builder.score(unit(&weight.unit)?, weight.factor);
-    }
-    builder
-        .build()
-        .with_context(|| format!("building policy {}", spec.name))
-}
-
 fn runs_for(hosts: usize) -> usize {
     (HOST_RUNS_PER_SIZE / hosts).clamp(MIN_RUNS, MAX_RUNS)
 }

@@ -1,6 +1,8 @@
-//! What the benchmarks that drive the real `sandpiper` binary share: the
-//! server process and a keep-alive JSON client. Included with `mod support;`
-//! by each bench that uses it; a bench may not use every item.
+//! What the benchmarks share: for those that drive the real `sandpiper`
+//! binary, the server process and a keep-alive JSON client; for those that
+//! decide in process, a built-in policy composed from units. Included with
+//! `mod support;` by each bench that uses it; a bench may not use every
+//! item.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -289,4 +291,44 @@ pub fn load_average() -> String {
         .ok()
         .and_then(|text| text.split_whitespace().next().map(str::to_owned))
         .unwrap_or_else(|| "?".to_owned())
+}
+
+/// The built-in default policy (`none`) as written.
+pub fn default_policy_spec() -> anyhow::Result<sandpiper::builtin::BuiltinPolicy> {
+    sandpiper::builtin::BuiltinPolicy::all()
+        .map_err(anyhow::Error::msg)?
+        .into_iter()
+        .find(|p| p.default)
+        .context("no built-in policy is the default")
+}
+
+/// The built-in policy `spec` with its units taken by name from `units`
+/// (embedded components or the same units compiled natively), as the
+/// server builds it.
+pub fn compose(
+    spec: &sandpiper::builtin::BuiltinPolicy,
+    units: &std::collections::HashMap<String, std::sync::Arc<dyn sandpiper::unit::Unit>>,
+) -> anyhow::Result<sandpiper::pipeline::Policy> {
+    let unit = |name: &str| {
+        units
+            .get(name)
+            .cloned()
+            .with_context(|| format!("policy {}: no unit `{name}`", spec.name))
+    };
+    let mut builder = sandpiper::pipeline::Policy::builder()
+        .combination(spec.mode)
+        .params(spec.properties.clone());
+    for filter in &spec.filters {
+        builder = builder.filter_with(
+            unit(&filter.unit)?,
+            filter.position,
+            sandpiper::pipeline::OnFailure::FailClosed,
+        );
+    }
+    for weight in &spec.weights {
+        builder = builder.score(unit(&weight.unit)?, weight.factor);
+    }
+    builder
+        .build()
+        .with_context(|| format!("building policy {}", spec.name))
 }

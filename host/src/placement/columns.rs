@@ -480,17 +480,18 @@ mod tests {
         assert_eq!(held.host_statuses()[0], HostStatus::Up);
     }
 
-    #[test]
-    fn a_window_holds_its_hosts_with_the_held_numbers_and_claims() {
+    /// Hosts a, b and c with 1, 2 and 3 MiB free and `cores` cores each,
+    /// and their records.
+    fn three_hosts(cores: [f64; 3]) -> (Snapshot, Vec<HostRecord>) {
         let snapshot = Snapshot {
             hosts: vec![
-                host("a", 1.0, 1.0),
-                host("b", 2.0, 1.0),
-                host("c", 3.0, 1.0),
+                host("a", 1.0, cores[0]),
+                host("b", 2.0, cores[1]),
+                host("c", 3.0, cores[2]),
             ],
             vms: Vec::new(),
         };
-        let records: Vec<HostRecord> = snapshot
+        let records = snapshot
             .hosts
             .iter()
             .map(|h| HostRecord {
@@ -499,6 +500,12 @@ mod tests {
                 generation: 1,
             })
             .collect();
+        (snapshot, records)
+    }
+
+    #[test]
+    fn a_window_holds_its_hosts_with_the_held_numbers_and_claims() {
+        let (snapshot, records) = three_hosts([1.0, 1.0, 1.0]);
         let mut columns = Columns::build(&snapshot).expect("valid");
         let window = columns.window(&records, 1, 2).expect("valid");
         assert_eq!((window.lo, window.hi), (1, 3));
@@ -528,23 +535,7 @@ mod tests {
 
     #[test]
     fn a_windows_unclaimed_columns_are_shared_until_one_of_its_rows_is_patched() {
-        let snapshot = Snapshot {
-            hosts: vec![
-                host("a", 1.0, 1.0),
-                host("b", 2.0, 2.0),
-                host("c", 3.0, 3.0),
-            ],
-            vms: Vec::new(),
-        };
-        let records: Vec<HostRecord> = snapshot
-            .hosts
-            .iter()
-            .map(|h| HostRecord {
-                host: h.clone(),
-                vms: Vec::new(),
-                generation: 1,
-            })
-            .collect();
+        let (snapshot, records) = three_hosts([1.0, 2.0, 3.0]);
         let mut columns = Columns::build(&snapshot).expect("valid");
         let window = columns.window(&records, 1, 2).expect("valid");
         let cores = |inv: &Inventory| inv.host_metric(HostMetric::CpuCores).as_ptr();
