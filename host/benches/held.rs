@@ -61,6 +61,7 @@ fn main() -> anyhow::Result<()> {
     }))
     .context("the bench's hosts")?;
 
+    let params = ParamValues::default();
     for (sampling, decisions) in [(Sampling::Adaptive, 3_000), (Sampling::All, 400)] {
         let mut states = Vec::new();
         for _ in &policies {
@@ -77,7 +78,6 @@ fn main() -> anyhow::Result<()> {
             }))
             .context("the bench's request")?;
             for (at, ((_, policy), state)) in policies.iter().zip(&mut states).enumerate() {
-                let params = ParamValues::default();
                 let cx = PlaceContext {
                     policy,
                     params: &params,
@@ -98,7 +98,6 @@ fn main() -> anyhow::Result<()> {
                 if !outcome.complete {
                     bail!("decision {i} placed nothing");
                 }
-                drop(outcome);
                 if i >= WARMUP {
                     times[at].push(took);
                 }

@@ -391,8 +391,6 @@ fn report_spread(label: &str, alone: (Duration, Duration), spread: (Duration, Du
     );
 }
 
-/// A built-in policy over `units` (by the names they declare), as the
-/// server assembles it.
 fn runs_for(hosts: usize) -> usize {
     (HOST_RUNS_PER_SIZE / hosts).clamp(MIN_RUNS, MAX_RUNS)
 }

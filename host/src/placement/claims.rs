@@ -86,20 +86,15 @@ impl HostClaims {
     }
 
     /// The claims, leaving out the VMs in `except`, each as (VM,
-    /// resources) in VM order, and their sum.
-    fn except<'a>(
+    /// resources) in VM order.
+    fn each_except<'a>(
         &'a self,
         except: &'a BTreeSet<String>,
-    ) -> (
-        impl Iterator<Item = (&'a str, &'a Resources)> + 'a,
-        Resources,
-    ) {
-        let each = self
-            .vms
+    ) -> impl Iterator<Item = (&'a str, &'a Resources)> + 'a {
+        self.vms
             .iter()
             .filter(|(vm, _)| !except.contains(*vm))
-            .map(|(vm, r)| (vm.as_str(), r));
-        (each, self.total_except(except))
+            .map(|(vm, r)| (vm.as_str(), r))
     }
 }
 
@@ -176,33 +171,24 @@ impl ClaimLedger {
         impl Iterator<Item = (&'a str, &'a Resources)> + 'a,
         Resources,
     ) {
-        match self.by_host.get(host_id) {
-            Some(claims) => {
-                let (each, total) = claims.except(except);
-                (Some(each).into_iter().flatten(), total)
-            }
-            None => (None.into_iter().flatten(), Resources::default()),
-        }
+        let claims = self.by_host.get(host_id);
+        let total = claims.map_or_else(Resources::default, |h| h.total_except(except));
+        let each = claims.into_iter().flat_map(|h| h.each_except(except));
+        (each, total)
     }
 
-    /// Every host with claims, in no particular order, with its claims as
-    /// [`ClaimLedger::on_host_except`] gives them: a decision over many
-    /// hosts looks up the few with claims instead of every host it
-    /// considers.
+    /// Every host with claims, in no particular order, with its claims
+    /// leaving out the VMs in `except`, each as (VM, resources) in VM
+    /// order: every claim, found with one walk of the hosts that have
+    /// some.
     pub fn hosts_except<'a>(
         &'a self,
         except: &'a BTreeSet<String>,
-    ) -> impl Iterator<
-        Item = (
-            &'a str,
-            impl Iterator<Item = (&'a str, &'a Resources)> + 'a,
-            Resources,
-        ),
-    > + 'a {
-        self.by_host.iter().map(move |(host, claims)| {
-            let (each, total) = claims.except(except);
-            (host.as_str(), each, total)
-        })
+    ) -> impl Iterator<Item = (&'a str, impl Iterator<Item = (&'a str, &'a Resources)> + 'a)> + 'a
+    {
+        self.by_host
+            .iter()
+            .map(move |(host, claims)| (host.as_str(), claims.each_except(except)))
     }
 
     /// Each host with claims and their sum, leaving out the claims of the

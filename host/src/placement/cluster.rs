@@ -499,7 +499,7 @@ impl ClusterState {
     ) -> Vec<PendingVm<'a>> {
         let mut claimed: Vec<_> = claims
             .hosts_except(except)
-            .filter_map(|(host, each, _)| Some((columns.hosts().index(host)? as usize, each)))
+            .filter_map(|(host, each)| Some((columns.hosts().index(host)? as usize, each)))
             .collect();
         claimed.sort_unstable_by_key(|(row, _)| *row);
         claimed

@@ -76,8 +76,9 @@ pub struct Columns {
 /// metric but [`PENDING_METRICS`], the statuses, the flags), sliced from
 /// the held columns once and shared by every decision over the window
 /// until one of its rows is patched, instead of copied for each decision
-/// (about a seventh of a 500-host decision's time in its cluster's turn
-/// went to those copies, docs/performance.md).
+/// (building a window's snapshot was a seventh of a 500-host decision's
+/// time in its cluster's turn, much of it these copies;
+/// docs/performance.md).
 struct WindowReported {
     /// By `HostMetric` position; `None` for the pending metrics, which
     /// each decision copies and adjusts.
@@ -323,35 +324,30 @@ impl Columns {
                 (row - lo, claimed, resources::host_cpus(threads, cores))
             })
             .collect();
-        let reported = self.window_reported.get(&(lo, hi));
+        // Kept by `window`; sliced here only for a window patched since.
+        let sliced;
+        let reported = match self.window_reported.get(&(lo, hi)) {
+            Some(reported) => reported,
+            None => {
+                sliced = self.reported_in(lo..hi);
+                &sliced
+            }
+        };
         for &metric in HostMetric::ALL {
-            if let Some(Some(column)) = reported.map(|r| &r.metrics[metric as usize]) {
+            if let Some(column) = &reported.metrics[metric as usize] {
                 let _ = inventory.set_host_metric_shared(metric, Arc::clone(column));
                 continue;
             }
             let mut column = self.metrics[metric as usize][lo..hi].to_vec();
-            if PENDING_METRICS.contains(&metric) {
-                for (row, claimed, cpus) in &local {
-                    column[*row] = resources::with_pending(metric, column[*row], claimed, *cpus);
-                }
+            for (row, claimed, cpus) in &local {
+                column[*row] = resources::with_pending(metric, column[*row], claimed, *cpus);
             }
             let _ = inventory.set_host_metric(metric, column);
         }
-        match reported {
-            Some(reported) => {
-                let _ = inventory.set_host_statuses_shared(Arc::clone(&reported.statuses));
-                for &flag in HostFlag::ALL {
-                    let column = Arc::clone(&reported.flags[flag as usize]);
-                    let _ = inventory.set_host_flag_shared(flag, column);
-                }
-            }
-            None => {
-                let _ = inventory.set_host_statuses(self.statuses[lo..hi].to_vec());
-                for &flag in HostFlag::ALL {
-                    let column = self.flags[flag as usize][lo..hi].to_vec();
-                    let _ = inventory.set_host_flag(flag, column);
-                }
-            }
+        let _ = inventory.set_host_statuses_shared(Arc::clone(&reported.statuses));
+        for &flag in HostFlag::ALL {
+            let _ =
+                inventory.set_host_flag_shared(flag, Arc::clone(&reported.flags[flag as usize]));
         }
         inventory
     }
