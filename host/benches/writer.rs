@@ -19,7 +19,7 @@
 //!
 //! Run with: `cargo bench --bench writer` (figures in docs/performance.md).
 //! Prints per round
-//! `writer mode=... in_flight=... decisions=... per_s=... cpu_us_per_decision=... ack_p50_us=... ack_p99_us=...`,
+//! `writer mode=... in_flight=... decisions=... per_s=... cpu_us_per_decision=... ack_p50_us=... ack_p99_us=... load=...`,
 //! then per mode the medians over the rounds, and per `in_flight` the log's
 //! share: `writer_log in_flight=... cpu_log_over_claim=...`.
 
@@ -36,6 +36,8 @@ use sandpiper::store::writer::Batch;
 use sandpiper::store::{Rows, Store, StoreError};
 use serde_json::json;
 use uuid::Uuid;
+
+mod support;
 
 /// Decisions stored per mode and round.
 const DECISIONS: usize = 3_000;
@@ -258,8 +260,12 @@ async fn main() -> anyhow::Result<()> {
                 let f = run(&store, cluster.id, &answer, &tag, log, in_flight).await?;
                 println!(
                     "writer mode={mode} in_flight={in_flight} decisions={DECISIONS} round={round} \
-                     per_s={:.0} cpu_us_per_decision={:.1} ack_p50_us={:.0} ack_p99_us={:.0}",
-                    f.per_s, f.cpu_us, f.ack_p50_us, f.ack_p99_us
+                     per_s={:.0} cpu_us_per_decision={:.1} ack_p50_us={:.0} ack_p99_us={:.0} load={}",
+                    f.per_s,
+                    f.cpu_us,
+                    f.ack_p50_us,
+                    f.ack_p99_us,
+                    support::load_average()
                 );
                 match figures
                     .iter_mut()
