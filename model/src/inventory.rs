@@ -674,15 +674,11 @@ impl<F: Fetch> Inventory<F> {
         metric: HostMetric,
         column: Vec<f64>,
     ) -> Result<(), ColumnLengthError> {
-        check_len(metric.wit_name(), self.host_count, column.len())?;
-        self.host_metrics[metric as usize] = OnceLock::from(Arc::new(column));
-        Ok(())
+        self.set_host_metric_shared(metric, Arc::new(column))
     }
 
     pub fn set_host_statuses(&mut self, column: Vec<HostStatus>) -> Result<(), ColumnLengthError> {
-        check_len("status", self.host_count, column.len())?;
-        self.host_statuses = OnceLock::from(Arc::new(column));
-        Ok(())
+        self.set_host_statuses_shared(Arc::new(column))
     }
 
     pub fn set_host_flag(
@@ -690,8 +686,41 @@ impl<F: Fetch> Inventory<F> {
         flag: HostFlag,
         column: Vec<bool>,
     ) -> Result<(), ColumnLengthError> {
+        self.set_host_flag_shared(flag, Arc::new(column))
+    }
+
+    /// Sets a numeric host column that other snapshots may share (see
+    /// [`Inventory::share`]); the caller keeps its `Arc` to reuse it.
+    pub fn set_host_metric_shared(
+        &mut self,
+        metric: HostMetric,
+        column: Arc<Vec<f64>>,
+    ) -> Result<(), ColumnLengthError> {
+        check_len(metric.wit_name(), self.host_count, column.len())?;
+        self.host_metrics[metric as usize] = OnceLock::from(column);
+        Ok(())
+    }
+
+    /// Sets the host statuses as a column other snapshots may share, like
+    /// [`Inventory::set_host_metric_shared`].
+    pub fn set_host_statuses_shared(
+        &mut self,
+        column: Arc<Vec<HostStatus>>,
+    ) -> Result<(), ColumnLengthError> {
+        check_len("status", self.host_count, column.len())?;
+        self.host_statuses = OnceLock::from(column);
+        Ok(())
+    }
+
+    /// Sets a yes/no host column other snapshots may share, like
+    /// [`Inventory::set_host_metric_shared`].
+    pub fn set_host_flag_shared(
+        &mut self,
+        flag: HostFlag,
+        column: Arc<Vec<bool>>,
+    ) -> Result<(), ColumnLengthError> {
         check_len(flag.wit_name(), self.host_count, column.len())?;
-        self.host_flags[flag as usize] = OnceLock::from(Arc::new(column));
+        self.host_flags[flag as usize] = OnceLock::from(column);
         Ok(())
     }
 
@@ -833,41 +862,6 @@ impl<F: Fetch + Clone> Inventory<F> {
             hardware: self.hardware.share(),
             more_vms: None,
         }
-    }
-
-    /// Sets a numeric host column that other snapshots may share (see
-    /// [`Inventory::share`]); the caller keeps its `Arc` to reuse it.
-    pub fn set_host_metric_shared(
-        &mut self,
-        metric: HostMetric,
-        column: Arc<Vec<f64>>,
-    ) -> Result<(), ColumnLengthError> {
-        check_len(metric.wit_name(), self.host_count, column.len())?;
-        self.host_metrics[metric as usize] = OnceLock::from(column);
-        Ok(())
-    }
-
-    /// Sets the host statuses as a column other snapshots may share, like
-    /// [`Inventory::set_host_metric_shared`].
-    pub fn set_host_statuses_shared(
-        &mut self,
-        column: Arc<Vec<HostStatus>>,
-    ) -> Result<(), ColumnLengthError> {
-        check_len("status", self.host_count, column.len())?;
-        self.host_statuses = OnceLock::from(column);
-        Ok(())
-    }
-
-    /// Sets a yes/no host column other snapshots may share, like
-    /// [`Inventory::set_host_metric_shared`].
-    pub fn set_host_flag_shared(
-        &mut self,
-        flag: HostFlag,
-        column: Arc<Vec<bool>>,
-    ) -> Result<(), ColumnLengthError> {
-        check_len(flag.wit_name(), self.host_count, column.len())?;
-        self.host_flags[flag as usize] = OnceLock::from(column);
-        Ok(())
     }
 }
 
