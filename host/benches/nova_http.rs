@@ -81,7 +81,7 @@ use sandpiper::snapshot::hint_pairs;
 use sandpiper::unit::Unit;
 
 mod support;
-use support::{Client, Server, load_average, ms};
+use support::{Client, Server, load_average, median, ms};
 
 /// The synthetic data the unit benchmarks use, from its one home in
 /// tests/benches/common (this package cannot depend on `sandpiper-tests`).
@@ -605,12 +605,6 @@ fn unit_costs(answer: &Value) -> Vec<(String, (u64, f64, f64))> {
             Some((unit, (input, reused, elapsed)))
         })
         .collect()
-}
-
-fn median(times: &[f64]) -> f64 {
-    let mut sorted = times.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// Nova's policy in this process, from the same embedded components the

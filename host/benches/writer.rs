@@ -45,6 +45,11 @@ const DECISIONS: usize = 3_000;
 const ROUNDS: usize = 3;
 /// The server's default retention (`placement::PlacementConfig`).
 const KEEP: u32 = 1_000;
+/// The log's retention: `KEEP` decisions, none too old to keep.
+const RETENTION: Retention = Retention {
+    count: KEEP,
+    max_age: Duration::from_secs(7 * 24 * 3600),
+};
 
 /// One held decision as the turn queues it: its claim and, optionally, its
 /// log entry.
@@ -133,11 +138,7 @@ fn decision(cluster_id: Uuid, vm: String, answer: &str, log: bool) -> Decision {
                 r#"{{"vm":{{"id":"{vm}","memory_mib":2048.0,"vcpus":2}}}}"#
             )),
         };
-        let retention = Retention {
-            count: KEEP,
-            max_age: Duration::from_secs(7 * 24 * 3600),
-        };
-        (decision, retention)
+        (decision, RETENTION)
     });
     Decision {
         cluster_id,
@@ -203,11 +204,6 @@ async fn run(
         ack_p50_us: at(0.5),
         ack_p99_us: at(0.99),
     })
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 #[tokio::main]
@@ -281,10 +277,10 @@ async fn main() -> anyhow::Result<()> {
         println!(
             "writer_rounds mode={mode} in_flight={in_flight} rounds={ROUNDS} per_s_median={:.0} \
              cpu_us_per_decision_median={:.1} ack_p50_us_median={:.0} ack_p99_us_median={:.0}",
-            median(all.iter().map(|f| f.per_s).collect()),
-            median(all.iter().map(|f| f.cpu_us).collect()),
-            median(all.iter().map(|f| f.ack_p50_us).collect()),
-            median(all.iter().map(|f| f.ack_p99_us).collect()),
+            support::median(&all.iter().map(|f| f.per_s).collect::<Vec<_>>()),
+            support::median(&all.iter().map(|f| f.cpu_us).collect::<Vec<_>>()),
+            support::median(&all.iter().map(|f| f.ack_p50_us).collect::<Vec<_>>()),
+            support::median(&all.iter().map(|f| f.ack_p99_us).collect::<Vec<_>>()),
         );
     }
     for in_flight in [1, 8] {
@@ -292,7 +288,7 @@ async fn main() -> anyhow::Result<()> {
             figures
                 .iter()
                 .find(|(key, _)| *key == (mode, in_flight))
-                .map(|(_, all)| median(all.iter().map(|f| f.cpu_us).collect()))
+                .map(|(_, all)| support::median(&all.iter().map(|f| f.cpu_us).collect::<Vec<_>>()))
                 .unwrap_or(f64::NAN)
         };
         println!(

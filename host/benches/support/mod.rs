@@ -293,6 +293,13 @@ pub fn load_average() -> String {
         .unwrap_or_else(|| "?".to_owned())
 }
 
+/// The middle of `values` (the upper one of an even count); NaN for none.
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
 /// The built-in default policy (`none`) as written.
 pub fn default_policy_spec() -> anyhow::Result<sandpiper::builtin::BuiltinPolicy> {
     sandpiper::builtin::BuiltinPolicy::all()
