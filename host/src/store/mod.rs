@@ -40,6 +40,7 @@ pub mod inventory;
 mod migrations;
 pub mod modules;
 pub mod operations;
+pub mod packed;
 pub mod policies;
 mod rows;
 #[cfg(test)]

@@ -1,0 +1,141 @@
+//! Text as the decisions log stores it: as is, or compressed with zstd
+//! when that is smaller.
+//!
+//! A logged decision's answer is an explain summary of a few KiB (21
+//! filters and 8 weights are ~7 KB of JSON), which SQLite stores across a
+//! leaf page and an overflow page. Packed it is ~650 bytes, so a row fits
+//! in its leaf page beside others, and the store's writer, whose cost is
+//! the pages each commit writes to the write-ahead log, writes fewer pages
+//! for a logged decision (docs/performance.md).
+
+use super::StoreError;
+
+/// How text was packed: the `answer_codec` column's values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Codec {
+    /// The text's UTF-8 bytes.
+    Plain,
+    /// A zstd frame of the text's UTF-8 bytes.
+    Zstd,
+}
+
+impl Codec {
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::Plain => "plain",
+            Codec::Zstd => "zstd",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Codec> {
+        match name {
+            "plain" => Some(Codec::Plain),
+            "zstd" => Some(Codec::Zstd),
+            _ => None,
+        }
+    }
+}
+
+/// Text shorter than this is kept plain: it fits in a row as it is, and a
+/// zstd frame's own header would be most of what it saves.
+const MIN_PACKED_BYTES: usize = 256;
+
+/// zstd's fastest level: level 3 packs an explain summary 1–2 % smaller
+/// at a third more time.
+const LEVEL: i32 = 1;
+
+/// Text packed for a row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Packed {
+    codec: Codec,
+    bytes: Vec<u8>,
+}
+
+impl Packed {
+    /// Packs `text`: compressed when that makes it smaller, else plain.
+    pub fn pack(text: &str) -> Packed {
+        if text.len() >= MIN_PACKED_BYTES {
+            // Compressing a slice in memory fails only on allocation.
+            if let Ok(bytes) = zstd::bulk::compress(text.as_bytes(), LEVEL)
+                && bytes.len() < text.len()
+            {
+                return Packed {
+                    codec: Codec::Zstd,
+                    bytes,
+                };
+            }
+        }
+        Packed {
+            codec: Codec::Plain,
+            bytes: text.as_bytes().to_vec(),
+        }
+    }
+
+    /// Text as a row holds it, read back.
+    pub fn from_stored(codec: Codec, bytes: Vec<u8>) -> Packed {
+        Packed { codec, bytes }
+    }
+
+    pub fn codec(&self) -> Codec {
+        self.codec
+    }
+
+    /// The bytes as stored.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+
+    /// The text packed; `what` names it in the error if the bytes are not
+    /// what was packed.
+    pub fn unpack(self, what: &str) -> Result<String, StoreError> {
+        let bytes = match self.codec {
+            Codec::Plain => self.bytes,
+            Codec::Zstd => zstd::stream::decode_all(self.bytes.as_slice())
+                .map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))?,
+        };
+        String::from_utf8(bytes).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_text_stays_plain_and_long_text_is_packed_smaller() {
+        let short = Packed::pack("{}");
+        assert_eq!((short.codec(), short.bytes()), (Codec::Plain, &b"{}"[..]));
+
+        let long = format!(
+            "[{}]",
+            vec![r#"{"unit":"Filter","skipped":true}"#; 50].join(",")
+        );
+        let packed = Packed::pack(&long);
+        assert_eq!(packed.codec(), Codec::Zstd);
+        assert!(
+            packed.bytes().len() * 10 < long.len(),
+            "{} bytes",
+            packed.bytes().len()
+        );
+        assert_eq!(packed.unpack("test").expect("unpacks"), long);
+    }
+
+    #[test]
+    fn bytes_that_are_not_a_frame_are_reported_corrupt_not_returned() {
+        let bad = Packed::from_stored(Codec::Zstd, b"{not zstd}".to_vec());
+        let err = bad.unpack("the answer of decision 1").expect_err("corrupt");
+        assert!(matches!(err, StoreError::Corrupt(m) if m.starts_with("the answer of decision 1")));
+    }
+
+    #[test]
+    fn codec_names_round_trip() {
+        for codec in [Codec::Plain, Codec::Zstd] {
+            assert_eq!(Codec::from_name(codec.name()), Some(codec));
+        }
+        assert_eq!(Codec::from_name("gzip"), None);
+    }
+}
