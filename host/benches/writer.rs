@@ -31,6 +31,7 @@ use sandpiper::pipeline::{Combination, ParamValues};
 use sandpiper::store::claims::ClaimRow;
 use sandpiper::store::clusters::ClusterRecord;
 use sandpiper::store::decisions::{DecisionKind, LoggedDecision, Retention};
+use sandpiper::store::packed::Packed;
 use sandpiper::store::policies::PolicyRecord;
 use sandpiper::store::writer::Batch;
 use sandpiper::store::{Rows, Store, StoreError};
@@ -110,10 +111,11 @@ fn summary_answer(id: Uuid, cluster_id: Uuid, vm: &str) -> String {
     .to_string()
 }
 
-/// A decision's claim and log entry; `answer` is made once, so that the
-/// CPU measured is the store's.
+/// A decision's claim and log entry, with a time-ordered id as the server
+/// gives it; `answer` is made once, so that the CPU measured is the
+/// store's (packing the answer included).
 fn decision(cluster_id: Uuid, vm: String, answer: &str, log: bool) -> Decision {
-    let id = Uuid::new_v4();
+    let id = Uuid::now_v7();
     let now = sandpiper::time::Timestamp::now().0;
     let claim = ClaimRow {
         vm_id: vm.clone(),
@@ -241,8 +243,12 @@ async fn main() -> anyhow::Result<()> {
     tx.save_cluster(&cluster).await.context("the cluster")?;
     tx.commit().await.context("committing the cluster")?;
     let answer: Arc<str> =
-        summary_answer(Uuid::new_v4(), cluster.id, "vm-adaptive-default-0-4939").into();
-    println!("writer answer_bytes={} keep={KEEP}", answer.len());
+        summary_answer(Uuid::now_v7(), cluster.id, "vm-adaptive-default-0-4939").into();
+    println!(
+        "writer answer_bytes={} packed_bytes={} keep={KEEP}",
+        answer.len(),
+        Packed::pack(&answer).bytes().len()
+    );
 
     // Fill the log to its retention first, so every round trims.
     run(&store, cluster.id, &answer, "fill", true, 8).await?;

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use super::packed::{Codec, Packed};
 use super::rows::row_struct;
 use super::{Backend, Db, ROWS_PER_STATEMENT, StoreError, parse_id, placeholders};
 use crate::time::Timestamp;
@@ -83,7 +84,8 @@ pub struct LoggedDecision {
     pub vm_id: Option<String>,
     pub host_id: Option<String>,
     /// The answer for the log's row: as returned when it is small, else its
-    /// bounded summary (and `full` holds the answer as returned).
+    /// bounded summary (and `full` holds the answer as returned). Stored
+    /// packed ([`Packed`]).
     pub answer: String,
     /// The answer as returned, when `answer` is its summary: stored apart
     /// from the row, and dropped first when the log is over its budget.
@@ -107,8 +109,8 @@ pub struct FullAnswer {
     pub answer: Option<String>,
 }
 
-/// The log's size in bytes (the UTF-8 text of its answers, the bulk of
-/// it), as the byte budget counts it.
+/// The log's size in bytes (its answers as stored, the bulk of it: a
+/// row's packed, a full answer's UTF-8 text), as the byte budget counts it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LogBytes {
     /// The rows' answers (summaries for large decisions).
@@ -161,7 +163,8 @@ row_struct! {
         kind: String,
         vm_id: Option<String>,
         host_id: Option<String>,
-        answer: String,
+        answer: Vec<u8>,
+        answer_codec: String,
         summarized: i64,
         created_at: String,
     }
@@ -176,15 +179,33 @@ impl Row {
                 .ok_or_else(|| StoreError::Corrupt(format!("decision kind `{}`", self.kind)))?,
             vm_id: self.vm_id,
             host_id: self.host_id,
-            answer: self.answer,
+            answer: stored_answer(&self.id, &self.answer_codec, self.answer)?,
             summarized: super::flag(self.summarized),
             created_at: self.created_at,
         })
     }
 }
 
-const SELECT: &str = "SELECT id, cluster_id, kind, vm_id, host_id, answer, summarized, \
-     created_at FROM decisions";
+row_struct! {
+    /// What [`Db::full_answer`] reads: the row's answer when it is whole
+    /// (not summarized; only then is it read), else the answer kept apart.
+    struct FullRow {
+        cluster_id: String,
+        row_answer: Option<Vec<u8>>,
+        answer_codec: String,
+        kept_apart: Option<String>,
+    }
+}
+
+const SELECT: &str = "SELECT id, cluster_id, kind, vm_id, host_id, answer, answer_codec, \
+     summarized, created_at FROM decisions";
+
+/// A row's answer read back: unpacked, or `Corrupt` naming the decision.
+fn stored_answer(id: &str, codec: &str, bytes: Vec<u8>) -> Result<String, StoreError> {
+    let codec = Codec::from_name(codec)
+        .ok_or_else(|| StoreError::Corrupt(format!("answer codec `{codec}` of decision {id}")))?;
+    Packed::from_stored(codec, bytes).unpack(&format!("the answer of decision {id}"))
+}
 
 impl Db {
     /// The cluster's most recent decisions, newest first.
@@ -237,21 +258,27 @@ impl Db {
     /// kept apart from its summary. `None` when no such decision is logged.
     pub async fn full_answer(&mut self, id: Uuid) -> Result<Option<FullAnswer>, StoreError> {
         let conn = self.conn();
-        let row: Option<(String, Option<String>)> = sqlx::query_as(
-            "SELECT d.cluster_id, CASE WHEN d.summarized = 0 THEN d.answer ELSE a.answer END \
+        let row: Option<FullRow> = sqlx::query_as(
+            "SELECT d.cluster_id, \
+                    CASE WHEN d.summarized = 0 THEN d.answer END AS row_answer, \
+                    d.answer_codec, a.answer AS kept_apart \
              FROM decisions d LEFT JOIN decision_answers a ON a.decision_id = d.id \
              WHERE d.id = $1",
         )
         .bind(id.to_string())
         .fetch_optional(conn)
         .await?;
-        row.map(|(cluster_id, answer)| {
-            Ok(FullAnswer {
-                cluster_id: parse_id(&cluster_id)?,
-                answer,
-            })
-        })
-        .transpose()
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let answer = match row.row_answer {
+            Some(bytes) => Some(stored_answer(&id.to_string(), &row.answer_codec, bytes)?),
+            None => row.kept_apart,
+        };
+        Ok(Some(FullAnswer {
+            cluster_id: parse_id(&row.cluster_id)?,
+            answer,
+        }))
     }
 
     /// The log's size as the byte budget counts it.
@@ -277,20 +304,26 @@ impl Db {
         for chunk in decisions.chunks(ROWS_PER_STATEMENT) {
             let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO decisions \
-                 (id, cluster_id, kind, vm_id, host_id, answer, summarized, answer_bytes, \
-                 request) VALUES {}",
-                placeholders(1, chunk.len(), 9)
+                 (id, cluster_id, kind, vm_id, host_id, answer, answer_codec, summarized, \
+                 answer_bytes, request) VALUES {}",
+                placeholders(1, chunk.len(), 10)
             )));
+            // Packed here, on the writer's task, not on the decision's: the
+            // decision holds its cluster's lock while it makes the entry.
             for decision in chunk {
+                let answer = Packed::pack(&decision.answer);
+                let (codec, bytes) = (answer.codec(), answer.into_bytes());
+                let stored = stored_bytes(bytes.len() as u64);
                 query = query
                     .bind(decision.id.to_string())
                     .bind(decision.cluster_id.to_string())
                     .bind(decision.kind.name())
                     .bind(&decision.vm_id)
                     .bind(&decision.host_id)
-                    .bind(&decision.answer)
+                    .bind(bytes)
+                    .bind(codec.name())
                     .bind(i64::from(decision.full.is_some()))
-                    .bind(text_bytes(&decision.answer))
+                    .bind(stored)
                     .bind(&decision.request);
             }
             query.execute(&mut *conn).await?;
@@ -419,8 +452,8 @@ impl Db {
         };
         let conn = self.conn();
         let rows: Vec<PageRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT d.id, d.cluster_id, d.kind, d.vm_id, d.host_id, d.answer, d.summarized, \
-                    d.created_at, \
+            "SELECT d.id, d.cluster_id, d.kind, d.vm_id, d.host_id, d.answer, d.answer_codec, \
+                    d.summarized, d.created_at, \
                     (SELECT {claims} \
                      FROM decision_claims c WHERE c.decision_id = d.id) AS claims \
              FROM decisions d \
@@ -736,7 +769,7 @@ mod tests {
                     .iter()
                     .map(|d| (d.answer.as_str(), d.summarized))
                     .collect::<Vec<_>>(),
-                [("{}", false), (big.answer.as_str(), true)],
+                [("{}", false), (r#"{"summary":0}"#, true)],
                 "rows hold the summary"
             );
             let full = conn.full_answer(big.id).await.expect("read").expect("kept");
@@ -813,6 +846,145 @@ mod tests {
             assert_eq!(count(&mut conn, "decision_answers").await, 0);
             assert_eq!(count(&mut conn, "decision_claims").await, 6);
         }
+    }
+
+    #[tokio::test]
+    async fn a_large_row_answer_is_stored_packed_and_read_back_whole() {
+        for db in backends().await {
+            let (store, cluster) = store_with_cluster(&db).await;
+            let text = format!(
+                r#"{{"explain":[{}]}}"#,
+                vec![r#"{"unit":"Filter","skipped":"the request has none"}"#; 40].join(",")
+            );
+            let logged = LoggedDecision {
+                answer: text.clone(),
+                ..decision(cluster, 1)
+            };
+            let packed = Packed::pack(&text);
+            assert_eq!(packed.codec(), Codec::Zstd);
+            store
+                .log_decision(logged.clone(), ROOMY)
+                .await
+                .expect("logged");
+            let mut conn = store.read().await.expect("read");
+            let read = conn.decision(logged.id).await.expect("read").expect("kept");
+            assert_eq!(read.answer, text);
+            let full = conn.full_answer(logged.id).await.expect("read");
+            assert_eq!(full.and_then(|f| f.answer), Some(text));
+            let listed = conn
+                .decision_page(&DecisionQuery {
+                    limit: 1,
+                    ..DecisionQuery::default()
+                })
+                .await
+                .expect("page");
+            assert_eq!(listed[0].record.answer, read.answer);
+            assert_eq!(
+                conn.decision_log_bytes().await.expect("size").rows,
+                packed.bytes().len() as u64,
+                "the budget counts the bytes stored"
+            );
+        }
+    }
+
+    /// A log written before answers were packed (migrations up to 0013),
+    /// with a summarized decision's full answer and claims: migrating keeps
+    /// every row, in order, with its claims, full answer and byte count
+    /// (the table is rebuilt with foreign keys off, so nothing cascades),
+    /// and the log goes on taking decisions.
+    ///
+    /// SQLite only: PostgreSQL alters the column in place.
+    #[tokio::test]
+    async fn answers_logged_before_packing_survive_the_migration() {
+        use sqlx::Connection;
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("old.db");
+        let options = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .foreign_keys(false);
+        let mut conn = sqlx::SqliteConnection::connect_with(&options)
+            .await
+            .expect("connect");
+        let mut before = crate::store::migrations::sqlite();
+        let upto = before
+            .migrations
+            .iter()
+            .position(|m| m.version == 14)
+            .expect("migration 0014");
+        before.migrations = std::borrow::Cow::Owned(before.migrations[..upto].to_vec());
+        before.run(&mut conn).await.expect("migrations 1 to 13");
+        let cluster = Uuid::new_v4();
+        let (first, second) = (Uuid::new_v4(), Uuid::new_v4());
+        for sql in [
+            format!(
+                "INSERT INTO decisions (id, cluster_id, kind, vm_id, host_id, answer, \
+                 summarized, answer_bytes) VALUES \
+                 ('{second}', '{cluster}', 'schedule', 'vm2', 'h', '{{\"b\":2}}', 0, 7), \
+                 ('{first}', '{cluster}', 'schedule', 'vm1', 'h', '{{\"s\":1}}', 1, 7)"
+            ),
+            format!(
+                "INSERT INTO decision_claims VALUES ('{second}', 'vm2', 'h'), \
+                 ('{first}', 'vm1', 'h')"
+            ),
+            format!("INSERT INTO decision_answers VALUES ('{first}', 9, '{{\"f\":11}}')"),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&mut conn)
+                .await
+                .expect("old rows");
+        }
+        conn.close().await.expect("close");
+
+        let store = crate::store::Store::open(&path).await.expect("migrates");
+        let mut conn = store.read().await.expect("read");
+        let page = conn
+            .decision_page(&DecisionQuery {
+                limit: 10,
+                ..DecisionQuery::default()
+            })
+            .await
+            .expect("page");
+        let rows: Vec<(&str, &str, usize)> = page
+            .iter()
+            .map(|d| {
+                (
+                    d.record.vm_id.as_deref().unwrap_or(""),
+                    d.record.answer.as_str(),
+                    d.claims.len(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [("vm1", r#"{"s":1}"#, 1), ("vm2", r#"{"b":2}"#, 1)],
+            "rowid order kept, claims kept"
+        );
+        let full = conn.full_answer(first).await.expect("read").expect("kept");
+        assert_eq!(full.answer.as_deref(), Some(r#"{"f":11}"#));
+        assert_eq!(
+            conn.decision_log_bytes().await.expect("size"),
+            LogBytes { rows: 14, full: 9 }
+        );
+        drop(conn);
+        let mut tx = store.write().await.expect("write");
+        sqlx::query("DELETE FROM decisions")
+            .execute(tx.conn())
+            .await
+            .expect("deleted");
+        tx.commit().await.expect("commit");
+        let mut conn = store.read().await.expect("read");
+        assert_eq!(
+            conn.decision_log_bytes().await.expect("size"),
+            LogBytes::default(),
+            "the byte triggers were made again"
+        );
+        assert_eq!(
+            count(&mut conn, "decision_claims").await,
+            0,
+            "claims cascade from the rebuilt table"
+        );
     }
 
     #[tokio::test]
