@@ -74,7 +74,7 @@ fn admission(state: &AppState, cluster_id: Uuid) -> Result<Admission, ApiError> 
 
 /// The facts of a decision about to be made.
 pub(crate) fn facts(cluster_id: Uuid, query: DecisionQuery, prepared: &Prepared) -> Facts {
-    let decision_id = (!query.dry_run).then(Uuid::new_v4);
+    let decision_id = (!query.dry_run).then(Uuid::now_v7);
     if let Some(id) = decision_id {
         super::observe::record_decision(id);
     }
