@@ -25,8 +25,9 @@ use crate::time::Timestamp;
 
 /// The byte budget of the whole decisions log unless configured
 /// (`sandpiper serve --decisions-max-mib`). A row holds at most a bounded
-/// summary (a few KiB), so the default count of 1,000 decisions per
-/// cluster is a few MiB per cluster; the rest of 256 MiB keeps the full
+/// summary (a few KiB, packed to about a tenth), so the default count of
+/// 1,000 decisions per cluster is about a MiB per cluster; the rest of
+/// 256 MiB keeps the full
 /// answers of the latest large decisions (an inline decision over 10,000
 /// hosts answers about 5 MB, over 100,000 about 47 MB), and bounds the
 /// database file, which the log otherwise dominates.
@@ -521,7 +522,7 @@ impl PageRow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::test_support::{backends, store_with_cluster};
+    use crate::store::test_support::{backends, sqlite_before_migration, store_with_cluster};
 
     fn decision(cluster_id: Uuid, i: usize) -> LoggedDecision {
         LoggedDecision {
@@ -900,21 +901,8 @@ mod tests {
 
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("old.db");
-        let options = sqlx::sqlite::SqliteConnectOptions::new()
-            .filename(&path)
-            .create_if_missing(true)
-            .foreign_keys(false);
-        let mut conn = sqlx::SqliteConnection::connect_with(&options)
-            .await
-            .expect("connect");
-        let mut before = crate::store::migrations::sqlite();
-        let upto = before
-            .migrations
-            .iter()
-            .position(|m| m.version == 14)
-            .expect("migration 0014");
-        before.migrations = std::borrow::Cow::Owned(before.migrations[..upto].to_vec());
-        before.run(&mut conn).await.expect("migrations 1 to 13");
+        // Foreign keys off: the old rows need no cluster.
+        let mut conn = sqlite_before_migration(&path, 14, false).await;
         let cluster = Uuid::new_v4();
         let (first, second) = (Uuid::new_v4(), Uuid::new_v4());
         for sql in [

@@ -100,6 +100,38 @@ pub async fn backends() -> [TestDb; 2] {
     [TestDb::sqlite(), TestDb::postgres().await]
 }
 
+/// A connection to a new SQLite database at `path` as a Sandpiper from
+/// before migration `version` left it (every migration before it applied),
+/// for a test of that migration to fill with old rows before opening a
+/// [`Store`] over it. `foreign_keys` as the test's old rows need.
+pub async fn sqlite_before_migration(
+    path: &std::path::Path,
+    version: i64,
+    foreign_keys: bool,
+) -> sqlx::SqliteConnection {
+    use sqlx::Connection;
+
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .foreign_keys(foreign_keys);
+    let mut conn = sqlx::SqliteConnection::connect_with(&options)
+        .await
+        .expect("connect");
+    let mut before = super::migrations::sqlite();
+    let upto = before
+        .migrations
+        .iter()
+        .position(|m| m.version == version)
+        .unwrap_or_else(|| panic!("no migration {version}"));
+    before.migrations = std::borrow::Cow::Owned(before.migrations[..upto].to_vec());
+    before
+        .run(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("the migrations before {version}: {e}"));
+    conn
+}
+
 /// Opens a store over `db` with one cluster; returns the store and the
 /// cluster's id.
 pub async fn store_with_cluster(db: &TestDb) -> (Store, Uuid) {

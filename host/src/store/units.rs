@@ -449,13 +449,11 @@ async fn write_params(
 
 #[cfg(test)]
 mod tests {
-    use std::borrow::Cow;
-
     use sqlx::Connection;
 
     use super::*;
     use crate::store::Store;
-    use crate::store::test_support::backends;
+    use crate::store::test_support::{backends, sqlite_before_migration};
 
     #[tokio::test]
     async fn a_module_is_in_use_while_a_unit_runs_it() {
@@ -493,21 +491,7 @@ mod tests {
     async fn units_stored_before_versions_become_their_version_one() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("old.db");
-        let options = sqlx::sqlite::SqliteConnectOptions::new()
-            .filename(&path)
-            .create_if_missing(true)
-            .foreign_keys(true);
-        let mut conn = sqlx::SqliteConnection::connect_with(&options)
-            .await
-            .expect("connect");
-        let mut before = crate::store::migrations::sqlite();
-        let upto = before
-            .migrations
-            .iter()
-            .position(|m| m.version == 11)
-            .expect("migration 0011");
-        before.migrations = Cow::Owned(before.migrations[..upto].to_vec());
-        before.run(&mut conn).await.expect("migrations 1 to 10");
+        let mut conn = sqlite_before_migration(&path, 11, true).await;
         let sha = "a".repeat(64);
         let id = Uuid::new_v4();
         for sql in [
