@@ -27,10 +27,10 @@ use crate::time::Timestamp;
 /// (`sandpiper serve --decisions-max-mib`). A row holds at most a bounded
 /// summary (a few KiB, packed to about a tenth), so the default count of
 /// 1,000 decisions per cluster is about a MiB per cluster; the rest of
-/// 256 MiB keeps the full
-/// answers of the latest large decisions (an inline decision over 10,000
-/// hosts answers about 5 MB, over 100,000 about 47 MB), and bounds the
-/// database file, which the log otherwise dominates.
+/// 256 MiB keeps the full answers of the latest large decisions (an inline
+/// decision over 10,000 hosts answers about 5 MB, over 100,000 about
+/// 47 MB), and bounds the database file, which the log otherwise
+/// dominates.
 pub const DEFAULT_LOG_MAX_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Which question a decision answered.
@@ -892,7 +892,8 @@ mod tests {
     /// with a summarized decision's full answer and claims: migrating keeps
     /// every row, in order, with its claims, full answer and byte count
     /// (the table is rebuilt with foreign keys off, so nothing cascades),
-    /// and the log goes on taking decisions.
+    /// and deleting rows afterwards still cascades and counts (the rebuilt
+    /// table's foreign keys and triggers).
     ///
     /// SQLite only: PostgreSQL alters the column in place.
     #[tokio::test]
