@@ -18,7 +18,8 @@
 //! background checkpointer), per decision stored.
 //!
 //! Run with: `cargo bench --bench writer` (figures in docs/performance.md).
-//! Prints per round
+//! Prints first the answer's size as text and packed (`store/packed.rs`)
+//! and the median time to pack and unpack it, then per round
 //! `writer mode=... in_flight=... decisions=... per_s=... cpu_us_per_decision=... ack_p50_us=... ack_p99_us=... load=...`,
 //! then per mode the medians over the rounds, and per `in_flight` the log's
 //! share: `writer_log in_flight=... cpu_log_over_claim=...`.
@@ -149,6 +150,27 @@ fn decision(cluster_id: Uuid, vm: String, answer: &str, log: bool) -> Decision {
     }
 }
 
+/// Times packed per median of [`packing_cost`].
+const PACKINGS: usize = 2_000;
+
+/// The median time to pack `answer` as the writer does for each logged
+/// decision, and to unpack it as a read of the log does, in µs.
+fn packing_cost(answer: &str) -> anyhow::Result<(f64, f64)> {
+    let mut pack = Vec::with_capacity(PACKINGS);
+    let mut unpack = Vec::with_capacity(PACKINGS);
+    for _ in 0..PACKINGS {
+        let started = Instant::now();
+        let packed = std::hint::black_box(Packed::pack(answer));
+        pack.push(started.elapsed().as_secs_f64() * 1e6);
+        let stored = Packed::from_stored(packed.codec(), packed.into_bytes());
+        let started = Instant::now();
+        let text = stored.unpack("the bench's answer")?;
+        unpack.push(started.elapsed().as_secs_f64() * 1e6);
+        anyhow::ensure!(text == answer, "the answer did not unpack as packed");
+    }
+    Ok((support::median(&pack), support::median(&unpack)))
+}
+
 /// CPU time of the whole process so far.
 fn process_cpu() -> Duration {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
@@ -244,8 +266,10 @@ async fn main() -> anyhow::Result<()> {
     tx.commit().await.context("committing the cluster")?;
     let answer: Arc<str> =
         summary_answer(Uuid::now_v7(), cluster.id, "vm-adaptive-default-0-4939").into();
+    let (pack_us, unpack_us) = packing_cost(&answer)?;
     println!(
-        "writer answer_bytes={} packed_bytes={} keep={KEEP}",
+        "writer answer_bytes={} packed_bytes={} pack_us_median={pack_us:.1} \
+         unpack_us_median={unpack_us:.1} keep={KEEP}",
         answer.len(),
         Packed::pack(&answer).bytes().len()
     );
