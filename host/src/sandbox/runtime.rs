@@ -363,7 +363,6 @@ mod tests {
             &resolve,
             world,
             wit_component::StringEncoding::UTF8,
-            false,
         )
         .expect("metadata embeds");
         wit_component::ComponentEncoder::default()
