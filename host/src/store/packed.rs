@@ -1,9 +1,10 @@
 //! Text as the decisions log stores it: as is, or compressed with zstd
 //! when that is smaller.
 //!
-//! A logged decision's answer is an explain summary of a few KiB (21
-//! filters and 8 weights are ~7 KB of JSON), which SQLite stores across a
-//! leaf page and an overflow page. Packed it is ~650 bytes, so a row fits
+//! A logged decision's answer is an explain summary of a few KiB (the
+//! writer bench's, 21 filters and 8 weights, is 6,352 bytes of JSON), which
+//! SQLite stores across a leaf page and an overflow page. Packed it is 656
+//! bytes (`cargo bench --bench writer` prints both), so a row fits
 //! in its leaf page beside others, and the store's writer, whose cost is
 //! the pages each commit writes to the write-ahead log, writes fewer pages
 //! for a logged decision (docs/performance.md).
@@ -40,9 +41,10 @@ impl Codec {
 /// zstd frame's own header would be most of what it saves.
 const MIN_PACKED_BYTES: usize = 256;
 
-/// zstd's fastest level: level 3 packed the writer bench's summary 1–2 %
-/// smaller at a third more time (a one-off check through Python's binding
-/// of the same C library).
+/// zstd's fastest level: the writer packs every logged answer on its own
+/// task, and this level already brings a summary within its page (the
+/// writer bench prints the size and `pack_us_median`). No benchmark here
+/// compares the higher levels.
 const LEVEL: i32 = 1;
 
 /// The most packed text unpacks to: far above a log row's answer (a
