@@ -554,6 +554,16 @@ mod tests {
             .expect("count")
     }
 
+    /// The log's newest `limit` decisions, of every cluster.
+    async fn newest(db: &mut Db, limit: u32) -> Vec<DecisionWithClaims> {
+        db.decision_page(&DecisionQuery {
+            limit,
+            ..DecisionQuery::default()
+        })
+        .await
+        .expect("page")
+    }
+
     #[tokio::test]
     async fn pages_follow_each_other_after_the_last_id_and_skip_nothing() {
         for db in backends().await {
@@ -640,13 +650,7 @@ mod tests {
             conn.trim_decisions(cluster, three, Timestamp::now())
                 .await
                 .expect("trims");
-            let page = conn
-                .decision_page(&DecisionQuery {
-                    limit: 10,
-                    ..DecisionQuery::default()
-                })
-                .await
-                .expect("page");
+            let page = newest(&mut conn, 10).await;
             let kept: Vec<&str> = page
                 .iter()
                 .filter_map(|d| d.record.vm_id.as_deref())
@@ -872,13 +876,7 @@ mod tests {
             assert_eq!(read.answer, text);
             let full = conn.full_answer(logged.id).await.expect("read");
             assert_eq!(full.and_then(|f| f.answer), Some(text));
-            let listed = conn
-                .decision_page(&DecisionQuery {
-                    limit: 1,
-                    ..DecisionQuery::default()
-                })
-                .await
-                .expect("page");
+            let listed = newest(&mut conn, 1).await;
             assert_eq!(listed[0].record.answer, read.answer);
             assert_eq!(
                 conn.decision_log_bytes().await.expect("size").rows,
@@ -928,13 +926,7 @@ mod tests {
 
         let store = crate::store::Store::open(&path).await.expect("migrates");
         let mut conn = store.read().await.expect("read");
-        let page = conn
-            .decision_page(&DecisionQuery {
-                limit: 10,
-                ..DecisionQuery::default()
-            })
-            .await
-            .expect("page");
+        let page = newest(&mut conn, 10).await;
         let rows: Vec<(&str, &str, usize)> = page
             .iter()
             .map(|d| {
