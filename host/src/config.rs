@@ -171,6 +171,16 @@ pub struct ServeArgs {
     #[arg(long, env = "SANDPIPER_COMPILE_MEMORY_MIB", default_value_t = DEFAULT_COMPILE_MEMORY_MIB)]
     pub compile_memory_mib: u64,
 
+    /// A directory of compiled built-in units shared by every start of this
+    /// build by this user, on any database: a first start with no embedded
+    /// compiled code (debug builds) reads them there instead of compiling
+    /// every unit again (tens of seconds), and writes those it compiles.
+    /// Only files this user owns and nobody else may write are read.
+    /// Default: `$XDG_CACHE_HOME/sandpiper`, else `~/.cache/sandpiper` (the
+    /// cache of `sandpiper iallocator` and `simulate`).
+    #[arg(long, env = "SANDPIPER_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+
     /// Decisions kept per cluster in the decisions log.
     #[arg(long, env = "SANDPIPER_DECISIONS_RETAINED", default_value_t = DEFAULT_DECISIONS_RETAINED)]
     pub decisions_retained: u32,
@@ -319,6 +329,15 @@ impl ServeArgs {
             audit: crate::api::audit::retained(self.audit_retained_days),
             unit_versions: self.unit_versions_retained,
         }
+    }
+
+    /// Where compiled built-in units are cached (`--cache-dir`, else the
+    /// user's cache directory), if anywhere.
+    pub fn unit_cache_dir(&self) -> Option<PathBuf> {
+        self.cache_dir
+            .clone()
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .or_else(crate::sandbox::code_cache::default_dir)
     }
 
     pub fn compile_limits(&self) -> CompileLimits {

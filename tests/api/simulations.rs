@@ -4,8 +4,6 @@
 //! at every start), byte for byte apart from the stored policies' ids;
 //! bad input is refused naming the field; the route needs a token.
 
-use std::os::unix::fs::DirBuilderExt;
-use std::path::Path;
 use std::process::Command;
 
 use serde_json::{Value, json};
@@ -42,15 +40,10 @@ async fn a_simulation_answers_the_command_lines_report() {
     let dir = tempfile::tempdir().expect("temp dir");
     let snapshot = dir.path().join("cluster.json");
     std::fs::write(&snapshot, simulation_cluster().to_string()).expect("write");
-    // The compiled units' cache tests/e2e/simulate.rs fills too (written
-    // whole or not at all, so the two may share it): compiling every unit
-    // of both policies again would be most of this test's time.
-    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("simulate-unit-cache");
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&cache)
-        .expect("the cache directory");
+    // The compiled units' cache every test server and command shares
+    // (written whole or not at all): compiling every unit of both policies
+    // again would be most of this test's time.
+    let cache = crate::support::unit_cache_dir();
     let output = tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_sandpiper"))
             .args(["simulate", "--cluster-snapshot"])

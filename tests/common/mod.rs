@@ -319,3 +319,20 @@ pub fn template_path(binary: &Path, dir: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).expect("template dir");
     dir.join(format!("template-{}.db", build_stamp(binary)))
 }
+
+/// The compiled built-in units every test server and command of this
+/// build shares (`SANDPIPER_CACHE_DIR`, `--cache-dir`), under cargo's
+/// temporary directory for tests: the first start compiles them, and every
+/// later first start, in any test binary, reads them from there instead of
+/// compiling them all again (half a minute of CPU each on CI). Made `0700`,
+/// as the server requires of a cache it reads code from.
+pub fn unit_cache_dir() -> std::path::PathBuf {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sandpiper-unit-cache");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .expect("the unit cache directory");
+    dir
+}

@@ -268,6 +268,7 @@ fn the_database_is_created_private() {
         .arg(&db)
         .env_remove("SANDPIPER_LOG")
         .env("SANDPIPER_ADMIN_TOKEN", crate::support::ADMIN_TOKEN)
+        .env("SANDPIPER_CACHE_DIR", crate::support::unit_cache_dir())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

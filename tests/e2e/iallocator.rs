@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use crate::support::{Server, expect_status};
+use crate::support::{Server, expect_status, unit_cache_dir};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/api/golden/iallocator/{name}"))
@@ -55,6 +55,7 @@ fn assert_drbd_pair(envelope: &Value, output: &Output) {
 #[test]
 fn gnt_instance_add_runs_the_allocator_offline() {
     let dir = tempfile::tempdir().expect("temp dir");
+    // A cache of its own, empty: the first run fills it.
     let cache = dir.path().join("cache");
     // Ganeti writes the input to a temporary file and passes its path.
     let input = dir.path().join("ialloc-input.json");
@@ -89,7 +90,7 @@ fn gnt_instance_add_runs_the_allocator_offline() {
 #[test]
 fn bad_input_fails_with_hails_exit_status_and_says_why() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let cache = dir.path().join("cache");
+    let cache = unit_cache_dir();
     let write = |name: &str, text: &[u8]| {
         let path = dir.path().join(name);
         std::fs::write(&path, text).expect("write");
@@ -170,7 +171,7 @@ fn the_allocator_asks_a_running_server_with_an_engine_token() {
     let url = format!("http://{}", server.addr);
     let input = fixture("hail-alloc-drbd.json");
     let input = input.to_str().expect("utf-8");
-    let cache = dir.path().join("cache");
+    let cache = unit_cache_dir();
 
     let (envelope, output) = iallocator(
         &["--server", &url, "--cluster", "ganeti", input],

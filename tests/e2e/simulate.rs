@@ -7,7 +7,6 @@
 //! trace of the same events give the same report; a bad line is refused
 //! by its number and field.
 
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -23,11 +22,7 @@ use crate::support::simulation_cluster;
 fn cache() -> PathBuf {
     static WARM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     WARM.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("simulate-unit-cache");
-        let _ = std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir);
+        let dir = crate::support::unit_cache_dir();
         let snapshot = dir.join("warm-cluster.json");
         std::fs::write(&snapshot, r#"{"hosts": [{"id": "h"}]}"#).expect("write");
         let output = Command::new(env!("CARGO_BIN_EXE_sandpiper"))

@@ -9,27 +9,17 @@
 //! lives in a server, so a policy using one runs with `--server`.
 //!
 //! **Compiled units are cached** per user, because compiling a component
-//! takes far longer than a decision: `<cache>/units/<sha256>-<engine>.cwasm`,
-//! the sha256 of the component and wasmtime's compatibility hash of this
-//! build's engine (the keys the server stores its artifacts under), made
-//! by `Runtime::precompile` and read back by `Runtime::load_precompiled`
-//! (the server's own pair). Loading native code from a file is only safe
-//! for files this user wrote: the directory is created `0700`, and a file
-//! is only read when it and its directory belong to this user and nobody
-//! else may write them; otherwise the unit is compiled again. Which
-//! declared name each component has (`info()`, known only once loaded) is
-//! kept beside them in `names-<engine>.json`, so a run loads only its
-//! policy's units. The cache is `$SANDPIPER_CACHE_DIR`, else
-//! `$XDG_CACHE_HOME/sandpiper`, else `~/.cache/sandpiper`; without any of
-//! them, or when it cannot be written, every run compiles.
+//! takes far longer than a decision (`crate::sandbox::code_cache`, which a
+//! server's first start shares). Which declared name each component has
+//! (`info()`, known only once loaded) is kept beside them in
+//! `names-<engine>.json`, so a run loads only its policy's units.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::builtin::{BuiltinPolicy, BuiltinUnit, UNITS};
+use crate::sandbox::code_cache::{self, CodeCache};
 use crate::sandbox::{Limits, Runtime};
 use crate::server::builtins::builtin_unit_id;
 use crate::unit::Unit;
@@ -52,8 +42,8 @@ pub const DEFAULT_POLICY: &str = "nova_default";
 /// The largest policy file read, bytes: a policy is a few kilobytes.
 pub const MAX_POLICY_FILE_BYTES: u64 = 1024 * 1024;
 
-/// The environment variable naming the cache directory.
-pub const CACHE_DIR_ENV: &str = "SANDPIPER_CACHE_DIR";
+/// The cache file of declared unit names by component sha256.
+const NAMES_FILE: &str = "names.json";
 
 /// Why the offline policy could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -94,7 +84,7 @@ pub fn resolve(name_or_file: &str) -> Result<BuiltinPolicy, PolicyError> {
 /// The policy assembled for deciding in process, its units cached in the
 /// user's cache directory.
 pub fn local(policy: &BuiltinPolicy) -> Result<Local, PolicyError> {
-    local_in(policy, cache_dir())
+    local_in(policy, code_cache::default_dir())
 }
 
 /// [`local`] with the cache in `cache` (none: compile every unit).
@@ -146,11 +136,10 @@ pub fn local_in(policy: &BuiltinPolicy, cache: Option<PathBuf>) -> Result<Local,
     })
 }
 
-/// The per-user cache of compiled units; every failure to use it only
-/// means compiling again.
+/// The offline run's side of the per-user cache of compiled units
+/// ([`CodeCache`]): which declared name each cached component has.
 struct Cache {
-    dir: Option<PathBuf>,
-    engine: String,
+    code: CodeCache,
     /// Declared unit name by component sha256.
     names: BTreeMap<String, String>,
     names_changed: bool,
@@ -158,26 +147,13 @@ struct Cache {
 
 impl Cache {
     fn open(runtime: &Runtime, dir: Option<PathBuf>) -> Cache {
-        let engine = runtime.compatibility_hash();
-        let dir = dir.and_then(|dir| {
-            let units = dir.join("units");
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&units)
-                .ok()?;
-            ours(&units).then_some(units)
-        });
-        let names = dir
-            .as_ref()
-            .map(|d| d.join(format!("names-{engine}.json")))
-            .filter(|path| ours(path))
-            .and_then(|path| std::fs::read(path).ok())
+        let code = CodeCache::open(runtime, dir.as_deref());
+        let names = code
+            .read_file(NAMES_FILE)
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
             .unwrap_or_default();
         Cache {
-            dir,
-            engine,
+            code,
             names,
             names_changed: false,
         }
@@ -190,85 +166,26 @@ impl Cache {
         }
     }
 
-    /// A built-in unit from its cached artifact, else compiled (and the
-    /// artifact cached).
+    /// A built-in unit from its cached code, else compiled (and its code
+    /// cached).
     fn load(
         &self,
         runtime: &Runtime,
         builtin: &BuiltinUnit,
         sha256: &str,
     ) -> Result<Arc<dyn Unit>, PolicyError> {
-        let fail = |e: crate::sandbox::LoadError| {
-            PolicyError::Load(builtin.name.to_owned(), e.to_string())
-        };
-        let path = self
-            .dir
-            .as_ref()
-            .map(|d| d.join(format!("{sha256}-{}.cwasm", self.engine)));
-        if let Some(path) = path.as_ref().filter(|p| ours(p))
-            && let Ok(artifact) = std::fs::read(path)
-        {
-            // SAFETY: the file is in a directory only this user can write,
-            // belongs to this user, and was written by `save` below from
-            // `Runtime::precompile`'s output (an artifact of another build
-            // is refused by wasmtime, and then recompiled).
-            let digest = crate::sandbox::sha256(builtin.wasm);
-            if let Ok(unit) = unsafe { runtime.load_precompiled(digest, &artifact) } {
-                return Ok(unit as Arc<dyn Unit>);
-            }
-        }
-        let artifact = runtime.precompile(builtin.wasm).map_err(fail)?;
-        if let Some(path) = path {
-            save(&path, &artifact);
-        }
-        runtime
-            .load(builtin.wasm)
-            .map_err(fail)
-            .map(|u| u as Arc<dyn Unit>)
+        let (_, unit, _) = self
+            .code
+            .code(runtime, builtin.wasm, sha256)
+            .map_err(|e| PolicyError::Load(builtin.name.to_owned(), e.to_string()))?;
+        Ok(unit as Arc<dyn Unit>)
     }
 
     fn save_names(&self) {
-        if let (true, Some(dir)) = (self.names_changed, &self.dir)
+        if self.names_changed
             && let Ok(json) = serde_json::to_vec_pretty(&self.names)
         {
-            save(&dir.join(format!("names-{}.json", self.engine)), &json);
+            self.code.write_file(NAMES_FILE, &json);
         }
-    }
-}
-
-/// Where the cache lives, if anywhere.
-pub fn cache_dir() -> Option<PathBuf> {
-    let env = |key: &str| {
-        std::env::var_os(key)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    env(CACHE_DIR_ENV)
-        .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("sandpiper")))
-        .or_else(|| env("HOME").map(|d| d.join(".cache").join("sandpiper")))
-}
-
-/// Whether `path` and its directory belong to this user and nobody else
-/// may write them.
-fn ours(path: &Path) -> bool {
-    let uid = rustix::process::getuid().as_raw();
-    let private = |p: &Path| {
-        std::fs::symlink_metadata(p).is_ok_and(|m| m.uid() == uid && m.mode() & 0o022 == 0)
-    };
-    private(path) && path.parent().is_none_or(private)
-}
-
-/// Writes a cache file whole or not at all (a temporary file renamed).
-fn save(path: &Path, bytes: &[u8]) {
-    let Some(dir) = path.parent() else {
-        return;
-    };
-    let written = tempfile::NamedTempFile::new_in(dir).and_then(|mut file| {
-        file.write_all(bytes)?;
-        file.persist(path).map_err(|e| e.error)?;
-        Ok(())
-    });
-    if let Err(e) = written {
-        tracing::debug!(path = %path.display(), error = %e, "could not cache a compiled unit");
     }
 }

@@ -27,6 +27,7 @@
 
 mod bindings;
 mod call_state;
+pub mod code_cache;
 mod engine;
 mod failure;
 pub mod language;

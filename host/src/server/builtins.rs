@@ -9,6 +9,7 @@
 //! its units' new versions and its policies along.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -18,6 +19,7 @@ use super::StartError;
 use crate::builtin::{BuiltinPolicy, BuiltinUnit};
 use crate::pipeline::OnFailure;
 use crate::registry::{Named, Registry};
+use crate::sandbox::code_cache::{CodeCache, Origin};
 use crate::sandbox::{LoadError, Runtime, sha256};
 use crate::store::policies::{FilterLink, PolicyRecord, WeightLink};
 use crate::store::units::UnitModule;
@@ -45,14 +47,16 @@ pub fn builtin_unit_id(name: &str) -> Uuid {
 /// then every built-in policy.
 ///
 /// A first start takes each unit's compiled code from the binary (release
-/// builds embed it) or else compiles it, which is then most of its time
-/// (`compile_missing`); all of them are written in one transaction, so the
+/// builds embed it), else from the user's cache in `cache_dir` (what an
+/// earlier start of the same build compiled, on any database), or else
+/// compiles it, which is then most of its time (`compile_missing`); all of them are written in one transaction, so the
 /// store is never left with half of this binary's units and pays one
 /// commit, not one per unit. A restart finds their compiled code stored.
 pub async fn register(
     store: &Store,
     modules: &Modules,
     registry: &Registry,
+    cache_dir: Option<PathBuf>,
 ) -> Result<(), StartError> {
     let builtins = crate::builtin::UNITS;
     let engine_hash = modules.engine_hash();
@@ -64,7 +68,7 @@ pub async fn register(
             stored.push(conn.artifact(sha256, &engine_hash).await?);
         }
     }
-    let artifacts = compile_missing(modules, stored).await?;
+    let artifacts = compile_missing(modules, stored, cache_dir).await?;
 
     let mut loaded = Vec::with_capacity(builtins.len());
     for (i, builtin) in builtins.iter().enumerate() {
@@ -156,26 +160,31 @@ struct Artifact {
 enum CodeSource {
     /// Compiled by this binary's own build (`BuiltinUnit::compiled`).
     Embedded,
+    /// Compiled by an earlier process of the same build, read from the
+    /// user's cache ([`CodeCache`]).
+    Cached,
     /// Compiled now.
     Compiled,
 }
 
 /// The compiled code of every built-in unit, in `UNITS` order: the stored
 /// one where `stored` has it, else the code a release build embedded, else
-/// compiled now, logging progress. One at a time: wasmtime already
-/// compiles each component's functions on every core. Our own embedded
-/// units are trusted: they are compiled in process, not in the upload's
-/// sandboxed child.
+/// the user's cache's in `cache_dir`, else compiled now (and cached),
+/// logging progress. One at a time: wasmtime already compiles each
+/// component's functions on every core. Our own embedded units are
+/// trusted: they are compiled in process, not in the upload's sandboxed
+/// child.
 async fn compile_missing(
     modules: &Modules,
     stored: Vec<Option<Vec<u8>>>,
+    cache_dir: Option<PathBuf>,
 ) -> Result<Vec<Artifact>, StartError> {
     let builtins = crate::builtin::UNITS;
     let total = stored.iter().filter(|s| s.is_none()).count();
     let runtime = Arc::clone(modules.runtime());
     let started = std::time::Instant::now();
     let loaded = tokio::task::spawn_blocking(move || {
-        let mut missing = Missing::new(total);
+        let mut missing = Missing::new(total, cache_dir);
         let mut artifacts = Vec::with_capacity(builtins.len());
         for (builtin, stored) in builtins.iter().zip(stored) {
             let artifact = match stored {
@@ -203,6 +212,7 @@ async fn compile_missing(
     if total > 0 {
         tracing::info!(
             embedded = missing.embedded,
+            cached = missing.cached,
             compiled = missing.compiled,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "built-in units loaded"
@@ -215,25 +225,34 @@ async fn compile_missing(
 struct Missing {
     total: usize,
     embedded: usize,
+    cached: usize,
     compiled: usize,
     /// False once wasmtime refused embedded code: the rest was compiled by
     /// the same build for the same CPU, so it would be refused too.
     try_embedded: bool,
+    cache_dir: Option<PathBuf>,
+    /// The user's cache, opened (its directory made) only when a unit has
+    /// no embedded code: a release build's start never touches it.
+    cache: Option<CodeCache>,
 }
 
 impl Missing {
-    fn new(total: usize) -> Self {
+    fn new(total: usize, cache_dir: Option<PathBuf>) -> Self {
         Missing {
             total,
             embedded: 0,
+            cached: 0,
             compiled: 0,
             try_embedded: true,
+            cache_dir,
+            cache: None,
         }
     }
 
     /// Compiled code for `wasm`: `embedded` (our build's compiled code for
-    /// it) when wasmtime accepts it here, else compiled now. Either way the
-    /// unit is loaded into the runtime's cache.
+    /// it) when wasmtime accepts it here, else the user's cache's, else
+    /// compiled now. Either way the unit is loaded into the runtime's
+    /// cache.
     fn code_of(
         &mut self,
         runtime: &Runtime,
@@ -243,16 +262,17 @@ impl Missing {
         let (code, source) = self.code_and_source(runtime, wasm, embedded)?;
         match source {
             CodeSource::Embedded => self.embedded += 1,
+            CodeSource::Cached => self.cached += 1,
             CodeSource::Compiled => {
                 if self.compiled == 0 {
                     tracing::info!(
-                        units = self.total - self.embedded,
+                        units = self.total - self.embedded - self.cached,
                         "compiling the built-in units (once: their compiled code is stored)"
                     );
                 }
                 self.compiled += 1;
                 // A line per quarter, so a slow first start shows it moves.
-                let of = self.total - self.embedded;
+                let of = self.total - self.embedded - self.cached;
                 if self.compiled * 4 / of != (self.compiled - 1) * 4 / of {
                     tracing::info!(done = self.compiled, of, "built-in units compiled");
                 }
@@ -283,8 +303,16 @@ impl Missing {
                 }
             }
         }
-        let code = runtime.precompile(wasm)?;
-        Ok((code.into(), CodeSource::Compiled))
+        let dir = self.cache_dir.as_deref();
+        let cache = self
+            .cache
+            .get_or_insert_with(|| CodeCache::open(runtime, dir));
+        let (code, _, origin) = cache.code(runtime, wasm, &module_sha256(wasm))?;
+        let source = match origin {
+            Origin::Cached => CodeSource::Cached,
+            Origin::Compiled => CodeSource::Compiled,
+        };
+        Ok((code.into(), source))
     }
 }
 
@@ -423,7 +451,7 @@ mod tests {
     fn embedded_code_from_the_build_step_is_loaded_not_compiled() {
         let runtime = Runtime::new(Limits::default()).unwrap();
         let embedded = compiled_by_build_step(&sandpiper_compile::config(), component());
-        let mut missing = Missing::new(1);
+        let mut missing = Missing::new(1, None);
         let (code, source) = missing
             .code_and_source(&runtime, component(), Some(embedded))
             .unwrap();
@@ -440,7 +468,7 @@ mod tests {
         let mut other = sandpiper_compile::config();
         other.consume_fuel(false);
         let foreign = compiled_by_build_step(&other, component());
-        let mut missing = Missing::new(2);
+        let mut missing = Missing::new(2, None);
         let (code, source) = missing
             .code_and_source(&runtime, component(), Some(foreign))
             .unwrap();
@@ -459,9 +487,25 @@ mod tests {
     }
 
     #[test]
+    fn without_embedded_code_a_unit_an_earlier_start_compiled_is_read_from_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Runtime::new(Limits::default()).unwrap();
+        let mut missing = Missing::new(1, Some(dir.path().to_owned()));
+        let compiled = missing.code_of(&first, component(), None).unwrap();
+        assert_eq!((missing.cached, missing.compiled), (0, 1));
+
+        // Another start (a new runtime), on another database.
+        let second = Runtime::new(Limits::default()).unwrap();
+        let mut missing = Missing::new(1, Some(dir.path().to_owned()));
+        let code = missing.code_of(&second, component(), None).unwrap();
+        assert_eq!((missing.cached, missing.compiled), (1, 0));
+        assert_eq!(code, compiled);
+    }
+
+    #[test]
     fn without_embedded_code_units_are_compiled() {
         let runtime = Runtime::new(Limits::default()).unwrap();
-        let mut missing = Missing::new(1);
+        let mut missing = Missing::new(1, None);
         let code = missing.code_of(&runtime, component(), None).unwrap();
         assert_eq!((missing.embedded, missing.compiled), (0, 1));
         // SAFETY: `code` is `Runtime::precompile`'s output, just made.

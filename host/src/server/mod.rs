@@ -317,7 +317,7 @@ impl Server {
         let modules = Modules::new(runtime, args.compile_limits(), exe);
         let registry = Registry::new();
 
-        builtins::register(&store, &modules, &registry).await?;
+        builtins::register(&store, &modules, &registry, args.unit_cache_dir()).await?;
         loading::load_uploaded(&store, &modules, &registry).await?;
         tracing::info!(units = registry.len(), "units loaded");
 

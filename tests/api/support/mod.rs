@@ -27,7 +27,7 @@ use sandpiper::store::Location;
 
 pub use common::{
     Reply, builtin_wasm, distinct_copy, dump, expect_status, overloaded_hosts, overloaded_vms,
-    simulation_cluster, tour_hosts,
+    simulation_cluster, tour_hosts, unit_cache_dir,
 };
 
 /// The admin token every test state starts with (what
@@ -51,7 +51,11 @@ fn serve_args(db: &Location, flags: &[&str]) -> ServeArgs {
         Location::Sqlite(path) => (path.to_str().expect("a UTF-8 temporary path"), &[]),
         Location::Postgres(url) => (url.as_str(), &["--advertise-url", "http://127.0.0.1:9"]),
     };
-    let argv = ["serve", "--db", db]
+    // The compiled units' cache every test server shares: a first start
+    // reads what an earlier one compiled.
+    let cache = common::unit_cache_dir();
+    let cache = cache.to_str().expect("a UTF-8 temporary path");
+    let argv = ["serve", "--db", db, "--cache-dir", cache]
         .into_iter()
         .chain(fleet.iter().copied())
         .chain(flags.iter().copied());

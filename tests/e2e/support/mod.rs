@@ -20,7 +20,7 @@ use serde_json::Value;
 pub use common::postgres;
 pub use common::{
     Reply, builtin_wasm, distinct_copy, expect_status, overloaded_hosts, overloaded_vms,
-    simulation_cluster, tour_hosts,
+    simulation_cluster, tour_hosts, unit_cache_dir,
 };
 
 /// The admin token every test server starts with (via
@@ -67,13 +67,22 @@ impl Server {
     }
 
     /// Starts a server on the database `db` (a file, or a PostgreSQL URL),
-    /// its log in `dir`.
+    /// its log in `dir`. After [`template_db`] is made: its server fills
+    /// the compiled units' cache every test server reads
+    /// ([`common::unit_cache_dir`]), so first starts do not all compile
+    /// every built-in unit at once.
     pub fn start_on(
         db: &std::ffi::OsStr,
         dir: &Path,
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Server {
+        template_db();
+        Server::spawn(db, dir, args, env)
+    }
+
+    /// Starts a server on `db` as [`Server::start_on`] does, now.
+    fn spawn(db: &std::ffi::OsStr, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         let log = dir.join("server.log");
         let stderr = std::fs::OpenOptions::new()
             .create(true)
@@ -90,6 +99,7 @@ impl Server {
             .args(args)
             .env_remove("SANDPIPER_LOG")
             .env("SANDPIPER_ADMIN_TOKEN", ADMIN_TOKEN)
+            .env("SANDPIPER_CACHE_DIR", common::unit_cache_dir())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr);
@@ -209,7 +219,8 @@ pub fn template_db() -> &'static Path {
             .to_string_lossy()
             .into_owned();
         let work = tempfile::tempdir_in(dir).expect("template work dir");
-        let server = Server::start_fresh(work.path(), &[], &[]);
+        let db = work.path().join("sandpiper.db");
+        let server = Server::spawn(db.as_os_str(), work.path(), &[], &[]);
         assert!(server.stop().success(), "the template server stops cleanly");
         // Atomic: a test process running at the same time sees either no
         // template or a whole one.
