@@ -112,7 +112,7 @@ pub fn local_in(policy: &BuiltinPolicy, cache: Option<PathBuf>) -> Result<Local,
         {
             continue;
         }
-        let unit = cache.load(&runtime, builtin, &sha256)?;
+        let unit = cache.load(&runtime, builtin)?;
         let name = unit.info().name.clone();
         cache.remember(&sha256, &name);
         if wanted.contains(name.as_str()) {
@@ -168,15 +168,10 @@ impl Cache {
 
     /// A built-in unit from its cached code, else compiled (and its code
     /// cached).
-    fn load(
-        &self,
-        runtime: &Runtime,
-        builtin: &BuiltinUnit,
-        sha256: &str,
-    ) -> Result<Arc<dyn Unit>, PolicyError> {
+    fn load(&self, runtime: &Runtime, builtin: &BuiltinUnit) -> Result<Arc<dyn Unit>, PolicyError> {
         let (_, unit, _) = self
             .code
-            .code(runtime, builtin.wasm, sha256)
+            .code(runtime, builtin.wasm)
             .map_err(|e| PolicyError::Load(builtin.name.to_owned(), e.to_string()))?;
         Ok(unit as Arc<dyn Unit>)
     }

@@ -25,7 +25,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{LoadError, Runtime, WasmUnit, sha256};
+use super::{LoadError, Runtime, WasmUnit, hex, sha256};
 
 /// The environment variable naming the cache directory.
 pub const CACHE_DIR_ENV: &str = "SANDPIPER_CACHE_DIR";
@@ -79,22 +79,22 @@ impl CodeCache {
         }
     }
 
-    /// The compiled code of `wasm` (whose hex sha256 is `sha256`) and the
-    /// unit loaded from it into `runtime`: read from the cache when a file
-    /// there loads, else compiled now and written to the cache.
+    /// The compiled code of `wasm` and the unit loaded from it into
+    /// `runtime`: read from the cache when a file there loads, else
+    /// compiled now and written to the cache.
     pub fn code(
         &self,
         runtime: &Runtime,
         wasm: &[u8],
-        sha256_hex: &str,
     ) -> Result<(Vec<u8>, Arc<WasmUnit>, Origin), LoadError> {
-        let path = self.path(&format!("{sha256_hex}-{}.cwasm", self.engine));
+        let digest = sha256(wasm);
+        let path = self.path(&format!("{}-{}.cwasm", hex(&digest), self.engine));
         if let Some(code) = path.as_deref().and_then(read_ours) {
             // SAFETY: the file is in a directory only this user can write,
             // belongs to this user, and was written below from
             // `Runtime::precompile`'s output (code of another build is
             // refused by wasmtime, and then compiled again).
-            if let Ok(unit) = unsafe { runtime.load_precompiled(sha256(wasm), &code) } {
+            if let Ok(unit) = unsafe { runtime.load_precompiled(digest, &code) } {
                 return Ok((code, unit, Origin::Cached));
             }
         }
@@ -173,10 +173,6 @@ mod tests {
         crate::builtin::UNITS[0].wasm
     }
 
-    fn sha256_hex() -> String {
-        crate::upload::module_sha256(component())
-    }
-
     /// A fresh runtime (an empty in-memory cache of units), as a new
     /// process has.
     fn runtime() -> Runtime {
@@ -186,7 +182,7 @@ mod tests {
     fn origin(cache_dir: Option<&Path>) -> (Vec<u8>, Origin) {
         let runtime = runtime();
         let cache = CodeCache::open(&runtime, cache_dir);
-        let (code, _, origin) = cache.code(&runtime, component(), &sha256_hex()).unwrap();
+        let (code, _, origin) = cache.code(&runtime, component()).unwrap();
         (code, origin)
     }
 

@@ -307,7 +307,7 @@ impl Missing {
         let cache = self
             .cache
             .get_or_insert_with(|| CodeCache::open(runtime, dir));
-        let (code, _, origin) = cache.code(runtime, wasm, &module_sha256(wasm))?;
+        let (code, _, origin) = cache.code(runtime, wasm)?;
         let source = match origin {
             Origin::Cached => CodeSource::Cached,
             Origin::Compiled => CodeSource::Compiled,
