@@ -199,3 +199,114 @@ async fn a_round_claims_and_queues_one_migration_and_leaves_out_hosts_migrating(
     );
     drop(theirs);
 }
+
+/// A migration the engine finished, but its inventory does not show yet:
+/// the claim stays on the destination through reports that still list the
+/// VM on its source, and the rounds leave both hosts out until the
+/// destination lists it, so the stale figures never move it (or another
+/// VM) a second time.
+#[tokio::test]
+async fn a_finished_migration_keeps_its_hosts_out_until_the_inventory_shows_it() {
+    let api = Api::start().await;
+    let admin = api.admin();
+    let id = cluster(&admin, "hot", "evenly_distributed", true).await;
+    let path = format!("/api/v1/clusters/{id}");
+    let round = run(&api.state, id).await.expect("a round");
+    let Round::Migrating {
+        operation_id,
+        vm_id,
+        destination,
+        ..
+    } = round
+    else {
+        panic!("a migration: {round:?}");
+    };
+    let report = |generation: u64, hosts: Value, vms: Value| {
+        let admin = admin.clone();
+        let path = path.clone();
+        async move {
+            expect_status(
+                &admin
+                    .put(
+                        &format!("{path}/inventory"),
+                        &json!({ "generation": generation, "hosts": hosts, "vms": vms }),
+                    )
+                    .await,
+                200,
+            )
+        }
+    };
+    let claim = || {
+        let admin = admin.clone();
+        let path = path.clone();
+        async move {
+            let claims = expect_status(&admin.get(&format!("{path}/claims")).await, 200);
+            let first = &claims["claims"][0];
+            (
+                first["vm_id"].clone(),
+                first["host_id"].clone(),
+                first["state"].clone(),
+            )
+        }
+    };
+
+    // The engine takes the migration; its full report while the VM moves
+    // still lists the VM on `hot`, and `hot` overloaded.
+    let leased = expect_status(
+        &admin
+            .post(
+                &format!("{path}/operations/lease"),
+                &json!({ "holder": "test-engine" }),
+            )
+            .await,
+        200,
+    );
+    assert_eq!(leased["operation"]["id"], json!(operation_id));
+    report(2, overloaded_hosts(), overloaded_vms()).await;
+    assert_eq!(
+        claim().await,
+        (json!(vm_id), json!(destination), json!("pending")),
+        "a report of the source keeps the destination's claim"
+    );
+    expect_status(
+        &admin
+            .post(
+                &format!("{path}/operations/{operation_id}/complete"),
+                &json!({ "lease": leased["lease"]["id"], "outcome": "succeeded" }),
+            )
+            .await,
+        200,
+    );
+    assert_eq!(
+        claim().await,
+        (json!(vm_id), json!(destination), json!("confirmed"))
+    );
+    for _ in 0..2 {
+        let round = run(&api.state, id).await.expect("a round");
+        assert!(
+            matches!(round, Round::NothingToDo { .. }),
+            "nothing moves on figures about to change: {round:?}"
+        );
+    }
+    let listed = expect_status(&admin.get(&format!("{path}/operations")).await, 200);
+    assert_eq!(listed["operations"].as_array().map(Vec::len), Some(1));
+
+    // The report that shows the move settles the claim; the rounds see the
+    // cooler host and move nothing more.
+    let mut cooler = overloaded_hosts();
+    cooler[0]["metrics"]["cpu_usage_percent"] = json!(50.0);
+    cooler[0]["metrics"]["cpu_overloaded_minutes"] = json!(0.0);
+    let mut moved = overloaded_vms();
+    for vm in moved.as_array_mut().expect("vms") {
+        if vm["id"] == json!(vm_id) {
+            vm["host"] = json!(destination);
+        }
+    }
+    report(3, cooler, moved).await;
+    let claims = expect_status(&admin.get(&format!("{path}/claims")).await, 200);
+    assert_eq!(claims["claims"], json!([]), "{claims:#}");
+    let round = run(&api.state, id).await.expect("a round");
+    assert!(matches!(round, Round::NothingToDo { .. }), "{round:?}");
+    let listed = expect_status(&admin.get(&format!("{path}/operations")).await, 200);
+    assert_eq!(listed["operations"].as_array().map(Vec::len), Some(1));
+}

@@ -9,7 +9,11 @@
 //! * the engine **confirms** it and then reports the host at a generation at
 //!   or after the one the confirmation named: that report already counts the
 //!   VM, so the claim would count it twice;
-//! * the engine reports the VM running (on any host), which is the same news;
+//! * the engine reports the VM running on the claimed host, which is the
+//!   same news, or on a host it was not on before (it started or moved
+//!   somewhere else, and the claimed room stays unused). A report that
+//!   still lists a migrating VM on its source leaves the claim on the
+//!   destination counting;
 //! * the engine **releases** it (the VM failed to start, or was cancelled);
 //! * it **expires**, if still unconfirmed a TTL after it was made: the
 //!   engine gave up on the start, or lost the message, and the capacity must
@@ -63,6 +67,20 @@ pub struct Claim {
     /// hardware needs; counted in later decisions' hardware columns.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hardware: Option<Arc<HardwareClaim>>,
+}
+
+/// Whether a report listing `claim`'s VM on `host_id` settles the claim,
+/// the host's figures counting the VM from now on; `was_there`: the host's
+/// report before listed the VM too.
+///
+/// A VM listed on the host its claim holds room on settles the claim. So
+/// does a VM listed where it was not before: it started, or moved,
+/// somewhere other than decided, and the claimed room stays unused. A VM
+/// still listed where it already was is a migration's source before the
+/// move: its claim on the destination keeps counting, or the destination
+/// could be booked twice while the VM moves.
+pub fn settled_by_report(claim: &Claim, host_id: &str, was_there: bool) -> bool {
+    claim.host_id == host_id || !was_there
 }
 
 /// A claim operation that cannot be done.
@@ -333,15 +351,25 @@ impl ClaimLedger {
         self.remove_all(on_host)
     }
 
-    /// Drops the claims of VMs the engine reports running: its figures
-    /// count them now.
-    pub fn drop_reported<'a>(&mut self, vm_ids: impl IntoIterator<Item = &'a str>) -> Vec<Claim> {
-        let reported: Vec<String> = vm_ids
+    /// Drops the claims a report of `host_id` settles (see
+    /// [`settled_by_report`]), the report listing `vm_ids` on it where it
+    /// listed `before` until now.
+    pub fn drop_reported<'a>(
+        &mut self,
+        host_id: &str,
+        vm_ids: impl IntoIterator<Item = &'a str>,
+        before: &BTreeSet<&str>,
+    ) -> Vec<Claim> {
+        let settled: Vec<String> = vm_ids
             .into_iter()
-            .filter(|vm| self.by_vm.contains_key(*vm))
+            .filter(|vm| {
+                self.by_vm
+                    .get(*vm)
+                    .is_some_and(|c| settled_by_report(c, host_id, before.contains(vm)))
+            })
             .map(str::to_owned)
             .collect();
-        self.remove_all(reported)
+        self.remove_all(settled)
     }
 
     fn remove_all(&mut self, vm_ids: Vec<String>) -> Vec<Claim> {
@@ -447,9 +475,33 @@ mod tests {
         ledger.insert(claim("a", "h1", 1.0, 10));
         ledger.insert(claim("b", "h1", 1.0, 10));
         ledger.insert(claim("c", "h2", 1.0, 10));
-        assert_eq!(ledger.drop_reported(["c", "zzz"]).len(), 1);
+        assert_eq!(
+            ledger
+                .drop_reported("h2", ["c", "zzz"], &BTreeSet::new())
+                .len(),
+            1
+        );
         assert_eq!(ledger.drop_host("h1").len(), 2);
         assert!(ledger.is_empty());
         assert!(ledger.pending_by_host(&BTreeSet::new()).next().is_none());
+    }
+
+    /// A migration's claim on its destination outlives reports of the
+    /// source that still list the VM; the VM listed on the destination, or
+    /// anywhere new, settles it.
+    #[test]
+    fn a_migrating_vm_listed_where_it_was_keeps_its_claim() {
+        let on_source: BTreeSet<&str> = ["m"].into();
+        for (reported_on, before, settles) in [
+            ("src", &on_source, false),
+            ("dst", &BTreeSet::new(), true),
+            ("elsewhere", &BTreeSet::new(), true),
+        ] {
+            let mut ledger = ClaimLedger::new();
+            ledger.insert(claim("m", "dst", 1.0, 10));
+            let dropped = ledger.drop_reported(reported_on, ["m"], before);
+            assert_eq!(dropped.len() == 1, settles, "reported on {reported_on}");
+            assert_eq!(ledger.is_empty(), settles, "reported on {reported_on}");
+        }
     }
 }

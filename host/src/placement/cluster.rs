@@ -9,11 +9,11 @@
 //! database is what lets the model-based test drive thousands of random
 //! interleavings through the very code the server runs.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
-use super::claims::{Claim, ClaimError, ClaimLedger, ClaimState};
+use super::claims::{Claim, ClaimError, ClaimLedger, ClaimState, settled_by_report};
 use super::columns::{Columns, PendingVm};
 use super::hosts::{
     Applied, HostInventory, HostRecord, HostUpdate, InventoryError, MAX_GENERATION, check_upsert,
@@ -149,8 +149,9 @@ impl ClusterState {
     }
 
     /// Replaces the inventory with a full snapshot taken at `generation`.
-    /// Claims on hosts that are gone, claims of VMs the snapshot reports
-    /// running, and confirmed claims the snapshot covers are dropped.
+    /// Claims on hosts that are gone, claims the snapshot's VM lists settle
+    /// ([`settled_by_report`]), and confirmed claims the snapshot covers are
+    /// dropped.
     pub fn replace_snapshot(
         &mut self,
         generation: u64,
@@ -168,6 +169,16 @@ impl ClusterState {
         }
         crate::inputs::check_snapshot(&snapshot)?;
         let columns = Columns::build(&snapshot)?;
+        // Where the claimed VMs were listed until now, to tell a migration's
+        // source still reporting its VM from a VM that arrived.
+        let claimed_were_on: BTreeMap<String, String> = self
+            .hosts
+            .records()
+            .iter()
+            .flat_map(|r| r.vms.iter().map(move |v| (v, &r.host.id)))
+            .filter(|(v, _)| self.claims.get(&v.id).is_some())
+            .map(|(v, host)| (v.id.clone(), host.clone()))
+            .collect();
         self.hosts.replace(generation, snapshot)?;
         self.columns = Some(columns);
 
@@ -187,18 +198,21 @@ impl ClusterState {
             .iter()
             .map(|r| r.host.id.as_str())
             .collect();
-        let reported: BTreeSet<&str> = self
+        let reported_on: BTreeMap<&str, &str> = self
             .hosts
             .records()
             .iter()
-            .flat_map(|r| r.vms.iter().map(|v| v.id.as_str()))
+            .flat_map(|r| r.vms.iter().map(|v| (v.id.as_str(), r.host.id.as_str())))
             .collect();
         let resolved: Vec<String> = self
             .claims
             .iter()
             .filter(|c| {
                 !present.contains(c.host_id.as_str())
-                    || reported.contains(c.vm_id.as_str())
+                    || reported_on.get(c.vm_id.as_str()).is_some_and(|host| {
+                        let was_there = claimed_were_on.get(&c.vm_id).map(String::as_str) == Some(*host);
+                        settled_by_report(c, host, was_there)
+                    })
                     || matches!(c.state, ClaimState::Confirmed { covered_from } if covered_from <= generation)
             })
             .map(|c| c.vm_id.clone())
@@ -262,6 +276,14 @@ impl ClusterState {
                 }
                 _ => Vec::new(),
             };
+            // What the host listed until now, to tell a migration's source
+            // still reporting its VM from a VM that arrived.
+            let listed_before: Vec<String> = match self.hosts.get(&host_id) {
+                Some((_, record)) if !reported.is_empty() => {
+                    record.vms.iter().map(|v| v.id.clone()).collect()
+                }
+                _ => Vec::new(),
+            };
             let removal = matches!(update, HostUpdate::Remove { .. });
             let applied = self.hosts.apply(update);
             let mut resolved = Vec::new();
@@ -291,10 +313,12 @@ impl ClusterState {
                 });
             } else {
                 resolved.extend(self.claims.drop_covered(&host_id, generation));
-                resolved.extend(
-                    self.claims
-                        .drop_reported(reported.iter().map(String::as_str)),
-                );
+                let before: BTreeSet<&str> = listed_before.iter().map(String::as_str).collect();
+                resolved.extend(self.claims.drop_reported(
+                    &host_id,
+                    reported.iter().map(String::as_str),
+                    &before,
+                ));
                 if let Some((_, record)) = self.hosts.get(&host_id) {
                     changes.push(Change::Host(record.clone()));
                 }
@@ -400,6 +424,27 @@ impl ClusterState {
             }
         }
         (extended, changes)
+    }
+
+    /// The hosts at either end of every move the inventory does not show
+    /// yet: a VM claimed on one host while another host lists it. That is
+    /// a migration decided, queued or done whose VM its destination has not
+    /// reported; the periodic balance leaves these hosts out, as it does
+    /// those of a migration still queued, since their figures are about to
+    /// change.
+    pub fn hosts_moving(&self) -> BTreeSet<String> {
+        let mut moving = BTreeSet::new();
+        for record in self.hosts.records() {
+            for vm in &record.vms {
+                if let Some(claim) = self.claims.get(&vm.id)
+                    && claim.host_id != record.host.id
+                {
+                    moving.insert(record.host.id.clone());
+                    moving.insert(claim.host_id.clone());
+                }
+            }
+        }
+        moving
     }
 
     /// Drops the claims that expired at or before `now`.
@@ -663,6 +708,54 @@ mod tests {
             state.replace_snapshot(6, Snapshot::default()),
             Err(InventoryError::StaleSnapshot { given: 6, held: 6 })
         ));
+    }
+
+    /// A migration's claim on its destination: reports that still list the
+    /// VM on its source, full or per host, leave it counting; the VM on
+    /// the destination settles it.
+    #[test]
+    fn a_migrating_vm_reported_on_its_source_keeps_its_claim_on_the_destination() {
+        let on_a = || -> Snapshot {
+            crate::snapshot::from_json(
+                r#"{"hosts": [{"id": "a"}, {"id": "b"}], "vms": [{"id": "m", "host": "a"}]}"#,
+            )
+            .expect("valid")
+        };
+        let mut state = ClusterState::new();
+        state.replace_snapshot(5, on_a()).expect("first");
+        state.claims.insert(claim("m", "b"));
+
+        let both: BTreeSet<String> = ["a".to_owned(), "b".to_owned()].into();
+        assert_eq!(state.hosts_moving(), both);
+
+        state.replace_snapshot(6, on_a()).expect("newer");
+        assert!(
+            state.claims.get("m").is_some(),
+            "a full report of the source"
+        );
+        let still_on_a = HostUpdate::Upsert {
+            generation: 7,
+            host: host("a"),
+            vms: Some(state.hosts.get("a").expect("a").1.vms.clone()),
+        };
+        let (results, _) = state.apply_updates(vec![still_on_a]).expect("valid");
+        assert_eq!(
+            results[0].claims_resolved, 0,
+            "a report of the source alone"
+        );
+        assert!(state.claims.get("m").is_some());
+
+        let mut moved = state.hosts.get("a").expect("a").1.vms.clone();
+        moved[0].host = "b".to_owned();
+        let on_b = HostUpdate::Upsert {
+            generation: 8,
+            host: host("b"),
+            vms: Some(moved),
+        };
+        let (results, _) = state.apply_updates(vec![on_b]).expect("valid");
+        assert_eq!(results[0].claims_resolved, 1, "the VM on the destination");
+        assert!(state.claims.is_empty());
+        assert!(state.hosts_moving().is_empty());
     }
 
     #[test]

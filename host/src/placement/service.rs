@@ -34,7 +34,7 @@
 //! cluster to resolve (a confirm covered by a report, a release, an
 //! expiry, a fresh report), and tries once more (oVirt's `RunVmDelayer`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 use std::time::{Duration, Instant};
 
@@ -380,6 +380,16 @@ impl PlacementService {
                 .map(|r| r.host.id.clone())
                 .collect();
             Ok((ids, Vec::new(), false))
+        })
+        .await
+    }
+
+    /// The hosts at either end of a move the inventory does not show yet
+    /// (see [`ClusterState::hosts_moving`]).
+    pub async fn hosts_moving(&self, cluster_id: Uuid) -> Result<BTreeSet<String>, PlacementError> {
+        self.locked(cluster_id, |state, now| {
+            let (expired, changes) = state.expire(now);
+            Ok((state.hosts_moving(), changes, !expired.is_empty()))
         })
         .await
     }

@@ -6,8 +6,11 @@
 //!    or leased, the round does nothing but say so in the decisions log:
 //!    at most one migration per cluster is in flight, as in oVirt.
 //! 3. Otherwise the balance unit runs over the held inventory (live claims
-//!    counted), without the hosts that have a migration in flight (any
-//!    `migrate` operation's host locks), and the policy schedules its
+//!    counted), without the hosts that have a migration in flight: any
+//!    `migrate` operation's host locks, and both ends of every VM claimed
+//!    on one host while another still lists it (a migration done, or
+//!    decided by an engine, that the inventory does not show yet; its
+//!    figures are about to change). The policy schedules its
 //!    proposal over the proposed destinations plus the current host, so
 //!    staying can win (`pipeline::balance`).
 //! 4. A proposal that wins is placed again over the held inventory, under
@@ -120,7 +123,15 @@ pub async fn run(state: &AppState, cluster_id: Uuid) -> Result<Round, RoundError
         });
     }
 
-    let busy = hosts_migrating(&in_flight);
+    // After the operations: a migration that finished since is then found
+    // here, its claim still on a destination that has not listed the VM.
+    let mut busy = hosts_migrating(&in_flight);
+    busy.extend(
+        placement
+            .hosts_moving(cluster_id)
+            .await
+            .map_err(placement_error)?,
+    );
     let candidates: Vec<String> = placement
         .held_host_ids(cluster_id)
         .await
