@@ -434,6 +434,9 @@ impl ClusterState {
     /// change.
     pub fn hosts_moving(&self) -> BTreeSet<String> {
         let mut moving = BTreeSet::new();
+        if self.claims.is_empty() {
+            return moving;
+        }
         for record in self.hosts.records() {
             for vm in &record.vms {
                 if let Some(claim) = self.claims.get(&vm.id)
