@@ -202,9 +202,10 @@ async fn a_round_claims_and_queues_one_migration_and_leaves_out_hosts_migrating(
 
 /// A migration the engine finished, but its inventory does not show yet:
 /// the claim stays on the destination through reports that still list the
-/// VM on its source, and the rounds leave both hosts out until the
-/// destination lists it, so the stale figures never move it (or another
-/// VM) a second time.
+/// VM on its source, and through reports older than the generation the
+/// completion names (`covered_from`), and the rounds leave both hosts out
+/// until the destination lists it, so the stale figures never move it (or
+/// another VM) a second time.
 #[tokio::test]
 async fn a_finished_migration_keeps_its_hosts_out_until_the_inventory_shows_it() {
     let api = Api::start().await;
@@ -268,18 +269,34 @@ async fn a_finished_migration_keeps_its_hosts_out_until_the_inventory_shows_it()
         (json!(vm_id), json!(destination), json!("pending")),
         "a report of the source keeps the destination's claim"
     );
-    expect_status(
-        &admin
-            .post(
-                &format!("{path}/operations/{operation_id}/complete"),
-                &json!({ "lease": leased["lease"]["id"], "outcome": "succeeded" }),
-            )
-            .await,
-        200,
+    // The engine's reports lag its completions, so it names the first
+    // generation that counts the VM; with `failed` that means nothing.
+    let complete = |outcome: &str| {
+        let admin = admin.clone();
+        let url = format!("{path}/operations/{operation_id}/complete");
+        let body = json!({ "lease": leased["lease"]["id"], "outcome": outcome, "covered_from": 4 });
+        async move { admin.post(&url, &body).await }
+    };
+    let refused = expect_status(&complete("failed").await, 422);
+    assert_eq!(
+        (
+            &refused["error"]["code"],
+            &refused["error"]["details"]["field"]
+        ),
+        (&json!("covered_from_needs_success"), &json!("covered_from"))
     );
+    expect_status(&complete("succeeded").await, 200);
     assert_eq!(
         claim().await,
         (json!(vm_id), json!(destination), json!("confirmed"))
+    );
+    // A report taken before the VM arrived, received after the
+    // completion: generation 3 does not count the VM yet.
+    report(3, overloaded_hosts(), overloaded_vms()).await;
+    assert_eq!(
+        claim().await,
+        (json!(vm_id), json!(destination), json!("confirmed")),
+        "a report before `covered_from` keeps the claim"
     );
     for _ in 0..2 {
         let round = run(&api.state, id).await.expect("a round");
@@ -302,7 +319,7 @@ async fn a_finished_migration_keeps_its_hosts_out_until_the_inventory_shows_it()
             vm["host"] = json!(destination);
         }
     }
-    report(3, cooler, moved).await;
+    report(4, cooler, moved).await;
     let claims = expect_status(&admin.get(&format!("{path}/claims")).await, 200);
     assert_eq!(claims["claims"], json!([]), "{claims:#}");
     let round = run(&api.state, id).await.expect("a round");

@@ -237,6 +237,7 @@ pub const ERROR_CODES: &[&str] = &[
     "overloaded",
     "lease_lost",
     "operation_finished",
+    "covered_from_needs_success",
     "queue_full",
     "pool_exhausted",
     "pool_vms_assigned",

@@ -319,6 +319,14 @@ pub struct CompleteBody {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub detail: Option<Value>,
+    /// With `succeeded`, for the claim the operation carries: the first
+    /// generation of the engine's reports of the claimed host that count
+    /// the VM (as the claims' `confirm` takes it); default: the host's
+    /// next report applied. Give it when a report taken before the VM
+    /// arrived may reach Sandpiper after the completion. Refused with
+    /// `failed` (422 `covered_from_needs_success`).
+    #[serde(default)]
+    pub covered_from: Option<u64>,
 }
 
 /// The API error of an operations error.
@@ -595,6 +603,7 @@ pub async fn renew_lease(
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, description = "The cluster or the operation", body = ErrorBody),
         (status = 409, description = "`lease_lost`; `operation_finished` (this lease already finished it)", body = ErrorBody),
+        (status = 422, description = "`covered_from_needs_success`", body = ErrorBody),
     ))]
 pub async fn complete_operation(
     State(state): State<AppState>,
@@ -602,9 +611,18 @@ pub async fn complete_operation(
     Json(body): Json<CompleteBody>,
 ) -> Result<axum::Json<OperationView>, ApiError> {
     exists(&state, cluster_id).await?;
-    let outcome = match body.outcome {
-        OutcomeName::Succeeded => Outcome::Succeeded,
-        OutcomeName::Failed => Outcome::Failed,
+    let outcome = match (body.outcome, body.covered_from) {
+        (OutcomeName::Succeeded, covered_from) => Outcome::Succeeded { covered_from },
+        (OutcomeName::Failed, None) => Outcome::Failed,
+        (OutcomeName::Failed, Some(_)) => {
+            return Err(ApiError::Unprocessable {
+                code: "covered_from_needs_success",
+                message: "`covered_from` says which reports count the VM, so it goes with \
+                          the outcome `succeeded` only"
+                    .to_owned(),
+                details: serde_json::json!({ "field": "covered_from" }),
+            });
+        }
     };
     let op = state
         .operations()

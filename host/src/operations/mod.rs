@@ -569,20 +569,27 @@ impl OperationsService {
         op.state = outcome.state();
         op.finished_at = Some(now);
         op.detail = detail;
+        let covered_from = match outcome {
+            Outcome::Succeeded { covered_from } => covered_from,
+            Outcome::Failed => None,
+        };
         // The lease that finished it stays in the row (who did it); the
         // operation is no longer leased.
-        self.finish(&slot, queue, op, EventKind::Completed).await
+        self.finish(&slot, queue, op, EventKind::Completed, covered_from)
+            .await
     }
 
     /// Ends an operation taken from the cluster's queue (completed or
     /// cancelled): stores it, takes it out of the queue (freeing its
-    /// locks), tells readers, and settles the claim it carries.
+    /// locks), tells readers, and settles the claim it carries
+    /// (`covered_from`: see [`Outcome::Succeeded`]).
     async fn finish(
         &self,
         slot: &Slot,
         mut queue: tokio::sync::MutexGuard<'_, ClusterQueue>,
         op: Operation,
         event: EventKind,
+        covered_from: Option<u64>,
     ) -> Result<Operation, OperationError> {
         let id = op.id;
         if !self.write(&op).await? {
@@ -592,7 +599,7 @@ impl OperationsService {
         queue.remove(id);
         drop(queue);
         slot.publish(event, &op);
-        self.settle_claim(&op).await;
+        self.settle_claim(&op, covered_from).await;
         Ok(op)
     }
 
@@ -613,7 +620,8 @@ impl OperationsService {
         let mut op = current.clone();
         op.state = State::Cancelled;
         op.finished_at = Some(Timestamp::now());
-        self.finish(&slot, queue, op, EventKind::Cancelled).await
+        self.finish(&slot, queue, op, EventKind::Cancelled, None)
+            .await
     }
 
     /// The events of a cluster's queue from now on.
@@ -704,10 +712,11 @@ impl OperationsService {
         Ok(())
     }
 
-    /// Confirms (succeeded) or releases (failed, cancelled) the claim a
-    /// finished operation carries. A claim already gone (expired, released
-    /// by the engine) is not the completion's error: logged only.
-    async fn settle_claim(&self, op: &Operation) {
+    /// Confirms (succeeded, covered from `covered_from`) or releases
+    /// (failed, cancelled) the claim a finished operation carries. A claim
+    /// already gone (expired, released by the engine) is not the
+    /// completion's error: logged only.
+    async fn settle_claim(&self, op: &Operation, covered_from: Option<u64>) {
         let Some(vm_id) = op.vm_id.clone() else {
             return;
         };
@@ -716,7 +725,7 @@ impl OperationsService {
             State::Succeeded => (
                 "confirmed",
                 placement
-                    .confirm(op.cluster_id, vm_id.clone(), None)
+                    .confirm(op.cluster_id, vm_id.clone(), covered_from)
                     .await
                     .map(drop),
             ),

@@ -147,14 +147,20 @@ impl State {
 /// How a worker says its operation ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    Succeeded,
+    /// Done. `covered_from`: the first generation of the engine's reports
+    /// of the claim's host that count the VM, for the claim the operation
+    /// carries (as `POST .../claims/{vm_id}/confirm` takes it); without it,
+    /// the host's next report applied.
+    Succeeded {
+        covered_from: Option<u64>,
+    },
     Failed,
 }
 
 impl Outcome {
     pub fn state(self) -> State {
         match self {
-            Outcome::Succeeded => State::Succeeded,
+            Outcome::Succeeded { .. } => State::Succeeded,
             Outcome::Failed => State::Failed,
         }
     }
