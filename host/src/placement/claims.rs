@@ -358,14 +358,14 @@ impl ClaimLedger {
         &mut self,
         host_id: &str,
         vm_ids: impl IntoIterator<Item = &'a str>,
-        before: &BTreeSet<&str>,
+        before: &BTreeSet<String>,
     ) -> Vec<Claim> {
         let settled: Vec<String> = vm_ids
             .into_iter()
             .filter(|vm| {
                 self.by_vm
                     .get(*vm)
-                    .is_some_and(|c| settled_by_report(c, host_id, before.contains(vm)))
+                    .is_some_and(|c| settled_by_report(c, host_id, before.contains(*vm)))
             })
             .map(str::to_owned)
             .collect();
@@ -491,7 +491,7 @@ mod tests {
     /// anywhere new, settles it.
     #[test]
     fn a_migrating_vm_listed_where_it_was_keeps_its_claim() {
-        let on_source: BTreeSet<&str> = ["m"].into();
+        let on_source: BTreeSet<String> = ["m".to_owned()].into();
         for (reported_on, before, settles) in [
             ("src", &on_source, false),
             ("dst", &BTreeSet::new(), true),

@@ -172,12 +172,8 @@ impl ClusterState {
         // Where the claimed VMs were listed until now, to tell a migration's
         // source still reporting its VM from a VM that arrived.
         let claimed_were_on: BTreeMap<String, String> = self
-            .hosts
-            .records()
-            .iter()
-            .flat_map(|r| r.vms.iter().map(move |v| (v, &r.host.id)))
-            .filter(|(v, _)| self.claims.get(&v.id).is_some())
-            .map(|(v, host)| (v.id.clone(), host.clone()))
+            .claimed_listed()
+            .map(|(claim, listed_on)| (claim.vm_id.clone(), listed_on.to_owned()))
             .collect();
         self.hosts.replace(generation, snapshot)?;
         self.columns = Some(columns);
@@ -278,11 +274,11 @@ impl ClusterState {
             };
             // What the host listed until now, to tell a migration's source
             // still reporting its VM from a VM that arrived.
-            let listed_before: Vec<String> = match self.hosts.get(&host_id) {
+            let listed_before: BTreeSet<String> = match self.hosts.get(&host_id) {
                 Some((_, record)) if !reported.is_empty() => {
                     record.vms.iter().map(|v| v.id.clone()).collect()
                 }
-                _ => Vec::new(),
+                _ => BTreeSet::new(),
             };
             let removal = matches!(update, HostUpdate::Remove { .. });
             let applied = self.hosts.apply(update);
@@ -313,11 +309,10 @@ impl ClusterState {
                 });
             } else {
                 resolved.extend(self.claims.drop_covered(&host_id, generation));
-                let before: BTreeSet<&str> = listed_before.iter().map(String::as_str).collect();
                 resolved.extend(self.claims.drop_reported(
                     &host_id,
                     reported.iter().map(String::as_str),
-                    &before,
+                    &listed_before,
                 ));
                 if let Some((_, record)) = self.hosts.get(&host_id) {
                     changes.push(Change::Host(record.clone()));
@@ -433,21 +428,27 @@ impl ClusterState {
     /// those of a migration still queued, since their figures are about to
     /// change.
     pub fn hosts_moving(&self) -> BTreeSet<String> {
-        let mut moving = BTreeSet::new();
-        if self.claims.is_empty() {
-            return moving;
-        }
-        for record in self.hosts.records() {
-            for vm in &record.vms {
-                if let Some(claim) = self.claims.get(&vm.id)
-                    && claim.host_id != record.host.id
-                {
-                    moving.insert(record.host.id.clone());
-                    moving.insert(claim.host_id.clone());
-                }
-            }
-        }
-        moving
+        self.claimed_listed()
+            .filter(|(claim, listed_on)| claim.host_id != *listed_on)
+            .flat_map(|(claim, listed_on)| [listed_on.to_owned(), claim.host_id.clone()])
+            .collect()
+    }
+
+    /// Each claim whose VM a host lists, with that host: where the claimed
+    /// VMs run as far as the inventory knows. Nothing is walked when there
+    /// is no claim, as most of the time.
+    fn claimed_listed(&self) -> impl Iterator<Item = (&Claim, &str)> {
+        let records = if self.claims.is_empty() {
+            &[][..]
+        } else {
+            self.hosts.records()
+        };
+        records.iter().flat_map(move |record| {
+            record.vms.iter().filter_map(move |vm| {
+                let claim = self.claims.get(&vm.id)?;
+                Some((claim, record.host.id.as_str()))
+            })
+        })
     }
 
     /// Drops the claims that expired at or before `now`.
