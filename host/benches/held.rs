@@ -14,7 +14,9 @@
 //! the same units compiled natively, interleaved decision by decision,
 //! each over a cluster of its own.
 //!
-//! Run with: `cargo bench --bench held` (figures in docs/performance.md).
+//! Run with: `cargo bench --bench held` (figures in docs/performance.md);
+//! `HELD_LEAVE_OUT=HostedEngineSpares,...` runs the policy without those
+//! units.
 //! Prints per sampling and build
 //! `held hosts=10000 sampling=... build=wasm|native decisions=... claims_at_end=... median_us=... p90_us=... min_us=...`
 //! and `held hosts=10000 sampling=... wasm_over_native=...`.
@@ -38,10 +40,31 @@ mod support;
 const HOSTS: usize = 10_000;
 /// Untimed decisions first, so every window's answers are kept.
 const WARMUP: usize = 200;
+/// Units (comma-separated names) to take out of the policy: what a
+/// decision would cost if they made no call, the most that skipping or
+/// reusing their calls could save (docs/performance.md).
+const LEAVE_OUT_ENV: &str = "HELD_LEAVE_OUT";
+
+/// Takes the units named in `names` out of `spec`'s filters and weights;
+/// a name the policy does not have is an error, not a silent full run.
+fn leave_out(spec: &mut sandpiper::builtin::BuiltinPolicy, names: &str) -> anyhow::Result<()> {
+    for name in names.split(',').filter(|n| !n.is_empty()) {
+        let before = spec.filters.len() + spec.weights.len();
+        spec.filters.retain(|f| f.unit != name);
+        spec.weights.retain(|w| w.unit != name);
+        if spec.filters.len() + spec.weights.len() == before {
+            bail!("{LEAVE_OUT_ENV}: the default policy has no unit {name:?}");
+        }
+    }
+    Ok(())
+}
 
 fn main() -> anyhow::Result<()> {
     let runtime = Runtime::new(Limits::default()).context("starting the sandbox runtime")?;
-    let spec = support::default_policy_spec()?;
+    let mut spec = support::default_policy_spec()?;
+    if let Ok(names) = std::env::var(LEAVE_OUT_ENV) {
+        leave_out(&mut spec, &names)?;
+    }
     let mut wasm = HashMap::new();
     let mut native: HashMap<String, Arc<dyn Unit>> = HashMap::new();
     for builtin in UNITS {
