@@ -19,7 +19,9 @@
 //!
 //! Run with: `cargo bench --bench http_schedule` (figures in
 //! docs/performance.md). Prints, per round,
-//! `http_schedule hosts=10000 clients=... decisions_per_s=... p50_ms=... p99_ms=... sampling=... considered=... policy=... round=... load=...`,
+//! `http_schedule hosts=10000 clients=... decisions_per_s=... p50_ms=... p99_ms=... sampling=... considered=... policy=... round=... load=... server_cpu_us_per_decision=... jobs_per_commit=...`
+//! (the server's CPU time, all threads, per timed decision, and the store
+//! writer's writes per commit over them, from its metrics),
 //! and at the end one `http_schedule_rounds` line per configuration with
 //! the median and the best round.
 
@@ -65,9 +67,9 @@ fn main() -> anyhow::Result<()> {
         let policy = four_unit_policy(server.addr)?;
         for round in 0..rounds {
             let first = round == 0;
-            figures.push(run(server.addr, "adaptive", DECISIONS, round, first, None)?);
+            figures.push(run(&server, "adaptive", DECISIONS, round, first, None)?);
             figures.push(run(
-                server.addr,
+                &server,
                 "adaptive",
                 FOUR_UNIT_DECISIONS,
                 round,
@@ -84,7 +86,7 @@ fn main() -> anyhow::Result<()> {
     let mut server = Server::start(&db, &[], &[("SANDPIPER_SAMPLE_HOSTS", "all")])?;
     let result = (|| {
         for round in 0..rounds {
-            figures.push(run(server.addr, "all", ALL_DECISIONS, round, false, None)?);
+            figures.push(run(&server, "all", ALL_DECISIONS, round, false, None)?);
         }
         Ok::<_, anyhow::Error>(())
     })();
@@ -106,6 +108,10 @@ struct Figures {
     p50_ms: f64,
     p99_ms: f64,
     load: String,
+    /// The server's CPU time over the timed decisions, all its threads,
+    /// per decision: what a decision costs the machine, which the noise
+    /// of a shared machine moves far less than the rate.
+    cpu_us: f64,
 }
 
 /// One line per configuration over its rounds: the median and the best
@@ -125,10 +131,12 @@ fn summarize(figures: &[Figures]) {
         let rate = sorted(|f| f.decisions_per_s);
         let p50 = sorted(|f| f.p50_ms);
         let p99 = sorted(|f| f.p99_ms);
+        let cpu = sorted(|f| f.cpu_us);
         let loads: Vec<&str> = of.iter().map(|f| f.load.as_str()).collect();
         println!(
             "http_schedule_rounds {config} rounds={} decisions_per_s_median={:.0} decisions_per_s_best={:.0} \
-             p50_ms_median={:.2} p50_ms_min={:.2} p99_ms_median={:.2} p99_ms_min={:.2} loads={}",
+             p50_ms_median={:.2} p50_ms_min={:.2} p99_ms_median={:.2} p99_ms_min={:.2} \
+             server_cpu_us_per_decision_median={:.0} loads={}",
             of.len(),
             rate[rate.len() / 2],
             rate[rate.len() - 1],
@@ -136,6 +144,7 @@ fn summarize(figures: &[Figures]) {
             p50[0],
             p99[p99.len() / 2],
             p99[0],
+            cpu[cpu.len() / 2],
             loads.join(",")
         );
     }
@@ -163,13 +172,14 @@ fn four_unit_policy(addr: SocketAddr) -> anyhow::Result<String> {
 /// placements from `CLIENTS` clients; `first` also times the inventory
 /// stream and the burst. The cluster runs the default policy, or `policy`.
 fn run(
-    addr: SocketAddr,
+    server: &Server,
     sampling: &str,
     decisions: usize,
     round: usize,
     first: bool,
     policy: Option<&str>,
 ) -> anyhow::Result<Figures> {
+    let addr = server.addr;
     let mut admin = Client::connect(addr)?;
     let label = if policy.is_some() {
         "four_units"
@@ -205,7 +215,9 @@ fn run(
         )?;
     }
 
+    let commits_before = commits(&mut admin)?;
     let (tx, rx) = mpsc::channel::<anyhow::Result<Vec<(Instant, Duration)>>>();
+    let cpu_before = support::process_cpu(server.pid())?;
     let started = Instant::now();
     for c in 0..CLIENTS {
         let tx = tx.clone();
@@ -241,6 +253,7 @@ fn run(
         samples.extend(result?);
     }
     let elapsed = started.elapsed();
+    let server_cpu = support::process_cpu(server.pid())?.saturating_sub(cpu_before);
     samples.sort_by_key(|(sent, _)| *sent);
     let burst_done = samples
         .iter()
@@ -256,6 +269,14 @@ fn run(
     // connection: the admin's sat idle through the timed run, longer than
     // the server keeps an idle connection on a loaded machine.
     admin = Client::connect(addr)?;
+    let jobs_per_commit = match (commits_before, commits(&mut admin)?) {
+        (Some((commits, jobs)), Some((commits_after, jobs_after))) => format!(
+            "{:.2}",
+            (jobs_after - jobs) / (commits_after - commits).max(1.0)
+        ),
+        // A server from before the writer's metrics, in an A/B run.
+        _ => "unknown".to_owned(),
+    };
     let probe = admin.send(
         "POST",
         &format!("{base}/schedule?dry_run=true"),
@@ -268,10 +289,16 @@ fn run(
         p50_ms: pct(0.50),
         p99_ms: pct(0.99),
         load: support::load_average(),
+        cpu_us: server_cpu.as_secs_f64() * 1e6 / samples.len() as f64,
     };
     println!(
-        "http_schedule hosts={HOSTS} clients={CLIENTS} decisions_per_s={:.0} p50_ms={:.2} p99_ms={:.2} {} round={round} load={}",
-        figures.decisions_per_s, figures.p50_ms, figures.p99_ms, figures.config, figures.load
+        "http_schedule hosts={HOSTS} clients={CLIENTS} decisions_per_s={:.0} p50_ms={:.2} p99_ms={:.2} {} round={round} load={} server_cpu_us_per_decision={:.0} jobs_per_commit={jobs_per_commit}",
+        figures.decisions_per_s,
+        figures.p50_ms,
+        figures.p99_ms,
+        figures.config,
+        figures.load,
+        figures.cpu_us
     );
     if first {
         println!("burst builds={BURST} absorbed_ms={:.0}", ms(burst_done));
@@ -342,6 +369,23 @@ fn stream_updates(admin: &mut Client, base: &str, snapshot_ms: f64) -> anyhow::R
     );
 
     Ok(())
+}
+
+/// The store writer's commits and the writes in them so far, from the
+/// server's metrics (`None` from a server without them): over the timed
+/// decisions, how many a commit held.
+fn commits(admin: &mut Client) -> anyhow::Result<Option<(f64, f64)>> {
+    let (code, text) = admin.raw("GET", "/metrics", "text/plain", Vec::new())?;
+    ensure!(code == 200, "GET /metrics: {code}");
+    let text = String::from_utf8(text)?;
+    let counter = |name: &str| -> Option<f64> {
+        let line = text
+            .lines()
+            .find(|line| line.split_whitespace().next() == Some(name))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    Ok(counter("sandpiper_store_commits_total")
+        .zip(counter("sandpiper_store_committed_jobs_total")))
 }
 
 fn vm(id: &str) -> Value {

@@ -293,6 +293,30 @@ pub fn load_average() -> String {
         .unwrap_or_else(|| "?".to_owned())
 }
 
+/// CPU time process `pid` has used so far, all its threads, user and
+/// system: `/proc/<pid>/stat`'s `utime` and `stime`, in the kernel's
+/// `USER_HZ` ticks (100 a second on every Linux architecture's ABI).
+pub fn process_cpu(pid: u32) -> anyhow::Result<Duration> {
+    const USER_HZ: u64 = 100;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name, in parentheses, may hold spaces: count fields
+    // from after its closing one (field 3, the state, comes first).
+    let after = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .context("/proc/<pid>/stat has no command name")?;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| -> anyhow::Result<u64> {
+        Ok(fields
+            .get(i)
+            .context("/proc/<pid>/stat is short")?
+            .parse()?)
+    };
+    // utime and stime are fields 14 and 15; `after` starts at field 3.
+    let total = ticks(14 - 3)? + ticks(15 - 3)?;
+    Ok(Duration::from_millis(total * 1000 / USER_HZ))
+}
+
 /// The middle of `values` (the upper one of an even count); NaN for none.
 pub fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();

@@ -166,6 +166,8 @@ struct Metrics {
     inventory_updated: Family<ClusterLabels, Gauge<f64, AtomicU64>>,
     claims_pending: Family<ClusterLabels, Gauge>,
     claims_expired: Counter,
+    store_commits: Counter,
+    store_committed_jobs: Counter,
     http_requests: Family<RequestLabels, Counter>,
     http_seconds: Histograms<RouteLabels>,
     compile_seconds: Histograms<CompileLabels>,
@@ -235,6 +237,19 @@ impl Metrics {
             "Claims that expired before the engine confirmed or released them",
             claims_expired.clone(),
         );
+        let store_commits = Counter::default();
+        registry.register(
+            "store_commits",
+            "Transactions the store's background writer committed",
+            store_commits.clone(),
+        );
+        let store_committed_jobs = Counter::default();
+        registry.register(
+            "store_committed_jobs",
+            "Writes (a decision's claims and log entry, a host report, ...) in the writer's \
+             committed transactions; over store_commits, the writes a commit holds",
+            store_committed_jobs.clone(),
+        );
         let http_requests = Family::<RequestLabels, Counter>::default();
         registry.register(
             "http_requests",
@@ -268,6 +283,8 @@ impl Metrics {
             inventory_updated,
             claims_pending,
             claims_expired,
+            store_commits,
+            store_committed_jobs,
             http_requests,
             http_seconds,
             compile_seconds,
@@ -495,6 +512,12 @@ pub fn claims_expired(n: usize) {
     if n > 0 {
         METRICS.claims_expired.inc_by(n as u64);
     }
+}
+
+/// The store's writer committed a transaction of `jobs` writes.
+pub fn store_committed(jobs: usize) {
+    METRICS.store_commits.inc();
+    METRICS.store_committed_jobs.inc_by(jobs as u64);
 }
 
 /// The `route` label of a request that matched no route.

@@ -55,6 +55,12 @@ impl Persister {
         Persister { store, retention }
     }
 
+    /// Says a decision's writes are on their way: the writer holds the
+    /// batch it is taking open for them (`crate::store::writer`).
+    pub fn expect(&self) -> crate::store::Expected {
+        self.store.expect()
+    }
+
     /// Queues `ops`; they are stored in the order queued.
     pub fn submit(&self, ops: Vec<Op>) -> Ack {
         if ops.is_empty() {

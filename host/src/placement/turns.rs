@@ -125,6 +125,9 @@ impl Turns {
                 continue;
             }
             taken += 1;
+            // The writer, storing the turn before this one, waits for this
+            // one's writes to share its commit.
+            let _coming = persister.expect();
             resolved |= take_turn(cluster_id, state, config, persister, cores, turn);
         }
         resolved

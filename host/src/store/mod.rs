@@ -60,7 +60,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, AnyPool, ConnectOptions as _, Executor as _, Transaction};
 use uuid::Uuid;
 
-pub use writer::{Ack, Fence, PersistError, Rows};
+pub use writer::{Ack, Expected, Fence, PersistError, Rows};
 
 /// How long a statement waits for another connection's write lock before it
 /// fails. Writes are short (a handful of rows, or one module blob of at most
@@ -587,6 +587,14 @@ impl Store {
     /// whatever else is queued) in one transaction, in the order queued.
     pub fn submit(&self, rows: impl Rows) -> Ack {
         self.writer.submit(Box::new(rows))
+    }
+
+    /// Says a job is on its way to [`Store::submit`]: a batch the writer
+    /// takes meanwhile waits for it (up to [`writer::COMMIT_DELAY`]) and
+    /// commits both together. Drop the guard once the job is queued, or
+    /// when none will be.
+    pub fn expect(&self) -> Expected {
+        self.writer.expect()
     }
 
     /// Waits until every job queued before this call is stored (or has
