@@ -9,6 +9,8 @@
 //! the pages each commit writes to the write-ahead log, writes fewer pages
 //! for a logged decision (docs/performance.md).
 
+use std::cell::RefCell;
+
 use super::StoreError;
 
 /// How text was packed: the `answer_codec` column's values.
@@ -53,6 +55,41 @@ const LEVEL: i32 = 1;
 /// a read allocate gigabytes.
 const MAX_UNPACKED_BYTES: usize = 64 * 1024 * 1024;
 
+thread_local! {
+    /// This thread's zstd contexts, made on first use and kept. Making one
+    /// per row (`zstd::bulk::compress`) allocated and zeroed its working
+    /// memory every time: `ZSTD_createCCtx` and mimalloc's zeroing were
+    /// about 3 % of the server's samples under `http_schedule`
+    /// (docs/performance.md), more than compressing the row.
+    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { RefCell::new(None) };
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { RefCell::new(None) };
+}
+
+/// `bytes` compressed with this thread's context; `None` if zstd fails
+/// (only on allocation).
+fn compress(bytes: &[u8]) -> Option<Vec<u8>> {
+    COMPRESSOR.with_borrow_mut(|kept| {
+        let compressor = match kept {
+            Some(compressor) => compressor,
+            None => kept.insert(zstd::bulk::Compressor::new(LEVEL).ok()?),
+        };
+        compressor.compress(bytes).ok()
+    })
+}
+
+/// A zstd frame decompressed with this thread's context.
+fn decompress(frame: &[u8]) -> std::io::Result<Vec<u8>> {
+    DECOMPRESSOR.with_borrow_mut(|kept| {
+        let decompressor = match kept {
+            Some(decompressor) => decompressor,
+            None => kept.insert(zstd::bulk::Decompressor::new()?),
+        };
+        decompressor.decompress(frame, MAX_UNPACKED_BYTES)
+    })
+}
+
 /// Text packed for a row.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Packed {
@@ -65,7 +102,7 @@ impl Packed {
     pub fn pack(text: &str) -> Packed {
         if text.len() >= MIN_PACKED_BYTES {
             // Compressing a slice in memory fails only on allocation.
-            if let Ok(bytes) = zstd::bulk::compress(text.as_bytes(), LEVEL)
+            if let Some(bytes) = compress(text.as_bytes())
                 && bytes.len() < text.len()
             {
                 return Packed {
@@ -106,8 +143,9 @@ impl Packed {
             // In one call, into a buffer of the size the frame records: the
             // streaming decoder took 49 µs for the writer bench's summary,
             // this 7–10 µs (`unpack_us_median`).
-            Codec::Zstd => zstd::bulk::decompress(&self.bytes, MAX_UNPACKED_BYTES)
-                .map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))?,
+            Codec::Zstd => {
+                decompress(&self.bytes).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))?
+            }
         };
         String::from_utf8(bytes).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
     }
@@ -141,6 +179,24 @@ mod tests {
         let bad = Packed::from_stored(Codec::Zstd, b"{not zstd}".to_vec());
         let err = bad.unpack("the answer of decision 1").expect_err("corrupt");
         assert!(matches!(err, StoreError::Corrupt(m) if m.starts_with("the answer of decision 1")));
+    }
+
+    #[test]
+    fn a_thread_packs_and_unpacks_many_texts_with_its_kept_contexts() {
+        let texts: Vec<String> = (0..20)
+            .map(|i| format!("[{}]", vec![format!(r#"{{"host":{i}}}"#); 40 + i].join(",")))
+            .collect();
+        let packed: Vec<Packed> = texts.iter().map(|t| Packed::pack(t)).collect();
+        // A damaged frame in between leaves the kept context usable.
+        assert!(
+            Packed::from_stored(Codec::Zstd, b"{not zstd}".to_vec())
+                .unpack("bad")
+                .is_err()
+        );
+        for (text, packed) in texts.iter().zip(packed) {
+            assert_eq!(packed.codec(), Codec::Zstd);
+            assert_eq!(&packed.unpack("test").expect("unpacks"), text);
+        }
     }
 
     #[test]
