@@ -295,7 +295,8 @@ pub fn load_average() -> String {
 
 /// CPU time process `pid` has used so far, all its threads, user and
 /// system: `/proc/<pid>/stat`'s `utime` and `stime`, in the kernel's
-/// `USER_HZ` ticks (100 a second on every Linux architecture's ABI).
+/// `USER_HZ` ticks (100 a second on x86-64 and arm64, as `getconf
+/// CLK_TCK` says; the benchmarks run on nothing else).
 pub fn process_cpu(pid: u32) -> anyhow::Result<Duration> {
     const USER_HZ: u64 = 100;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
