@@ -208,6 +208,16 @@ pub struct Committed {
     pub jobs: AtomicU64,
 }
 
+impl Committed {
+    /// Counts a committed transaction of `jobs` jobs, here and in the
+    /// server's metrics.
+    fn record(&self, jobs: usize) {
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.jobs.fetch_add(jobs as u64, Ordering::Relaxed);
+        crate::metrics::store_committed(jobs);
+    }
+}
+
 /// A job on its way to the writer
 /// ([`Store::expect`](super::Store::expect)); dropping it, once the job is
 /// queued or when none will be after all, says it has come.
@@ -420,11 +430,7 @@ async fn write_loop(
     while gather.next(&mut batch).await {
         let result = write_jobs(&pool, backend, &batch, &mut keep).await;
         if result.is_ok() {
-            committed.commits.fetch_add(1, Ordering::Relaxed);
-            committed
-                .jobs
-                .fetch_add(batch.len() as u64, Ordering::Relaxed);
-            crate::metrics::store_committed(batch.len());
+            committed.record(batch.len());
         }
         match result {
             Ok(()) => {
@@ -636,6 +642,15 @@ mod tests {
         )
     }
 
+    /// Waits for `ack`, failing the test if that takes a minute: far
+    /// less than the ten-minute delay a wrongful wait would take.
+    async fn stored_promptly(ack: Ack, what: &str) {
+        tokio::time::timeout(Duration::from_secs(60), ack.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: waited"))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+
     #[tokio::test]
     async fn a_job_on_its_way_shares_the_commit_of_the_one_before_it() {
         let db = TestDb::sqlite();
@@ -666,12 +681,8 @@ mod tests {
         let _next = queue.expect();
         let second = queue.submit(Box::new(Nothing));
         drop(coming);
-        tokio::time::timeout(Duration::from_secs(60), async {
-            first.wait().await.expect("first stored");
-            second.wait().await.expect("second stored");
-        })
-        .await
-        .expect("committed without waiting for the next");
+        stored_promptly(first, "first, without waiting for the next").await;
+        stored_promptly(second, "second, without waiting for the next").await;
         assert_eq!(committed(&queue), (1, 2));
     }
 
@@ -679,23 +690,14 @@ mod tests {
     async fn with_nothing_on_its_way_a_job_is_committed_at_once() {
         let db = TestDb::sqlite();
         let (_store, queue) = queue(&db, Duration::from_secs(600)).await;
-        // Had the writer waited out its delay this would time out.
-        tokio::time::timeout(
-            Duration::from_secs(60),
-            queue.submit(Box::new(Nothing)).wait(),
-        )
-        .await
-        .expect("no waiting")
-        .expect("stored");
+        stored_promptly(queue.submit(Box::new(Nothing)), "a lone job").await;
         // An announcement that came to nothing leaves no wait behind.
         drop(queue.expect());
-        tokio::time::timeout(
-            Duration::from_secs(60),
-            queue.submit(Box::new(Nothing)).wait(),
+        stored_promptly(
+            queue.submit(Box::new(Nothing)),
+            "a job after an announcement that came to nothing",
         )
-        .await
-        .expect("no waiting")
-        .expect("stored");
+        .await;
         assert_eq!(committed(&queue), (2, 2));
     }
 
@@ -704,13 +706,7 @@ mod tests {
         let db = TestDb::sqlite();
         let (_store, queue) = queue(&db, Duration::from_millis(20)).await;
         let _never = queue.expect();
-        tokio::time::timeout(
-            Duration::from_secs(60),
-            queue.submit(Box::new(Nothing)).wait(),
-        )
-        .await
-        .expect("committed after the delay")
-        .expect("stored");
+        stored_promptly(queue.submit(Box::new(Nothing)), "committed after the delay").await;
         assert_eq!(committed(&queue), (1, 1));
     }
 
