@@ -83,7 +83,7 @@ impl<'a> Hosts<'a> {
     }
 
     /// An engine-defined metric by name, NaN where a host does not report it.
-    pub fn named_metric(&self, name: &str) -> Arc<[f64]> {
+    pub fn named_metric(&self, name: &str) -> Arc<Vec<f64>> {
         self.inventory.host_named_metric(name)
     }
 }

@@ -212,7 +212,14 @@ pub struct Inventory<F: Fetch = Defaults> {
     /// order, and making one asks nothing of the platform (std's
     /// `HashMap::new` seeds its hasher from `wasi:random` inside a unit,
     /// a host call on every call that builds this snapshot).
-    named_metrics: Mutex<BTreeMap<String, Arc<[f64]>>>,
+    named_metrics: Mutex<BTreeMap<String, Arc<Vec<f64>>>>,
+    /// The column of a metric no host reports (all NaN), made once and
+    /// shared by every read of an unknown name where unknown names are not
+    /// remembered ([`Fetch::REMEMBERS_NAMED_METRICS`]): a unit asks for its
+    /// parameter's per-host override on every call, and most hosts report
+    /// none, so building the column per read cost a fresh 80 KB at 10,000
+    /// hosts each time.
+    unreported: OnceLock<Arc<Vec<f64>>>,
     vm_hosts: OnceLock<Arc<Vec<u32>>>,
     vm_metrics: Slots<Vec<f64>, { VmMetric::COUNT }>,
     vm_flags: Slots<Vec<bool>, { VmFlag::COUNT }>,
@@ -374,6 +381,7 @@ impl<F: Fetch> Inventory<F> {
             host_texts: std::array::from_fn(|_| OnceLock::new()),
             host_labels: std::array::from_fn(|_| OnceLock::new()),
             named_metrics: Mutex::new(BTreeMap::new()),
+            unreported: OnceLock::new(),
             vm_hosts: OnceLock::new(),
             vm_metrics: std::array::from_fn(|_| OnceLock::new()),
             vm_flags: std::array::from_fn(|_| OnceLock::new()),
@@ -435,18 +443,23 @@ impl<F: Fetch> Inventory<F> {
     }
 
     /// An engine-defined metric by name; NaN where a host lacks it.
-    pub fn host_named_metric(&self, name: &str) -> Arc<[f64]> {
+    pub fn host_named_metric(&self, name: &str) -> Arc<Vec<f64>> {
         let mut cache = self
             .named_metrics
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(column) = cache.get(name) {
-            return column.clone();
+            return Arc::clone(column);
         }
-        let column: Arc<[f64]> = self.fetch.host_named_metric(name, self.host_count).into();
-        if F::REMEMBERS_NAMED_METRICS {
-            cache.insert(name.to_owned(), column.clone());
+        if !F::REMEMBERS_NAMED_METRICS {
+            // Every name set is in the cache: this one no host reports.
+            let unreported = self
+                .unreported
+                .get_or_init(|| Arc::new(self.fetch.host_named_metric(name, self.host_count)));
+            return Arc::clone(unreported);
         }
+        let column = Arc::new(self.fetch.host_named_metric(name, self.host_count));
+        cache.insert(name.to_owned(), Arc::clone(&column));
         column
     }
 
@@ -754,7 +767,7 @@ impl<F: Fetch> Inventory<F> {
         self.named_metrics
             .get_mut()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(name, column.into());
+            .insert(name, Arc::new(column));
         Ok(())
     }
 
@@ -855,6 +868,7 @@ impl<F: Fetch + Clone> Inventory<F> {
             host_texts: share_slots(&self.host_texts),
             host_labels: share_slots(&self.host_labels),
             named_metrics: Mutex::new(named),
+            unreported: share_one(&self.unreported),
             vm_hosts: OnceLock::new(),
             vm_metrics: std::array::from_fn(|_| OnceLock::new()),
             vm_flags: std::array::from_fn(|_| OnceLock::new()),
@@ -971,5 +985,24 @@ mod tests {
         derived.set_vm_hosts(vec![1, 0, 1]).expect("three rows");
         assert!(derived.set_vm_hosts(vec![1]).is_err());
         assert_eq!(base.vm_hosts(), [1]);
+    }
+
+    #[test]
+    fn metrics_no_host_reports_read_as_one_shared_column_of_nan() {
+        let mut base = Inventory::new(2, 0);
+        base.set_host_named_metric("x", vec![3.0, 4.0])
+            .expect("two rows");
+        let unreported = base.host_named_metric("ratio");
+        assert!(unreported.iter().all(|v| v.is_nan()) && unreported.len() == 2);
+        // Another unknown name, and a snapshot sharing the hosts, read the
+        // same column instead of building one per read.
+        assert!(Arc::ptr_eq(&unreported, &base.host_named_metric("other")));
+        assert!(Arc::ptr_eq(
+            &unreported,
+            &base.share_hosts(1).host_named_metric("ratio")
+        ));
+        // Unknown names are not listed as set, and set ones still read as set.
+        assert_eq!(base.host_named_metric_names(), ["x"]);
+        assert_eq!(*base.host_named_metric("x"), [3.0, 4.0]);
     }
 }

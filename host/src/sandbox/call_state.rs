@@ -90,6 +90,12 @@ impl InventoryImport {
         self.inventory.host_metric_shared(metric)
     }
 
+    /// An engine-defined metric by name. Not noted: a named metric is part
+    /// of what a host reports, which every kept answer is stamped with.
+    pub(super) fn host_named_metric_column(&mut self, name: &str) -> Arc<Vec<f64>> {
+        self.inventory.host_named_metric(name)
+    }
+
     /// Each VM's host, noted as a read of the VMs.
     pub(super) fn vm_host_column(&mut self) -> Arc<Vec<u32>> {
         self.read.vms();

@@ -5,10 +5,10 @@
 //! `Vec`, and wasmtime then copies that `Vec` into the unit's memory: two
 //! copies of 80 KB per column at 10,000 hosts, for every column every
 //! call reads. The functions here replace the generated `host-metrics`,
-//! `vm-hosts` and `vm-metrics` of every version (same names, same types,
-//! defined over them in the linker) and hand wasmtime the snapshot's own
-//! `Arc`, which it lowers with one copy. What a unit receives is the same
-//! list, byte for byte.
+//! `host-named-metric`, `vm-hosts` and `vm-metrics` of every version (same
+//! names, same types, defined over them in the linker) and hand wasmtime
+//! the snapshot's own `Arc`, which it lowers with one copy. What a unit
+//! receives is the same list, byte for byte.
 
 use sandpiper_model as model;
 use wasmtime::component::{ComponentType, Lift, Linker};
@@ -46,6 +46,9 @@ where
             .inventory()
             .host_metric_column(metric.into());
         Ok((column,))
+    })?;
+    inventory.func_wrap("host-named-metric", |mut store, (name,): (String,)| {
+        Ok((store.data_mut().inventory().host_named_metric_column(&name),))
     })?;
     inventory.func_wrap("vm-hosts", |mut store, (): ()| {
         Ok((store.data_mut().inventory().vm_host_column(),))

@@ -369,7 +369,7 @@ macro_rules! shared_inventory {
             $crate::sandbox::bindings::count(self.inventory.host_count())
         }
 
-        // The linker serves these three from `columns.rs` without this
+        // The linker serves these four from `columns.rs` without this
         // copy; they are here because the generated trait asks for them.
         fn host_metrics(&mut self, metric: types::HostMetric) -> Vec<f64> {
             std::sync::Arc::unwrap_or_clone(self.host_metric_column(metric.into()))
@@ -396,7 +396,7 @@ macro_rules! shared_inventory {
         }
 
         fn host_named_metric(&mut self, name: String) -> Vec<f64> {
-            self.inventory.host_named_metric(&name).to_vec()
+            std::sync::Arc::unwrap_or_clone(self.host_named_metric_column(&name))
         }
 
         // Every call reads the count (the guest's snapshot is sized by

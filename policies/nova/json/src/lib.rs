@@ -306,7 +306,7 @@ struct Variables<'a> {
     /// Per variable: its capability path, when it reads one.
     paths: Vec<Option<CapabilityPath<'a>>>,
     /// Per variable: its named metric column, when it reads one.
-    metrics: Vec<Option<Arc<[f64]>>>,
+    metrics: Vec<Option<Arc<Vec<f64>>>>,
     /// Per variable: decoded capability values by string id.
     memo: Vec<Vec<Option<Option<Rc<Value>>>>>,
 }

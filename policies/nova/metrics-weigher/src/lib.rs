@@ -76,7 +76,7 @@ impl Score for MetricsWeigher {
         };
         let setting = WeightSetting::parse(setting);
         let hosts = cx.hosts();
-        let columns: Vec<(Arc<[f64]>, f64)> = setting
+        let columns: Vec<(Arc<Vec<f64>>, f64)> = setting
             .pairs
             .iter()
             .map(|(name, ratio)| (hosts.named_metric(name), *ratio))
