@@ -232,7 +232,17 @@ impl ClusterState {
         let Some(columns) = self.columns.as_ref() else {
             return Err(PlaceError::BadRequest("no inventory".to_owned()));
         };
-        let except: BTreeSet<String> = ids.iter().cloned().collect();
+        // The request's VMs that hold a claim, which this decision replaces
+        // and must not count against itself. A VM placed for the first
+        // time holds none, and with nothing to leave out each host's
+        // claimed sum is read as kept instead of its claims being searched
+        // for the request's VMs (a string search per claimed host of every
+        // window, a few per cent of a decision's CPU over HTTP).
+        let except: BTreeSet<String> = ids
+            .iter()
+            .filter(|vm| self.claims.get(vm).is_some())
+            .cloned()
+            .collect();
         let claims_held = &self.claims;
         // Later instances' policy has the same units, or fewer.
         let mut reuse =
