@@ -47,7 +47,8 @@ type Slots<T, const N: usize> = [OnceLock<Arc<T>>; N];
 pub trait Fetch: Sync {
     /// Whether an engine-defined metric fetched once is kept for the next
     /// read. Natively an unknown name is not remembered, so the cache holds
-    /// only what the host set ([`Inventory::host_named_metric_names`]).
+    /// only what the host set ([`Inventory::host_named_metric_names`]), and
+    /// every unknown name reads one shared column of NaN.
     const REMEMBERS_NAMED_METRICS: bool = true;
 
     fn host_metric(&self, metric: HostMetric, rows: usize) -> Vec<f64>;

@@ -23,12 +23,12 @@
 //! ([`Store::expect`](super::Store::expect)): a cluster's turn does, for
 //! the decision it is deciding. A batch waits for the jobs announced when
 //! the writer took it, up to [`COMMIT_DELAY`], before committing
-//! (PostgreSQL's `commit_delay` with `commit_siblings`). A cluster decides one request at a time, so without
-//! this each commit held about one decision however many were in flight,
-//! and a commit's pages (the log's table and index ends, the claims' page,
-//! the byte counter) were written to SQLite's log once per decision. With
-//! nothing on its way the writer commits at once, so a lone request waits
-//! for nothing.
+//! (PostgreSQL's `commit_delay` with `commit_siblings`). A cluster
+//! decides one request at a time, so without this each commit held about
+//! one decision however many were in flight, and a commit's pages (the
+//! log's table and index ends, the claims' page, the byte counter) were
+//! written to SQLite's log once per decision. With nothing on its way the
+//! writer commits at once, so a lone request waits for nothing.
 //!
 //! On SQLite, the writer nudges the background checkpointer
 //! (`checkpoint.rs`) after each batch instead of checkpointing in its own
@@ -63,10 +63,11 @@ pub const MAX_BATCH_JOBS: usize = 256;
 
 /// Longest the writer holds a batch open for a job it was told is on its
 /// way ([`Store::expect`](super::Store::expect)), counted from when it
-/// took the batch's first job. About two adaptive decisions of the default policy on a loaded
-/// two-core machine: long enough for the decision after the one queued,
-/// short beside the answer's other waits (a decision's p50 over HTTP is
-/// several milliseconds with eight clients).
+/// took the batch's first job. About two adaptive decisions of the
+/// default policy on a loaded two-core machine: long enough for the
+/// decision after the one queued, short beside the answer's other waits
+/// (a decision's p50 over HTTP is several milliseconds with eight
+/// clients).
 pub const COMMIT_DELAY: Duration = Duration::from_millis(2);
 
 /// How often a cluster's decisions log is trimmed to its retention, at
@@ -651,15 +652,21 @@ mod tests {
             .unwrap_or_else(|e| panic!("{what}: {e}"));
     }
 
+    /// A job announced and a first one queued, on a queue whose delay is
+    /// ten minutes: returned once the writer has taken the first and
+    /// waits for the announced one, however long that takes.
+    async fn waiting_for_one(db: &TestDb) -> (Store, Queue, Expected, Ack) {
+        let (store, queue) = queue(db, Duration::from_secs(600)).await;
+        let coming = queue.expect();
+        let first = queue.submit(Box::new(Nothing));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        (store, queue, coming, first)
+    }
+
     #[tokio::test]
     async fn a_job_on_its_way_shares_the_commit_of_the_one_before_it() {
         let db = TestDb::sqlite();
-        let (_store, queue) = queue(&db, Duration::from_secs(600)).await;
-        let coming = queue.expect();
-        let first = queue.submit(Box::new(Nothing));
-        // The writer has taken `first` and waits for the job announced,
-        // however long this takes (the delay is ten minutes).
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (_store, queue, coming, first) = waiting_for_one(&db).await;
         assert_eq!(committed(&queue), (0, 0), "nothing committed yet");
         let second = queue.submit(Box::new(Nothing));
         drop(coming);
@@ -671,10 +678,7 @@ mod tests {
     #[tokio::test]
     async fn a_job_announced_after_the_batch_began_is_not_waited_for() {
         let db = TestDb::sqlite();
-        let (_store, queue) = queue(&db, Duration::from_secs(600)).await;
-        let coming = queue.expect();
-        let first = queue.submit(Box::new(Nothing));
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (_store, queue, coming, first) = waiting_for_one(&db).await;
         // The next decision begins before the awaited one is queued, as
         // turns do back to back: the batch waits for the one it was told
         // of, not for this one.

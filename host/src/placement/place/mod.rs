@@ -237,7 +237,8 @@ impl ClusterState {
         // time holds none, and with nothing to leave out each host's
         // claimed sum is read as kept instead of its claims being searched
         // for the request's VMs (a string search per claimed host of every
-        // window, a few per cent of a decision's CPU over HTTP).
+        // window: 1.4 % of the server's samples over HTTP, session 44's
+        // profile in docs/performance.md).
         let except: BTreeSet<String> = ids
             .iter()
             .filter(|vm| self.claims.get(vm).is_some())
