@@ -1,8 +1,9 @@
 //! The one wasmtime `Engine` of a process and the thread that ticks its
 //! epoch: how units are compiled, metered and laid out in memory.
 
-use std::sync::mpsc;
-use std::thread::JoinHandle;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
 use wasmtime::{Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -137,33 +138,106 @@ fn swap_configured() -> bool {
     }
 }
 
-/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
+/// Advances the engine's epoch every [`EPOCH_TICK`] while calls run, until
+/// dropped.
+///
+/// Only a running call reads the epoch, so after [`IDLE_TICKS`] ticks
+/// without one the ticker sleeps until the next call starts
+/// ([`EpochTicker::running`]): an idle server does not wake a thousand
+/// times a second (ticking, an idle server used 28–32 ms of CPU a second
+/// on the two-core machine of docs/performance.md, `cargo bench --bench
+/// startup`). A call that starts while it sleeps wakes it, and its
+/// deadline, counted from the epoch when it starts, runs from the first
+/// tick after.
 pub(crate) struct EpochTicker {
-    stop: Option<mpsc::Sender<()>>,
+    state: Arc<TickerState>,
+    /// The ticker's thread, to wake.
+    ticker: Thread,
     thread: Option<JoinHandle<()>>,
+}
+
+/// Ticks without a running call before the ticker sleeps: a server
+/// deciding steadily leaves gaps of a few milliseconds between calls, and
+/// waking the ticker after each would cost more than ticking through them.
+pub const IDLE_TICKS: u32 = 100;
+
+#[derive(Default)]
+struct TickerState {
+    /// Calls running now.
+    running: AtomicUsize,
+    /// The ticker is asleep, or about to be: a call that starts wakes it.
+    asleep: AtomicBool,
+    stop: AtomicBool,
+}
+
+/// A call running: the ticker keeps ticking while one lives.
+pub(crate) struct Running {
+    state: Arc<TickerState>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.state.running.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl EpochTicker {
     pub(crate) fn start(engine: Engine) -> std::io::Result<Self> {
-        let (stop, stopped) = mpsc::channel::<()>();
+        let state = Arc::new(TickerState::default());
+        let ticking = Arc::clone(&state);
         let thread = std::thread::Builder::new()
             .name("sandpiper-epoch".to_owned())
-            .spawn(move || {
-                // Dropping the sender disconnects the channel and ends the loop.
-                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(EPOCH_TICK) {
-                    engine.increment_epoch();
-                }
-            })?;
+            .spawn(move || tick(&engine, &ticking))?;
         Ok(EpochTicker {
-            stop: Some(stop),
+            state,
+            ticker: thread.thread().clone(),
             thread: Some(thread),
         })
+    }
+
+    /// Says a call is starting: the epoch advances until the returned
+    /// guard is dropped.
+    pub(crate) fn running(&self) -> Running {
+        self.state.running.fetch_add(1, Ordering::SeqCst);
+        // After the count: either the ticker sees this call before it
+        // sleeps, or this sees it asleep (both `SeqCst`), and an unpark
+        // before its park is not lost.
+        if self.state.asleep.load(Ordering::SeqCst) {
+            self.ticker.unpark();
+        }
+        Running {
+            state: Arc::clone(&self.state),
+        }
+    }
+}
+
+/// The ticker's loop: a tick every [`EPOCH_TICK`], asleep while no call
+/// has run for [`IDLE_TICKS`] ticks.
+fn tick(engine: &Engine, state: &TickerState) {
+    let mut idle = 0;
+    while !state.stop.load(Ordering::SeqCst) {
+        std::thread::park_timeout(EPOCH_TICK);
+        engine.increment_epoch();
+        if state.running.load(Ordering::SeqCst) > 0 {
+            idle = 0;
+            continue;
+        }
+        idle += 1;
+        if idle >= IDLE_TICKS {
+            state.asleep.store(true, Ordering::SeqCst);
+            if state.running.load(Ordering::SeqCst) == 0 && !state.stop.load(Ordering::SeqCst) {
+                std::thread::park();
+            }
+            state.asleep.store(false, Ordering::SeqCst);
+            idle = 0;
+        }
     }
 }
 
 impl Drop for EpochTicker {
     fn drop(&mut self) {
-        drop(self.stop.take());
+        self.state.stop.store(true, Ordering::SeqCst);
+        self.ticker.unpark();
         if let Some(thread) = self.thread.take() {
             // The loop cannot panic; a join error would only repeat that.
             let _ = thread.join();
@@ -182,6 +256,65 @@ pub(crate) fn deadline_ticks(deadline: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Waits up to ten seconds for the ticker to be asleep or awake.
+    fn wait_until_asleep(ticker: &EpochTicker, asleep: bool) {
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while ticker.state.asleep.load(Ordering::SeqCst) != asleep {
+            assert!(
+                std::time::Instant::now() < until,
+                "the ticker is still {}",
+                if asleep { "ticking" } else { "asleep" }
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn the_ticker_sleeps_while_no_call_runs_and_a_call_wakes_it() {
+        let ticker = EpochTicker::start(build().expect("engine")).expect("ticker");
+        wait_until_asleep(&ticker, true);
+        let running = ticker.running();
+        wait_until_asleep(&ticker, false);
+        // Awake for as long as the call runs, well past the idle ticks.
+        std::thread::sleep(EPOCH_TICK * IDLE_TICKS * 3);
+        assert!(!ticker.state.asleep.load(Ordering::SeqCst));
+        drop(running);
+        wait_until_asleep(&ticker, true);
+    }
+
+    #[test]
+    fn a_call_started_while_the_ticker_sleeps_still_meets_its_deadline() {
+        let engine = build().expect("engine");
+        let ticker = EpochTicker::start(engine.clone()).expect("ticker");
+        wait_until_asleep(&ticker, true);
+        let spin = wasmtime::Module::new(
+            &engine,
+            wat::parse_str(r#"(module (func (export "spin") (loop (br 0))))"#).expect("wat"),
+        )
+        .expect("module");
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _running = ticker.running();
+            let mut store = wasmtime::Store::new(&engine, ());
+            store.set_fuel(u64::MAX).expect("fuel");
+            store.set_epoch_deadline(deadline_ticks(Duration::from_millis(10)));
+            store.epoch_deadline_trap();
+            let result = wasmtime::Instance::new(&mut store, &spin, &[])
+                .and_then(|instance| instance.get_typed_func::<(), ()>(&mut store, "spin"))
+                .and_then(|spin| spin.call(&mut store, ()));
+            let _ = done.send(result.map_err(|e| e.downcast::<wasmtime::Trap>()));
+        });
+        // Without the wake-up the loop would spin on: the epoch would never
+        // reach its deadline.
+        let result = finished
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the endless loop is stopped");
+        assert!(
+            matches!(result, Err(Ok(wasmtime::Trap::Interrupt))),
+            "stopped by its deadline: {result:?}"
+        );
+    }
 
     #[test]
     fn deadlines_round_up_to_whole_ticks() {

@@ -153,10 +153,7 @@ impl Runtime {
         linked.map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
         let ticker = EpochTicker::start(engine.clone())?;
         Ok(Runtime {
-            shared: Arc::new(Shared {
-                engine,
-                _ticker: ticker,
-            }),
+            shared: Arc::new(Shared { engine, ticker }),
             linker,
             limits,
             cache: Mutex::new(HashMap::new()),
@@ -295,7 +292,7 @@ impl Runtime {
         }
 
         let empty = Arc::new(Inventory::new(0, 0));
-        let mut session = Session::open(engine, &pre, &self.limits, &empty)
+        let mut session = Session::open(&self.shared, &pre, &self.limits, &empty)
             .map_err(|f| LoadError::Info(f.error))?;
         let instance = session.instance;
         let store = &mut session.store;

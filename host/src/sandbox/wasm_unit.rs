@@ -12,7 +12,7 @@ use wasmtime::{Engine, Store};
 
 use super::bindings::{Guests, PolicyVersion};
 use super::call_state::{CallState, InventoryImport};
-use super::engine::{EpochTicker, deadline_ticks};
+use super::engine::{EpochTicker, Running, deadline_ticks};
 use super::failure::{Evidence, Phase, classify, thread_cpu_time};
 use super::limits::{Limits, LimitsError};
 use super::output::{self, MAX_TRANSFER_BYTES};
@@ -23,7 +23,7 @@ use crate::unit::{CallResult, Called, Exports, Failed, Role, Unit, UnitError, Us
 /// even if the `Runtime` that loaded them is gone.
 pub(crate) struct Shared {
     pub(crate) engine: Engine,
-    pub(crate) _ticker: EpochTicker,
+    pub(crate) ticker: EpochTicker,
 }
 
 /// A compiled, validated unit: shared by every `WasmUnit` made from the same
@@ -90,7 +90,7 @@ impl WasmUnit {
     pub fn probe(&self, inventory: &Arc<Inventory>) -> Result<Usage, Failed> {
         blocking(|| {
             let session = Session::open(
-                &self.compiled.shared.engine,
+                &self.compiled.shared,
                 &self.compiled.pre,
                 &self.limits,
                 inventory,
@@ -119,16 +119,19 @@ pub(crate) struct Session {
     started: Instant,
     /// The thread's CPU time when the call started.
     cpu_started: std::time::Duration,
+    /// Keeps the epoch advancing, so the deadline holds.
+    _running: Running,
 }
 
 impl Session {
     /// A fresh store with `limits` applied, and `pre` instantiated in it.
     pub(crate) fn open(
-        engine: &Engine,
+        shared: &Shared,
         pre: &InstancePre<CallState>,
         limits: &Limits,
         inventory: &Arc<Inventory>,
     ) -> Result<Session, Failed> {
+        let running = shared.ticker.running();
         let started = Instant::now();
         let cpu_started = thread_cpu_time();
         let hosts = inventory.host_count();
@@ -138,7 +141,7 @@ impl Session {
             InventoryImport::new(Arc::clone(inventory)),
             limits.memory_bytes,
         );
-        let mut store = Store::new(engine, state);
+        let mut store = Store::new(&shared.engine, state);
         store.limiter(|state| &mut state.limiter);
         store.set_epoch_deadline(deadline_ticks(deadline));
         store.epoch_deadline_trap();
@@ -171,6 +174,7 @@ impl Session {
             deadline,
             started,
             cpu_started,
+            _running: running,
         })
     }
 
@@ -205,7 +209,7 @@ pub(crate) fn call<R>(
     body: impl FnOnce(&mut Store<CallState>, &Instance) -> wasmtime::Result<R>,
 ) -> CallResult<R> {
     blocking(|| {
-        let mut session = Session::open(&compiled.shared.engine, &compiled.pre, limits, inventory)?;
+        let mut session = Session::open(&compiled.shared, &compiled.pre, limits, inventory)?;
         let instance = session.instance;
         match body(&mut session.store, &instance) {
             Ok(value) => Ok(Called {
