@@ -19,8 +19,10 @@
 //!
 //! Run with: `cargo bench --bench http_schedule` (figures in
 //! docs/performance.md). Prints, per round,
-//! `http_schedule hosts=10000 clients=... decisions_per_s=... p50_ms=... p99_ms=... sampling=... considered=... policy=... round=... load=... server_cpu_us_per_decision=... jobs_per_commit=...`
-//! (the server's CPU time, all threads, per timed decision, and the store
+//! `http_schedule hosts=10000 clients=... decisions_per_s=... p50_ms=... p99_ms=... sampling=... considered=... policy=... round=... load=... server_cpu_us_per_decision=... switches_per_decision=... jobs_per_commit=...`
+//! (the server's CPU time, all threads, per timed decision, its threads'
+//! context switches per decision, each a sleep or a preemption, which cost
+//! tens of microseconds of CPU apiece on this machine, and the store
 //! writer's writes per commit over them, from its metrics),
 //! and at the end one `http_schedule_rounds` line per configuration with
 //! the median and the best round.
@@ -218,6 +220,7 @@ fn run(
     let commits_before = commits(&mut admin)?;
     let (tx, rx) = mpsc::channel::<anyhow::Result<Vec<(Instant, Duration)>>>();
     let cpu_before = support::process_cpu(server.pid())?;
+    let switches_before = support::process_switches(server.pid())?;
     let started = Instant::now();
     for c in 0..CLIENTS {
         let tx = tx.clone();
@@ -254,6 +257,7 @@ fn run(
     }
     let elapsed = started.elapsed();
     let server_cpu = support::process_cpu(server.pid())?.saturating_sub(cpu_before);
+    let switches = support::process_switches(server.pid())?.saturating_sub(switches_before);
     samples.sort_by_key(|(sent, _)| *sent);
     let burst_done = samples
         .iter()
@@ -292,13 +296,14 @@ fn run(
         cpu_us: server_cpu.as_secs_f64() * 1e6 / samples.len() as f64,
     };
     println!(
-        "http_schedule hosts={HOSTS} clients={CLIENTS} decisions_per_s={:.0} p50_ms={:.2} p99_ms={:.2} {} round={round} load={} server_cpu_us_per_decision={:.0} jobs_per_commit={jobs_per_commit}",
+        "http_schedule hosts={HOSTS} clients={CLIENTS} decisions_per_s={:.0} p50_ms={:.2} p99_ms={:.2} {} round={round} load={} server_cpu_us_per_decision={:.0} switches_per_decision={:.1} jobs_per_commit={jobs_per_commit}",
         figures.decisions_per_s,
         figures.p50_ms,
         figures.p99_ms,
         figures.config,
         figures.load,
-        figures.cpu_us
+        figures.cpu_us,
+        switches as f64 / samples.len() as f64
     );
     if first {
         println!("burst builds={BURST} absorbed_ms={:.0}", ms(burst_done));

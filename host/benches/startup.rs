@@ -9,11 +9,16 @@
 //! * **Memory**: on the restarted server, a 10,000-host inventory, 50
 //!   policies (clones of the default `none`) and 200 decisions with claims;
 //!   then the process's resident set (`VmRSS`) and its peak (`VmHWM`).
+//! * **Idle**: that server left alone for `IDLE` after `SETTLE`: the CPU
+//!   it uses a second and its threads' context switches a second, each a
+//!   wake-up on a machine with nothing to do (the epoch ticker sleeps
+//!   while no unit runs, `sandbox/engine.rs`).
 //!
 //! Run with: `cargo bench --bench startup` (figures in
 //! docs/performance.md). Prints
 //! `startup first_start_ms=... restart_ms=...` (median and minimum of
-//! `RUNS`) and `startup rss_mib=... peak_rss_mib=... hosts=... policies=...`.
+//! `RUNS`), `startup rss_mib=... peak_rss_mib=... hosts=... policies=...`
+//! and `startup idle_cpu_ms_per_s=... idle_switches_per_s=... seconds=...`.
 
 use std::time::{Duration, Instant};
 
@@ -31,6 +36,11 @@ const HOSTS: usize = 10_000;
 const POLICIES: usize = 50;
 /// Decisions (each with a claim) made before the memory is read.
 const DECISIONS: usize = 200;
+/// How long the busy server is left before its idling is measured: its
+/// last commit's checkpoint and the ticker's idle ticks run out.
+const SETTLE: Duration = Duration::from_secs(2);
+/// How long its idling is measured.
+const IDLE: Duration = Duration::from_secs(10);
 
 fn main() -> anyhow::Result<()> {
     let mut first = Vec::new();
@@ -46,17 +56,22 @@ fn main() -> anyhow::Result<()> {
         let started = Instant::now();
         let mut server = Server::start(&db, &[], &[])?;
         restart.push(started.elapsed());
-        let memory = if run + 1 == RUNS {
-            Some(busy_memory(&server))
+        let measured = if run + 1 == RUNS {
+            Some(busy_memory(&server).and_then(|memory| Ok((memory, idling(&server)?))))
         } else {
             None
         };
         server.stop();
-        if let Some(memory) = memory {
-            let (rss, peak) = memory?;
+        if let Some(measured) = measured {
+            let ((rss, peak), (cpu_ms, switches)) = measured?;
             println!(
                 "startup rss_mib={rss:.0} peak_rss_mib={peak:.0} hosts={HOSTS} \
                  policies={POLICIES} decisions={DECISIONS}"
+            );
+            println!(
+                "startup idle_cpu_ms_per_s={cpu_ms:.1} idle_switches_per_s={switches:.0} \
+                 seconds={}",
+                IDLE.as_secs()
             );
         }
     }
@@ -119,6 +134,19 @@ fn busy_memory(server: &Server) -> anyhow::Result<(f64, f64)> {
             .with_context(|| format!("{key} in /proc status"))
     };
     Ok((kib("VmRSS:")? / 1024.0, kib("VmHWM:")? / 1024.0))
+}
+
+/// What `server` does with nothing to do: CPU milliseconds and context
+/// switches a second over [`IDLE`], after [`SETTLE`].
+fn idling(server: &Server) -> anyhow::Result<(f64, f64)> {
+    std::thread::sleep(SETTLE);
+    let pid = server.pid();
+    let (cpu, switches) = (support::process_cpu(pid)?, support::process_switches(pid)?);
+    std::thread::sleep(IDLE);
+    let cpu = support::process_cpu(pid)?.saturating_sub(cpu);
+    let switches = support::process_switches(pid)?.saturating_sub(switches);
+    let seconds = IDLE.as_secs_f64();
+    Ok((cpu.as_secs_f64() * 1e3 / seconds, switches as f64 / seconds))
 }
 
 fn median(times: &[Duration]) -> Duration {

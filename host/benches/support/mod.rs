@@ -318,6 +318,30 @@ pub fn process_cpu(pid: u32) -> anyhow::Result<Duration> {
     Ok(Duration::from_millis(total * 1000 / USER_HZ))
 }
 
+/// Context switches of process `pid`'s threads alive now, voluntary (a
+/// thread went to sleep: waiting for work, a lock, I/O) and not (it was
+/// preempted), from each `/proc/<pid>/task/*/status`. A thread that ended
+/// takes its count with it, so compare two reads over a span in which the
+/// server's threads live on.
+pub fn process_switches(pid: u32) -> anyhow::Result<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        // A thread may end between the listing and the read.
+        let Ok(status) = std::fs::read_to_string(task?.path().join("status")) else {
+            continue;
+        };
+        for line in status.lines() {
+            if let Some(count) = line
+                .strip_prefix("voluntary_ctxt_switches:")
+                .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+            {
+                total += count.trim().parse::<u64>()?;
+            }
+        }
+    }
+    Ok(total)
+}
+
 /// The middle of `values` (the upper one of an even count); NaN for none.
 pub fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();
