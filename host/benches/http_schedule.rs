@@ -21,9 +21,9 @@
 //! docs/performance.md). Prints, per round,
 //! `http_schedule hosts=10000 clients=... decisions_per_s=... p50_ms=... p99_ms=... sampling=... considered=... policy=... round=... load=... server_cpu_us_per_decision=... switches_per_decision=... jobs_per_commit=...`
 //! (the server's CPU time, all threads, per timed decision, its threads'
-//! context switches per decision, each a sleep or a preemption, which cost
-//! tens of microseconds of CPU apiece on this machine, and the store
-//! writer's writes per commit over them, from its metrics),
+//! context switches per decision, each a thread going to sleep or being
+//! preempted, and the store writer's writes per commit over them, from its
+//! metrics),
 //! and at the end one `http_schedule_rounds` line per configuration with
 //! the median and the best round.
 
