@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::thread::{JoinHandle, Thread};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use wasmtime::{Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -151,8 +151,8 @@ fn swap_configured() -> bool {
 /// tick after.
 pub(crate) struct EpochTicker {
     state: Arc<TickerState>,
-    /// The ticker's thread, to wake.
-    ticker: Thread,
+    /// The ticker's thread: woken by a call that starts while it sleeps,
+    /// taken to be joined when this is dropped.
     thread: Option<JoinHandle<()>>,
 }
 
@@ -190,7 +190,6 @@ impl EpochTicker {
             .spawn(move || tick(&engine, &ticking))?;
         Ok(EpochTicker {
             state,
-            ticker: thread.thread().clone(),
             thread: Some(thread),
         })
     }
@@ -202,8 +201,10 @@ impl EpochTicker {
         // After the count: either the ticker sees this call before it
         // sleeps, or this sees it asleep (both `SeqCst`), and an unpark
         // before its park is not lost.
-        if self.state.asleep.load(Ordering::SeqCst) {
-            self.ticker.unpark();
+        if self.state.asleep.load(Ordering::SeqCst)
+            && let Some(thread) = &self.thread
+        {
+            thread.thread().unpark();
         }
         Running {
             state: Arc::clone(&self.state),
@@ -237,8 +238,8 @@ fn tick(engine: &Engine, state: &TickerState) {
 impl Drop for EpochTicker {
     fn drop(&mut self) {
         self.state.stop.store(true, Ordering::SeqCst);
-        self.ticker.unpark();
         if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
             // The loop cannot panic; a join error would only repeat that.
             let _ = thread.join();
         }
