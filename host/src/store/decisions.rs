@@ -100,6 +100,17 @@ pub struct LoggedDecision {
     pub request: Option<String>,
 }
 
+impl LoggedDecision {
+    /// The decision's first claim when it is its own VM on its own host,
+    /// which its row already names, so the log stores it as a flag instead
+    /// of a `decision_claims` row: nearly every decision's one claim.
+    fn own_claim(&self) -> Option<&(String, String)> {
+        let first = self.claims.first()?;
+        (self.vm_id.as_ref() == Some(&first.0) && self.host_id.as_ref() == Some(&first.1))
+            .then_some(first)
+    }
+}
+
 /// A decision's answer as it was returned: the row's own answer, or the
 /// full answer kept apart from a summarized row.
 #[derive(Clone, Debug, PartialEq)]
@@ -296,7 +307,9 @@ impl Db {
     }
 
     /// Records `decisions` and the claims each made: the only statement
-    /// that adds to the log.
+    /// that adds to the log. A decision's own claim (see
+    /// [`LoggedDecision::own_claim`]) is kept in its row, only the others in
+    /// `decision_claims` (migration `0015_own_claims.sql`).
     pub async fn insert_decisions(
         &mut self,
         decisions: &[LoggedDecision],
@@ -306,8 +319,8 @@ impl Db {
             let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO decisions \
                  (id, cluster_id, kind, vm_id, host_id, answer, answer_codec, summarized, \
-                 answer_bytes, request) VALUES {}",
-                placeholders(1, chunk.len(), 10)
+                 answer_bytes, request, own_claim) VALUES {}",
+                placeholders(1, chunk.len(), 11)
             )));
             // Packed here, on the writer's task, not on the decision's: the
             // decision holds its cluster's lock while it makes the entry.
@@ -325,7 +338,8 @@ impl Db {
                     .bind(codec.name())
                     .bind(i64::from(decision.full.is_some()))
                     .bind(stored)
-                    .bind(&decision.request);
+                    .bind(&decision.request)
+                    .bind(i64::from(decision.own_claim().is_some()));
             }
             query.execute(&mut *conn).await?;
         }
@@ -343,10 +357,12 @@ impl Db {
                 .await?;
             }
         }
+        // The others: the row holds its own claim.
         let claims: Vec<(Uuid, &str, &str)> = decisions
             .iter()
             .flat_map(|d| {
-                d.claims
+                let own = usize::from(d.own_claim().is_some());
+                d.claims[own..]
                     .iter()
                     .map(move |(vm, host)| (d.id, vm.as_str(), host.as_str()))
             })
@@ -454,7 +470,7 @@ impl Db {
         let conn = self.conn();
         let rows: Vec<PageRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT d.id, d.cluster_id, d.kind, d.vm_id, d.host_id, d.answer, d.answer_codec, \
-                    d.summarized, d.created_at, \
+                    d.summarized, d.created_at, d.own_claim, \
                     (SELECT {claims} \
                      FROM decision_claims c WHERE c.decision_id = d.id) AS claims \
              FROM decisions d \
@@ -494,7 +510,10 @@ fn stored_bytes(bytes: u64) -> i64 {
 /// A decision's row with its claims (the page's query selects both).
 struct PageRow {
     row: Row,
-    /// A JSON array of `[vm_id, host_id]` pairs.
+    /// 1 when the decision's first claim is its own VM on its own host,
+    /// kept in the row rather than in `claims`.
+    own_claim: i64,
+    /// The other claims: a JSON array of `[vm_id, host_id]` pairs.
     claims: String,
 }
 
@@ -503,6 +522,7 @@ impl<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> for PageRow {
         use sqlx::Row as _;
         Ok(PageRow {
             row: Row::from_row(row)?,
+            own_claim: row.try_get("own_claim")?,
             claims: row.try_get("claims")?,
         })
     }
@@ -510,8 +530,23 @@ impl<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> for PageRow {
 
 impl PageRow {
     fn into_entry(self) -> Result<DecisionWithClaims, StoreError> {
-        let claims: Vec<(String, String)> = serde_json::from_str(&self.claims)
+        let others: Vec<(String, String)> = serde_json::from_str(&self.claims)
             .map_err(|e| StoreError::Corrupt(format!("claims of decision {}: {e}", self.row.id)))?;
+        let own = match (
+            super::flag(self.own_claim),
+            &self.row.vm_id,
+            &self.row.host_id,
+        ) {
+            (false, _, _) => None,
+            (true, Some(vm), Some(host)) => Some((vm.clone(), host.clone())),
+            (true, _, _) => {
+                return Err(StoreError::Corrupt(format!(
+                    "decision {} has its own claim but no VM or host",
+                    self.row.id
+                )));
+            }
+        };
+        let claims = own.into_iter().chain(others).collect();
         Ok(DecisionWithClaims {
             record: self.row.into_record()?,
             claims,
@@ -850,6 +885,72 @@ mod tests {
             assert_eq!(size, LogBytes { rows: 28, full: 0 });
             assert_eq!(count(&mut conn, "decision_answers").await, 0);
             assert_eq!(count(&mut conn, "decision_claims").await, 6);
+        }
+    }
+
+    /// A decision's own claim (its VM on its host, first) lives in its
+    /// row, not in `decision_claims`; read back, its claims are whole and in
+    /// order, and a search by any of its VMs finds it. A claim that is not
+    /// first, or not the decision's own, stays a row.
+    #[tokio::test]
+    async fn a_decisions_own_claim_is_kept_in_its_row_and_read_back_in_order() {
+        for db in backends().await {
+            let (store, cluster) = store_with_cluster(&db).await;
+            let claim = |vm: &str, host: &str| (vm.to_owned(), host.to_owned());
+            let logged = |vm: &str, claims: Vec<(String, String)>| LoggedDecision {
+                vm_id: Some(vm.to_owned()),
+                claims,
+                ..decision(cluster, 0)
+            };
+            let cases = [
+                logged("one", vec![claim("one", "h")]),
+                logged("two", vec![claim("two", "h"), claim("two-b", "g")]),
+                logged("later", vec![claim("other", "g"), claim("later", "h")]),
+                logged("none", vec![]),
+            ];
+            for case in &cases {
+                store
+                    .log_decision(case.clone(), ROOMY)
+                    .await
+                    .expect("logged");
+            }
+            let mut conn = store.read().await.expect("read");
+            assert_eq!(
+                count(&mut conn, "decision_claims").await,
+                3,
+                "two-b, other and later: the own claims are in their rows"
+            );
+            let listed: Vec<_> = newest(&mut conn, 10)
+                .await
+                .into_iter()
+                .rev()
+                .map(|d| (d.record.vm_id, d.claims))
+                .collect();
+            let expected: Vec<_> = cases
+                .iter()
+                .map(|c| (c.vm_id.clone(), c.claims.clone()))
+                .collect();
+            assert_eq!(listed, expected, "every claim, in the order made");
+            for (vm, found) in [
+                ("two", "two"),
+                ("two-b", "two"),
+                ("one", "one"),
+                ("other", "later"),
+            ] {
+                let page = conn
+                    .decision_page(&DecisionQuery {
+                        vm_id: Some(vm.to_owned()),
+                        limit: 10,
+                        ..DecisionQuery::default()
+                    })
+                    .await
+                    .expect("page");
+                let vms: Vec<_> = page
+                    .iter()
+                    .filter_map(|d| d.record.vm_id.as_deref())
+                    .collect();
+                assert_eq!(vms, [found], "searched by {vm}");
+            }
         }
     }
 
