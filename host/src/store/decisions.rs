@@ -307,8 +307,8 @@ impl Db {
     }
 
     /// Records `decisions` and the claims each made: the only statement
-    /// that adds to the log. A decision's own claim (see
-    /// [`LoggedDecision::own_claim`]) is kept in its row, only the others in
+    /// that adds to the log. A decision's own claim (its first, when that
+    /// is its VM on its host) is kept in its row, only the others in
     /// `decision_claims` (migration `0015_own_claims.sql`).
     pub async fn insert_decisions(
         &mut self,
