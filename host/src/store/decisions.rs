@@ -101,13 +101,18 @@ pub struct LoggedDecision {
 }
 
 impl LoggedDecision {
-    /// The decision's first claim when it is its own VM on its own host,
+    /// Whether the decision's first claim is its own VM on its own host,
     /// which its row already names, so the log stores it as a flag instead
     /// of a `decision_claims` row: nearly every decision's one claim.
-    fn own_claim(&self) -> Option<&(String, String)> {
-        let first = self.claims.first()?;
-        (self.vm_id.as_ref() == Some(&first.0) && self.host_id.as_ref() == Some(&first.1))
-            .then_some(first)
+    fn has_own_claim(&self) -> bool {
+        self.claims.first().is_some_and(|(vm, host)| {
+            self.vm_id.as_ref() == Some(vm) && self.host_id.as_ref() == Some(host)
+        })
+    }
+
+    /// The claims `decision_claims` stores: all but the own claim.
+    fn other_claims(&self) -> &[(String, String)] {
+        &self.claims[usize::from(self.has_own_claim())..]
     }
 }
 
@@ -339,7 +344,7 @@ impl Db {
                     .bind(i64::from(decision.full.is_some()))
                     .bind(stored)
                     .bind(&decision.request)
-                    .bind(i64::from(decision.own_claim().is_some()));
+                    .bind(i64::from(decision.has_own_claim()));
             }
             query.execute(&mut *conn).await?;
         }
@@ -357,12 +362,10 @@ impl Db {
                 .await?;
             }
         }
-        // The others: the row holds its own claim.
         let claims: Vec<(Uuid, &str, &str)> = decisions
             .iter()
             .flat_map(|d| {
-                let own = usize::from(d.own_claim().is_some());
-                d.claims[own..]
+                d.other_claims()
                     .iter()
                     .map(move |(vm, host)| (d.id, vm.as_str(), host.as_str()))
             })
