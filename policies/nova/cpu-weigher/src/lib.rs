@@ -18,7 +18,7 @@
 //! Not carried over: Nova's per-aggregate override of the multiplier.
 
 use sandpiper_guest::prelude::*;
-use sandpiper_nova_ops::capacity::host_setting;
+use sandpiper_nova_ops::capacity::host_ratio;
 use sandpiper_nova_ops::host_state::vcpus_total;
 use sandpiper_nova_ops::params::CPU_ALLOCATION_RATIO;
 use sandpiper_nova_ops::params::REVERSE;
@@ -58,7 +58,7 @@ impl Score for CpuWeigher {
         let host_ratios = hosts.named_metric(CPU_ALLOCATION_RATIO.name);
         let at = |column: &[f64], row: usize| column.get(row).copied().unwrap_or(f64::NAN);
         weighers::by_host(cx, candidates, MINVAL, |row| {
-            let ratio = host_setting(&host_ratios, row, ratio).value();
+            let ratio = host_ratio(&host_ratios, row, ratio);
             vcpus_total(at(threads, row), at(cores, row)) * ratio - at(used, row)
         })
     }

@@ -26,7 +26,7 @@
 
 use sandpiper_guest::prelude::*;
 use sandpiper_hardware::{Fitter, Limits, Options, Wanted};
-use sandpiper_nova_ops::capacity::host_setting;
+use sandpiper_nova_ops::capacity::host_ratio;
 use sandpiper_nova_ops::params::{CPU_ALLOCATION_RATIO, RAM_ALLOCATION_RATIO};
 
 /// The `NUMATopologyFilter` filter.
@@ -72,8 +72,8 @@ impl Filter for NumaTopologyFilter {
         let cpu_ratios = hosts.named_metric(CPU_ALLOCATION_RATIO.name);
         let ram_ratios = hosts.named_metric(RAM_ALLOCATION_RATIO.name);
         let limits = |row: usize| Limits {
-            cpu_allocation_ratio: host_setting(&cpu_ratios, row, cpu).value(),
-            ram_allocation_ratio: host_setting(&ram_ratios, row, ram).value(),
+            cpu_allocation_ratio: host_ratio(&cpu_ratios, row, cpu),
+            ram_allocation_ratio: host_ratio(&ram_ratios, row, ram),
         };
         let mut fitter =
             Fitter::from_wanted(cx.inventory(), wanted, Options::nova_numa_filter(limits(0)));
