@@ -55,6 +55,7 @@ fn below(count: f64, max: f64) -> bool {
 
 /// Runs the limit `count` over `candidates`; with `per_aggregate` the
 /// host's aggregates may lower or raise the maximum.
+#[inline(always)]
 pub fn filter(
     cx: &Context<'_>,
     candidates: &[u32],
@@ -84,12 +85,17 @@ pub fn filter(
         let Some(&n) = counts.get(host as usize) else {
             continue;
         };
-        let setting = match overrides.as_mut() {
-            Some(overrides) => overrides.for_host(host, Setting::Configured(configured)),
-            None => Setting::Configured(configured),
+        // The maximum as a number; the `Setting` only for a rejected host,
+        // or where aggregates may override it (as in `capacity::filter`).
+        let (max, overridden) = match overrides.as_mut() {
+            None => (configured, None),
+            Some(overrides) => {
+                let setting = overrides.for_host(host, Setting::Configured(configured));
+                (setting.value(), Some(setting))
+            }
         };
-        let max = setting.value();
         if !below(n, max) {
+            let setting = overridden.unwrap_or(Setting::Configured(configured));
             // One reason per distinct maximum and source, built once.
             let index = match reasons.iter().position(|(s, _)| *s == setting) {
                 Some(index) => index,
