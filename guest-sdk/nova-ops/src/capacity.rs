@@ -121,6 +121,13 @@ pub fn filter(
         Resource::Cpu => f64::from(vm.vcpus),
         Resource::Disk => vm.disk_gib * MIB_PER_GIB,
     };
+    // The request in the columns' unit: disk columns are in GiB, and
+    // scaling every figure by 1,024 (a power of two) changes no
+    // comparison, so the loop compares without converting each host.
+    let requested_in_columns = match resource {
+        Resource::Disk => requested / MIB_PER_GIB,
+        Resource::Ram | Resource::Cpu => requested,
+    };
     let mut reasons: Vec<(Shortage, Setting, String)> = Vec::new();
     for &host in candidates {
         let row = host as usize;
@@ -141,14 +148,15 @@ pub fn filter(
             }
         };
         let verdict = match resource {
-            Resource::Ram => fits_space(total, other, ratio, requested),
-            // In GiB, as the columns are: scaling every figure by 1,024 (a
-            // power of two) changes no comparison, and spares two float
-            // operations a host.
-            Resource::Disk => fits_space(total, other, ratio, requested / MIB_PER_GIB),
+            Resource::Ram | Resource::Disk => fits_space(total, other, ratio, requested_in_columns),
             Resource::Cpu => {
                 let cores = columns.cores.get(row).copied().unwrap_or(0.0);
-                fits_cpu(vcpus_total(total, cores), other, ratio, requested)
+                fits_cpu(
+                    vcpus_total(total, cores),
+                    other,
+                    ratio,
+                    requested_in_columns,
+                )
             }
         };
         if let Err(shortage) = verdict {
@@ -176,7 +184,7 @@ pub fn filter(
 /// parameter.
 #[inline]
 pub fn host_setting(host_ratios: &[f64], row: usize, configured: f64) -> Setting {
-    match host_ratios.get(row).copied().filter(|r| !r.is_nan()) {
+    match reported_ratio(host_ratios, row) {
         Some(ratio) => Setting::Host(ratio),
         None => Setting::Configured(configured),
     }
@@ -186,11 +194,13 @@ pub fn host_setting(host_ratios: &[f64], row: usize, configured: f64) -> Setting
 /// made and dropped a host.
 #[inline]
 pub fn host_ratio(host_ratios: &[f64], row: usize, configured: f64) -> f64 {
-    host_ratios
-        .get(row)
-        .copied()
-        .filter(|r| !r.is_nan())
-        .unwrap_or(configured)
+    reported_ratio(host_ratios, row).unwrap_or(configured)
+}
+
+/// The ratio host `row` reports, if it reports one (not NaN).
+#[inline]
+fn reported_ratio(host_ratios: &[f64], row: usize) -> Option<f64> {
+    host_ratios.get(row).copied().filter(|r| !r.is_nan())
 }
 
 /// Why a host failed.
