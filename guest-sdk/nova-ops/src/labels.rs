@@ -24,19 +24,22 @@ pub fn text(labels: &Labels, id: u32) -> &str {
 
 /// Host `row`'s (key id, value id) pairs; none when the row is out of range
 /// or malformed, as [`Labels::row`] does.
+#[inline]
 pub fn pairs(labels: &Labels, row: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
     let row = row as usize;
     let start = labels.offsets.get(row).copied().unwrap_or(0) as usize;
     let end = labels.offsets.get(row + 1).copied().unwrap_or(0) as usize;
-    let range = if start <= end && end <= labels.keys.len() && end <= labels.values.len() {
-        start..end
-    } else {
-        0..0
+    // The row's two slices, cut once: the loop over them then reads no
+    // field of `labels` per pair (in the sandbox it did, through memory).
+    let (keys, values) = match (labels.keys.get(start..end), labels.values.get(start..end)) {
+        (Some(keys), Some(values)) => (keys, values),
+        _ => (&[][..], &[][..]),
     };
-    range.map(move |i| (labels.keys[i], labels.values[i]))
+    keys.iter().copied().zip(values.iter().copied())
 }
 
 /// The value ids host `row` has for key id `key`, in order.
+#[inline]
 pub fn values_of(labels: &Labels, row: u32, key: u32) -> impl Iterator<Item = u32> + '_ {
     pairs(labels, row).filter_map(move |(k, v)| (k == key).then_some(v))
 }
