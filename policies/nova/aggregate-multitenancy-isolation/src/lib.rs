@@ -38,29 +38,29 @@ impl Filter for AggregateMultiTenancyIsolation {
         let mut rejections = Rejections::new();
         let tenant = cx.vm().tenant.as_str();
         let metadata = cx.hosts().labels(HostLabels::AggregateMetadata);
-        // Per string id: is it a reserving key; does it list the tenant.
-        let reserving: Vec<bool> = metadata
-            .strings
-            .iter()
-            .map(|s| s.starts_with(TENANT_KEY_PREFIX))
+        // The ids of the reserving keys (usually one: `filter_tenant_id`).
+        let reserving: Vec<u32> = (0u32..)
+            .zip(&metadata.strings)
+            .filter(|(_, s)| s.starts_with(TENANT_KEY_PREFIX))
+            .map(|(id, _)| id)
             .collect();
-        if !reserving.contains(&true) {
+        if reserving.is_empty() {
             return rejections.into_vec();
         }
+        // Per string id: does this value list the tenant.
         let mut lists: Vec<Option<bool>> = vec![None; metadata.strings.len()];
         let reason = format!("reserved by its aggregates for tenants other than {tenant:?}");
         for &host in candidates {
             let mut reserved = false;
             let mut allowed = false;
-            for (key, value) in labels::pairs(metadata, host) {
-                if !reserving.get(key as usize).copied().unwrap_or(false) {
-                    continue;
-                }
-                reserved = true;
-                if let Some(slot) = lists.get_mut(value as usize) {
-                    allowed |= *slot.get_or_insert_with(|| {
-                        aggregates::split(labels::text(metadata, value)).any(|t| t == tenant)
-                    });
+            for &key in &reserving {
+                for value in labels::values_of(metadata, host, key) {
+                    reserved = true;
+                    if let Some(slot) = lists.get_mut(value as usize) {
+                        allowed |= *slot.get_or_insert_with(|| {
+                            aggregates::split(labels::text(metadata, value)).any(|t| t == tenant)
+                        });
+                    }
                 }
             }
             if reserved && !allowed {
