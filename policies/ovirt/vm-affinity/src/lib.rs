@@ -115,18 +115,27 @@ impl Filter for VmAffinity {
             "positive affinity: no member of {} runs here",
             names(positive_names.iter().copied())
         );
+        // One sentence per distinct set of broken groups, written once: a
+        // host broken by the same groups as another shares its reason.
+        let mut negative_reasons: Vec<(Vec<usize>, String)> = Vec::new();
+        let mut broken: Vec<usize> = Vec::new();
         for &host in candidates {
             if any_positive_host && !acceptable.contains(host) {
                 rejections.reject(host, &positive_reason);
             } else if unacceptable.contains(host) {
-                let broken = negative
-                    .iter()
-                    .filter(|g| g.hosts.contains(&host))
-                    .map(|g| g.name.as_str());
-                rejections.reject(
-                    host,
-                    format!("negative affinity: a member of {} runs here", names(broken)),
-                );
+                broken.clear();
+                broken.extend((0..negative.len()).filter(|&i| negative[i].hosts.contains(&host)));
+                let index = match negative_reasons.iter().position(|(b, _)| *b == broken) {
+                    Some(index) => index,
+                    None => {
+                        let groups = broken.iter().map(|&i| negative[i].name.as_str());
+                        let text =
+                            format!("negative affinity: a member of {} runs here", names(groups));
+                        negative_reasons.push((broken.clone(), text));
+                        negative_reasons.len() - 1
+                    }
+                };
+                rejections.reject(host, &negative_reasons[index].1);
             }
         }
         rejections.into_vec()
