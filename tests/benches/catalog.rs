@@ -14,6 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sandpiper::hardware::{HostHardware, VmHardwareSpec};
 use sandpiper::snapshot::{Group, Host, Instance, RunningVm, Scope, Snapshot, VmSpec};
 use sandpiper::unit::Unit;
 use sandpiper_guest::Inventory;
@@ -83,6 +84,167 @@ fn main() {
             });
         }
     }
+    if keep(CPU_FLAG_UNIT) {
+        cpu_flag_unit();
+    }
+}
+
+/// The unit that reads hosts' CPU flags, which the plain request above
+/// leaves nothing to do (it names no CPU model or flag).
+const CPU_FLAG_UNIT: &str = "sandpiper-policy-cpu-level";
+
+/// `CPU-Level` over [`HOSTS`] hosts reporting a CPU model and its flags
+/// (about 60 each, oVirt's `model_*` flags included), for a VM with a CPU
+/// model and two required flags that a third of the hosts lack.
+fn cpu_flag_unit() {
+    let (inventory, request) = match cpu_flag_cluster() {
+        Ok(built) => built,
+        Err(error) => panic!("the synthetic cluster is valid: {error}"),
+    };
+    let candidates: Vec<u32> = (0..HOSTS as u32).collect();
+    println!("CPU flags: {HOSTS} hosts of three CPU generations, a Skylake-Server VM");
+    for (wasm, native) in common::both_builds(|package| package == CPU_FLAG_UNIT) {
+        let builds: [&dyn Unit; 2] = [wasm.as_ref(), &native];
+        report(&native.info.name, "filter", &builds, |u| {
+            elapsed(u.filter(&inventory, &request, &candidates))
+        });
+    }
+}
+
+/// The hosts and VM of [`cpu_flag_unit`]; deterministic.
+fn cpu_flag_cluster() -> Result<(Arc<Inventory>, Request), sandpiper::snapshot::SnapshotError> {
+    const COMMON: [&str; 48] = [
+        "fpu",
+        "vme",
+        "de",
+        "pse",
+        "tsc",
+        "msr",
+        "pae",
+        "mce",
+        "cx8",
+        "apic",
+        "sep",
+        "mtrr",
+        "pge",
+        "mca",
+        "cmov",
+        "pat",
+        "pse36",
+        "clflush",
+        "mmx",
+        "fxsr",
+        "sse",
+        "sse2",
+        "ss",
+        "ht",
+        "syscall",
+        "nx",
+        "pdpe1gb",
+        "rdtscp",
+        "lm",
+        "constant_tsc",
+        "rep_good",
+        "nopl",
+        "xtopology",
+        "pni",
+        "pclmulqdq",
+        "ssse3",
+        "fma",
+        "cx16",
+        "pcid",
+        "sse4_1",
+        "sse4_2",
+        "x2apic",
+        "movbe",
+        "popcnt",
+        "aes",
+        "xsave",
+        "avx",
+        "f16c",
+    ];
+    const GENERATIONS: [(&str, &[&str]); 3] = [
+        (
+            "Haswell",
+            &["avx2", "bmi1", "bmi2", "model_Haswell", "model_Westmere"],
+        ),
+        (
+            "Skylake-Server",
+            &[
+                "avx2",
+                "bmi1",
+                "bmi2",
+                "avx512f",
+                "avx512dq",
+                "avx512cd",
+                "avx512bw",
+                "clwb",
+                "model_Haswell",
+                "model_Westmere",
+                "model_Skylake-Server",
+            ],
+        ),
+        (
+            "Cascadelake-Server",
+            &[
+                "avx2",
+                "bmi1",
+                "bmi2",
+                "avx512f",
+                "avx512dq",
+                "avx512cd",
+                "avx512bw",
+                "clwb",
+                "avx512vnni",
+                "model_Haswell",
+                "model_Westmere",
+                "model_Skylake-Server",
+                "model_Cascadelake-Server",
+            ],
+        ),
+    ];
+    let mut random = SplitMix(SEED);
+    let hosts = (0..HOSTS)
+        .map(|i| {
+            let (model, extra) = GENERATIONS[(random.next() % 3) as usize];
+            Host {
+                id: format!("h{i}"),
+                hardware: Some(Box::new(HostHardware {
+                    cpu_model: model.to_owned(),
+                    cpu_flags: COMMON
+                        .iter()
+                        .chain(extra)
+                        .map(|f| (*f).to_owned())
+                        .collect(),
+                    ..HostHardware::default()
+                })),
+                ..Host::default()
+            }
+        })
+        .collect();
+    let cluster = Snapshot {
+        hosts,
+        vms: Vec::new(),
+    }
+    .build()?;
+    let vm = VmSpec {
+        id: "new".to_owned(),
+        memory_mib: 4096.0,
+        vcpus: 2,
+        hardware: Some(VmHardwareSpec {
+            cpu_model: "Skylake-Server".to_owned(),
+            required_cpu_flags: vec!["avx512f".to_owned(), "pdpe1gb".to_owned()],
+            ..VmHardwareSpec::default()
+        }),
+        ..VmSpec::default()
+    }
+    .to_vm(&cluster.hosts, "vm")?;
+    let request = Request {
+        vm,
+        params: Vec::new(),
+        hints: Vec::new(),
+    };
+    Ok((Arc::new(cluster.inventory), request))
 }
 
 /// Times `call` on both builds and prints the medians.
