@@ -24,10 +24,10 @@
 //! Data: host `cpu-flags`, `cpu-model`; VM hardware `cpu_model`,
 //! `required_cpu_flags`, `forbidden_cpu_flags`, `current-host`.
 
-use sandpiper_guest::collections::HashSet;
-
+use sandpiper_guest::collections::HashMap;
+use sandpiper_guest::model::Labels;
 use sandpiper_guest::prelude::*;
-use sandpiper_ovirt::hardware::{host_set, list, uses_cpu_passthrough};
+use sandpiper_ovirt::hardware::{list, uses_cpu_passthrough};
 
 /// How many missing flags a reason names before "and N more".
 const LISTED: usize = 8;
@@ -68,51 +68,128 @@ impl Filter for CpuLevel {
         if required.is_empty() && model_flag.is_none() && hardware.forbidden_cpu_flags.is_empty() {
             return rejections.into_vec();
         }
+        // Flags compared by their id in the column's string table: a host
+        // has ~100 flags, and hashing each as a string per host cost about
+        // a microsecond a host.
+        let mut flags = RowSet::new(cx.hosts().labels(HostLabels::CpuFlags));
+        let required: Vec<(&str, Option<u32>)> =
+            required.into_iter().map(|f| (f, flags.id(f))).collect();
+        let model_flag = model_flag.as_deref().map(|f| (f, flags.id(f)));
+        let forbidden: Vec<(&str, Option<u32>)> = hardware
+            .forbidden_cpu_flags
+            .iter()
+            .map(|f| (f.as_str(), flags.id(f)))
+            .collect();
+        let what = if passthrough {
+            "the flags the VM started with (CPU passthrough)"
+        } else {
+            "the VM's CPU"
+        };
+        // One sentence per distinct list of flags, shared by every host
+        // with that list.
+        let mut lacking: HashMap<Vec<&str>, String> = HashMap::default();
+        let mut forbidding: HashMap<Vec<&str>, String> = HashMap::default();
+        let mut listed: Vec<&str> = Vec::new();
         for host in cx.hosts().candidates(candidates) {
-            let flags: HashSet<&str> = host_set(&host, HostLabels::CpuFlags).into_iter().collect();
-            let mut missing: Vec<&str> = required
-                .iter()
-                .copied()
-                .filter(|flag| !flags.contains(flag))
-                .collect();
-            if let Some(model_flag) = &model_flag
+            flags.load(host.index());
+            listed.clear();
+            listed.extend(
+                required
+                    .iter()
+                    .filter(|(_, id)| !flags.has(*id))
+                    .map(|(f, _)| *f),
+            );
+            if let Some((model_flag, id)) = model_flag
                 && host.text(HostText::CpuModel) != model
-                && !flags.contains(model_flag.as_str())
+                && !flags.has(id)
             {
-                missing.push(model_flag);
-                missing.sort_unstable();
+                listed.push(model_flag);
+                listed.sort_unstable();
             }
-            if !missing.is_empty() {
-                let what = if passthrough {
-                    "the flags the VM started with (CPU passthrough)"
-                } else {
-                    "the VM's CPU"
-                };
-                rejections.reject(
-                    host.index(),
+            if !listed.is_empty() {
+                let reason = sentence(&mut lacking, &listed, || {
                     format!(
                         "CPU lacks {} flag(s) of {what}: {}",
-                        missing.len(),
-                        list(&missing, LISTED)
-                    ),
-                );
+                        listed.len(),
+                        list(&listed, LISTED)
+                    )
+                });
+                rejections.reject(host.index(), reason);
                 continue;
             }
-            let mut present: Vec<&str> = hardware
-                .forbidden_cpu_flags
-                .iter()
-                .map(String::as_str)
-                .filter(|flag| flags.contains(flag))
-                .collect();
-            if !present.is_empty() {
-                present.sort_unstable();
-                rejections.reject(
-                    host.index(),
-                    format!("CPU has flag(s) the VM forbids: {}", list(&present, LISTED)),
-                );
+            listed.extend(
+                forbidden
+                    .iter()
+                    .filter(|(_, id)| flags.has(*id))
+                    .map(|(f, _)| *f),
+            );
+            if !listed.is_empty() {
+                listed.sort_unstable();
+                let reason = sentence(&mut forbidding, &listed, || {
+                    format!("CPU has flag(s) the VM forbids: {}", list(&listed, LISTED))
+                });
+                rejections.reject(host.index(), reason);
             }
         }
         rejections.into_vec()
+    }
+}
+
+/// The sentence for `flags`, written by `write` the first time.
+fn sentence<'a, 'm>(
+    sentences: &'m mut HashMap<Vec<&'a str>, String>,
+    flags: &[&'a str],
+    write: impl FnOnce() -> String,
+) -> &'m str {
+    if !sentences.contains_key(flags) {
+        sentences.insert(flags.to_vec(), write());
+    }
+    sentences.get(flags).map_or("", String::as_str)
+}
+
+/// One host's row of a set-like label column, by string id: each of the
+/// row's ids is marked with the row's stamp, so loading the next row
+/// clears nothing.
+struct RowSet<'a> {
+    labels: &'a Labels,
+    stamps: Vec<u32>,
+    stamp: u32,
+}
+
+impl<'a> RowSet<'a> {
+    fn new(labels: &'a Labels) -> Self {
+        RowSet {
+            labels,
+            stamps: vec![0; labels.strings.len()],
+            stamp: 0,
+        }
+    }
+
+    /// The id of `text` in the column's string table; none when no host
+    /// has it.
+    fn id(&self, text: &str) -> Option<u32> {
+        let index = self.labels.strings.iter().position(|s| s == text)?;
+        u32::try_from(index).ok()
+    }
+
+    /// Makes `row` (a host index) the row [`RowSet::has`] answers for; an
+    /// out-of-range or malformed row is empty.
+    fn load(&mut self, row: u32) {
+        self.stamp += 1;
+        let row = row as usize;
+        let start = self.labels.offsets.get(row).copied().unwrap_or(0) as usize;
+        let end = self.labels.offsets.get(row + 1).copied().unwrap_or(0) as usize;
+        for &key in self.labels.keys.get(start..end).unwrap_or_default() {
+            if let Some(stamp) = self.stamps.get_mut(key as usize) {
+                *stamp = self.stamp;
+            }
+        }
+    }
+
+    /// Whether the loaded row has the string with id `id`.
+    fn has(&self, id: Option<u32>) -> bool {
+        id.and_then(|id| self.stamps.get(id as usize))
+            .is_some_and(|&stamp| stamp == self.stamp)
     }
 }
 
