@@ -69,7 +69,7 @@ pub mod prelude {
         UnitInfo, Vm, VmFlag, VmMetric, VmText,
     };
     pub use crate::params::{ParamError, Params};
-    pub use crate::rejections::Rejections;
+    pub use crate::rejections::{Rejections, Sentences};
     pub use crate::unit::{Balance, BalanceContext, Context, Filter, Score, Unit};
     pub use crate::vms::{VmRef, Vms};
 }

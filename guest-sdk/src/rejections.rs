@@ -215,9 +215,90 @@ impl From<Rejections> for Vec<Rejection> {
     }
 }
 
+/// Reasons written once per distinct key and shared by every host with it.
+///
+/// Where a sentence names what a host lacks or breaks (the flags it is
+/// missing, the groups it breaks) and is not a template with figures,
+/// formatting it for every rejected host costs more than judging the host;
+/// hosts with the same key share one sentence. Keys are found as reasons
+/// are ([`SCANNED_REASONS`]): compared one after another while there are
+/// few, hashed past that, so many distinct keys stay linear.
+pub struct Sentences<K> {
+    written: Vec<(K, String)>,
+    index: HashMap<K, usize>,
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Sentences<K> {
+    /// No sentence written yet.
+    pub fn new() -> Self {
+        Sentences {
+            written: Vec::new(),
+            index: HashMap::default(),
+        }
+    }
+
+    /// The sentence for `key`, written by `write` the first time.
+    pub fn get<Q>(&mut self, key: &Q, write: impl FnOnce() -> String) -> &str
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: std::hash::Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let found = if self.written.len() <= SCANNED_REASONS {
+            self.written.iter().position(|(k, _)| k.borrow() == key)
+        } else {
+            self.index.get(key).copied()
+        };
+        let at = match found {
+            Some(at) => at,
+            None => {
+                let at = self.written.len();
+                self.written.push((key.to_owned(), write()));
+                if at == SCANNED_REASONS {
+                    // Past the scanned few from now on: index every key.
+                    for (i, (k, _)) in self.written.iter().enumerate() {
+                        self.index.insert(k.clone(), i);
+                    }
+                } else if at > SCANNED_REASONS {
+                    self.index.insert(key.to_owned(), at);
+                }
+                at
+            }
+        };
+        &self.written[at].1
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Default for Sentences<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sentences_are_written_once_per_key_scanned_or_hashed() {
+        let mut sentences: Sentences<Vec<u32>> = Sentences::new();
+        let mut writes = 0;
+        // Forty distinct keys, each asked for twice in a row and then in
+        // two more rounds: past SCANNED_REASONS of them the keys are found
+        // by hashing, the key that crosses the line included.
+        for round in 0..3 {
+            for n in 0..40u32 {
+                let key = vec![n, n + 1];
+                for _ in 0..if round == 0 { 2 } else { 1 } {
+                    let text = sentences.get(key.as_slice(), || {
+                        writes += 1;
+                        format!("{n}")
+                    });
+                    assert_eq!(text, n.to_string(), "round {round}");
+                }
+            }
+        }
+        assert_eq!(writes, 40);
+    }
 
     #[test]
     fn groups_hosts_by_reason_in_first_seen_order() {

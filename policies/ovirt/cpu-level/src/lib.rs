@@ -24,7 +24,6 @@
 //! Data: host `cpu-flags`, `cpu-model`; VM hardware `cpu_model`,
 //! `required_cpu_flags`, `forbidden_cpu_flags`, `current-host`.
 
-use sandpiper_guest::collections::HashMap;
 use sandpiper_guest::model::Labels;
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::hardware::{list, uses_cpu_passthrough};
@@ -85,10 +84,8 @@ impl Filter for CpuLevel {
         } else {
             "the VM's CPU"
         };
-        // One sentence per distinct list of flags, shared by every host
-        // with that list.
-        let mut lacking: HashMap<Vec<&str>, String> = HashMap::default();
-        let mut forbidding: HashMap<Vec<&str>, String> = HashMap::default();
+        let mut lacking: Sentences<Vec<&str>> = Sentences::new();
+        let mut forbidding: Sentences<Vec<&str>> = Sentences::new();
         let mut listed: Vec<&str> = Vec::new();
         for host in cx.hosts().candidates(candidates) {
             flags.load(host.index());
@@ -107,7 +104,7 @@ impl Filter for CpuLevel {
                 listed.sort_unstable();
             }
             if !listed.is_empty() {
-                let reason = sentence(&mut lacking, &listed, || {
+                let reason = lacking.get(listed.as_slice(), || {
                     format!(
                         "CPU lacks {} flag(s) of {what}: {}",
                         listed.len(),
@@ -125,7 +122,7 @@ impl Filter for CpuLevel {
             );
             if !listed.is_empty() {
                 listed.sort_unstable();
-                let reason = sentence(&mut forbidding, &listed, || {
+                let reason = forbidding.get(listed.as_slice(), || {
                     format!("CPU has flag(s) the VM forbids: {}", list(&listed, LISTED))
                 });
                 rejections.reject(host.index(), reason);
@@ -133,18 +130,6 @@ impl Filter for CpuLevel {
         }
         rejections.into_vec()
     }
-}
-
-/// The sentence for `flags`, written by `write` the first time.
-fn sentence<'a, 'm>(
-    sentences: &'m mut HashMap<Vec<&'a str>, String>,
-    flags: &[&'a str],
-    write: impl FnOnce() -> String,
-) -> &'m str {
-    if !sentences.contains_key(flags) {
-        sentences.insert(flags.to_vec(), write());
-    }
-    sentences.get(flags).map_or("", String::as_str)
 }
 
 /// One host's row of a set-like label column, by string id: each of the

@@ -115,9 +115,8 @@ impl Filter for VmAffinity {
             "positive affinity: no member of {} runs here",
             names(positive_names.iter().copied())
         );
-        // One sentence per distinct set of broken groups, written once: a
-        // host broken by the same groups as another shares its reason.
-        let mut negative_reasons: Vec<(Vec<usize>, String)> = Vec::new();
+        // One sentence per distinct set of broken groups.
+        let mut negative_reasons: Sentences<Vec<usize>> = Sentences::new();
         let mut broken: Vec<usize> = Vec::new();
         for &host in candidates {
             if any_positive_host && !acceptable.contains(host) {
@@ -125,17 +124,11 @@ impl Filter for VmAffinity {
             } else if unacceptable.contains(host) {
                 broken.clear();
                 broken.extend((0..negative.len()).filter(|&i| negative[i].hosts.contains(&host)));
-                let index = match negative_reasons.iter().position(|(b, _)| *b == broken) {
-                    Some(index) => index,
-                    None => {
-                        let groups = broken.iter().map(|&i| negative[i].name.as_str());
-                        let text =
-                            format!("negative affinity: a member of {} runs here", names(groups));
-                        negative_reasons.push((broken.clone(), text));
-                        negative_reasons.len() - 1
-                    }
-                };
-                rejections.reject(host, &negative_reasons[index].1);
+                let reason = negative_reasons.get(broken.as_slice(), || {
+                    let groups = broken.iter().map(|&i| negative[i].name.as_str());
+                    format!("negative affinity: a member of {} runs here", names(groups))
+                });
+                rejections.reject(host, reason);
             }
         }
         rejections.into_vec()
