@@ -84,26 +84,41 @@ fn main() {
             });
         }
     }
-    if keep(CPU_FLAG_UNIT) {
-        cpu_flag_unit();
+    let hardware: Vec<&str> = HARDWARE_FILTERS
+        .into_iter()
+        .filter(|package| keep(package))
+        .collect();
+    if !hardware.is_empty() {
+        hardware_filters(&hardware);
     }
 }
 
-/// The unit that reads hosts' CPU flags, which the plain request above
-/// leaves nothing to do (it names no CPU model or flag).
-const CPU_FLAG_UNIT: &str = "sandpiper-policy-cpu-level";
+/// oVirt's mandatory filters that read a host's CPU flags, cluster levels
+/// and emulated machines, which the plain request above leaves nothing to
+/// do (its VM names no CPU model, compatibility version or machine type,
+/// as an oVirt VM always does).
+const HARDWARE_FILTERS: [&str; 3] = [
+    "sandpiper-policy-cpu-level",
+    "sandpiper-policy-compatibility-version",
+    "sandpiper-policy-emulated-machine",
+];
 
-/// `CPU-Level` over [`HOSTS`] hosts reporting a CPU model and its flags
-/// (about 60 each, oVirt's `model_*` flags included), for a VM with a CPU
-/// model and two required flags that a third of the hosts lack.
-fn cpu_flag_unit() {
-    let (inventory, request) = match cpu_flag_cluster() {
+/// The `packages` of [`HARDWARE_FILTERS`] over [`HOSTS`] hosts of three
+/// CPU generations, each reporting its CPU model and flags (about 60,
+/// oVirt's `model_*` flags included), cluster levels and emulated
+/// machines, for a Skylake-Server VM with two resolved flags, a
+/// compatibility version and a machine type that a third of the hosts
+/// lack.
+fn hardware_filters(packages: &[&str]) {
+    let (inventory, request) = match hardware_cluster() {
         Ok(built) => built,
         Err(error) => panic!("the synthetic cluster is valid: {error}"),
     };
     let candidates: Vec<u32> = (0..HOSTS as u32).collect();
-    println!("CPU flags: {HOSTS} hosts of three CPU generations, a Skylake-Server VM");
-    for (wasm, native) in common::both_builds(|package| package == CPU_FLAG_UNIT) {
+    println!(
+        "Hardware filters: {HOSTS} hosts of three CPU generations, a Skylake-Server VM at level 4.7"
+    );
+    for (wasm, native) in common::both_builds(|package| packages.contains(&package)) {
         let builds: [&dyn Unit; 2] = [wasm.as_ref(), &native];
         report(&native.info.name, "filter", &builds, |u| {
             elapsed(u.filter(&inventory, &request, &candidates))
@@ -111,8 +126,8 @@ fn cpu_flag_unit() {
     }
 }
 
-/// The hosts and VM of [`cpu_flag_unit`]; deterministic.
-fn cpu_flag_cluster() -> Result<(Arc<Inventory>, Request), sandpiper::snapshot::SnapshotError> {
+/// The hosts and VM of [`hardware_filters`]; deterministic.
+fn hardware_cluster() -> Result<(Arc<Inventory>, Request), sandpiper::snapshot::SnapshotError> {
     const COMMON: [&str; 48] = [
         "fpu",
         "vme",
@@ -163,6 +178,26 @@ fn cpu_flag_cluster() -> Result<(Arc<Inventory>, Request), sandpiper::snapshot::
         "avx",
         "f16c",
     ];
+    // Per generation: the cluster levels its hosts support, and their
+    // emulated machines.
+    const LEVELS: [&[&str]; 3] = [
+        &["4.5", "4.6"],
+        &["4.5", "4.6", "4.7"],
+        &["4.6", "4.7", "4.8"],
+    ];
+    const MACHINES: [&[&str]; 3] = [
+        &[
+            "pc-i440fx-rhel7.6.0",
+            "pc-q35-rhel8.2.0",
+            "pc-q35-rhel8.6.0",
+        ],
+        &[
+            "pc-i440fx-rhel7.6.0",
+            "pc-q35-rhel8.6.0",
+            "pc-q35-rhel9.2.0",
+        ],
+        &["pc-q35-rhel8.6.0", "pc-q35-rhel9.2.0", "pc-q35-rhel9.4.0"],
+    ];
     const GENERATIONS: [(&str, &[&str]); 3] = [
         (
             "Haswell",
@@ -206,7 +241,9 @@ fn cpu_flag_cluster() -> Result<(Arc<Inventory>, Request), sandpiper::snapshot::
     let mut random = SplitMix(SEED);
     let hosts = (0..HOSTS)
         .map(|i| {
-            let (model, extra) = GENERATIONS[(random.next() % 3) as usize];
+            let generation = (random.next() % 3) as usize;
+            let (model, extra) = GENERATIONS[generation];
+            let owned = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect();
             Host {
                 id: format!("h{i}"),
                 hardware: Some(Box::new(HostHardware {
@@ -216,6 +253,8 @@ fn cpu_flag_cluster() -> Result<(Arc<Inventory>, Request), sandpiper::snapshot::
                         .chain(extra)
                         .map(|f| (*f).to_owned())
                         .collect(),
+                    cluster_levels: owned(LEVELS[generation]),
+                    emulated_machines: owned(MACHINES[generation]),
                     ..HostHardware::default()
                 })),
                 ..Host::default()
@@ -234,6 +273,8 @@ fn cpu_flag_cluster() -> Result<(Arc<Inventory>, Request), sandpiper::snapshot::
         hardware: Some(VmHardwareSpec {
             cpu_model: "Skylake-Server".to_owned(),
             required_cpu_flags: vec!["avx512f".to_owned(), "pdpe1gb".to_owned()],
+            compatibility_version: "4.7".to_owned(),
+            machine_type: "pc-q35-rhel9.2.0".to_owned(),
             ..VmHardwareSpec::default()
         }),
         ..VmSpec::default()
