@@ -12,7 +12,7 @@
 //! Data: host `cluster-levels`; VM hardware `compatibility_version`.
 
 use sandpiper_guest::prelude::*;
-use sandpiper_ovirt::hardware::{host_set, list};
+use sandpiper_ovirt::hardware::{HostSets, list};
 
 /// How many of a host's levels a reason names.
 const LISTED: usize = 8;
@@ -39,18 +39,29 @@ impl Filter for CompatibilityVersion {
         if wanted.is_empty() {
             return rejections.into_vec();
         }
+        let levels = HostSets::new(&cx.hosts(), HostLabels::ClusterLevels);
+        let supported = levels.ids_where(|level| level.trim() == wanted);
+        let none = format!("reports no supported cluster levels; the VM needs {wanted}");
+        // Hosts reporting the same levels share one sentence.
+        let mut others: Sentences<Vec<u32>> = Sentences::new();
         for host in cx.hosts().candidates(candidates) {
-            let levels = host_set(&host, HostLabels::ClusterLevels);
-            if levels.iter().any(|level| level.trim() == wanted) {
+            let row = levels.row(host.index());
+            if row
+                .iter()
+                .any(|&id| supported.get(id as usize).copied().unwrap_or(false))
+            {
                 continue;
             }
-            let reason = if levels.is_empty() {
-                format!("reports no supported cluster levels; the VM needs {wanted}")
+            let reason = if row.is_empty() {
+                none.as_str()
             } else {
-                format!(
-                    "supports cluster levels {}, not the VM's {wanted}",
-                    list(&levels, LISTED)
-                )
+                others.get(row, || {
+                    let texts: Vec<&str> = row.iter().map(|&id| levels.text(id)).collect();
+                    format!(
+                        "supports cluster levels {}, not the VM's {wanted}",
+                        list(&texts, LISTED)
+                    )
+                })
             };
             rejections.reject(host.index(), reason);
         }

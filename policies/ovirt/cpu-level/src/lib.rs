@@ -24,9 +24,8 @@
 //! Data: host `cpu-flags`, `cpu-model`; VM hardware `cpu_model`,
 //! `required_cpu_flags`, `forbidden_cpu_flags`, `current-host`.
 
-use sandpiper_guest::model::Labels;
 use sandpiper_guest::prelude::*;
-use sandpiper_ovirt::hardware::{list, uses_cpu_passthrough};
+use sandpiper_ovirt::hardware::{HostSets, list, uses_cpu_passthrough};
 
 /// How many missing flags a reason names before "and N more".
 const LISTED: usize = 8;
@@ -67,10 +66,7 @@ impl Filter for CpuLevel {
         if required.is_empty() && model_flag.is_none() && hardware.forbidden_cpu_flags.is_empty() {
             return rejections.into_vec();
         }
-        // Flags compared by their id in the column's string table: a host
-        // has ~100 flags, and hashing each as a string per host cost about
-        // a microsecond a host.
-        let mut flags = RowSet::new(cx.hosts().labels(HostLabels::CpuFlags));
+        let mut flags = HostSets::new(&cx.hosts(), HostLabels::CpuFlags);
         let required: Vec<(&str, Option<u32>)> =
             required.into_iter().map(|f| (f, flags.id(f))).collect();
         let model_flag = model_flag.as_deref().map(|f| (f, flags.id(f)));
@@ -129,52 +125,6 @@ impl Filter for CpuLevel {
             }
         }
         rejections.into_vec()
-    }
-}
-
-/// One host's row of a set-like label column, by string id: each of the
-/// row's ids is marked with the row's stamp, so loading the next row
-/// clears nothing.
-struct RowSet<'a> {
-    labels: &'a Labels,
-    stamps: Vec<u32>,
-    stamp: u32,
-}
-
-impl<'a> RowSet<'a> {
-    fn new(labels: &'a Labels) -> Self {
-        RowSet {
-            labels,
-            stamps: vec![0; labels.strings.len()],
-            stamp: 0,
-        }
-    }
-
-    /// The id of `text` in the column's string table; none when no host
-    /// has it.
-    fn id(&self, text: &str) -> Option<u32> {
-        let index = self.labels.strings.iter().position(|s| s == text)?;
-        u32::try_from(index).ok()
-    }
-
-    /// Makes `row` (a host index) the row [`RowSet::has`] answers for; an
-    /// out-of-range or malformed row is empty.
-    fn load(&mut self, row: u32) {
-        self.stamp += 1;
-        let row = row as usize;
-        let start = self.labels.offsets.get(row).copied().unwrap_or(0) as usize;
-        let end = self.labels.offsets.get(row + 1).copied().unwrap_or(0) as usize;
-        for &key in self.labels.keys.get(start..end).unwrap_or_default() {
-            if let Some(stamp) = self.stamps.get_mut(key as usize) {
-                *stamp = self.stamp;
-            }
-        }
-    }
-
-    /// Whether the loaded row has the string with id `id`.
-    fn has(&self, id: Option<u32>) -> bool {
-        id.and_then(|id| self.stamps.get(id as usize))
-            .is_some_and(|&stamp| stamp == self.stamp)
     }
 }
 

@@ -11,7 +11,7 @@
 //! Data: host `emulated-machines`; VM hardware `machine_type`.
 
 use sandpiper_guest::prelude::*;
-use sandpiper_ovirt::hardware::host_set;
+use sandpiper_ovirt::hardware::HostSets;
 
 /// The `Emulated-Machine` filter.
 pub struct EmulatedMachine;
@@ -36,11 +36,13 @@ impl Filter for EmulatedMachine {
         }
         let none = format!("reports no emulated machines; the VM needs {wanted}");
         let other = format!("does not support the VM's emulated machine {wanted}");
+        let machines = HostSets::new(&cx.hosts(), HostLabels::EmulatedMachines);
+        let wanted = machines.id(wanted);
         for host in cx.hosts().candidates(candidates) {
-            let machines = host_set(&host, HostLabels::EmulatedMachines);
-            if machines.is_empty() {
+            let row = machines.row(host.index());
+            if row.is_empty() {
                 rejections.reject(host.index(), &none);
-            } else if !machines.contains(&wanted) {
+            } else if !wanted.is_some_and(|id| row.contains(&id)) {
                 rejections.reject(host.index(), &other);
             }
         }
