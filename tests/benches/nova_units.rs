@@ -93,11 +93,18 @@ fn main() {
     }
 }
 
-/// Units of the hardware units' benchmark, in the order they are printed.
-const HARDWARE_UNITS: [&str; 3] = [
+/// Units of the hardware units' benchmark, in the order they are printed:
+/// Nova's, then oVirt's that do work for its request (oVirt's `NUMA` and
+/// `MDevice` have nothing to do for it), over the same hosts.
+const HARDWARE_UNITS: [&str; 8] = [
     "sandpiper-policy-nova-numa-topology",
     "sandpiper-policy-nova-pci-passthrough",
     "sandpiper-policy-nova-pci-weigher",
+    "sandpiper-policy-huge-pages",
+    "sandpiper-policy-cpu-pinning",
+    "sandpiper-policy-high-performance-cpu",
+    "sandpiper-policy-cpu-topology",
+    "sandpiper-policy-host-device",
 ];
 
 /// The `packages` of [`HARDWARE_UNITS`] over [`HOSTS`] hosts of 2 to 8 NUMA cells each
