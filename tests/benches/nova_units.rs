@@ -11,6 +11,9 @@
 //! named metrics, running VMs, server groups, image properties and every
 //! hint a Nova unit reads, so that each unit does its real work.
 //!
+//! The hardware table runs oVirt's NUMA, page, pinning and device units
+//! over the same hosts too: their inputs are the same columns.
+//!
 //! Times are each call's own (`Usage::elapsed`), median of interleaved runs.
 //!
 //! Run with: `cargo bench -p sandpiper-tests --bench nova_units [name-filter]`.
