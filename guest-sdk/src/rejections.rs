@@ -220,9 +220,10 @@ impl From<Rejections> for Vec<Rejection> {
 /// Where a sentence names what a host lacks or breaks (the flags it is
 /// missing, the groups it breaks) and is not a template with figures,
 /// formatting it for every rejected host costs more than judging the host;
-/// hosts with the same key share one sentence. Keys are found as reasons
-/// are ([`SCANNED_REASONS`]): compared one after another while there are
-/// few, hashed past that, so many distinct keys stay linear.
+/// hosts with the same key share one sentence. Keys are found as
+/// [`Rejections`] finds reasons: compared one after another while there
+/// are a few (`SCANNED_REASONS`), hashed past that, so many distinct keys
+/// stay linear.
 pub struct Sentences<K> {
     written: Vec<(K, String)>,
     index: HashMap<K, usize>,
