@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sandpiper::hardware::{HostHardware, VmHardwareSpec};
-use sandpiper::snapshot::{Group, Host, Instance, RunningVm, Scope, Snapshot, VmSpec};
+use sandpiper::snapshot::{
+    Cluster, Group, Host, Instance, RunningVm, Scope, Snapshot, SnapshotError, VmSpec,
+};
 use sandpiper::unit::Unit;
 use sandpiper_guest::Inventory;
 use sandpiper_guest::model::{BalanceRequest, KeyValue, Request};
@@ -127,7 +129,7 @@ fn hardware_filters(packages: &[&str]) {
 }
 
 /// The hosts and VM of [`hardware_filters`]; deterministic.
-fn hardware_cluster() -> Result<(Arc<Inventory>, Request), sandpiper::snapshot::SnapshotError> {
+fn hardware_cluster() -> Result<(Arc<Inventory>, Request), SnapshotError> {
     const COMMON: [&str; 48] = [
         "fpu",
         "vme",
@@ -278,14 +280,8 @@ fn hardware_cluster() -> Result<(Arc<Inventory>, Request), sandpiper::snapshot::
             ..VmHardwareSpec::default()
         }),
         ..VmSpec::default()
-    }
-    .to_vm(&cluster.hosts, "vm")?;
-    let request = Request {
-        vm,
-        params: Vec::new(),
-        hints: Vec::new(),
     };
-    Ok((Arc::new(cluster.inventory), request))
+    placing(cluster, vm)
 }
 
 /// Times `call` on both builds and prints the medians.
@@ -302,7 +298,7 @@ fn report(name: &str, role: &str, builds: &[&dyn Unit; 2], call: impl Fn(&dyn Un
 /// The synthetic cluster and the VM to place: hosts of three sizes with
 /// varied load, networks, aggregates, capabilities and instances; three
 /// VMs per host; a VM with networks, preferred hosts and affinity groups.
-fn cluster() -> Result<(Arc<Inventory>, Request), sandpiper::snapshot::SnapshotError> {
+fn cluster() -> Result<(Arc<Inventory>, Request), SnapshotError> {
     let mut random = SplitMix(SEED);
     let mut hosts = Vec::with_capacity(HOSTS);
     let mut vms = Vec::with_capacity(HOSTS * VMS_PER_HOST);
@@ -409,8 +405,13 @@ fn cluster() -> Result<(Arc<Inventory>, Request), sandpiper::snapshot::SnapshotE
             group("old", Scope::Hosts, false, true, ids(9_000..10_000)),
         ],
         ..VmSpec::default()
-    }
-    .to_vm(&cluster.hosts, "vm")?;
+    };
+    placing(cluster, vm)
+}
+
+/// `cluster`'s inventory and a request to place `vm` on it.
+fn placing(cluster: Cluster, vm: VmSpec) -> Result<(Arc<Inventory>, Request), SnapshotError> {
+    let vm = vm.to_vm(&cluster.hosts, "vm")?;
     let request = Request {
         vm,
         params: Vec::new(),
