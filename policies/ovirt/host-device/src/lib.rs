@@ -72,6 +72,8 @@ impl Filter for HostDevice {
         let inventory = cx.inventory();
         let pools = inventory.pci_pools();
         let labels = inventory.pci_pool_labels();
+        // One sentence per request and number of devices found.
+        let mut shortfalls: Sentences<(usize, u32)> = Sentences::new();
         for &host in candidates {
             if vm
                 .dedicated_hosts
@@ -102,19 +104,19 @@ impl Filter for HostDevice {
                     }
                 }
                 if wanted > 0 {
-                    let what = if request.alias.is_empty() {
-                        format!("request {}", index + 1)
-                    } else {
-                        format!("alias {}", request.alias)
-                    };
-                    rejections.reject(
-                        host,
+                    let found = request.count - wanted;
+                    let reason = shortfalls.get(&(index, found), || {
+                        let what = if request.alias.is_empty() {
+                            format!("request {}", index + 1)
+                        } else {
+                            format!("alias {}", request.alias)
+                        };
                         format!(
-                            "has {} of the {} free host device(s) the VM's {what} needs",
-                            request.count - wanted,
+                            "has {found} of the {} free host device(s) the VM's {what} needs",
                             request.count
-                        ),
-                    );
+                        )
+                    });
+                    rejections.reject(host, reason);
                     break;
                 }
             }
