@@ -436,17 +436,50 @@ impl Labels {
 
     /// Row `row`'s pairs; empty when the row is out of range or malformed.
     pub fn row(&self, row: usize) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.id_pairs(row)
+            .map(|(key, value)| (self.string(key), self.string(value)))
+    }
+
+    /// The id of `text` in the string table; none when no row uses it.
+    /// Units look a string up once and then compare ids per row.
+    pub fn id(&self, text: &str) -> Option<u32> {
+        let index = self.strings.iter().position(|s| s == text)?;
+        u32::try_from(index).ok()
+    }
+
+    /// The string with id `id` ("" for an id outside the table).
+    #[inline]
+    pub fn string(&self, id: u32) -> &str {
+        self.strings.get(id as usize).map_or("", String::as_str)
+    }
+
+    /// Row `row`'s key ids and value ids, as two slices of one length;
+    /// both empty when the row is out of range or malformed.
+    ///
+    /// Cut once per row, so a loop over a row reads no field of the
+    /// column per pair (in the sandbox each such read went through memory).
+    #[inline]
+    pub fn row_ids(&self, row: usize) -> (&[u32], &[u32]) {
         let start = self.offsets.get(row).copied().unwrap_or(0) as usize;
         let end = self.offsets.get(row + 1).copied().unwrap_or(0) as usize;
-        let range = if start <= end && end <= self.keys.len() && end <= self.values.len() {
-            start..end
-        } else {
-            0..0
-        };
-        range.map(move |i| {
-            let text = |j: u32| self.strings.get(j as usize).map_or("", String::as_str);
-            (text(self.keys[i]), text(self.values[i]))
-        })
+        match (self.keys.get(start..end), self.values.get(start..end)) {
+            (Some(keys), Some(values)) => (keys, values),
+            _ => (&[], &[]),
+        }
+    }
+
+    /// Row `row`'s (key id, value id) pairs, in order.
+    #[inline]
+    pub fn id_pairs(&self, row: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let (keys, values) = self.row_ids(row);
+        keys.iter().copied().zip(values.iter().copied())
+    }
+
+    /// The value ids row `row` has for key id `key`, in order.
+    #[inline]
+    pub fn values_of(&self, row: usize, key: u32) -> impl Iterator<Item = u32> + '_ {
+        self.id_pairs(row)
+            .filter_map(move |(k, v)| (k == key).then_some(v))
     }
 }
 
@@ -758,5 +791,22 @@ mod tests {
         }
         let none = Interned::from_parts(String::new(), Vec::new(), Vec::new());
         assert_eq!(none, Ok(Interned::default()));
+    }
+
+    #[test]
+    fn a_labels_column_is_read_by_string_id() {
+        let labels = Labels::from_rows([vec![("k", "1"), ("x", "y"), ("k", "2")], vec![]]);
+        let k = labels.id("k").unwrap();
+        let values: Vec<&str> = labels.values_of(0, k).map(|v| labels.string(v)).collect();
+        assert_eq!(values, ["1", "2"]);
+        assert_eq!(labels.values_of(1, k).count(), 0);
+        assert_eq!(labels.id("nope"), None);
+        assert_eq!(labels.string(99), "");
+        // Out of range, or offsets past the ids: an empty row.
+        assert_eq!(labels.id_pairs(9).count(), 0);
+        let mut broken = labels.clone();
+        broken.values.pop();
+        assert_eq!(broken.row_ids(0), (&[][..], &[][..]));
+        assert_eq!(broken.row(0).count(), 0);
     }
 }

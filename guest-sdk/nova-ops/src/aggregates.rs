@@ -19,7 +19,6 @@ use sandpiper_guest::collections::HashMap;
 
 use sandpiper_guest::model::Labels;
 
-use crate::labels;
 use crate::python;
 
 /// The values of a comma-separated metadata value, stripped, as Nova's
@@ -73,7 +72,7 @@ impl<'a> Override<'a> {
     pub fn new(labels: &'a Labels, key: &str, cast: Cast) -> Self {
         Override {
             labels,
-            key: labels::find(labels, key),
+            key: labels.id(key),
             cast,
             parsed: HashMap::default(),
         }
@@ -86,11 +85,11 @@ impl<'a> Override<'a> {
             return configured;
         };
         let mut min: Option<f64> = None;
-        for id in labels::values_of(self.labels, row, key) {
+        for id in self.labels.values_of(row as usize, key) {
             let cast = self.cast;
             let labels = self.labels;
             let parsed = *self.parsed.entry(id).or_insert_with(|| {
-                let text = labels::text(labels, id);
+                let text = labels.string(id);
                 match cast {
                     Cast::Int => python::int(text),
                     Cast::Float => python::float(text),
@@ -103,7 +102,7 @@ impl<'a> Override<'a> {
                 None => {
                     return Setting::Unparsable {
                         value: configured.value(),
-                        text: labels::text(self.labels, id).to_owned(),
+                        text: self.labels.string(id).to_owned(),
                     };
                 }
             }

@@ -39,8 +39,6 @@ use sandpiper_guest::model::{HostLabels, HostMetric, HostStatus, HostText, Label
 use serde_core::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
-use crate::labels;
-
 /// A numeric `HostState` attribute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NumericAttribute {
@@ -184,9 +182,9 @@ impl<'a> CapabilityPath<'a> {
     /// Prepares `path` (at least one name) against the column.
     pub fn new(hosts: &Hosts<'a>, path: &[String]) -> Self {
         let labels = hosts.labels(HostLabels::Capabilities);
-        let flat = labels::find(labels, &path.join(":"));
+        let flat = labels.id(&path.join(":"));
         let (root, rest) = match path {
-            [root, rest @ ..] if !rest.is_empty() => (labels::find(labels, root), rest.to_vec()),
+            [root, rest @ ..] if !rest.is_empty() => (labels.id(root), rest.to_vec()),
             _ => (None, Vec::new()),
         };
         CapabilityPath {
@@ -200,7 +198,7 @@ impl<'a> CapabilityPath<'a> {
     /// Where host `row` keeps the capability, if anywhere.
     pub fn find(&self, row: u32) -> Option<Found> {
         let mut root = None;
-        for (key, value) in labels::pairs(self.labels, row) {
+        for (key, value) in self.labels.id_pairs(row as usize) {
             if Some(key) == self.flat {
                 return Some(Found::Flat(value));
             }
@@ -213,7 +211,7 @@ impl<'a> CapabilityPath<'a> {
 
     /// The text of a value string id.
     pub fn text(&self, id: u32) -> &'a str {
-        labels::text(self.labels, id)
+        self.labels.string(id)
     }
 
     /// Walks a [`Found::Root`] value along the rest of the path; `None`

@@ -20,7 +20,6 @@ pub mod extra_specs;
 pub mod hints;
 pub mod host_state;
 pub mod instances;
-pub mod labels;
 pub mod params;
 pub mod python;
 pub mod weighers;

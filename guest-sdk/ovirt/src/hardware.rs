@@ -50,8 +50,7 @@ impl<'a> HostSets<'a> {
 
     /// The id of `text`; none when no host has it.
     pub fn id(&self, text: &str) -> Option<u32> {
-        let index = self.labels.strings.iter().position(|s| s == text)?;
-        u32::try_from(index).ok()
+        self.labels.id(text)
     }
 
     /// Per id, whether its string satisfies `test`.
@@ -61,20 +60,14 @@ impl<'a> HostSets<'a> {
 
     /// The string with id `id` ("" for an id outside the table).
     pub fn text(&self, id: u32) -> &'a str {
-        self.labels
-            .strings
-            .get(id as usize)
-            .map_or("", String::as_str)
+        self.labels.string(id)
     }
 
     /// Host `host`'s ids, in the order the host reported them; none when
     /// the row is out of range or malformed.
     #[inline]
     pub fn row(&self, host: u32) -> &'a [u32] {
-        let host = host as usize;
-        let start = self.labels.offsets.get(host).copied().unwrap_or(0) as usize;
-        let end = self.labels.offsets.get(host + 1).copied().unwrap_or(0) as usize;
-        self.labels.keys.get(start..end).unwrap_or_default()
+        self.labels.row_ids(host as usize).0
     }
 
     /// Makes `host`'s set the one [`HostSets::has`] answers for: for

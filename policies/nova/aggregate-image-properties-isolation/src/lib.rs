@@ -18,7 +18,7 @@
 //! carries is compared.
 
 use sandpiper_guest::prelude::*;
-use sandpiper_nova_ops::{aggregates, labels};
+use sandpiper_nova_ops::aggregates;
 
 /// Parameter: only keys starting with this (plus the separator) count.
 pub const NAMESPACE: &str = "aggregate_image_properties_isolation_namespace";
@@ -93,12 +93,12 @@ impl Filter for AggregateImagePropertiesIsolation {
         let mut seen: Vec<(u32, bool)> = Vec::new();
         for &host in candidates {
             seen.clear();
-            for (key, value) in labels::pairs(metadata, host) {
+            for (key, value) in metadata.id_pairs(host as usize) {
                 let Some(Some(prop)) = wanted.get(key as usize) else {
                     continue;
                 };
                 let listed =
-                    aggregates::split(labels::text(metadata, value)).any(|option| option == *prop);
+                    aggregates::split(metadata.string(value)).any(|option| option == *prop);
                 match seen.iter_mut().find(|(k, _)| *k == key) {
                     Some((_, ok)) => *ok |= listed,
                     None => seen.push((key, listed)),
@@ -109,7 +109,7 @@ impl Filter for AggregateImagePropertiesIsolation {
                     host,
                     format!(
                         "its aggregates restrict image property `{}` to other values",
-                        labels::text(metadata, *key)
+                        metadata.string(*key)
                     ),
                 );
             }

@@ -27,7 +27,6 @@
 use sandpiper_guest::prelude::*;
 use sandpiper_nova_ops::aggregates;
 use sandpiper_nova_ops::extra_specs::{MatchError, Requirement};
-use sandpiper_nova_ops::labels;
 
 /// The extra-spec scope this filter reads besides unscoped keys.
 pub const SCOPE: &str = "aggregate_instance_extra_specs";
@@ -92,7 +91,7 @@ impl Filter for AggregateInstanceExtraSpecsFilter {
         let mut pending: Vec<u32> = candidates.to_vec();
         for (key, req) in specs {
             let requirement = Requirement::parse(req);
-            let key_id = labels::find(metadata, key);
+            let key_id = metadata.id(key);
             // Outcome per metadata text, computed on first use.
             let mut memo: Vec<Option<Outcome>> = vec![None; metadata.strings.len()];
             let missing = format!("no aggregate of the host sets `{key}`");
@@ -104,14 +103,13 @@ impl Filter for AggregateInstanceExtraSpecsFilter {
                 };
                 let mut seen = false;
                 let mut error = None;
-                for value in labels::values_of(metadata, host, key_id) {
+                for value in metadata.values_of(host as usize, key_id) {
                     seen = true;
                     let Some(slot) = memo.get_mut(value as usize) else {
                         continue;
                     };
-                    let outcome = slot.get_or_insert_with(|| {
-                        outcome(&requirement, labels::text(metadata, value))
-                    });
+                    let outcome =
+                        slot.get_or_insert_with(|| outcome(&requirement, metadata.string(value)));
                     match outcome {
                         Outcome::Match => return true,
                         Outcome::NoMatch => {}

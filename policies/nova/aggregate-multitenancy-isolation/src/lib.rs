@@ -13,7 +13,7 @@
 //! column.
 
 use sandpiper_guest::prelude::*;
-use sandpiper_nova_ops::{aggregates, labels};
+use sandpiper_nova_ops::aggregates;
 
 /// Prefix of the metadata keys that reserve a host for tenants.
 pub const TENANT_KEY_PREFIX: &str = "filter_tenant_id";
@@ -54,11 +54,11 @@ impl Filter for AggregateMultiTenancyIsolation {
             let mut reserved = false;
             let mut allowed = false;
             for &key in &reserving {
-                for value in labels::values_of(metadata, host, key) {
+                for value in metadata.values_of(host as usize, key) {
                     reserved = true;
                     if let Some(slot) = lists.get_mut(value as usize) {
                         allowed |= *slot.get_or_insert_with(|| {
-                            aggregates::split(labels::text(metadata, value)).any(|t| t == tenant)
+                            aggregates::split(metadata.string(value)).any(|t| t == tenant)
                         });
                     }
                 }

@@ -11,7 +11,7 @@
 //! `aggregate-metadata` column.
 
 use sandpiper_guest::prelude::*;
-use sandpiper_nova_ops::{aggregates, labels};
+use sandpiper_nova_ops::aggregates;
 
 /// Aggregate metadata key listing the flavors an aggregate takes.
 pub const INSTANCE_TYPE_KEY: &str = "instance_type";
@@ -35,7 +35,7 @@ impl Filter for AggregateTypeAffinityFilter {
         let mut rejections = Rejections::new();
         let flavor = cx.vm().instance_type.as_str();
         let metadata = cx.hosts().labels(HostLabels::AggregateMetadata);
-        let Some(key) = labels::find(metadata, INSTANCE_TYPE_KEY) else {
+        let Some(key) = metadata.id(INSTANCE_TYPE_KEY) else {
             return rejections.into_vec();
         };
         let mut lists: Vec<Option<bool>> = vec![None; metadata.strings.len()];
@@ -43,11 +43,11 @@ impl Filter for AggregateTypeAffinityFilter {
         for &host in candidates {
             let mut restricted = false;
             let mut listed = false;
-            for value in labels::values_of(metadata, host, key) {
+            for value in metadata.values_of(host as usize, key) {
                 restricted = true;
                 if let Some(slot) = lists.get_mut(value as usize) {
                     listed |= *slot.get_or_insert_with(|| {
-                        aggregates::split(labels::text(metadata, value)).any(|f| f == flavor)
+                        aggregates::split(metadata.string(value)).any(|f| f == flavor)
                     });
                 }
             }

@@ -17,8 +17,8 @@
 //! the default.
 
 use sandpiper_guest::prelude::*;
+use sandpiper_nova_ops::aggregates;
 use sandpiper_nova_ops::hints::Hint;
-use sandpiper_nova_ops::{aggregates, labels};
 
 /// Hint: the requested availability zone.
 pub const AVAILABILITY_ZONE_HINT: &str = "availability_zone";
@@ -74,7 +74,7 @@ impl Filter for AvailabilityZoneFilter {
         };
         let hosts = cx.hosts();
         let metadata = hosts.labels(HostLabels::AggregateMetadata);
-        let key = labels::find(metadata, AVAILABILITY_ZONE_KEY);
+        let key = metadata.id(AVAILABILITY_ZONE_KEY);
         // Whether each metadata text lists the requested zone.
         let mut lists: Vec<Option<bool>> = vec![None; metadata.strings.len()];
         let zones = hosts.texts(HostText::Zone);
@@ -83,13 +83,13 @@ impl Filter for AvailabilityZoneFilter {
             let mut zoned = false;
             let mut inside = false;
             if let Some(key) = key {
-                for value in labels::values_of(metadata, host, key) {
+                for value in metadata.values_of(host as usize, key) {
                     zoned = true;
                     let Some(slot) = lists.get_mut(value as usize) else {
                         continue;
                     };
                     inside |= *slot.get_or_insert_with(|| {
-                        aggregates::split(labels::text(metadata, value)).any(|z| z == requested)
+                        aggregates::split(metadata.string(value)).any(|z| z == requested)
                     });
                 }
             }

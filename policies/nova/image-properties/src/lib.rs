@@ -39,7 +39,7 @@ use std::cmp::Ordering;
 
 use sandpiper_guest::prelude::*;
 use sandpiper_nova_ops::host_state::{CapabilityPath, Found};
-use sandpiper_nova_ops::{labels, python};
+use sandpiper_nova_ops::python;
 use serde_json::Value;
 
 /// Parameter: the architecture assumed for images that do not say.
@@ -394,7 +394,7 @@ impl Filter for ImagePropertiesFilter {
         }
         let hosts = cx.hosts();
         let capabilities = hosts.labels(HostLabels::Capabilities);
-        let supported_key = labels::find(capabilities, SUPPORTED_INSTANCES);
+        let supported_key = capabilities.id(SUPPORTED_INSTANCES);
         let mut supported: Vec<Option<bool>> = vec![None; capabilities.strings.len()];
         let versions = wanted
             .version
@@ -412,15 +412,15 @@ impl Filter for ImagePropertiesFilter {
         let unsupported = format!("supports no instance of {}", wanted.props.join("/"));
         for &host in candidates {
             let text =
-                supported_key.and_then(|key| labels::values_of(capabilities, host, key).next());
+                supported_key.and_then(|key| capabilities.values_of(host as usize, key).next());
             let Some(text) = text else {
                 rejections.reject(host, "advertises no supported instances");
                 continue;
             };
             let ok = match supported.get_mut(text as usize) {
-                Some(slot) => *slot.get_or_insert_with(|| {
-                    supports(labels::text(capabilities, text), &wanted.props)
-                }),
+                Some(slot) => {
+                    *slot.get_or_insert_with(|| supports(capabilities.string(text), &wanted.props))
+                }
                 None => false,
             };
             if !ok {
