@@ -20,10 +20,13 @@
 //!   its cell's, its core the `cores` entry.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 
 use sandpiper_guest::Inventory;
 use sandpiper_guest::float;
-use sandpiper_guest::model::hardware::{CellMetric, CpuPolicy, NONE, PcpuFlag, ThreadPolicy};
+use sandpiper_guest::model::hardware::{
+    CellCpus, CellMetric, CpuPolicy, NONE, NumaTopology, PcpuFlag, ThreadPolicy,
+};
 use sandpiper_guest::prelude::*;
 
 /// The VM extra spec carrying oVirt's CPU pinning policy.
@@ -159,31 +162,51 @@ pub struct CpuUnit {
     pub pinned: bool,
 }
 
-/// Every CPU of host `host`'s NUMA cells, in cell order; empty when the
-/// host reports no cells or no CPUs (oVirt's "no CPU topology").
-pub fn host_cpus(inventory: &Inventory, host: u32) -> Vec<CpuUnit> {
-    let topology = inventory.numa_topology();
-    let cpus = inventory.cell_cpus();
-    let dedicated = inventory.pcpu_flag(PcpuFlag::Dedicated);
-    let pinned = inventory.pcpu_flag(PcpuFlag::Pinned);
-    let mut units = Vec::new();
-    for cell in topology.host_cells(host as usize) {
-        let socket = topology.sockets.get(cell).copied().unwrap_or(NONE);
-        for entry in cpus.cell(cell) {
-            let (Some(&cpu), Some(&core)) = (cpus.cpus.get(entry), cpus.cores.get(entry)) else {
-                continue;
-            };
-            units.push(CpuUnit {
-                cpu,
-                core,
-                socket,
-                cell,
-                dedicated: dedicated.get(entry).copied().unwrap_or(false),
-                pinned: pinned.get(entry).copied().unwrap_or(false),
-            });
+/// Hosts' CPUs as oVirt's `VdsCpuUnit`s, read host after host into one
+/// buffer: a unit reads them for every candidate.
+pub struct HostCpus<'a> {
+    topology: &'a NumaTopology,
+    cpus: &'a CellCpus,
+    dedicated: &'a [bool],
+    pinned: &'a [bool],
+    units: Vec<CpuUnit>,
+}
+
+impl<'a> HostCpus<'a> {
+    pub fn new(inventory: &'a Inventory) -> Self {
+        HostCpus {
+            topology: inventory.numa_topology(),
+            cpus: inventory.cell_cpus(),
+            dedicated: inventory.pcpu_flag(PcpuFlag::Dedicated),
+            pinned: inventory.pcpu_flag(PcpuFlag::Pinned),
+            units: Vec::new(),
         }
     }
-    units
+
+    /// Every CPU of host `host`'s NUMA cells, in cell order; empty when
+    /// the host reports no cells or no CPUs (oVirt's "no CPU topology").
+    pub fn of(&mut self, host: u32) -> &[CpuUnit] {
+        self.units.clear();
+        for cell in self.topology.host_cells(host as usize) {
+            let socket = self.topology.sockets.get(cell).copied().unwrap_or(NONE);
+            for entry in self.cpus.cell(cell) {
+                let (Some(&cpu), Some(&core)) =
+                    (self.cpus.cpus.get(entry), self.cpus.cores.get(entry))
+                else {
+                    continue;
+                };
+                self.units.push(CpuUnit {
+                    cpu,
+                    core,
+                    socket,
+                    cell,
+                    dedicated: self.dedicated.get(entry).copied().unwrap_or(false),
+                    pinned: self.pinned.get(entry).copied().unwrap_or(false),
+                });
+            }
+        }
+        &self.units
+    }
 }
 
 /// The VM's virtual topology as oVirt's allocation reads it.
@@ -229,64 +252,91 @@ impl VnumaNeed {
     }
 }
 
-/// The host CPUs oVirt's `updatePhysicalCpuAllocations` would pin a
-/// `DEDICATED` or `ISOLATE_THREADS` VM to on `cpus` (the host's CPUs),
-/// `None` when it cannot. Only dedicated, unpinned CPUs are taken. With
-/// vNUMA, sockets whose cells' free memory is below the VM's first cell
-/// are left out, and a socket takes as many virtual sockets as its free
-/// memory holds cells (`filterSocketsWithInsufficientMemoryForNumaNode`,
-/// `getVirtualNumaNodesInSocket`).
-pub fn allocate_exclusive(
-    cpus: &[CpuUnit],
-    policy: PinningPolicy,
-    topology: VmTopology,
-    vnuma: Option<VnumaNeed>,
-    cell_free_mib: &[f64],
-) -> Option<Vec<CpuUnit>> {
-    // oVirt's topology holds every online CPU; ours may mark some shared only.
-    let mut units: Vec<Unit> = cpus
-        .iter()
-        .filter(|cpu| cpu.dedicated)
-        .map(|&cpu| Unit {
+/// oVirt's exclusive allocation (`updatePhysicalCpuAllocations` for a
+/// `DEDICATED` or `ISOLATE_THREADS` VM), run host after host with the same
+/// working buffers: a unit runs it for every candidate, and building the
+/// working copy, the cores and the result afresh per host was a fifth of
+/// the unit's time.
+#[derive(Default)]
+pub struct ExclusiveAllocator {
+    /// The host's dedicated CPUs (of sockets with room for the vNUMA cells).
+    units: Vec<Unit>,
+    cores: Cores,
+    /// Per socket kept with vNUMA: its cells' free memory.
+    socket_cells: Vec<(u32, f64)>,
+    /// Indices into `units`, in the order taken.
+    taken: Vec<usize>,
+    pinned: Vec<CpuUnit>,
+}
+
+impl ExclusiveAllocator {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The host CPUs the VM would be pinned to on a host with CPUs `cpus`,
+    /// `None` when it cannot. Only dedicated, unpinned CPUs are taken.
+    /// With vNUMA, sockets whose cells' free memory is below the VM's
+    /// first cell are left out, and a socket takes as many virtual sockets
+    /// as its free memory holds cells
+    /// (`filterSocketsWithInsufficientMemoryForNumaNode`,
+    /// `getVirtualNumaNodesInSocket`).
+    pub fn allocate(
+        &mut self,
+        cpus: &[CpuUnit],
+        policy: PinningPolicy,
+        topology: VmTopology,
+        vnuma: Option<VnumaNeed>,
+        cell_free_mib: &[f64],
+    ) -> Option<&[CpuUnit]> {
+        // oVirt's topology holds every online CPU; ours may mark some
+        // shared only.
+        let units = &mut self.units;
+        units.clear();
+        units.extend(cpus.iter().filter(|cpu| cpu.dedicated).map(|&cpu| Unit {
             cpu,
             taken: cpu.pinned,
-        })
-        .collect();
-    if units.is_empty() {
-        return None;
-    }
-    let mut socket_cells = Vec::new();
-    if let Some(need) = vnuma {
-        // Sockets whose cells cannot hold one vNUMA cell are dropped.
-        let sockets: Vec<u32> = distinct(units.iter().map(|u| u.cpu.socket));
-        for socket in sockets {
-            let free = socket_free_mib(&units, socket, cell_free_mib);
-            if free < need.first_cell_mib {
-                units.retain(|u| u.cpu.socket != socket);
-            } else {
-                socket_cells.push((socket, free));
-            }
-        }
+        }));
         if units.is_empty() {
             return None;
         }
-    }
-    let allocated = match policy {
-        PinningPolicy::Dedicated => allocate_dedicated(&mut units, topology, vnuma, &socket_cells),
-        PinningPolicy::IsolateThreads => {
-            allocate_isolated(&mut units, topology, vnuma, &socket_cells)
+        self.socket_cells.clear();
+        if let Some(need) = vnuma {
+            // Sockets whose cells cannot hold one vNUMA cell are dropped.
+            for socket in distinct(units.iter().map(|u| u.cpu.socket)) {
+                let free = socket_free_mib(units, socket, cell_free_mib);
+                if free < need.first_cell_mib {
+                    units.retain(|u| u.cpu.socket != socket);
+                } else {
+                    self.socket_cells.push((socket, free));
+                }
+            }
+            if units.is_empty() {
+                return None;
+            }
         }
-        _ => return None,
-    };
-    let allocated: Vec<CpuUnit> = allocated.into_iter().map(|i| units[i].cpu).collect();
-    let wanted = topology.cpus() as usize;
-    let fits = if policy == PinningPolicy::IsolateThreads {
-        let cores: BTreeSet<(u32, u32)> = allocated.iter().map(|u| (u.socket, u.core)).collect();
-        cores.len() == wanted
-    } else {
-        allocated.len() == wanted
-    };
-    fits.then_some(allocated)
+        self.cores.group(units);
+        let mut pass = Pass {
+            units,
+            cores: &self.cores,
+            taken: &mut self.taken,
+            topology,
+            vnuma,
+            socket_cells: &self.socket_cells,
+        };
+        let fits = match policy {
+            PinningPolicy::Dedicated => pass.dedicated() == topology.cpus() as usize,
+            PinningPolicy::IsolateThreads => pass.isolated() == topology.cpus(),
+            _ => return None,
+        };
+        if !fits {
+            return None;
+        }
+        self.pinned.clear();
+        self.pinned
+            .extend(self.taken.iter().map(|&i| self.units[i].cpu));
+        Some(&self.pinned)
+    }
 }
 
 /// A CPU in the allocation's working copy.
@@ -294,6 +344,58 @@ pub fn allocate_exclusive(
 struct Unit {
     cpu: CpuUnit,
     taken: bool,
+}
+
+/// The allocation's CPUs grouped by physical core, once per host: each
+/// socket's pass then walks its cores' members instead of rescanning
+/// every CPU of the host per core (and collecting a list per core).
+#[derive(Default)]
+struct Cores {
+    /// Unit indices ordered by socket, core and host order.
+    members: Vec<usize>,
+    /// Per core, in the order the host lists them: its socket and its
+    /// members' range in `members`.
+    cores: Vec<(u32, Range<usize>)>,
+    /// The sockets, in the order the host lists them.
+    sockets: Vec<u32>,
+}
+
+impl Cores {
+    fn group(&mut self, units: &[Unit]) {
+        let key = |i: usize| (units[i].cpu.socket, units[i].cpu.core);
+        self.members.clear();
+        self.members.extend(0..units.len());
+        self.members.sort_unstable_by_key(|&i| (key(i), i));
+        self.cores.clear();
+        let mut start = 0;
+        while let Some(&first) = self.members.get(start) {
+            let core = key(first);
+            let len = self.members[start..]
+                .iter()
+                .take_while(|&&i| key(i) == core)
+                .count();
+            self.cores.push((core.0, start..start + len));
+            start += len;
+        }
+        // A core's first member is where the host first lists it.
+        let members = &self.members;
+        self.cores
+            .sort_unstable_by_key(|(_, range)| members[range.start]);
+        self.sockets.clear();
+        for &(socket, _) in &self.cores {
+            if !self.sockets.contains(&socket) {
+                self.sockets.push(socket);
+            }
+        }
+    }
+
+    /// Socket `socket`'s cores' members, cores in host order.
+    fn in_socket(&self, socket: u32) -> impl Iterator<Item = &[usize]> {
+        self.cores
+            .iter()
+            .filter(move |(s, _)| *s == socket)
+            .map(|(_, range)| &self.members[range.clone()])
+    }
 }
 
 /// Distinct values in first-seen order.
@@ -320,175 +422,176 @@ fn socket_free_mib(units: &[Unit], socket: u32, cell_free_mib: &[f64]) -> f64 {
     .sum()
 }
 
-/// oVirt's `getMaxFreedSocket`: the socket with the most free CPUs, the
-/// first on a tie (and the first socket when none has any).
-fn max_free_socket(units: &[Unit]) -> u32 {
-    let sockets = distinct(units.iter().map(|u| u.cpu.socket));
-    let mut chosen = sockets[0];
-    let mut best = 0;
-    for socket in sockets {
-        let free = units
+/// One host's allocation: its working copy and what the VM asks.
+struct Pass<'a> {
+    units: &'a mut [Unit],
+    cores: &'a Cores,
+    /// Indices into `units`, in the order taken.
+    taken: &'a mut Vec<usize>,
+    topology: VmTopology,
+    vnuma: Option<VnumaNeed>,
+    socket_cells: &'a [(u32, f64)],
+}
+
+impl Pass<'_> {
+    /// oVirt's `getMaxFreedSocket`: the socket with the most free CPUs,
+    /// the first on a tie (and the first socket when none has any).
+    fn max_free_socket(&self) -> u32 {
+        let sockets = &self.cores.sockets;
+        let mut chosen = sockets[0];
+        let mut best = 0;
+        for &socket in sockets {
+            let free = self
+                .units
+                .iter()
+                .filter(|u| u.cpu.socket == socket && !u.taken)
+                .count();
+            if free > best {
+                best = free;
+                chosen = socket;
+            }
+        }
+        chosen
+    }
+
+    /// How many virtual sockets one physical socket may take with vNUMA
+    /// (`amountOfVSocketsInPSockets`); unlimited without.
+    fn vsockets_in_socket(&self, socket: u32) -> u32 {
+        let Some(need) = self.vnuma else {
+            return u32::MAX;
+        };
+        let free = self
+            .socket_cells
             .iter()
-            .filter(|u| u.cpu.socket == socket && !u.taken)
-            .count();
-        if free > best {
-            best = free;
-            chosen = socket;
-        }
+            .find(|(s, _)| *s == socket)
+            .map_or(0.0, |(_, free)| *free);
+        let cells_fitting = if need.first_cell_mib > 0.0 {
+            float::min((free / need.first_cell_mib).floor(), f64::from(u32::MAX)) as u32
+        } else {
+            u32::MAX
+        };
+        let cells_per_vsocket = need.cells.div_ceil(self.topology.sockets).max(1);
+        cells_fitting / cells_per_vsocket
     }
-    chosen
-}
 
-/// How many virtual sockets one physical socket may take with vNUMA
-/// (`amountOfVSocketsInPSockets`); unlimited without.
-fn vsockets_in_socket(
-    socket: u32,
-    topology: VmTopology,
-    vnuma: Option<VnumaNeed>,
-    socket_cells: &[(u32, f64)],
-) -> u32 {
-    let Some(need) = vnuma else {
-        return u32::MAX;
-    };
-    let free = socket_cells
-        .iter()
-        .find(|(s, _)| *s == socket)
-        .map_or(0.0, |(_, free)| *free);
-    let cells_fitting = if need.first_cell_mib > 0.0 {
-        float::min((free / need.first_cell_mib).floor(), f64::from(u32::MAX)) as u32
-    } else {
-        u32::MAX
-    };
-    let cells_per_vsocket = need.cells.div_ceil(topology.sockets).max(1);
-    cells_fitting / cells_per_vsocket
-}
-
-/// `allocateDedicatedCpus`: whole virtual cores on free threads of one
-/// physical core, socket by socket, most free socket first; a socket's
-/// cores that do not complete a virtual socket are given back.
-fn allocate_dedicated(
-    units: &mut [Unit],
-    topology: VmTopology,
-    vnuma: Option<VnumaNeed>,
-    socket_cells: &[(u32, f64)],
-) -> Vec<usize> {
-    let wanted = topology.cpus() as usize;
-    let threads = topology.threads_per_core as usize;
-    let per_socket = topology.cores_per_socket;
-    let mut allocated: Vec<usize> = Vec::new();
-    let mut sockets_left = topology.sockets;
-    let mut online_sockets = distinct(units.iter().map(|u| u.cpu.socket)).len();
-    while online_sockets > 0 && sockets_left > 0 {
-        let socket = max_free_socket(units);
-        let limit = vsockets_in_socket(socket, topology, vnuma, socket_cells);
-        let cores = distinct(
-            units
-                .iter()
-                .filter(|u| u.cpu.socket == socket)
-                .map(|u| u.cpu.core),
-        );
-        let mut core_count: u32 = 0;
-        for core in cores {
-            let mut free: Vec<usize> = (0..units.len())
-                .filter(|&i| {
-                    units[i].cpu.socket == socket && units[i].cpu.core == core && !units[i].taken
-                })
-                .collect();
-            let mut core_threads = free.len();
-            while core_threads >= threads
-                && allocated.len() < wanted
-                && core_count / per_socket < limit
-            {
-                let mut thread = 0;
-                while thread < threads && allocated.len() < wanted {
-                    let i = free.remove(0);
-                    units[i].taken = true;
-                    allocated.push(i);
-                    thread += 1;
+    /// `allocateDedicatedCpus`: whole virtual cores on free threads of one
+    /// physical core, socket by socket, most free socket first; a socket's
+    /// cores that do not complete a virtual socket are given back. Returns
+    /// how many CPUs it took (none unless every virtual socket is placed).
+    fn dedicated(&mut self) -> usize {
+        let topology = self.topology;
+        let wanted = topology.cpus() as usize;
+        let threads = topology.threads_per_core as usize;
+        let per_socket = topology.cores_per_socket;
+        let cores = self.cores;
+        self.taken.clear();
+        let mut sockets_left = topology.sockets;
+        let mut online_sockets = cores.sockets.len();
+        while online_sockets > 0 && sockets_left > 0 {
+            let socket = self.max_free_socket();
+            let limit = self.vsockets_in_socket(socket);
+            let units = &mut *self.units;
+            let taken = &mut *self.taken;
+            let mut core_count: u32 = 0;
+            for members in cores.in_socket(socket) {
+                // Past these, no later core takes anything.
+                if taken.len() >= wanted || core_count / per_socket >= limit {
+                    break;
                 }
-                core_count += 1;
-                core_threads -= threads;
-            }
-        }
-        sockets_left = sockets_left.saturating_sub(core_count / per_socket);
-        let remainder = (core_count % per_socket) as usize;
-        for _ in 0..remainder * threads {
-            if let Some(i) = allocated.pop() {
-                units[i].taken = false;
-            }
-        }
-        online_sockets -= 1;
-    }
-    if sockets_left > 0 {
-        return Vec::new();
-    }
-    allocated
-}
-
-/// `allocateIsolatedThreadsCpus`: one vCPU per whole free physical core
-/// (all its threads taken), socket by socket.
-fn allocate_isolated(
-    units: &mut [Unit],
-    topology: VmTopology,
-    vnuma: Option<VnumaNeed>,
-    socket_cells: &[(u32, f64)],
-) -> Vec<usize> {
-    let wanted = topology.cpus();
-    let per_socket = topology.cores_per_socket;
-    let threads = topology.threads_per_core;
-    let mut allocated: Vec<usize> = Vec::new();
-    let mut allocated_vcpus: u32 = 0;
-    let mut sockets_left = topology.sockets;
-    let mut online_sockets = distinct(units.iter().map(|u| u.cpu.socket)).len();
-    while online_sockets > 0 && sockets_left > 0 {
-        let socket = max_free_socket(units);
-        let limit = vsockets_in_socket(socket, topology, vnuma, socket_cells);
-        let cores = distinct(
-            units
-                .iter()
-                .filter(|u| u.cpu.socket == socket)
-                .map(|u| u.cpu.core),
-        );
-        let mut core_count: u32 = 0;
-        for core in cores {
-            let in_core: Vec<usize> = (0..units.len())
-                .filter(|&i| units[i].cpu.socket == socket && units[i].cpu.core == core)
-                .collect();
-            if in_core.iter().any(|&i| units[i].taken) {
-                continue;
-            }
-            if allocated_vcpus < wanted && core_count / per_socket < limit {
-                for &i in &in_core {
-                    units[i].taken = true;
-                    allocated.push(i);
+                let mut core_threads = members.iter().filter(|&&i| !units[i].taken).count();
+                // The core's free threads, taken in host order.
+                let mut free = members.iter().copied();
+                while core_threads >= threads
+                    && taken.len() < wanted
+                    && core_count / per_socket < limit
+                {
+                    let mut thread = 0;
+                    while thread < threads && taken.len() < wanted {
+                        let Some(i) = free.find(|&i| !units[i].taken) else {
+                            break;
+                        };
+                        units[i].taken = true;
+                        taken.push(i);
+                        thread += 1;
+                    }
+                    core_count += 1;
+                    core_threads -= threads;
                 }
-                allocated_vcpus += 1;
-                if allocated_vcpus.is_multiple_of(threads) {
+            }
+            sockets_left = sockets_left.saturating_sub(core_count / per_socket);
+            let remainder = (core_count % per_socket) as usize;
+            for _ in 0..remainder * threads {
+                if let Some(i) = taken.pop() {
+                    units[i].taken = false;
+                }
+            }
+            online_sockets -= 1;
+        }
+        if sockets_left > 0 {
+            self.taken.clear();
+        }
+        self.taken.len()
+    }
+
+    /// `allocateIsolatedThreadsCpus`: one vCPU per whole free physical
+    /// core (all its threads taken), socket by socket. Returns how many
+    /// vCPUs it placed (none unless every virtual socket is placed).
+    fn isolated(&mut self) -> u32 {
+        let topology = self.topology;
+        let wanted = topology.cpus();
+        let per_socket = topology.cores_per_socket;
+        let threads = topology.threads_per_core;
+        let cores = self.cores;
+        self.taken.clear();
+        let mut vcpus: u32 = 0;
+        let mut sockets_left = topology.sockets;
+        let mut online_sockets = cores.sockets.len();
+        while online_sockets > 0 && sockets_left > 0 {
+            let socket = self.max_free_socket();
+            let limit = self.vsockets_in_socket(socket);
+            let units = &mut *self.units;
+            let taken = &mut *self.taken;
+            let mut core_count: u32 = 0;
+            for in_core in cores.in_socket(socket) {
+                // Past these, no later core takes anything.
+                if vcpus >= wanted || core_count / per_socket >= limit {
+                    break;
+                }
+                if in_core.iter().any(|&i| units[i].taken) {
+                    continue;
+                }
+                for &i in in_core {
+                    units[i].taken = true;
+                    taken.push(i);
+                }
+                vcpus += 1;
+                if vcpus.is_multiple_of(threads) {
                     core_count += 1;
                 }
             }
-        }
-        sockets_left = sockets_left.saturating_sub(core_count / per_socket);
-        for _ in 0..core_count % per_socket {
-            // Give back the last core taken, all its threads.
-            if let Some(&last) = allocated.last() {
-                let (socket, core) = (units[last].cpu.socket, units[last].cpu.core);
-                allocated.retain(|&i| {
-                    let same = units[i].cpu.socket == socket && units[i].cpu.core == core;
-                    if same {
-                        units[i].taken = false;
-                    }
-                    !same
-                });
-                allocated_vcpus = allocated_vcpus.saturating_sub(1);
+            sockets_left = sockets_left.saturating_sub(core_count / per_socket);
+            for _ in 0..core_count % per_socket {
+                // Give back the last core taken, all its threads.
+                if let Some(&last) = taken.last() {
+                    let (socket, core) = (units[last].cpu.socket, units[last].cpu.core);
+                    taken.retain(|&i| {
+                        let same = units[i].cpu.socket == socket && units[i].cpu.core == core;
+                        if same {
+                            units[i].taken = false;
+                        }
+                        !same
+                    });
+                    vcpus = vcpus.saturating_sub(1);
+                }
             }
+            online_sockets -= 1;
         }
-        online_sockets -= 1;
+        if sockets_left > 0 {
+            self.taken.clear();
+            return 0;
+        }
+        vcpus
     }
-    if sockets_left > 0 {
-        return Vec::new();
-    }
-    allocated
 }
 
 /// Each cell's free memory, MiB (cluster-wide cell index).
@@ -525,6 +628,19 @@ mod tests {
         ]
     }
 
+    /// One host's allocation with fresh buffers.
+    fn allocate_exclusive(
+        cpus: &[CpuUnit],
+        policy: PinningPolicy,
+        topology: VmTopology,
+        vnuma: Option<VnumaNeed>,
+        cell_free_mib: &[f64],
+    ) -> Option<Vec<CpuUnit>> {
+        ExclusiveAllocator::new()
+            .allocate(cpus, policy, topology, vnuma, cell_free_mib)
+            .map(<[CpuUnit]>::to_vec)
+    }
+
     fn topology(sockets: u32, cores: u32, threads: u32) -> VmTopology {
         VmTopology {
             sockets,
@@ -555,6 +671,36 @@ mod tests {
         )
         .unwrap();
         assert_eq!(got.iter().map(|u| u.cpu).collect::<Vec<_>>(), [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn siblings_listed_apart_are_still_one_core() {
+        // Linux numbers a core's threads a socket apart: 0 and 2 share core 0.
+        let cpus = [
+            unit(0, 0, 0, 0),
+            unit(1, 1, 0, 0),
+            unit(2, 0, 0, 0),
+            unit(3, 1, 0, 0),
+        ];
+        let cpu_ids = |got: Option<Vec<CpuUnit>>| {
+            got.map(|got| got.iter().map(|u| u.cpu).collect::<Vec<_>>())
+        };
+        let dedicated = allocate_exclusive(
+            &cpus,
+            PinningPolicy::Dedicated,
+            topology(1, 1, 2),
+            None,
+            &[],
+        );
+        assert_eq!(cpu_ids(dedicated), Some(vec![0, 2]));
+        let isolated = allocate_exclusive(
+            &cpus,
+            PinningPolicy::IsolateThreads,
+            topology(1, 2, 1),
+            None,
+            &[],
+        );
+        assert_eq!(cpu_ids(isolated), Some(vec![0, 2, 1, 3]));
     }
 
     #[test]

@@ -28,8 +28,8 @@ use std::collections::BTreeSet;
 
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::pinning::{
-    CPU_PINNING_PREFIX, PinningPolicy, VmTopology, VnumaNeed, allocate_exclusive, cell_free_mib,
-    host_cpus, manual_pinning,
+    CPU_PINNING_PREFIX, ExclusiveAllocator, HostCpus, PinningPolicy, VmTopology, VnumaNeed,
+    cell_free_mib, manual_pinning,
 };
 
 /// How many CPUs a reason names before "and N more".
@@ -90,64 +90,64 @@ impl Filter for CpuPinning {
             &[]
         };
         let no_topology = "reports no CPU topology (NUMA cells with CPUs) to pin the VM's CPUs on";
+        // Templates: the figures vary by host, the sentence does not.
+        let cannot_pin = format!(
+            "cannot pin the VM's {} vCPUs ({} sockets x {} cores x {} threads{}) \
+             exclusively: {{}} of its {{}} dedicated CPUs are free",
+            topology.cpus(),
+            topology.sockets,
+            topology.cores_per_socket,
+            topology.threads_per_core,
+            if policy == PinningPolicy::IsolateThreads {
+                ", whole cores"
+            } else {
+                ""
+            },
+        );
+        let already_pinned = "has {} exclusively pinned CPUs; resize-and-pin-NUMA needs none";
+        // Per set of CPUs a host lacks, one sentence naming them.
+        let mut unavailable: Sentences<Vec<u32>> = Sentences::new();
+        let mut host_cpus = HostCpus::new(inventory);
+        let mut allocator = ExclusiveAllocator::new();
         for &host in candidates {
-            let cpus = host_cpus(inventory, host);
+            let cpus = host_cpus.of(host);
             if exclusive {
                 if cpus.is_empty() {
                     rejections.reject(host, no_topology);
                     continue;
                 }
-                if allocate_exclusive(&cpus, policy, topology, vnuma, cell_free).is_none() {
+                if allocator
+                    .allocate(cpus, policy, topology, vnuma, cell_free)
+                    .is_none()
+                {
                     let free = cpus.iter().filter(|c| c.dedicated && !c.pinned).count();
                     let dedicated = cpus.iter().filter(|c| c.dedicated).count();
-                    rejections.reject(
-                        host,
-                        format!(
-                            "cannot pin the VM's {} vCPUs ({} sockets x {} cores x {} threads{}) \
-                             exclusively: {free} of its {dedicated} dedicated CPUs are free",
-                            topology.cpus(),
-                            topology.sockets,
-                            topology.cores_per_socket,
-                            topology.threads_per_core,
-                            if policy == PinningPolicy::IsolateThreads {
-                                ", whole cores"
-                            } else {
-                                ""
-                            },
-                        ),
-                    );
+                    rejections.reject_with(host, &cannot_pin, &[free as f64, dedicated as f64]);
                     continue;
                 }
             }
             if policy == PinningPolicy::ResizeAndPinNuma {
                 let taken = cpus.iter().filter(|c| c.pinned).count();
                 if taken > 0 {
-                    rejections.reject(
-                        host,
-                        format!(
-                            "has {taken} exclusively pinned CPUs; resize-and-pin-NUMA needs none"
-                        ),
-                    );
+                    rejections.reject_with(host, already_pinned, &[taken as f64]);
                     continue;
                 }
             }
             if !pinned_cpus.is_empty() {
                 let available: BTreeSet<u32> =
                     cpus.iter().filter(|c| !c.pinned).map(|c| c.cpu).collect();
-                let missing: Vec<String> = pinned_cpus
-                    .difference(&available)
-                    .map(u32::to_string)
-                    .collect();
+                let missing: Vec<u32> = pinned_cpus.difference(&available).copied().collect();
                 if !missing.is_empty() {
-                    let shown: Vec<&str> = missing.iter().map(String::as_str).collect();
-                    rejections.reject(
-                        host,
+                    let reason = unavailable.get(&missing[..], || {
+                        let missing: Vec<String> = missing.iter().map(u32::to_string).collect();
+                        let shown: Vec<&str> = missing.iter().map(String::as_str).collect();
                         format!(
                             "host CPUs {} the VM is pinned to are offline, missing or \
                              exclusively pinned",
                             sandpiper_ovirt::hardware::list(&shown, LISTED)
-                        ),
-                    );
+                        )
+                    });
+                    rejections.reject(host, reason);
                 }
             }
         }

@@ -36,8 +36,8 @@ use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::hardware::{VM_TYPE_SPEC, is_high_performance, uses_cpu_passthrough};
 use sandpiper_ovirt::numa::any_cell_pinned;
 use sandpiper_ovirt::pinning::{
-    CPU_PINNING_PREFIX, PinningPolicy, VmTopology, VnumaNeed, allocate_exclusive, cell_free_mib,
-    host_cpus, manual_pinning,
+    CPU_PINNING_PREFIX, ExclusiveAllocator, HostCpus, PinningPolicy, VmTopology, VnumaNeed,
+    cell_free_mib, manual_pinning,
 };
 use sandpiper_ovirt::scores::stretch;
 use sandpiper_ovirt::{MAX_SCHEDULER_WEIGHT, value};
@@ -88,13 +88,16 @@ impl Score for HighPerformanceCpu {
         } else {
             &[]
         };
+        let mut host_cpus = HostCpus::new(inventory);
+        let mut allocator = ExclusiveAllocator::new();
         let raw: Vec<Option<f64>> = candidates
             .iter()
             .map(|&host| {
                 if policy.is_exclusive() {
-                    let cpus = host_cpus(inventory, host);
+                    let cpus = host_cpus.of(host);
                     if !cpus.is_empty() {
-                        let pinned = allocate_exclusive(&cpus, policy, topology, vnuma, cell_free)?;
+                        let pinned =
+                            allocator.allocate(cpus, policy, topology, vnuma, cell_free)?;
                         let used_sockets: BTreeSet<u32> = pinned.iter().map(|c| c.socket).collect();
                         let used_cores: BTreeSet<u32> = pinned.iter().map(|c| c.core).collect();
                         return Some(1000.0 * used_sockets.len() as f64 + used_cores.len() as f64);
