@@ -264,6 +264,8 @@ pub struct ExclusiveAllocator {
     cores: Cores,
     /// Per socket kept with vNUMA: its cells' free memory.
     socket_cells: Vec<(u32, f64)>,
+    /// The cells whose memory is counted already.
+    cells_seen: Vec<usize>,
     /// Indices into `units`, in the order taken.
     taken: Vec<usize>,
     pinned: Vec<CpuUnit>,
@@ -302,14 +304,33 @@ impl ExclusiveAllocator {
         }
         self.socket_cells.clear();
         if let Some(need) = vnuma {
-            // Sockets whose cells cannot hold one vNUMA cell are dropped.
-            for socket in distinct(units.iter().map(|u| u.cpu.socket)) {
-                let free = socket_free_mib(units, socket, cell_free_mib);
-                if free < need.first_cell_mib {
-                    units.retain(|u| u.cpu.socket != socket);
-                } else {
-                    self.socket_cells.push((socket, free));
+            // Each socket's cells' free memory, in one pass.
+            self.cells_seen.clear();
+            for unit in units.iter() {
+                let (socket, cell) = (unit.cpu.socket, unit.cpu.cell);
+                let at = match self.socket_cells.iter().position(|&(s, _)| s == socket) {
+                    Some(at) => at,
+                    None => {
+                        self.socket_cells.push((socket, 0.0));
+                        self.socket_cells.len() - 1
+                    }
+                };
+                if !self.cells_seen.contains(&cell) {
+                    self.cells_seen.push(cell);
+                    let free = cell_free_mib.get(cell).copied().unwrap_or(0.0);
+                    self.socket_cells[at].1 += float::max(free, 0.0);
                 }
+            }
+            // Sockets whose cells cannot hold one vNUMA cell are dropped.
+            let short = |free: f64| free < need.first_cell_mib;
+            if self.socket_cells.iter().any(|&(_, free)| short(free)) {
+                let cells = &self.socket_cells;
+                units.retain(|u| {
+                    !cells
+                        .iter()
+                        .any(|&(s, free)| s == u.cpu.socket && short(free))
+                });
+                self.socket_cells.retain(|&(_, free)| !short(free));
             }
             if units.is_empty() {
                 return None;
@@ -351,7 +372,9 @@ struct Unit {
 /// every CPU of the host per core (and collecting a list per core).
 #[derive(Default)]
 struct Cores {
-    /// Unit indices ordered by socket, core and host order.
+    /// (socket, core, unit index), sorted: each core's members together.
+    sorted: Vec<(u32, u32, u32)>,
+    /// Unit indices in `sorted`'s order.
     members: Vec<usize>,
     /// Per core, in the order the host lists them: its socket and its
     /// members' range in `members`.
@@ -362,20 +385,24 @@ struct Cores {
 
 impl Cores {
     fn group(&mut self, units: &[Unit]) {
-        let key = |i: usize| (units[i].cpu.socket, units[i].cpu.core);
+        // Sorting the keys themselves, not indices looked up per
+        // comparison: in the sandbox each lookup is a bounds check and a
+        // load.
+        self.sorted.clear();
+        self.sorted.extend(
+            (0u32..)
+                .zip(units)
+                .map(|(i, u)| (u.cpu.socket, u.cpu.core, i)),
+        );
+        self.sorted.sort_unstable();
         self.members.clear();
-        self.members.extend(0..units.len());
-        self.members.sort_unstable_by_key(|&i| (key(i), i));
+        self.members
+            .extend(self.sorted.iter().map(|&(_, _, i)| i as usize));
         self.cores.clear();
         let mut start = 0;
-        while let Some(&first) = self.members.get(start) {
-            let core = key(first);
-            let len = self.members[start..]
-                .iter()
-                .take_while(|&&i| key(i) == core)
-                .count();
-            self.cores.push((core.0, start..start + len));
-            start += len;
+        for core in self.sorted.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+            self.cores.push((core[0].0, start..start + core.len()));
+            start += core.len();
         }
         // A core's first member is where the host first lists it.
         let members = &self.members;
@@ -396,30 +423,6 @@ impl Cores {
             .filter(move |(s, _)| *s == socket)
             .map(|(_, range)| &self.members[range.clone()])
     }
-}
-
-/// Distinct values in first-seen order.
-fn distinct<T: PartialEq + Copy>(values: impl Iterator<Item = T>) -> Vec<T> {
-    let mut seen = Vec::new();
-    for value in values {
-        if !seen.contains(&value) {
-            seen.push(value);
-        }
-    }
-    seen
-}
-
-/// Free memory of the cells the socket's CPUs sit in.
-fn socket_free_mib(units: &[Unit], socket: u32, cell_free_mib: &[f64]) -> f64 {
-    distinct(
-        units
-            .iter()
-            .filter(|u| u.cpu.socket == socket)
-            .map(|u| u.cpu.cell),
-    )
-    .into_iter()
-    .map(|cell| float::max(cell_free_mib.get(cell).copied().unwrap_or(0.0), 0.0))
-    .sum()
 }
 
 /// One host's allocation: its working copy and what the VM asks.
