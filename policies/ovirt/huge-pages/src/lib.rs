@@ -19,8 +19,6 @@
 //! Data: `numa-cell-pages`; VM `memory-mib`, hardware `page_size`,
 //! `current-host`.
 
-use std::collections::BTreeMap;
-
 use sandpiper_guest::float;
 use sandpiper_guest::model::hardware::PageSize;
 use sandpiper_guest::prelude::*;
@@ -61,12 +59,27 @@ impl Filter for HugePages {
         let inventory = cx.inventory();
         let topology = inventory.numa_topology();
         let pages = inventory.cell_pages();
+        // The sentences are the request's; only the pages a host has vary.
+        let short = exact.map(|size| {
+            let need = pages_for(vm.memory_mib, size);
+            (
+                size,
+                need,
+                format!("needs {need} free huge pages of {size} KiB, has {{}}"),
+            )
+        });
+        let no_size = format!(
+            "has no huge page size with enough free pages for the VM's {} MiB",
+            vm.memory_mib
+        );
+        // Free pages per size over a host's cells, sizes in the order
+        // listed (a host has two or three).
+        let mut free: Vec<(u32, f64)> = Vec::new();
         for &host in candidates {
             if vm.current_host == Some(host) {
                 continue;
             }
-            // Free pages per size over the host's cells.
-            let mut free: BTreeMap<u32, f64> = BTreeMap::new();
+            free.clear();
             for cell in topology.host_cells(host as usize) {
                 for entry in pages.cell(cell) {
                     let (Some(&size), Some(&count)) =
@@ -74,33 +87,34 @@ impl Filter for HugePages {
                     else {
                         continue;
                     };
-                    *free.entry(size).or_insert(0.0) += float::max(count, 0.0);
+                    let count = float::max(count, 0.0);
+                    match free.iter_mut().find(|(s, _)| *s == size) {
+                        Some((_, total)) => *total += count,
+                        None => free.push((size, count)),
+                    }
                 }
             }
-            match exact {
-                Some(size) => {
-                    let need = pages_for(vm.memory_mib, size);
-                    let have = free.get(&size).copied().unwrap_or(0.0);
-                    if have < need {
-                        rejections.reject(
-                            host,
-                            format!("needs {need} free huge pages of {size} KiB, has {have}"),
-                        );
+            match &short {
+                Some((size, need, template)) => {
+                    let have = free
+                        .iter()
+                        .find(|(s, _)| s == size)
+                        .map_or(0.0, |&(_, have)| have);
+                    if have < *need {
+                        rejections.reject_with(host, template, &[have]);
                     }
                 }
                 None => {
-                    let smallest = free.keys().next().copied().unwrap_or(SMALL_PAGE_KIB);
-                    let fits = free.iter().any(|(&size, &have)| {
+                    let smallest = free
+                        .iter()
+                        .map(|&(size, _)| size)
+                        .min()
+                        .unwrap_or(SMALL_PAGE_KIB);
+                    let fits = free.iter().any(|&(size, have)| {
                         size > smallest && have >= pages_for(vm.memory_mib, size)
                     });
                     if !fits {
-                        rejections.reject(
-                            host,
-                            format!(
-                                "has no huge page size with enough free pages for the VM's {} MiB",
-                                vm.memory_mib
-                            ),
-                        );
+                        rejections.reject(host, &no_size);
                     }
                 }
             }
