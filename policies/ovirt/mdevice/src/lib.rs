@@ -45,44 +45,69 @@ impl Filter for MDevice {
         if needed.is_empty() {
             return rejections.into_vec();
         }
+        let needed: Vec<(&str, u32)> = needed.into_iter().collect();
         let offers = cx.inventory().mdev_offers();
+        // Per string id of the offers: the needed type it names, if any
+        // (an id outside the table names "").
+        let names_needed = |name: &str| needed.iter().position(|&(n, _)| n == name);
+        let by_id: Vec<Option<usize>> = offers.strings.iter().map(|s| names_needed(s)).collect();
+        let unnamed = names_needed("");
+        // Sentences per set of missing types, templates per set of short
+        // ones (their free instances are the figures).
+        let mut missing_sentences: Sentences<Vec<usize>> = Sentences::new();
+        let mut short_templates: Sentences<Vec<usize>> = Sentences::new();
+        // Per needed type: the free instances the host offers, if any.
+        let mut offered: Vec<Option<u32>> = Vec::new();
+        let (mut missing, mut short, mut figures) = (Vec::new(), Vec::new(), Vec::new());
         for &host in candidates {
-            let mut offered: BTreeMap<&str, u32> = BTreeMap::new();
+            offered.clear();
+            offered.resize(needed.len(), None);
             for entry in offers.host_offers(host as usize) {
-                let name = offers.text(offers.names.get(entry).copied().unwrap_or(u32::MAX));
-                if needed.contains_key(name) {
+                let at = offers
+                    .names
+                    .get(entry)
+                    .and_then(|&id| by_id.get(id as usize))
+                    .map_or(unnamed, |&at| at);
+                if let Some(total) = at.and_then(|at| offered.get_mut(at)) {
                     let free = offers.free.get(entry).copied().unwrap_or(0);
-                    let total = offered.entry(name).or_insert(0);
-                    *total = total.saturating_add(free);
+                    *total = Some(total.unwrap_or(0).saturating_add(free));
                 }
             }
-            let missing: Vec<&str> = needed
-                .keys()
-                .copied()
-                .filter(|name| !offered.contains_key(name))
-                .collect();
+            missing.clear();
+            missing.extend((0..needed.len()).filter(|&i| offered[i].is_none()));
             if !missing.is_empty() {
-                rejections.reject(
-                    host,
-                    format!("has no mediated device of type {}", missing.join(", ")),
-                );
+                let reason = missing_sentences.get(&missing[..], || {
+                    let names: Vec<&str> = missing.iter().map(|&i| needed[i].0).collect();
+                    format!("has no mediated device of type {}", names.join(", "))
+                });
+                rejections.reject(host, reason);
                 continue;
             }
-            let short: Vec<String> = needed
-                .iter()
-                .filter_map(|(name, &want)| {
-                    let free = offered[name];
-                    (free < want).then(|| format!("{name} (needs {want}, {free} free)"))
-                })
-                .collect();
+            short.clear();
+            figures.clear();
+            for (i, &(_, want)) in needed.iter().enumerate() {
+                let free = offered[i].unwrap_or(0);
+                if free < want {
+                    short.push(i);
+                    figures.push(f64::from(free));
+                }
+            }
             if !short.is_empty() {
-                rejections.reject(
-                    host,
+                let template = short_templates.get(&short[..], || {
+                    let parts: Vec<String> = short
+                        .iter()
+                        .map(|&i| {
+                            let (name, want) = needed[i];
+                            let name = name.replace('{', "{{").replace('}', "}}");
+                            format!("{name} (needs {want}, {{}} free)")
+                        })
+                        .collect();
                     format!(
                         "too few free mediated device instances: {}",
-                        short.join(", ")
-                    ),
-                );
+                        parts.join(", ")
+                    )
+                });
+                rejections.reject_with(host, template, &figures);
             }
         }
         rejections.into_vec()

@@ -60,6 +60,11 @@ impl Filter for MigrationTscFrequency {
         };
         let scaling = hosts.flags(HostFlag::TscScaling);
         let tolerance = src * TSC_TOLERANCE_PPM / 1_000_000;
+        // The host's frequency is the figure; the rest is the request's.
+        let differs = format!(
+            "TSC frequency {{}} Hz differs from the source host's {src} Hz by more than \
+             {tolerance} Hz (250 ppm), and the host cannot scale it"
+        );
         for &host in candidates {
             if flag(scaling, host) {
                 continue;
@@ -67,13 +72,7 @@ impl Filter for MigrationTscFrequency {
             match whole_hz(value(frequencies, host)) {
                 Some(dst) if (dst - src).abs() <= tolerance => {}
                 Some(dst) => {
-                    rejections.reject(
-                        host,
-                        format!(
-                            "TSC frequency {dst} Hz differs from the source host's {src} Hz by \
-                             more than {tolerance} Hz (250 ppm), and the host cannot scale it"
-                        ),
-                    );
+                    rejections.reject_with(host, &differs, &[dst as f64]);
                 }
                 None => {
                     rejections.reject(

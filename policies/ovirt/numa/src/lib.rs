@@ -25,7 +25,7 @@
 //! spec `ovirt:cpu_pinning_policy`.
 
 use sandpiper_guest::float;
-use sandpiper_guest::model::hardware::NumaTune;
+use sandpiper_guest::model::hardware::{NumaTune, VmNumaCell};
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::numa::{
     any_cell_pinned, find_assignment, fit_page_kib, host_nodes, node_count,
@@ -64,16 +64,16 @@ impl Filter for Numa {
         let fit_cells = !cells.is_empty() && hardware.numa_tune != NumaTune::Preferred;
         let page_kib = fit_page_kib(hardware.page_size);
         let inventory = cx.inventory();
+        let no_numa = "does not support NUMA ({} NUMA node(s)); the VM is NUMA-pinned";
+        // What an unfit host lacks, written once per kind and VM cell.
+        let mut unfit_templates: Sentences<Unfit> = Sentences::new();
         for &host in candidates {
             if vm.current_host == Some(host) {
                 continue;
             }
             let nodes = node_count(inventory, host);
             if nodes <= 1 {
-                rejections.reject(
-                    host,
-                    format!("does not support NUMA ({nodes} NUMA node(s)); the VM is NUMA-pinned"),
-                );
+                rejections.reject_with(host, no_numa, &[nodes as f64]);
                 continue;
             }
             if !fit_cells {
@@ -81,31 +81,48 @@ impl Filter for Numa {
             }
             let host_nodes = host_nodes(inventory, host, false);
             if find_assignment(cells, &host_nodes, page_kib, None).is_none() {
-                rejections.reject(host, unfit_reason(cells, &host_nodes, page_kib));
+                let (unfit, best) = unfit(cells, &host_nodes, page_kib);
+                let template = unfit_templates.get(&unfit, || unfit.template(cells, page_kib));
+                match best {
+                    Some(best) => rejections.reject_with(host, template, &[best]),
+                    None => rejections.reject(host, template),
+                };
             }
         }
         rejections.into_vec()
     }
 }
 
-/// Says what the host's pinned nodes lack: the first pinned cell that
-/// cannot go to any of its nodes on its own, with the figures, else that
+/// What a host's pinned nodes lack.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Unfit {
+    /// The host has no node `node`, which VM cell `cell` is pinned to.
+    MissingNode { cell: usize, node: u32 },
+    /// VM cell `cell` fits none of its nodes on its own; the figure is the
+    /// most free memory (or pages) among them.
+    Short { cell: usize },
+    /// The cells fit one by one but not together.
+    Together,
+}
+
+/// Finds what the host's pinned nodes lack: the first pinned cell that
+/// cannot go to any of its nodes on its own (with the figure), else that
 /// the cells do not fit together.
-fn unfit_reason(
-    cells: &[sandpiper_guest::model::hardware::VmNumaCell],
+fn unfit(
+    cells: &[VmNumaCell],
     nodes: &[sandpiper_ovirt::numa::HostNode],
     page_kib: Option<u32>,
-) -> String {
+) -> (Unfit, Option<f64>) {
     for (index, cell) in cells.iter().enumerate() {
         if cell.host_nodes.is_empty() {
             continue;
         }
-        if let Some(node) = cell
+        if let Some(&node) = cell
             .host_nodes
             .iter()
             .find(|node| !nodes.iter().any(|n| n.node == **node))
         {
-            return format!("has no NUMA node {node}, which VM cell {index} is pinned to");
+            return (Unfit::MissingNode { cell: index, node }, None);
         }
         let alone = find_assignment(std::slice::from_ref(cell), nodes, page_kib, None).is_some();
         if !alone {
@@ -121,20 +138,39 @@ fn unfit_reason(
                         .map_or(0.0, |(_, free)| *free),
                 })
                 .fold(0.0, float::max);
-            return match page_kib {
-                None => format!(
-                    "VM cell {index} needs {} MiB on NUMA node(s) {:?}, at most {best} MiB free",
-                    cell.memory_mib, cell.host_nodes
-                ),
-                Some(size) => format!(
-                    "VM cell {index} needs {} MiB in {size} KiB pages on NUMA node(s) {:?}, at \
-                     most {best} such pages free",
-                    cell.memory_mib, cell.host_nodes
-                ),
-            };
+            return (Unfit::Short { cell: index }, Some(best));
         }
     }
-    "the VM's pinned NUMA cells do not fit their host nodes together (free memory)".to_owned()
+    (Unfit::Together, None)
+}
+
+impl Unfit {
+    /// The sentence, or for [`Unfit::Short`] the template its figure goes in.
+    fn template(self, cells: &[VmNumaCell], page_kib: Option<u32>) -> String {
+        match self {
+            Unfit::MissingNode { cell, node } => {
+                format!("has no NUMA node {node}, which VM cell {cell} is pinned to")
+            }
+            Unfit::Short { cell: index } => {
+                let cell = &cells[index];
+                match page_kib {
+                    None => format!(
+                        "VM cell {index} needs {} MiB on NUMA node(s) {:?}, at most {{}} MiB free",
+                        cell.memory_mib, cell.host_nodes
+                    ),
+                    Some(size) => format!(
+                        "VM cell {index} needs {} MiB in {size} KiB pages on NUMA node(s) {:?}, \
+                         at most {{}} such pages free",
+                        cell.memory_mib, cell.host_nodes
+                    ),
+                }
+            }
+            Unfit::Together => {
+                "the VM's pinned NUMA cells do not fit their host nodes together (free memory)"
+                    .to_owned()
+            }
+        }
+    }
 }
 
 sandpiper_guest::export_unit!(Numa: filter);
