@@ -187,25 +187,30 @@ impl<'a> HostCpus<'a> {
     /// the host reports no cells or no CPUs (oVirt's "no CPU topology").
     pub fn of(&mut self, host: u32) -> &[CpuUnit] {
         self.units.clear();
-        for cell in self.topology.host_cells(host as usize) {
-            let socket = self.topology.sockets.get(cell).copied().unwrap_or(NONE);
-            for entry in self.cpus.cell(cell) {
-                let (Some(&cpu), Some(&core)) =
-                    (self.cpus.cpus.get(entry), self.cpus.cores.get(entry))
-                else {
-                    continue;
-                };
-                self.units.push(CpuUnit {
-                    cpu,
-                    core,
+        let cpus = self.iter(host);
+        self.units.extend(cpus);
+        &self.units
+    }
+
+    /// [`HostCpus::of`] read from the columns as it is walked, for a
+    /// caller that keeps only some of the CPUs (the allocation keeps the
+    /// dedicated ones) or asks whether there are any.
+    pub fn iter(&self, host: u32) -> impl Iterator<Item = CpuUnit> + 'a {
+        let (topology, cpus) = (self.topology, self.cpus);
+        let (dedicated, pinned) = (self.dedicated, self.pinned);
+        topology.host_cells(host as usize).flat_map(move |cell| {
+            let socket = topology.sockets.get(cell).copied().unwrap_or(NONE);
+            cpus.cell(cell).filter_map(move |entry| {
+                Some(CpuUnit {
+                    cpu: *cpus.cpus.get(entry)?,
+                    core: *cpus.cores.get(entry)?,
                     socket,
                     cell,
-                    dedicated: self.dedicated.get(entry).copied().unwrap_or(false),
-                    pinned: self.pinned.get(entry).copied().unwrap_or(false),
-                });
-            }
-        }
-        &self.units
+                    dedicated: dedicated.get(entry).copied().unwrap_or(false),
+                    pinned: pinned.get(entry).copied().unwrap_or(false),
+                })
+            })
+        })
     }
 }
 
@@ -285,7 +290,7 @@ impl ExclusiveAllocator {
     /// `getVirtualNumaNodesInSocket`).
     pub fn allocate(
         &mut self,
-        cpus: &[CpuUnit],
+        cpus: impl IntoIterator<Item = CpuUnit>,
         policy: PinningPolicy,
         topology: VmTopology,
         vnuma: Option<VnumaNeed>,
@@ -295,10 +300,14 @@ impl ExclusiveAllocator {
         // shared only.
         let units = &mut self.units;
         units.clear();
-        units.extend(cpus.iter().filter(|cpu| cpu.dedicated).map(|&cpu| Unit {
-            cpu,
-            taken: cpu.pinned,
-        }));
+        units.extend(
+            cpus.into_iter()
+                .filter(|cpu| cpu.dedicated)
+                .map(|cpu| Unit {
+                    cpu,
+                    taken: cpu.pinned,
+                }),
+        );
         if units.is_empty() {
             return None;
         }
@@ -640,7 +649,7 @@ mod tests {
         cell_free_mib: &[f64],
     ) -> Option<Vec<CpuUnit>> {
         ExclusiveAllocator::new()
-            .allocate(cpus, policy, topology, vnuma, cell_free_mib)
+            .allocate(cpus.iter().copied(), policy, topology, vnuma, cell_free_mib)
             .map(<[CpuUnit]>::to_vec)
     }
 

@@ -110,22 +110,25 @@ impl Filter for CpuPinning {
         let mut host_cpus = HostCpus::new(inventory);
         let mut allocator = ExclusiveAllocator::new();
         for &host in candidates {
-            let cpus = host_cpus.of(host);
             if exclusive {
-                if cpus.is_empty() {
+                // Read from the columns as allocated; the host's list is
+                // built only to say why it failed.
+                if host_cpus.iter(host).next().is_none() {
                     rejections.reject(host, no_topology);
-                    continue;
-                }
-                if allocator
-                    .allocate(cpus, policy, topology, vnuma, cell_free)
+                } else if allocator
+                    .allocate(host_cpus.iter(host), policy, topology, vnuma, cell_free)
                     .is_none()
                 {
+                    let cpus = host_cpus.of(host);
                     let free = cpus.iter().filter(|c| c.dedicated && !c.pinned).count();
                     let dedicated = cpus.iter().filter(|c| c.dedicated).count();
                     rejections.reject_with(host, &cannot_pin, &[free as f64, dedicated as f64]);
-                    continue;
                 }
+                // An exclusive policy pins no CPUs by hand and is not
+                // resize-and-pin: nothing else to check.
+                continue;
             }
+            let cpus = host_cpus.of(host);
             if policy == PinningPolicy::ResizeAndPinNuma {
                 let taken = cpus.iter().filter(|c| c.pinned).count();
                 if taken > 0 {

@@ -30,8 +30,6 @@
 //! extra specs, hardware `cpu_model`, `cpu_policy`, `thread_policy`,
 //! `numa_cells`.
 
-use std::collections::BTreeSet;
-
 use sandpiper_guest::prelude::*;
 use sandpiper_ovirt::hardware::{VM_TYPE_SPEC, is_high_performance, uses_cpu_passthrough};
 use sandpiper_ovirt::numa::any_cell_pinned;
@@ -88,20 +86,18 @@ impl Score for HighPerformanceCpu {
         } else {
             &[]
         };
-        let mut host_cpus = HostCpus::new(inventory);
+        let host_cpus = HostCpus::new(inventory);
         let mut allocator = ExclusiveAllocator::new();
+        let mut ids = Vec::new();
         let raw: Vec<Option<f64>> = candidates
             .iter()
             .map(|&host| {
-                if policy.is_exclusive() {
-                    let cpus = host_cpus.of(host);
-                    if !cpus.is_empty() {
-                        let pinned =
-                            allocator.allocate(cpus, policy, topology, vnuma, cell_free)?;
-                        let used_sockets: BTreeSet<u32> = pinned.iter().map(|c| c.socket).collect();
-                        let used_cores: BTreeSet<u32> = pinned.iter().map(|c| c.core).collect();
-                        return Some(1000.0 * used_sockets.len() as f64 + used_cores.len() as f64);
-                    }
+                if policy.is_exclusive() && host_cpus.iter(host).next().is_some() {
+                    let cpus = host_cpus.iter(host);
+                    let pinned = allocator.allocate(cpus, policy, topology, vnuma, cell_free)?;
+                    let sockets = distinct(&mut ids, pinned.iter().map(|c| c.socket));
+                    let cores = distinct(&mut ids, pinned.iter().map(|c| c.core));
+                    return Some(1000.0 * sockets as f64 + cores as f64);
                 }
                 let (s, c, t) = (
                     value(sockets, host),
@@ -122,6 +118,16 @@ impl Score for HighPerformanceCpu {
             .collect();
         Scores::new(stretch(&raw))
     }
+}
+
+/// How many distinct values `values` has, counted in `scratch` (kept
+/// from host to host).
+fn distinct(scratch: &mut Vec<u32>, values: impl Iterator<Item = u32>) -> usize {
+    scratch.clear();
+    scratch.extend(values);
+    scratch.sort_unstable();
+    scratch.dedup();
+    scratch.len()
 }
 
 sandpiper_guest::export_unit!(HighPerformanceCpu: score);
