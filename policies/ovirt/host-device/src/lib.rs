@@ -72,8 +72,18 @@ impl Filter for HostDevice {
         let inventory = cx.inventory();
         let pools = inventory.pci_pools();
         let labels = inventory.pci_pool_labels();
+        // Each request's specs resolved against the pools' strings once.
+        let specs: Vec<Vec<Vec<Test>>> = requests
+            .iter()
+            .map(|request| {
+                let spec = |spec: &Vec<KeyValue>| Test::all_of(pools, labels, spec);
+                request.specs.iter().map(spec).collect()
+            })
+            .collect();
         // One sentence per request and number of devices found.
         let mut shortfalls: Sentences<(usize, u32)> = Sentences::new();
+        // The host's pools' free counts, as the requests take them.
+        let mut free: Vec<u32> = Vec::new();
         for &host in candidates {
             if vm
                 .dedicated_hosts
@@ -83,20 +93,21 @@ impl Filter for HostDevice {
                 continue;
             }
             let range = pools.host_pools(host as usize);
-            let mut free: Vec<u32> = range
-                .clone()
-                .map(|pool| pools.free.get(pool).copied().unwrap_or(0))
-                .collect();
-            for (index, request) in requests.iter().enumerate() {
+            free.clear();
+            free.extend(
+                range
+                    .clone()
+                    .map(|pool| pools.free.get(pool).copied().unwrap_or(0)),
+            );
+            for ((index, request), specs) in requests.iter().enumerate().zip(&specs) {
                 let mut wanted = request.count;
                 for (slot, pool) in range.clone().enumerate() {
                     if wanted == 0 {
                         break;
                     }
-                    if request
-                        .specs
+                    if specs
                         .iter()
-                        .any(|spec| matches(pools, labels, pool, spec))
+                        .any(|tests| tests.iter().all(|test| test.passes(pools, labels, pool)))
                     {
                         let take = free[slot].min(wanted);
                         free[slot] -= take;
@@ -125,27 +136,99 @@ impl Filter for HostDevice {
     }
 }
 
-/// Whether pool `pool` has every property of `spec`.
-fn matches(pools: &PciPools, labels: &Labels, pool: usize, spec: &[KeyValue]) -> bool {
-    spec.iter().all(|KeyValue { key, value }| {
-        let value = value.trim();
-        let text = |column: &[u32]| pools.text(column.get(pool).copied().unwrap_or(u32::MAX));
-        match key.as_str() {
-            "vendor_id" => text(&pools.vendors).eq_ignore_ascii_case(value),
-            "product_id" => text(&pools.products).eq_ignore_ascii_case(value),
-            "address" => text(&pools.addresses).eq_ignore_ascii_case(value),
-            "dev_type" => {
-                let kind = pools.kinds.get(pool).copied();
-                match value {
-                    "type-PCI" => kind == Some(DeviceKind::Pci),
-                    "type-PF" => kind == Some(DeviceKind::PhysicalFunction),
-                    "type-VF" => kind == Some(DeviceKind::VirtualFunction),
-                    _ => false,
+/// One property of a spec, resolved against the pools' string table, so a
+/// pool is tested by looking its ids up rather than comparing strings.
+enum Test {
+    /// Per string id, whether it is the wanted vendor, product or address
+    /// (ids compare without case); `outside` for an id past the table,
+    /// which reads as "".
+    Text {
+        column: TextColumn,
+        per_id: Vec<bool>,
+        outside: bool,
+    },
+    /// `dev_type`: the kind wanted, none for a value naming no kind.
+    Kind(Option<DeviceKind>),
+    /// Any other key: a tag the pool must have; per string id of the
+    /// tags' table, whether it is the key and whether it is the value (an
+    /// id past the table reads as "").
+    Tag {
+        keys: Vec<bool>,
+        values: Vec<bool>,
+        outside: (bool, bool),
+    },
+}
+
+#[derive(Clone, Copy)]
+enum TextColumn {
+    Vendor,
+    Product,
+    Address,
+}
+
+impl Test {
+    /// The tests of one spec, every one of which a pool must pass.
+    fn all_of(pools: &PciPools, labels: &Labels, spec: &[KeyValue]) -> Vec<Test> {
+        spec.iter()
+            .map(|KeyValue { key, value }| {
+                let value = value.trim();
+                let text = |column| Test::Text {
+                    column,
+                    per_id: ids_where(&pools.strings, |s| s.eq_ignore_ascii_case(value)),
+                    outside: value.is_empty(),
+                };
+                match key.as_str() {
+                    "vendor_id" => text(TextColumn::Vendor),
+                    "product_id" => text(TextColumn::Product),
+                    "address" => text(TextColumn::Address),
+                    "dev_type" => Test::Kind(match value {
+                        "type-PCI" => Some(DeviceKind::Pci),
+                        "type-PF" => Some(DeviceKind::PhysicalFunction),
+                        "type-VF" => Some(DeviceKind::VirtualFunction),
+                        _ => None,
+                    }),
+                    _ => Test::Tag {
+                        keys: ids_where(&labels.strings, |s| s == key),
+                        values: ids_where(&labels.strings, |s| s == value),
+                        outside: (key.is_empty(), value.is_empty()),
+                    },
                 }
+            })
+            .collect()
+    }
+
+    /// Whether pool `pool` passes.
+    fn passes(&self, pools: &PciPools, labels: &Labels, pool: usize) -> bool {
+        match self {
+            Test::Text {
+                column,
+                per_id,
+                outside,
+            } => {
+                let ids = match column {
+                    TextColumn::Vendor => &pools.vendors,
+                    TextColumn::Product => &pools.products,
+                    TextColumn::Address => &pools.addresses,
+                };
+                let id = ids.get(pool).copied().unwrap_or(u32::MAX);
+                per_id.get(id as usize).copied().unwrap_or(*outside)
             }
-            _ => labels.row(pool).any(|(k, v)| k == key && v == value),
+            Test::Kind(kind) => kind.is_some() && pools.kinds.get(pool).copied() == *kind,
+            Test::Tag {
+                keys,
+                values,
+                outside,
+            } => labels.id_pairs(pool).any(|(key, value)| {
+                keys.get(key as usize).copied().unwrap_or(outside.0)
+                    && values.get(value as usize).copied().unwrap_or(outside.1)
+            }),
         }
-    })
+    }
+}
+
+/// Per string of `strings`, whether it passes `test`.
+fn ids_where(strings: &[String], test: impl Fn(&str) -> bool) -> Vec<bool> {
+    strings.iter().map(|s| test(s)).collect()
 }
 
 sandpiper_guest::export_unit!(HostDevice: filter);
