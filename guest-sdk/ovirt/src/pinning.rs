@@ -186,9 +186,9 @@ impl<'a> HostCpus<'a> {
     /// Every CPU of host `host`'s NUMA cells, in cell order; empty when
     /// the host reports no cells or no CPUs (oVirt's "no CPU topology").
     pub fn of(&mut self, host: u32) -> &[CpuUnit] {
-        self.units.clear();
         let cpus = self.iter(host);
-        self.units.extend(cpus);
+        self.units.clear();
+        cpus.for_each(|cpu| self.units.push(cpu));
         &self.units
     }
 
@@ -269,8 +269,8 @@ pub struct ExclusiveAllocator {
     cores: Cores,
     /// Per socket kept with vNUMA: its cells' free memory.
     socket_cells: Vec<(u32, f64)>,
-    /// The cells whose memory is counted already.
-    cells_seen: Vec<usize>,
+    /// The (socket, cell) pairs whose memory is counted already.
+    cells_seen: Vec<(u32, usize)>,
     /// Indices into `units`, in the order taken.
     taken: Vec<usize>,
     pinned: Vec<CpuUnit>,
@@ -300,23 +300,34 @@ impl ExclusiveAllocator {
         // shared only.
         let units = &mut self.units;
         units.clear();
-        units.extend(
-            cpus.into_iter()
-                .filter(|cpu| cpu.dedicated)
-                .map(|cpu| Unit {
+        // `for_each`, not `extend`: it walks a `HostCpus::iter` as nested
+        // loops, where `extend` steps the flattened iterator one at a time.
+        cpus.into_iter()
+            .filter(|cpu| cpu.dedicated)
+            .for_each(|cpu| {
+                units.push(Unit {
                     cpu,
                     taken: cpu.pinned,
-                }),
-        );
+                })
+            });
         if units.is_empty() {
             return None;
         }
         self.socket_cells.clear();
         if let Some(need) = vnuma {
-            // Each socket's cells' free memory, in one pass.
+            // Each socket's cells' free memory, in one pass; a cell's CPUs
+            // usually come together, so the previous CPU's is tried first.
             self.cells_seen.clear();
+            let mut previous = None;
             for unit in units.iter() {
-                let (socket, cell) = (unit.cpu.socket, unit.cpu.cell);
+                let key = (unit.cpu.socket, unit.cpu.cell);
+                if previous == Some(key) || self.cells_seen.contains(&key) {
+                    previous = Some(key);
+                    continue;
+                }
+                previous = Some(key);
+                self.cells_seen.push(key);
+                let (socket, cell) = key;
                 let at = match self.socket_cells.iter().position(|&(s, _)| s == socket) {
                     Some(at) => at,
                     None => {
@@ -324,11 +335,8 @@ impl ExclusiveAllocator {
                         self.socket_cells.len() - 1
                     }
                 };
-                if !self.cells_seen.contains(&cell) {
-                    self.cells_seen.push(cell);
-                    let free = cell_free_mib.get(cell).copied().unwrap_or(0.0);
-                    self.socket_cells[at].1 += float::max(free, 0.0);
-                }
+                let free = cell_free_mib.get(cell).copied().unwrap_or(0.0);
+                self.socket_cells[at].1 += float::max(free, 0.0);
             }
             // Sockets whose cells cannot hold one vNUMA cell are dropped.
             let short = |free: f64| free < need.first_cell_mib;
