@@ -494,6 +494,31 @@ impl Pass<'_> {
         cells_fitting / cells_per_vsocket
     }
 
+    /// The walk both of oVirt's policies share: sockets most free first,
+    /// each tried once, until every virtual socket is placed. `fill` takes
+    /// what it can of one socket within its vNUMA limit (virtual sockets),
+    /// gives back the cores that do not complete a virtual socket, and
+    /// returns how many cores it filled. False, with nothing taken, when a
+    /// virtual socket is left without room.
+    fn by_socket(&mut self, mut fill: impl FnMut(&mut Self, u32, u32) -> u32) -> bool {
+        self.taken.clear();
+        let per_socket = self.topology.cores_per_socket;
+        let mut sockets_left = self.topology.sockets;
+        for _ in 0..self.cores.sockets.len() {
+            if sockets_left == 0 {
+                break;
+            }
+            let socket = self.max_free_socket();
+            let limit = self.vsockets_in_socket(socket);
+            let cores = fill(self, socket, limit);
+            sockets_left = sockets_left.saturating_sub(cores / per_socket);
+        }
+        if sockets_left > 0 {
+            self.taken.clear();
+        }
+        sockets_left == 0
+    }
+
     /// `allocateDedicatedCpus`: whole virtual cores on free threads of one
     /// physical core, socket by socket, most free socket first; a socket's
     /// cores that do not complete a virtual socket are given back. Returns
@@ -503,15 +528,8 @@ impl Pass<'_> {
         let wanted = topology.cpus() as usize;
         let threads = topology.threads_per_core as usize;
         let per_socket = topology.cores_per_socket;
-        let cores = self.cores;
-        self.taken.clear();
-        let mut sockets_left = topology.sockets;
-        let mut online_sockets = cores.sockets.len();
-        while online_sockets > 0 && sockets_left > 0 {
-            let socket = self.max_free_socket();
-            let limit = self.vsockets_in_socket(socket);
-            let units = &mut *self.units;
-            let taken = &mut *self.taken;
+        self.by_socket(|pass, socket, limit| {
+            let (cores, units, taken) = (pass.cores, &mut *pass.units, &mut *pass.taken);
             let mut core_count: u32 = 0;
             for members in cores.in_socket(socket) {
                 // Past these, no later core takes anything.
@@ -538,18 +556,14 @@ impl Pass<'_> {
                     core_threads -= threads;
                 }
             }
-            sockets_left = sockets_left.saturating_sub(core_count / per_socket);
             let remainder = (core_count % per_socket) as usize;
             for _ in 0..remainder * threads {
                 if let Some(i) = taken.pop() {
                     units[i].taken = false;
                 }
             }
-            online_sockets -= 1;
-        }
-        if sockets_left > 0 {
-            self.taken.clear();
-        }
+            core_count
+        });
         self.taken.len()
     }
 
@@ -561,16 +575,9 @@ impl Pass<'_> {
         let wanted = topology.cpus();
         let per_socket = topology.cores_per_socket;
         let threads = topology.threads_per_core;
-        let cores = self.cores;
-        self.taken.clear();
         let mut vcpus: u32 = 0;
-        let mut sockets_left = topology.sockets;
-        let mut online_sockets = cores.sockets.len();
-        while online_sockets > 0 && sockets_left > 0 {
-            let socket = self.max_free_socket();
-            let limit = self.vsockets_in_socket(socket);
-            let units = &mut *self.units;
-            let taken = &mut *self.taken;
+        let placed = self.by_socket(|pass, socket, limit| {
+            let (cores, units, taken) = (pass.cores, &mut *pass.units, &mut *pass.taken);
             let mut core_count: u32 = 0;
             for in_core in cores.in_socket(socket) {
                 // Past these, no later core takes anything.
@@ -589,7 +596,6 @@ impl Pass<'_> {
                     core_count += 1;
                 }
             }
-            sockets_left = sockets_left.saturating_sub(core_count / per_socket);
             for _ in 0..core_count % per_socket {
                 // Give back the last core taken, all its threads.
                 if let Some(&last) = taken.last() {
@@ -604,13 +610,9 @@ impl Pass<'_> {
                     vcpus = vcpus.saturating_sub(1);
                 }
             }
-            online_sockets -= 1;
-        }
-        if sockets_left > 0 {
-            self.taken.clear();
-            return 0;
-        }
-        vcpus
+            core_count
+        });
+        if placed { vcpus } else { 0 }
     }
 }
 
