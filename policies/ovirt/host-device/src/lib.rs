@@ -72,12 +72,13 @@ impl Filter for HostDevice {
         let inventory = cx.inventory();
         let pools = inventory.pci_pools();
         let labels = inventory.pci_pool_labels();
-        // Each request's specs resolved against the pools' strings once.
-        let specs: Vec<Vec<Vec<Test>>> = requests
+        // Each request's specs as tests over the pools' string ids.
+        let mut specs: Vec<Vec<Vec<Test>>> = requests
             .iter()
             .map(|request| {
-                let spec = |spec: &Vec<KeyValue>| Test::all_of(pools, labels, spec);
-                request.specs.iter().map(spec).collect()
+                (request.specs.iter())
+                    .map(|spec| Test::all_of(pools, labels, spec))
+                    .collect()
             })
             .collect();
         // One sentence per request and number of devices found.
@@ -99,16 +100,17 @@ impl Filter for HostDevice {
                     .clone()
                     .map(|pool| pools.free.get(pool).copied().unwrap_or(0)),
             );
-            for ((index, request), specs) in requests.iter().enumerate().zip(&specs) {
+            for ((index, request), specs) in requests.iter().enumerate().zip(&mut specs) {
                 let mut wanted = request.count;
                 for (slot, pool) in range.clone().enumerate() {
                     if wanted == 0 {
                         break;
                     }
-                    if specs
-                        .iter()
-                        .any(|tests| tests.iter().all(|test| test.passes(pools, labels, pool)))
-                    {
+                    if specs.iter_mut().any(|tests| {
+                        tests
+                            .iter_mut()
+                            .all(|test| test.passes(pools, labels, pool))
+                    }) {
                         let take = free[slot].min(wanted);
                         free[slot] -= take;
                         wanted -= take;
@@ -138,14 +140,15 @@ impl Filter for HostDevice {
 
 /// One property of a spec, resolved against the pools' string table, so a
 /// pool is tested by looking its ids up rather than comparing strings.
-enum Test {
-    /// Per string id, whether it is the wanted vendor, product or address
-    /// (ids compare without case); `outside` for an id past the table,
-    /// which reads as "".
+enum Test<'r> {
+    /// The wanted vendor, product or address (compared without case), and
+    /// per string id of the pools' table whether it is that text, found
+    /// on first use: a call asking about one host reads a few ids of a
+    /// table that may name every device.
     Text {
         column: TextColumn,
-        per_id: Vec<bool>,
-        outside: bool,
+        value: &'r str,
+        per_id: Vec<Option<bool>>,
     },
     /// `dev_type`: the kind wanted, none for a value naming no kind.
     Kind(Option<DeviceKind>),
@@ -166,16 +169,16 @@ enum TextColumn {
     Address,
 }
 
-impl Test {
+impl<'r> Test<'r> {
     /// The tests of one spec, every one of which a pool must pass.
-    fn all_of(pools: &PciPools, labels: &Labels, spec: &[KeyValue]) -> Vec<Test> {
+    fn all_of(pools: &PciPools, labels: &Labels, spec: &'r [KeyValue]) -> Vec<Test<'r>> {
         spec.iter()
             .map(|KeyValue { key, value }| {
                 let value = value.trim();
                 let text = |column| Test::Text {
                     column,
-                    per_id: ids_where(&pools.strings, |s| s.eq_ignore_ascii_case(value)),
-                    outside: value.is_empty(),
+                    value,
+                    per_id: vec![None; pools.strings.len()],
                 };
                 match key.as_str() {
                     "vendor_id" => text(TextColumn::Vendor),
@@ -198,12 +201,12 @@ impl Test {
     }
 
     /// Whether pool `pool` passes.
-    fn passes(&self, pools: &PciPools, labels: &Labels, pool: usize) -> bool {
+    fn passes(&mut self, pools: &PciPools, labels: &Labels, pool: usize) -> bool {
         match self {
             Test::Text {
                 column,
+                value,
                 per_id,
-                outside,
             } => {
                 let ids = match column {
                     TextColumn::Vendor => &pools.vendors,
@@ -211,7 +214,13 @@ impl Test {
                     TextColumn::Address => &pools.addresses,
                 };
                 let id = ids.get(pool).copied().unwrap_or(u32::MAX);
-                per_id.get(id as usize).copied().unwrap_or(*outside)
+                match per_id.get_mut(id as usize) {
+                    Some(known) => {
+                        *known.get_or_insert_with(|| pools.text(id).eq_ignore_ascii_case(value))
+                    }
+                    // Past the table: the text "".
+                    None => value.is_empty(),
+                }
             }
             Test::Kind(kind) => kind.is_some() && pools.kinds.get(pool).copied() == *kind,
             Test::Tag {
