@@ -119,56 +119,73 @@ const HARDWARE_UNITS: [&str; 8] = [
 /// native_median_us=... ratio=... wasm_fuel=... rejected=...` per unit.
 fn hardware_units(packages: &[&str]) {
     let (inventory, request) = hardware_cluster(HOSTS);
-    let candidates: Vec<u32> = (0..HOSTS as u32).collect();
     println!(
         "Hardware units at {HOSTS} hosts of 2-8 NUMA cells, NUMA-heavy request (median of {RUNS})"
     );
     for &package in packages {
-        for (wasm, native) in common::both_builds(|p| p == package) {
-            let request = Request {
-                params: native
-                    .info
-                    .params
-                    .iter()
-                    .map(|p| KeyValue::new(p.name.clone(), p.default_value.clone()))
-                    .collect(),
-                ..request.clone()
-            };
-            let builds: [&dyn Unit; 2] = [wasm.as_ref(), &native];
-            let name = native.info.name.clone();
-            let (role, rejected, fuel) = if native.filter.is_some() {
-                let rejected = match native.filter(&inventory, &request, &candidates) {
-                    Ok(called) => called.value.iter().map(|r| r.hosts.len()).sum::<usize>(),
-                    Err(failed) => panic!("{name} filters: {}", failed.error),
-                };
-                let fuel = match wasm.filter(&inventory, &request, &candidates) {
-                    Ok(called) => called.usage.fuel,
-                    Err(failed) => panic!("{name} filters sandboxed: {}", failed.error),
-                };
-                ("filter", rejected, fuel)
-            } else {
-                let fuel = match wasm.score(&inventory, &request, &candidates) {
-                    Ok(called) => called.usage.fuel,
-                    Err(failed) => panic!("{name} scores sandboxed: {}", failed.error),
-                };
-                ("score", 0, fuel)
-            };
-            let [w, n] = common::medians(&builds, |u| {
-                if role == "filter" {
-                    elapsed(u.filter(&inventory, &request, &candidates))
-                } else {
-                    elapsed(u.score(&inventory, &request, &candidates))
-                }
-            });
-            println!(
-                "  unit hosts={HOSTS} name={name} role={role} wasm_median_us={:.1} \
-                 native_median_us={:.1} ratio={:.2} wasm_fuel={} rejected={rejected}",
-                micros(w),
-                micros(n),
-                micros(w) / micros(n).max(0.1),
-                fuel.unwrap_or(0),
-            );
+        hardware_unit(package, "", &inventory, &request);
+        if package == "sandpiper-policy-cpu-pinning" {
+            // oVirt's manual pinning: vCPUs 0 and 1 on host CPUs 1-2 and
+            // 17-18, which most hosts have unpinned.
+            let mut manual = request.clone();
+            manual.vm.hardware.cpu_policy = sandpiper_guest::model::CpuPolicy::Shared;
+            manual
+                .vm
+                .extra_specs
+                .push(KeyValue::new("ovirt:cpu_pinning", "0#1-2_1#17-18"));
+            hardware_unit(package, " (manual pinning)", &inventory, &manual);
         }
+    }
+}
+
+/// One of [`hardware_units`]' lines: `package` over every host for
+/// `request`, `variant` after its name.
+fn hardware_unit(package: &str, variant: &str, inventory: &Arc<Inventory>, request: &Request) {
+    let candidates: Vec<u32> = (0..HOSTS as u32).collect();
+    for (wasm, native) in common::both_builds(|p| p == package) {
+        let request = Request {
+            params: native
+                .info
+                .params
+                .iter()
+                .map(|p| KeyValue::new(p.name.clone(), p.default_value.clone()))
+                .collect(),
+            ..request.clone()
+        };
+        let builds: [&dyn Unit; 2] = [wasm.as_ref(), &native];
+        let name = format!("{}{variant}", native.info.name);
+        let (role, rejected, fuel) = if native.filter.is_some() {
+            let rejected = match native.filter(inventory, &request, &candidates) {
+                Ok(called) => called.value.iter().map(|r| r.hosts.len()).sum::<usize>(),
+                Err(failed) => panic!("{name} filters: {}", failed.error),
+            };
+            let fuel = match wasm.filter(inventory, &request, &candidates) {
+                Ok(called) => called.usage.fuel,
+                Err(failed) => panic!("{name} filters sandboxed: {}", failed.error),
+            };
+            ("filter", rejected, fuel)
+        } else {
+            let fuel = match wasm.score(inventory, &request, &candidates) {
+                Ok(called) => called.usage.fuel,
+                Err(failed) => panic!("{name} scores sandboxed: {}", failed.error),
+            };
+            ("score", 0, fuel)
+        };
+        let [w, n] = common::medians(&builds, |u| {
+            if role == "filter" {
+                elapsed(u.filter(inventory, &request, &candidates))
+            } else {
+                elapsed(u.score(inventory, &request, &candidates))
+            }
+        });
+        println!(
+            "  unit hosts={HOSTS} name={name} role={role} wasm_median_us={:.1} \
+             native_median_us={:.1} ratio={:.2} wasm_fuel={} rejected={rejected}",
+            micros(w),
+            micros(n),
+            micros(w) / micros(n).max(0.1),
+            fuel.unwrap_or(0),
+        );
     }
 }
 
