@@ -76,10 +76,12 @@ impl Filter for CpuPinning {
             }
         };
         let exclusive = policy.is_exclusive();
-        let pinned_cpus: BTreeSet<u32> = if exclusive {
-            BTreeSet::new()
+        // The host CPUs the VM is pinned to by hand, ascending, once each.
+        let pinned_cpus: Vec<u32> = if exclusive {
+            Vec::new()
         } else {
-            pinning.values().flatten().copied().collect()
+            let cpus: BTreeSet<u32> = pinning.values().flatten().copied().collect();
+            cpus.into_iter().collect()
         };
         let topology = VmTopology::of(vm);
         let vnuma = VnumaNeed::of(vm);
@@ -109,6 +111,9 @@ impl Filter for CpuPinning {
         let mut unavailable: Sentences<Vec<u32>> = Sentences::new();
         let mut host_cpus = HostCpus::new(inventory);
         let mut allocator = ExclusiveAllocator::new();
+        // Per CPU of `pinned_cpus`: whether the host has it unpinned.
+        let mut found: Vec<bool> = Vec::new();
+        let mut missing: Vec<u32> = Vec::new();
         for &host in candidates {
             if exclusive {
                 // Read from the columns as allocated; the host's list is
@@ -128,18 +133,28 @@ impl Filter for CpuPinning {
                 // resize-and-pin: nothing else to check.
                 continue;
             }
-            let cpus = host_cpus.of(host);
             if policy == PinningPolicy::ResizeAndPinNuma {
-                let taken = cpus.iter().filter(|c| c.pinned).count();
+                let taken = host_cpus.iter(host).filter(|c| c.pinned).count();
                 if taken > 0 {
                     rejections.reject_with(host, already_pinned, &[taken as f64]);
                     continue;
                 }
             }
             if !pinned_cpus.is_empty() {
-                let available: BTreeSet<u32> =
-                    cpus.iter().filter(|c| !c.pinned).map(|c| c.cpu).collect();
-                let missing: Vec<u32> = pinned_cpus.difference(&available).copied().collect();
+                // One walk over the host's CPUs (`for_each`: as plain loops).
+                found.clear();
+                found.resize(pinned_cpus.len(), false);
+                host_cpus.iter(host).for_each(|cpu| {
+                    if let (false, Ok(at)) = (cpu.pinned, pinned_cpus.binary_search(&cpu.cpu)) {
+                        found[at] = true;
+                    }
+                });
+                missing.clear();
+                missing.extend(
+                    (pinned_cpus.iter().zip(&found))
+                        .filter(|&(_, &found)| !found)
+                        .map(|(&cpu, _)| cpu),
+                );
                 if !missing.is_empty() {
                     let reason = unavailable.get(&missing[..], || {
                         let missing: Vec<String> = missing.iter().map(u32::to_string).collect();
