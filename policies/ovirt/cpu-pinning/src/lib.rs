@@ -111,6 +111,12 @@ impl Filter for CpuPinning {
         let mut unavailable: Sentences<Vec<u32>> = Sentences::new();
         let mut host_cpus = HostCpus::new(inventory);
         let mut allocator = ExclusiveAllocator::new();
+        // The pinned CPUs' span, for skipping the host's other CPUs cheaply
+        // (unused when there are none).
+        let pinned_range = match (pinned_cpus.first(), pinned_cpus.last()) {
+            (Some(&lo), Some(&hi)) => lo..=hi,
+            _ => 0..=0,
+        };
         // Per CPU of `pinned_cpus`: whether the host has it unpinned.
         let mut found: Vec<bool> = Vec::new();
         let mut missing: Vec<u32> = Vec::new();
@@ -145,7 +151,11 @@ impl Filter for CpuPinning {
                 found.clear();
                 found.resize(pinned_cpus.len(), false);
                 host_cpus.iter(host).for_each(|cpu| {
-                    if let (false, Ok(at)) = (cpu.pinned, pinned_cpus.binary_search(&cpu.cpu)) {
+                    // Most of a host's CPUs are outside the pinned range.
+                    if cpu.pinned || !pinned_range.contains(&cpu.cpu) {
+                        return;
+                    }
+                    if let Ok(at) = pinned_cpus.binary_search(&cpu.cpu) {
                         found[at] = true;
                     }
                 });
