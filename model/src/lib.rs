@@ -447,6 +447,12 @@ impl Labels {
         u32::try_from(index).ok()
     }
 
+    /// Per string id, whether its string passes `test`: for judging each
+    /// distinct string once rather than each row's.
+    pub fn ids_where(&self, test: impl Fn(&str) -> bool) -> Vec<bool> {
+        self.strings.iter().map(|s| test(s)).collect()
+    }
+
     /// The string with id `id` ("" for an id outside the table).
     #[inline]
     pub fn string(&self, id: u32) -> &str {
@@ -802,6 +808,9 @@ mod tests {
         assert_eq!(labels.values_of(1, k).count(), 0);
         assert_eq!(labels.id("nope"), None);
         assert_eq!(labels.string(99), "");
+        let ones: Vec<bool> = labels.ids_where(|s| s == "1");
+        assert_eq!(ones.iter().filter(|&&yes| yes).count(), 1);
+        assert!(ones[labels.id("1").unwrap() as usize]);
         // Out of range, or offsets past the ids: an empty row.
         assert_eq!(labels.id_pairs(9).count(), 0);
         let mut broken = labels.clone();

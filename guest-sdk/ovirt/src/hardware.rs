@@ -55,7 +55,7 @@ impl<'a> HostSets<'a> {
 
     /// Per id, whether its string satisfies `test`.
     pub fn ids_where(&self, test: impl Fn(&str) -> bool) -> Vec<bool> {
-        self.labels.strings.iter().map(|s| test(s)).collect()
+        self.labels.ids_where(test)
     }
 
     /// The string with id `id` ("" for an id outside the table).

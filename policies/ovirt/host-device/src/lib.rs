@@ -191,8 +191,8 @@ impl<'r> Test<'r> {
                         _ => None,
                     }),
                     _ => Test::Tag {
-                        keys: ids_where(&labels.strings, |s| s == key),
-                        values: ids_where(&labels.strings, |s| s == value),
+                        keys: labels.ids_where(|s| s == key),
+                        values: labels.ids_where(|s| s == value),
                         outside: (key.is_empty(), value.is_empty()),
                     },
                 }
@@ -233,11 +233,6 @@ impl<'r> Test<'r> {
             }),
         }
     }
-}
-
-/// Per string of `strings`, whether it passes `test`.
-fn ids_where(strings: &[String], test: impl Fn(&str) -> bool) -> Vec<bool> {
-    strings.iter().map(|s| test(s)).collect()
 }
 
 sandpiper_guest::export_unit!(HostDevice: filter);
