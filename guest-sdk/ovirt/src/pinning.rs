@@ -260,8 +260,8 @@ impl VnumaNeed {
 /// oVirt's exclusive allocation (`updatePhysicalCpuAllocations` for a
 /// `DEDICATED` or `ISOLATE_THREADS` VM), run host after host with the same
 /// working buffers: a unit runs it for every candidate, and building the
-/// working copy, the cores and the result afresh per host was a fifth of
-/// the unit's time.
+/// working copy, the cores and the result afresh per host cost it a
+/// third of its sandboxed time (docs/unit-costs.md, session 51).
 #[derive(Default)]
 pub struct ExclusiveAllocator {
     /// The host's dedicated CPUs (of sockets with room for the vNUMA cells).
