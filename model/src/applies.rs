@@ -36,6 +36,9 @@ pub enum RequestProperty {
     CompatibilityVersion,
     MachineType,
     TscFrequency,
+    /// The unit's parameter with this name is set to something other
+    /// than zero (new in WIT 0.3.0).
+    Param(String),
 }
 
 impl RequestProperty {
@@ -70,6 +73,11 @@ impl RequestProperty {
             RequestProperty::CompatibilityVersion => !hw.compatibility_version.is_empty(),
             RequestProperty::MachineType => !hw.machine_type.is_empty(),
             RequestProperty::TscFrequency => hw.keeps_tsc_frequency,
+            RequestProperty::Param(name) => request
+                .params
+                .iter()
+                .find(|kv| kv.key == *name)
+                .is_some_and(|kv| !is_zero(&kv.value)),
         }
     }
 
@@ -95,12 +103,21 @@ impl RequestProperty {
             RequestProperty::CompatibilityVersion => ("compatibility-version", None),
             RequestProperty::MachineType => ("machine-type", None),
             RequestProperty::TscFrequency => ("tsc-frequency", None),
+            RequestProperty::Param(name) => ("param", Some(name)),
         };
         match key {
             Some(key) => format!("{case}({key:?})"),
             None => case.to_owned(),
         }
     }
+}
+
+/// A parameter's value that means "nothing to do": empty, or a number
+/// equal to 0 (`0`, `0.0`, ` 0 `). Anything else, `abc` included, is
+/// present, so a unit given a bad value still runs and reports it.
+fn is_zero(value: &str) -> bool {
+    let value = value.trim();
+    value.is_empty() || value.parse::<f64>() == Ok(0.0)
 }
 
 /// Which requests a unit has something to say about. See `types.applies-to`.
@@ -164,5 +181,22 @@ mod tests {
             RequestProperty::Hint("same_host".to_owned()).describe(),
             "hint(\"same_host\")"
         );
+    }
+
+    #[test]
+    fn a_param_is_present_unless_missing_empty_or_zero() {
+        let spares = RequestProperty::Param("HeSparesCount".to_owned());
+        let with = |value: &str| Request {
+            params: vec![KeyValue::new("HeSparesCount", value)],
+            ..Request::default()
+        };
+        assert!(!spares.present_in(&Request::default()));
+        for zero in ["", " ", "0", "0.0", " 0 ", "-0"] {
+            assert!(!spares.present_in(&with(zero)), "{zero:?}");
+        }
+        for set in ["1", "0.5", "abc", "NaN"] {
+            assert!(spares.present_in(&with(set)), "{set:?}");
+        }
+        assert_eq!(spares.describe(), "param(\"HeSparesCount\")");
     }
 }

@@ -314,6 +314,63 @@ impl PciPools {
     pub fn text(&self, index: u32) -> &str {
         self.strings.get(index as usize).map_or("", String::as_str)
     }
+
+    /// One of the per-pool `u32` columns.
+    pub fn column(&self, column: PoolColumn) -> &[u32] {
+        match column {
+            PoolColumn::Vendors => &self.vendors,
+            PoolColumn::Products => &self.products,
+            PoolColumn::Addresses => &self.addresses,
+            PoolColumn::Cells => &self.cells,
+            PoolColumn::Parents => &self.parents,
+            PoolColumn::Total => &self.total,
+            PoolColumn::Free => &self.free,
+        }
+    }
+}
+
+/// The per-pool `u32` columns of [`PciPools`], which a unit may read one at
+/// a time ([`crate::Inventory::pci_pool_column`]; in WIT 0.3.0
+/// `inventory.device-pool-column`): a weigher summing free devices reads
+/// `free` alone instead of all nine columns. `kinds` is not one of them:
+/// it is a column of [`DeviceKind`]s, read with the whole pools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PoolColumn {
+    Vendors,
+    Products,
+    Addresses,
+    Cells,
+    Parents,
+    Total,
+    Free,
+}
+
+impl PoolColumn {
+    /// Every column.
+    pub const ALL: [PoolColumn; 7] = [
+        PoolColumn::Vendors,
+        PoolColumn::Products,
+        PoolColumn::Addresses,
+        PoolColumn::Cells,
+        PoolColumn::Parents,
+        PoolColumn::Total,
+        PoolColumn::Free,
+    ];
+    /// Number of columns.
+    pub const COUNT: usize = Self::ALL.len();
+
+    /// The column's name in the WIT (`pool-column`).
+    pub fn wit_name(self) -> &'static str {
+        match self {
+            PoolColumn::Vendors => "vendors",
+            PoolColumn::Products => "products",
+            PoolColumn::Addresses => "addresses",
+            PoolColumn::Cells => "cells",
+            PoolColumn::Parents => "parents",
+            PoolColumn::Total => "total",
+            PoolColumn::Free => "free",
+        }
+    }
 }
 
 /// Mediated device types with free instances. See `types.mdev-offers`.

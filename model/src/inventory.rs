@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::hardware::{
     CellCpus, CellDistances, CellMetric, CellPages, MdevOffers, NumaTopology, PciPools, PcpuFlag,
+    PoolColumn,
 };
 use crate::{
     HostFlag, HostLabels, HostMetric, HostStatus, HostText, Interned, Labels, VmFlag, VmMetric,
@@ -73,6 +74,18 @@ pub trait Fetch: Sync {
     fn pci_pools(&self, hosts: usize) -> PciPools;
     fn pci_pool_labels(&self, pools: usize) -> Labels;
     fn mdev_offers(&self, hosts: usize) -> MdevOffers;
+
+    /// Which pools each host owns, without the pools' columns; by default
+    /// read from the whole pools.
+    fn pci_pool_offsets(&self, hosts: usize) -> Vec<u32> {
+        self.pci_pools(hosts).offsets
+    }
+
+    /// One per-pool column, of `pools` rows; by default read from the
+    /// whole pools.
+    fn pci_pool_column(&self, column: PoolColumn, hosts: usize, _pools: usize) -> Vec<u32> {
+        self.pci_pools(hosts).column(column).to_vec()
+    }
 }
 
 /// Natively: a column nobody set reads as its default (zeros, `up`,
@@ -153,6 +166,10 @@ struct HardwareSlots {
     cell_pages: OnceLock<Arc<CellPages>>,
     cell_distances: OnceLock<Arc<CellDistances>>,
     pci_pools: OnceLock<Arc<PciPools>>,
+    /// The pools' offsets and columns read one at a time, while the
+    /// whole pools are not (see [`Inventory::pci_pool_column`]).
+    pci_pool_offsets: OnceLock<Arc<Vec<u32>>>,
+    pci_pool_columns: Slots<Vec<u32>, { PoolColumn::COUNT }>,
     pci_pool_labels: OnceLock<Arc<Labels>>,
     mdev_offers: OnceLock<Arc<MdevOffers>>,
 }
@@ -167,6 +184,8 @@ impl HardwareSlots {
             cell_pages: OnceLock::new(),
             cell_distances: OnceLock::new(),
             pci_pools: OnceLock::new(),
+            pci_pool_offsets: OnceLock::new(),
+            pci_pool_columns: std::array::from_fn(|_| OnceLock::new()),
             pci_pool_labels: OnceLock::new(),
             mdev_offers: OnceLock::new(),
         }
@@ -182,6 +201,8 @@ impl HardwareSlots {
             cell_pages: share_one(&self.cell_pages),
             cell_distances: share_one(&self.cell_distances),
             pci_pools: share_one(&self.pci_pools),
+            pci_pool_offsets: share_one(&self.pci_pool_offsets),
+            pci_pool_columns: share_slots(&self.pci_pool_columns),
             pci_pool_labels: share_one(&self.pci_pool_labels),
             mdev_offers: share_one(&self.mdev_offers),
         }
@@ -586,10 +607,40 @@ impl<F: Fetch> Inventory<F> {
             .get_or_init(|| Arc::new(self.fetch.pci_pools(self.host_count)))
     }
 
+    /// Which pools each host owns (`PciPools::offsets`), without
+    /// fetching the pools' columns.
+    pub fn pci_pool_offsets(&self) -> &[u32] {
+        if let Some(pools) = self.hardware.pci_pools.get() {
+            return &pools.offsets;
+        }
+        self.hardware
+            .pci_pool_offsets
+            .get_or_init(|| Arc::new(self.fetch.pci_pool_offsets(self.host_count)))
+    }
+
+    /// Number of PCI pools in the cluster.
+    pub fn pci_pool_count(&self) -> usize {
+        self.pci_pool_offsets().last().copied().unwrap_or(0) as usize
+    }
+
+    /// One per-pool column, fetched alone: for a unit reading one or two
+    /// of the pools' columns. Read from the whole pools when they are
+    /// already here; a unit reading most columns reads [`Self::pci_pools`]
+    /// instead (reading both ways fetches the column twice).
+    pub fn pci_pool_column(&self, column: PoolColumn) -> &[u32] {
+        if let Some(pools) = self.hardware.pci_pools.get() {
+            return pools.column(column);
+        }
+        self.hardware.pci_pool_columns[column as usize].get_or_init(|| {
+            let pools = self.pci_pool_count();
+            Arc::new(self.fetch.pci_pool_column(column, self.host_count, pools))
+        })
+    }
+
     /// Each PCI pool's tags, one row per pool.
     pub fn pci_pool_labels(&self) -> &Labels {
         self.hardware.pci_pool_labels.get_or_init(|| {
-            let pools = self.pci_pools().pools();
+            let pools = self.pci_pool_count();
             Arc::new(self.fetch.pci_pool_labels(pools))
         })
     }

@@ -67,7 +67,7 @@ impl<'a> HostSets<'a> {
     /// the row is out of range or malformed.
     #[inline]
     pub fn row(&self, host: u32) -> &'a [u32] {
-        self.labels.row_ids(host as usize).0
+        self.labels.keys_of(host as usize)
     }
 
     /// Makes `host`'s set the one [`HostSets::has`] answers for: for
