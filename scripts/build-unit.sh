@@ -5,7 +5,7 @@
 #   scripts/build-unit.sh js     <world> <out.wasm> <unit.js>
 #   scripts/build-unit.sh c      <world> <out.wasm> <unit.c>...
 #
-# <world> is one of wit/policy.wit's worlds (filter-unit, score-unit,
+# <world> is one of wit/0.2.0/policy.wit's worlds (filter-unit, score-unit,
 # filter-score-unit, ...): the roles the unit exports. The toolchains come
 # from scripts/install-guest-toolchains.sh, which must have run once; this
 # script never downloads anything. Rust units are ordinary crates built for
@@ -25,9 +25,10 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tools=${SANDPIPER_GUEST_TOOLCHAINS:-$repo/target/guest-toolchains}
-# The helper layers (guest-sdk/{python,js,c}) are written against the
-# current version, sandpiper:policy@0.2.0 (docs/wit-versions.md).
-wit=$repo/wit
+# The helper layers (guest-sdk/{python,js,c}) are written against
+# sandpiper:policy@0.2.0, which the host still serves; only the Rust SDK
+# has moved to 0.3.0 (docs/wit-versions.md).
+wit=$repo/wit/0.2.0
 
 usage() {
   sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2

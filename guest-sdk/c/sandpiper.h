@@ -2,7 +2,7 @@
  * Sandpiper's C helper layer: the Rust SDK's friendly view of a call (hosts
  * by index, the VM, typed parameters, rejections grouped by reason) over the
  * bindings that `sandpiper-c-component bindings` generates from
- * `wit/policy.wit` (`sandpiper:policy@0.2.0`; always as `bindings.h`,
+ * `wit/0.2.0/policy.wit` (`sandpiper:policy@0.2.0`; always as `bindings.h`,
  * whatever the world).
  *
  * A unit implements the world's exported functions and, in each call, opens

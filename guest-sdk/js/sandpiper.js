@@ -1,6 +1,6 @@
 // Sandpiper's JavaScript helper layer: the Rust SDK's friendly view of a call
 // (hosts by index, the VM, typed parameters, rejections grouped by reason)
-// over the bindings componentize-js generates from `wit/policy.wit`
+// over the bindings componentize-js generates from `wit/0.2.0/policy.wit`
 // (`sandpiper:policy@0.2.0`).
 //
 // A unit is an ES module that exports the world's interfaces (`metadata` and

@@ -1,6 +1,6 @@
 """Sandpiper's Python helper layer: the Rust SDK's friendly view of a call
 (hosts by index, the VM, typed parameters, rejections grouped by reason) over
-the bindings componentize-py generates from ``wit/policy.wit``
+the bindings componentize-py generates from ``wit/0.2.0/policy.wit``
 (``sandpiper:policy@0.2.0``).
 
 A unit is an ordinary componentize-py app: it defines the classes the world

@@ -35,35 +35,35 @@ pub use base::sandpiper::policy::{inventory, types};
 /// A world that exports only `filter`.
 pub mod filter_role {
     wit_bindgen::generate!({
-        inline: "package sandpiper:guest-sdk@0.2.0;
-                 world filter-role { export sandpiper:policy/filter@0.2.0; }",
+        inline: "package sandpiper:guest-sdk@0.3.0;
+                 world filter-role { export sandpiper:policy/filter@0.3.0; }",
         path: "../wit",
         pub_export_macro: true,
         default_bindings_module: "sandpiper_guest::bindings::filter_role",
-        with: { "sandpiper:policy/types@0.2.0": crate::bindings::types },
+        with: { "sandpiper:policy/types@0.3.0": crate::bindings::types },
     });
 }
 
 /// A world that exports only `score`.
 pub mod score_role {
     wit_bindgen::generate!({
-        inline: "package sandpiper:guest-sdk@0.2.0;
-                 world score-role { export sandpiper:policy/score@0.2.0; }",
+        inline: "package sandpiper:guest-sdk@0.3.0;
+                 world score-role { export sandpiper:policy/score@0.3.0; }",
         path: "../wit",
         pub_export_macro: true,
         default_bindings_module: "sandpiper_guest::bindings::score_role",
-        with: { "sandpiper:policy/types@0.2.0": crate::bindings::types },
+        with: { "sandpiper:policy/types@0.3.0": crate::bindings::types },
     });
 }
 
 /// A world that exports only `balance`.
 pub mod balance_role {
     wit_bindgen::generate!({
-        inline: "package sandpiper:guest-sdk@0.2.0;
-                 world balance-role { export sandpiper:policy/balance@0.2.0; }",
+        inline: "package sandpiper:guest-sdk@0.3.0;
+                 world balance-role { export sandpiper:policy/balance@0.3.0; }",
         path: "../wit",
         pub_export_macro: true,
         default_bindings_module: "sandpiper_guest::bindings::balance_role",
-        with: { "sandpiper:policy/types@0.2.0": crate::bindings::types },
+        with: { "sandpiper:policy/types@0.3.0": crate::bindings::types },
     });
 }

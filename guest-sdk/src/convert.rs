@@ -57,6 +57,24 @@ bridge_enum!(PcpuFlag <=> PcpuFlag { Dedicated, Pinned, });
 
 bridge_enum!(DeviceKind <=> DeviceKind { Pci, PhysicalFunction, VirtualFunction, });
 
+/// One way: the WIT's `kinds` column has no model twin (see
+/// [`model::PoolColumn`]).
+impl From<model::PoolColumn> for wit::PoolColumn {
+    fn from(value: model::PoolColumn) -> Self {
+        use model::PoolColumn as M;
+        use wit::PoolColumn as W;
+        match value {
+            M::Vendors => W::Vendors,
+            M::Products => W::Products,
+            M::Addresses => W::Addresses,
+            M::Cells => W::Cells,
+            M::Parents => W::Parents,
+            M::Total => W::Total,
+            M::Free => W::Free,
+        }
+    }
+}
+
 bridge_enum!(CpuPolicy <=> CpuPolicy { Shared, Dedicated, Mixed, });
 
 bridge_enum!(ThreadPolicy <=> ThreadPolicy { Prefer, Isolate, Require, });
@@ -81,7 +99,7 @@ bridge_enum!(ScoreOrder <=> ScoreOrder { LowerIsBetter, HigherIsBetter, });
 
 /// A string table's strings. A table that is not UTF-8, or whose offsets
 /// do not fit its text, is a broken host: the call traps (see `imports`).
-fn strings(table: wit::Strings) -> Vec<String> {
+pub(crate) fn strings(table: wit::Strings) -> Vec<String> {
     let text = match String::from_utf8(table.text) {
         Ok(text) => text,
         Err(error) => panic!("the host sent a string table that is not UTF-8: {error}"),
@@ -126,6 +144,19 @@ impl From<wit::Labels> for model::Labels {
     }
 }
 
+/// A set-like column read as a set: keys without values (see
+/// [`model::Labels`]).
+impl From<wit::Sets> for model::Labels {
+    fn from(value: wit::Sets) -> Self {
+        model::Labels {
+            strings: strings(value.strings),
+            offsets: value.offsets,
+            keys: value.members,
+            values: Vec::new(),
+        }
+    }
+}
+
 impl From<wit::NumaTopology> for model::NumaTopology {
     fn from(value: wit::NumaTopology) -> Self {
         model::NumaTopology {
@@ -162,23 +193,6 @@ impl From<wit::CellDistances> for model::CellDistances {
         model::CellDistances {
             offsets: value.offsets,
             values: value.values,
-        }
-    }
-}
-
-impl From<wit::PciPools> for model::PciPools {
-    fn from(value: wit::PciPools) -> Self {
-        model::PciPools {
-            offsets: value.offsets,
-            strings: strings(value.strings),
-            vendors: value.vendors,
-            products: value.products,
-            addresses: value.addresses,
-            kinds: value.kinds.into_iter().map(Into::into).collect(),
-            cells: value.cells,
-            parents: value.parents,
-            total: value.total,
-            free: value.free,
         }
     }
 }
@@ -402,6 +416,7 @@ impl From<model::RequestProperty> for wit::RequestProperty {
             M::CompatibilityVersion => W::CompatibilityVersion,
             M::MachineType => W::MachineType,
             M::TscFrequency => W::TscFrequency,
+            M::Param(name) => W::Param(name),
         }
     }
 }

@@ -6,13 +6,15 @@
 //! Each checks the host sent one row per host (or VM). A short or long
 //! column is a broken host, not bad data: answering from it would be wrong
 //! for every later row, so the call traps with a message naming the column,
-//! which the host reports as the unit's failure.
+//! which the host reports as the unit's failure. So does a column of enum
+//! codes holding a code outside the enum.
 
 use crate::Inventory;
 use crate::bindings::inventory as wit;
 use crate::inventory::Fetch;
 use crate::model::hardware::{
-    CellCpus, CellDistances, CellMetric, CellPages, MdevOffers, NumaTopology, PciPools, PcpuFlag,
+    CellCpus, CellDistances, CellMetric, CellPages, DeviceKind, MdevOffers, NumaTopology, PciPools,
+    PcpuFlag, PoolColumn,
 };
 use crate::model::{
     HostFlag, HostLabels, HostMetric, HostStatus, HostText, Interned, Labels, VmFlag, VmMetric,
@@ -30,6 +32,24 @@ fn checked<T>(column: &str, rows: usize, values: Vec<T>) -> Vec<T> {
         wrong_length(column, rows, values.len());
     }
     values
+}
+
+/// Stops the call: a column of codes holds one outside its enum.
+#[cold]
+fn unknown_code(column: &str, code: u32) -> ! {
+    panic!("the host sent column `{column}` with code {code}, which names no case")
+}
+
+/// A column of enum codes (`list<u8>` or `list<u32>`, each the case's WIT
+/// position) as the model's enum.
+fn decode<C, T>(column: &str, codes: Vec<C>, case: impl Fn(usize) -> Option<T>) -> Vec<T>
+where
+    C: Copy + Into<u32>,
+{
+    codes
+        .into_iter()
+        .map(|code| case(code.into() as usize).unwrap_or_else(|| unknown_code(column, code.into())))
+        .collect()
 }
 
 /// This call's snapshot, its columns fetched from the import as the unit
@@ -52,8 +72,8 @@ impl Fetch for Imports {
     }
 
     fn host_statuses(&self, rows: usize) -> Vec<HostStatus> {
-        let statuses = checked("host-statuses", rows, wit::host_statuses());
-        statuses.into_iter().map(HostStatus::from).collect()
+        let codes = checked("host-statuses", rows, wit::host_statuses());
+        decode("host-statuses", codes, HostStatus::from_index)
     }
 
     fn host_flag(&self, flag: HostFlag, rows: usize) -> Vec<bool> {
@@ -68,8 +88,13 @@ impl Fetch for Imports {
         column.into()
     }
 
+    /// A set-like kind is read as a set, keys without values.
     fn host_labels(&self, kind: HostLabels, rows: usize) -> Labels {
-        let column = Labels::from(wit::host_labels(kind.into()));
+        let column = if kind.is_set() {
+            Labels::from(wit::host_sets(kind.into()))
+        } else {
+            Labels::from(wit::host_labels(kind.into()))
+        };
         if column.rows() != rows {
             wrong_length(kind.wit_name(), rows, column.rows());
         }
@@ -140,10 +165,46 @@ impl Fetch for Imports {
         column
     }
 
+    /// Every column, each fetched on its own.
     fn pci_pools(&self, hosts: usize) -> PciPools {
-        let column = PciPools::from(wit::device_pools());
-        rows_of("device-pools", hosts, column.hosts());
-        column
+        let offsets = self.pci_pool_offsets(hosts);
+        let pools = offsets.last().copied().unwrap_or(0) as usize;
+        let column = |column| self.pci_pool_column(column, hosts, pools);
+        let kinds = checked(
+            "kinds",
+            pools,
+            wit::device_pool_column(wit::PoolColumn::Kinds),
+        );
+        PciPools {
+            strings: crate::convert::strings(wit::device_pool_strings()),
+            vendors: column(PoolColumn::Vendors),
+            products: column(PoolColumn::Products),
+            addresses: column(PoolColumn::Addresses),
+            kinds: decode("kinds", kinds, DeviceKind::from_index),
+            cells: column(PoolColumn::Cells),
+            parents: column(PoolColumn::Parents),
+            total: column(PoolColumn::Total),
+            free: column(PoolColumn::Free),
+            offsets,
+        }
+    }
+
+    fn pci_pool_offsets(&self, hosts: usize) -> Vec<u32> {
+        let offsets = wit::device_pool_offsets();
+        rows_of(
+            "device-pool-offsets",
+            hosts,
+            offsets.len().saturating_sub(1),
+        );
+        offsets
+    }
+
+    fn pci_pool_column(&self, column: PoolColumn, _hosts: usize, pools: usize) -> Vec<u32> {
+        checked(
+            column.wit_name(),
+            pools,
+            wit::device_pool_column(column.into()),
+        )
     }
 
     fn pci_pool_labels(&self, pools: usize) -> Labels {

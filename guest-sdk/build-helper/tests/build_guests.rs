@@ -7,7 +7,7 @@ use sandpiper_guest_build::{BuildError, Builder, INITIAL_MEMORY_BYTES, render_li
 use wasmparser::{Parser, Payload, TypeRef};
 
 /// The WIT interface a unit reads its columns through.
-const INVENTORY_IMPORT: &str = "sandpiper:policy/inventory@0.2.0";
+const INVENTORY_IMPORT: &str = "sandpiper:policy/inventory@0.3.0";
 /// Bytes in a WebAssembly page.
 const WASM_PAGE_BYTES: u64 = 64 * 1024;
 
@@ -77,7 +77,7 @@ fn core_imports_and_memories(path: &Path) -> (Vec<String>, Vec<u64>) {
 fn assert_exports(path: &Path, interfaces: &[&str]) {
     let expected: Vec<String> = interfaces
         .iter()
-        .map(|name| format!("sandpiper:policy/{name}@0.2.0"))
+        .map(|name| format!("sandpiper:policy/{name}@0.3.0"))
         .collect();
     assert_eq!(component_exports(path), expected, "{}", path.display());
 }

@@ -396,7 +396,7 @@ pub async fn list_units(
 ///
 /// The module must be a component exporting `metadata` and at least one of
 /// `filter`, `score`, `balance` from one version of `sandpiper:policy`
-/// (`0.2.0`, or `0.1.0`, which is still served), and import nothing but that
+/// (`0.3.0`, or `0.2.0` or `0.1.0`, which are still served), and import nothing but that
 /// version's `inventory` and the WASI interfaces the host provides. Uploading the same bytes under the same name again returns the
 /// existing unit (200).
 #[utoipa::path(post, path = "/api/v1/schedulingpolicyunits", tag = "schedulingpolicyunits",

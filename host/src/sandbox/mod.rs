@@ -6,7 +6,7 @@
 //!   only what the sandbox provides and exports `metadata` plus at least
 //!   one role; it then calls `info()` once and keeps the answer.
 //! * Every version of the WIT package is served side by side
-//!   ([`PolicyVersion`]: `sandpiper:policy@0.1.0` and `@0.2.0`): a unit
+//!   ([`PolicyVersion`]: `sandpiper:policy@0.1.0`, `@0.2.0` and `@0.3.0`): a unit
 //!   uses exactly one, read from its imports and exports at load, and each
 //!   call goes through that version's bindings.
 //! * [`WasmUnit`] implements [`crate::unit::Unit`]: every call gets a new

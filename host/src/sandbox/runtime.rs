@@ -8,7 +8,7 @@ use sandpiper_model::Inventory;
 use sandpiper_model::UnitInfo;
 use wasmtime::component::{Component, HasSelf, Linker};
 
-use super::bindings::{Guests, PolicyVersion, columns, v0_1, v0_2};
+use super::bindings::{Guests, PolicyVersion, columns, v0_1, v0_2, v0_3};
 use super::call_state::{CallState, InventoryImport};
 use super::engine::{self, EpochTicker};
 use super::limits::{Limits, LimitsError};
@@ -52,7 +52,7 @@ pub enum LoadError {
     },
     #[error(
         "the component imports `{import}`, which units may not use: units may import only \
-         `sandpiper:policy/inventory` (0.1.x or 0.2.x) and the WASI 0.2 interfaces io, \
+         `sandpiper:policy/inventory` (0.1.x, 0.2.x or 0.3.x) and the WASI 0.2 interfaces io, \
          clocks, random, cli (environment, exit, std streams, terminals) and filesystem \
          (types, preopens)"
     )]
@@ -62,10 +62,10 @@ pub enum LoadError {
     /// against one version, and its calls go through that version alone.
     #[error(
         "the component uses both `{first}` and `{second}`: a unit must be built against one \
-         version of sandpiper:policy (0.1.x or 0.2.x), not a mix"
+         version of sandpiper:policy (0.1.x, 0.2.x or 0.3.x), not a mix"
     )]
     MixedVersions { first: String, second: String },
-    #[error("the component does not export `{METADATA_EXPORT}` (0.1.x or 0.2.x), which every unit must (it exports: {})", exports.join(", "))]
+    #[error("the component does not export `{METADATA_EXPORT}` (0.1.x, 0.2.x or 0.3.x), which every unit must (it exports: {})", exports.join(", "))]
     MissingMetadata { exports: Vec<String> },
     #[error(
         "the component exports none of `{FILTER_EXPORT}`, `{SCORE_EXPORT}` or \
@@ -145,6 +145,12 @@ impl Runtime {
             })
             .and_then(|()| {
                 v0_2::FullUnit::add_to_linker::<CallState, HasSelf<InventoryImport>>(
+                    &mut linker,
+                    CallState::inventory,
+                )
+            })
+            .and_then(|()| {
+                v0_3::FullUnit::add_to_linker::<CallState, HasSelf<InventoryImport>>(
                     &mut linker,
                     CallState::inventory,
                 )
@@ -278,6 +284,9 @@ impl Runtime {
             Some(PolicyVersion::V0_2) => {
                 v0_2::Guests::find(&pre).map(|g| Box::new(g) as Box<dyn Guests>)
             }
+            Some(PolicyVersion::V0_3) => {
+                v0_3::Guests::find(&pre).map(|g| Box::new(g) as Box<dyn Guests>)
+            }
             None => None,
         };
         let Some(guests) = guests else {
@@ -376,7 +385,7 @@ mod tests {
         let other = unit_with_filter("filter: func(candidates: list<u32>) -> list<rejection>;");
         match runtime.load(&other) {
             Err(LoadError::WrongExportType { interface, .. }) => {
-                assert_eq!(interface, "sandpiper:policy/filter@0.2.0");
+                assert_eq!(interface, "sandpiper:policy/filter@0.3.0");
             }
             Err(other) => panic!("refused for another reason: {other}"),
             Ok(_) => panic!("a filter of another signature was accepted"),

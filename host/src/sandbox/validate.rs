@@ -1,7 +1,7 @@
 //! Checks a unit must pass before it is accepted: it is a component (not a
 //! core module, not a precompiled artifact), it imports only what the
-//! sandbox provides, it uses one version of `sandpiper:policy` (0.1.x or
-//! 0.2.x, not a mix), it exports `metadata` and at least one role, and what
+//! sandbox provides, it uses one version of `sandpiper:policy` (0.1.x,
+//! 0.2.x or 0.3.x, not a mix), it exports `metadata` and at least one role, and what
 //! its `info()` says is usable.
 
 use sandpiper_model::{AppliesTo, UnitInfo};
@@ -48,7 +48,7 @@ pub const ALLOWED_IMPORTS: &[(&str, &str)] = &[
 
 /// Export names of the four interfaces, for errors: each version's bindings
 /// look them up with their own `@version` (wasmtime matches
-/// semver-compatible `0.1.x` and `0.2.x` exports to them).
+/// semver-compatible `0.1.x`, `0.2.x` and `0.3.x` exports to them).
 pub const METADATA_EXPORT: &str = "sandpiper:policy/metadata";
 pub const FILTER_EXPORT: &str = "sandpiper:policy/filter";
 pub const SCORE_EXPORT: &str = "sandpiper:policy/score";
@@ -208,6 +208,7 @@ mod tests {
             "sandpiper:policy/types@0.1.3",
             "sandpiper:policy/inventory@0.2.0",
             "sandpiper:policy/types@0.2.1",
+            "sandpiper:policy/inventory@0.3.0",
             "wasi:io/streams@0.2.6",
             "wasi:io/error@0.2.9",
             "wasi:clocks/wall-clock@0.2.12",
@@ -222,7 +223,7 @@ mod tests {
             "wasi:http/outgoing-handler@0.2.10",
             "wasi:cli/run@0.2.6",
             "wasi:io/streams@0.3.0",
-            "sandpiper:policy/inventory@0.3.0",
+            "sandpiper:policy/inventory@0.4.0",
             "sandpiper:policy/inventory@1.0.0",
             "sandpiper:policy/filter@0.1.0",
             "example:evil/backdoor@1.0.0",

@@ -5,7 +5,10 @@
 //! corner cases, on the example's fixture through `sandpiper unit test`, and
 //! at 10,000 hosts under each language's limits — and an infinite loop must
 //! stop in every language. (`tests/e2e/languages.rs` does the same through
-//! the server, over HTTP.)
+//! the server, over HTTP.) The Rust unit is built against the current WIT,
+//! 0.3.0, and the other languages' helpers against 0.2.0, so identical
+//! answers also show both versions hand a unit the same cluster (the
+//! example reads CPU flags, a set in 0.3.0 and key/value pairs in 0.2.0).
 //!
 //! Building needs the guest toolchains (`scripts/install-guest-toolchains.sh`);
 //! a missing one fails the test with that command.
@@ -16,7 +19,7 @@ mod limits;
 
 use std::sync::{Arc, LazyLock};
 
-use sandpiper::sandbox::{Limits, Runtime, WasmUnit};
+use sandpiper::sandbox::{Limits, PolicyVersion, Runtime, WasmUnit};
 use sandpiper::unit::{Unit, UnitError};
 use sandpiper_guest::Inventory;
 use sandpiper_guest::model::{Rejection, Request, ScoreOrder, Scores};
@@ -94,11 +97,14 @@ fn assert_identical(inventory: &Arc<Inventory>, calls: &[Call]) {
 
 #[test]
 fn every_language_describes_the_same_unit() {
-    let rust = example_unit(Language::Rust).info().clone();
+    let rust_unit = example_unit(Language::Rust);
+    assert_eq!(rust_unit.policy_version(), PolicyVersion::V0_3);
+    let rust = rust_unit.info().clone();
     assert_eq!(rust.name, "HeadroomAffinityRust");
     assert_eq!(rust.score_order, ScoreOrder::HigherIsBetter);
     for language in &Language::ALL[1..] {
         let unit = example_unit(*language);
+        assert_eq!(unit.policy_version(), PolicyVersion::V0_2);
         let exports = unit.exports();
         assert!(exports.filter && exports.score && !exports.balance);
         let info = unit.info();

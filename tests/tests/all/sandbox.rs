@@ -501,11 +501,30 @@ fn refuses_what_is_not_a_usable_component() {
             second: "sandpiper:policy/types@0.2.0".to_owned(),
         }
     );
+    assert_eq!(
+        refused(&importing_all(&[
+            "sandpiper:policy/inventory@0.2.0",
+            "sandpiper:policy/inventory@0.3.0"
+        ])),
+        LoadError::MixedVersions {
+            first: "sandpiper:policy/inventory@0.2.0".to_owned(),
+            second: "sandpiper:policy/inventory@0.3.0".to_owned(),
+        }
+    );
     // One version, but no metadata: refused for that, not for the version.
-    assert!(matches!(
-        refused(&importing("sandpiper:policy/types@0.2.0")),
-        LoadError::MissingMetadata { .. }
-    ));
+    for version in ["0.2.0", "0.3.0"] {
+        assert!(matches!(
+            refused(&importing(&format!("sandpiper:policy/types@{version}"))),
+            LoadError::MissingMetadata { .. }
+        ));
+    }
+    // A version the host does not serve is refused as an import.
+    assert_eq!(
+        refused(&importing("sandpiper:policy/inventory@0.4.0")),
+        LoadError::ForbiddenImport {
+            import: "sandpiper:policy/inventory@0.4.0".to_owned()
+        }
+    );
     let artifact = runtime
         .precompile(SANDPIPER_TEST_HOSTILE.bytes)
         .expect("the hostile unit compiles");

@@ -1,6 +1,6 @@
 //! Every version of the WIT contract served side by side: a unit built
 //! against the frozen `sandpiper:policy@0.1.0` (tests/guests/legacy-v0-1,
-//! wit-bindgen over `wit/0.1.0/` directly) runs in one policy with 0.2.0
+//! wit-bindgen over `wit/0.1.0/` directly) runs in one policy with 0.3.0
 //! built-in units and answers as it did: exactly as its own source run
 //! natively, whatever the request carries that 0.1.0 cannot say.
 
@@ -50,11 +50,11 @@ fn builtin(package: &str) -> Arc<dyn Unit> {
     let loaded = sandpiper_tests::shared_runtime()
         .load(unit.wasm)
         .unwrap_or_else(|e| panic!("{package} loads: {e}"));
-    assert_eq!(loaded.policy_version(), PolicyVersion::V0_2);
+    assert_eq!(loaded.policy_version(), PolicyVersion::V0_3);
     loaded
 }
 
-/// 0.2.0 built-ins around `legacy`, as a filter and a weight.
+/// 0.3.0 built-ins around `legacy`, as a filter and a weight.
 fn policy(legacy: Arc<dyn Unit>, combination: Combination) -> Policy {
     Policy::builder()
         .combination(combination)

@@ -2,10 +2,12 @@
 //! need the component-model toolchain, in one small binary so that a fresh
 //! machine needs only Debian's clang, lld and wasi-libc besides Cargo.
 //!
-//! * `bindings` writes wit-bindgen's C bindings for one world of
-//!   `wit/policy.wit` (the same generator as `wit-bindgen c`, version pinned
-//!   in the workspace), always under the file and type prefix `bindings`, so
-//!   the helper layer in `guest-sdk/c` compiles against any world.
+//! * `bindings` writes wit-bindgen's C bindings for one world of the WIT
+//!   it is given (`scripts/build-unit.sh` gives `wit/0.2.0/`, the version
+//!   the helper layer is written against; the same generator as `wit-bindgen
+//!   c`, version pinned in the workspace), always under the file and type
+//!   prefix `bindings`, so the helper layer in `guest-sdk/c` compiles
+//!   against any world.
 //! * `component` turns the `wasm32-wasi` (preview 1) reactor module clang
 //!   links into a component, through wasmtime's own preview-1 adapter.
 //!

@@ -13,7 +13,7 @@
 use sandpiper_model as model;
 use wasmtime::component::{ComponentType, Lift, Linker};
 
-use super::{PolicyVersion, v0_1, v0_2};
+use super::{PolicyVersion, v0_1, v0_2, v0_3};
 use crate::sandbox::call_state::CallState;
 
 /// Defines the column functions of every version over the generated ones;
@@ -26,6 +26,12 @@ pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<
                 define::<v0_2::types::HostMetric, v0_2::types::VmMetric>(
                     linker,
                     PolicyVersion::V0_2,
+                )
+            })
+            .and_then(|()| {
+                define::<v0_3::types::HostMetric, v0_3::types::VmMetric>(
+                    linker,
+                    PolicyVersion::V0_3,
                 )
             });
     linker.allow_shadowing(false);

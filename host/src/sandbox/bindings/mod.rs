@@ -1,8 +1,9 @@
 //! The host side of the WIT contract, every version side by side: one
-//! `bindgen!` per version of `sandpiper:policy` (`v0_1` over the frozen
-//! `wit/0.1.0/`, `v0_2` over the current `wit/`), both inventories served
-//! from the call's snapshot, and each version's conversions to and from
-//! `sandpiper_model`, which holds everything every version can say.
+//! `bindgen!` per version of `sandpiper:policy` (`v0_1` and `v0_2` over
+//! the frozen `wit/0.1.0/` and `wit/0.2.0/`, `v0_3` over the current
+//! `wit/`), every inventory served from the call's snapshot, and each
+//! version's conversions to and from `sandpiper_model`, which holds
+//! everything every version can say.
 //!
 //! Why one module per version and not one `bindgen!` over a host world
 //! including both (as Spin does): each version's generated types stay in a
@@ -12,9 +13,9 @@
 //! expands over its own generated types: the conversions of the types
 //! whose shape did not change ([`shared_conversions!`]), the inventory
 //! functions both have ([`shared_inventory!`]) and the calls into a
-//! unit's exports ([`guest_calls!`]). What differs (the new cases of an
-//! enum, the string tables, the hardware) is written in the version's own
-//! module.
+//! unit's exports ([`guest_calls!`]); what 0.2.0 added and 0.3.0 kept is
+//! in `since_v0_2`. What differs (the new cases of an enum, the string
+//! tables, columns of codes) is written in the version's own module.
 
 use sandpiper_model::{BalanceRequest, Migration, Rejection, Request, Scores, UnitInfo};
 use wasmtime::Store;
@@ -26,8 +27,10 @@ use super::call_state::CallState;
 use crate::unit::Exports;
 
 pub(crate) mod columns;
+mod since_v0_2;
 pub(crate) mod v0_1;
 pub(crate) mod v0_2;
+pub(crate) mod v0_3;
 
 /// A version of `sandpiper:policy` the host serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -36,26 +39,33 @@ pub enum PolicyVersion {
     #[serde(rename = "0.1")]
     V0_1,
     /// `0.2.x`: hardware data, `applies-to`, reasons with figures, string
-    /// tables as one text (`wit/policy.wit`).
+    /// tables as one text (frozen in `wit/0.2.0/`).
     #[serde(rename = "0.2")]
     V0_2,
+    /// `0.3.x`: enum columns as codes, device pools a column at a time,
+    /// set-like columns without values, `applies-to` by parameter
+    /// (`wit/policy.wit`).
+    #[serde(rename = "0.3")]
+    V0_3,
 }
 
 impl PolicyVersion {
     /// Every version served, oldest first.
-    pub const ALL: [PolicyVersion; 2] = [PolicyVersion::V0_1, PolicyVersion::V0_2];
+    pub const ALL: [PolicyVersion; 3] = [
+        PolicyVersion::V0_1,
+        PolicyVersion::V0_2,
+        PolicyVersion::V0_3,
+    ];
 
     /// The version a `sandpiper:policy` name's `@version` belongs to:
-    /// `0.1.x` or `0.2.x` (semver-compatible with what the host
+    /// `0.1.x`, `0.2.x` or `0.3.x` (semver-compatible with what the host
     /// implements), `None` for any other.
     pub fn of(version: &str) -> Option<PolicyVersion> {
-        if version.starts_with("0.1.") {
-            Some(PolicyVersion::V0_1)
-        } else if version.starts_with("0.2.") {
-            Some(PolicyVersion::V0_2)
-        } else {
-            None
-        }
+        PolicyVersion::ALL.into_iter().find(|served| {
+            let package = served.package_version();
+            let minor = &package[..package.len() - 1];
+            version.starts_with(minor)
+        })
     }
 
     /// The version the host implements, as written in the WIT package.
@@ -63,6 +73,7 @@ impl PolicyVersion {
         match self {
             PolicyVersion::V0_1 => "0.1.0",
             PolicyVersion::V0_2 => "0.2.0",
+            PolicyVersion::V0_3 => "0.3.0",
         }
     }
 }
@@ -83,6 +94,19 @@ fn count(n: usize) -> u32 {
 /// `list<u8>` crosses in one copy, a `list<bool>` value by value).
 fn flag_bytes(column: &[bool]) -> Vec<u8> {
     column.iter().map(|&flag| u8::from(flag)).collect()
+}
+
+/// The statuses as a list of the version's enum (0.1.0, 0.2.0).
+fn status_cases<T: From<sandpiper_model::HostStatus>>(
+    column: &[sandpiper_model::HostStatus],
+) -> Vec<T> {
+    column.iter().map(|&status| status.into()).collect()
+}
+
+/// The statuses as codes (0.3.0): a `list<u8>` crosses in one copy, a
+/// list of an enum value by value.
+fn status_codes(column: &[sandpiper_model::HostStatus]) -> Vec<u8> {
+    column.iter().map(|status| status.code()).collect()
 }
 
 /// The calls into a unit's exports, whatever its version: the pipeline's
@@ -202,14 +226,12 @@ impl Role {
     }
 }
 
-/// A request lowered to one version's generated type.
-#[expect(
-    clippy::large_enum_variant,
-    reason = "one lives on the stack per call; boxing it would allocate per call for nothing"
-)]
+/// A request lowered to one version's generated type; one lives on the
+/// stack per call, unboxed (boxing would allocate per call for nothing).
 pub(crate) enum Lowered {
     V0_1(v0_1::types::Request),
     V0_2(v0_2::types::Request),
+    V0_3(v0_3::types::Request),
 }
 
 /// `From` between a generated enum and its `model` twin, case by case: the
@@ -375,12 +397,9 @@ macro_rules! shared_inventory {
             std::sync::Arc::unwrap_or_clone(self.host_metric_column(metric.into()))
         }
 
-        fn host_statuses(&mut self) -> Vec<types::HostStatus> {
-            self.inventory
-                .host_statuses()
-                .iter()
-                .map(|&s| s.into())
-                .collect()
+        // `StatusColumn` and `statuses` are the version module's.
+        fn host_statuses(&mut self) -> StatusColumn {
+            statuses(self.inventory.host_statuses())
         }
 
         fn host_flags(&mut self, flag: types::HostFlag) -> Vec<u8> {

@@ -52,6 +52,10 @@ fn labels(column: &model::Labels) -> types::Labels {
     }
 }
 
+/// `host-statuses` as an enum list.
+type StatusColumn = Vec<types::HostStatus>;
+use super::status_cases as statuses;
+
 impl inventory::Host for InventoryImport {
     super::shared_inventory!();
 }
