@@ -3,7 +3,7 @@
 //!
 //! Behaviour from Nova's `nova/scheduler/weights/pci.py`: the raw weight is
 //! `MAX_DEVS - min(free, MAX_DEVS - 1)` with `MAX_DEVS` 100 and `free` the
-//! host's free PCI devices over all its pools (`pci-pools.free`), so a
+//! host's free PCI devices over all its pools (the pool column `free`), so a
 //! host with fewer free devices weighs more, whether or not the VM asks
 //! for devices: without, it avoids hosts with devices; with, it stacks
 //! (hosts without any matching device are already filtered out). Scores
@@ -19,6 +19,7 @@
 //! Not carried over: Nova's per-aggregate override of the multiplier.
 
 use sandpiper_guest::float;
+use sandpiper_guest::model::hardware::{PoolColumn, row_range};
 use sandpiper_guest::prelude::*;
 use sandpiper_nova_ops::weighers;
 
@@ -42,13 +43,15 @@ impl Unit for PciWeigher {
 
 impl Score for PciWeigher {
     fn score(cx: &Context<'_>, candidates: &[u32]) -> Scores {
-        let pools = cx.inventory().pci_pools();
+        // The two columns it reads, not the pools' nine.
+        let inventory = cx.inventory();
+        let offsets = inventory.pci_pool_offsets();
+        let free = inventory.pci_pool_column(PoolColumn::Free);
         let values = candidates
             .iter()
             .map(|&host| {
-                let free: u32 = pools
-                    .host_pools(host as usize)
-                    .map(|p| pools.free.get(p).copied().unwrap_or(0))
+                let free: u32 = row_range(offsets, host as usize)
+                    .map(|p| free.get(p).copied().unwrap_or(0))
                     .sum();
                 MAX_DEVS - float::min(f64::from(free), MAX_DEVS - 1.0)
             })
