@@ -330,6 +330,14 @@ fn requests_with_and_without_properties() -> Vec<(&'static str, ScheduleRequest)
             },
             Vec::new(),
         ),
+        (
+            "hosted-engine spares kept",
+            ScheduleRequest {
+                vm: vm.clone(),
+                params: [("HeSparesCount".to_owned(), "1".to_owned())].into(),
+                ..ScheduleRequest::default()
+            },
+        ),
         with(
             "hints",
             vm,
@@ -383,6 +391,31 @@ fn skipping_units_never_changes_a_default_policy_decision() {
     assert!(skipped > 0, "no unit was skipped: the test proves nothing");
 }
 
+/// `HostedEngineSpares` applies to requests by its parameter (WIT 0.3.0's
+/// `param`): skipped at `HeSparesCount` 0, its default, called once the
+/// request sets it.
+#[test]
+fn a_unit_skipped_by_its_parameter_runs_once_the_parameter_is_set() {
+    let units = units_by_name();
+    let (file, spec) = default_policies()
+        .into_iter()
+        .find(|(_, p)| p.name == "none")
+        .expect("oVirt's none policy is among the defaults");
+    let policy = compose(&file, &spec, units);
+    let requests = requests_with_and_without_properties();
+    let skipped = |name: &str| {
+        let (_, request) = requests.iter().find(|(n, _)| *n == name).expect(name);
+        let decision = schedule(&policy, &cluster(), request).expect("scheduling runs");
+        let record = (decision.explain.filters.iter())
+            .find(|f| f.unit == "HostedEngineSpares")
+            .expect("the none policy filters with HostedEngineSpares");
+        record.skipped.clone()
+    };
+    let reason = skipped("plain").expect("skipped at HeSparesCount 0");
+    assert!(reason.contains("param(\"HeSparesCount\")"), "{reason}");
+    assert_eq!(skipped("hosted-engine spares kept"), None);
+}
+
 #[test]
 fn the_default_policy_skips_the_units_a_plain_request_does_not_concern() {
     let units = units_by_name();
@@ -424,6 +457,7 @@ fn the_default_policy_skips_the_units_a_plain_request_does_not_concern() {
             "VmAffinityGroups",
             "VmToHostsAffinityGroups",
             "Network",
+            "HostedEngineSpares",
             "Migration-Tsc-Frequency",
             "PreferredHosts",
             "HA",

@@ -49,6 +49,9 @@ impl Unit for HostedEngineSpares {
         )
         .with_param(params::he_spares_count())
         .with_param(params::max_memory_over_commit())
+        // Off (0, the default) it has nothing to say: the pipeline skips
+        // it without a call.
+        .applies_to([RequestProperty::Param(HE_SPARES_COUNT.to_owned())])
     }
 }
 
@@ -72,11 +75,10 @@ impl Filter for HostedEngineSpares {
     fn filter(cx: &Context<'_>, candidates: &[u32]) -> Vec<Rejection> {
         let mut rejections = Rejections::new();
         let params = cx.params();
-        let settings = params
-            .f64(HE_SPARES_COUNT)
-            .and_then(|count| Ok((count, params.f64(MAX_MEMORY_OVER_COMMIT)?)));
-        let (required_spares, over_commit_percent) = match settings {
-            Ok(settings) => settings,
+        // `HeSparesCount` first: at 0 the unit says nothing, whatever the
+        // other parameter holds, which is what lets `applies-to` skip it.
+        let required_spares = match params.f64(HE_SPARES_COUNT) {
+            Ok(count) => count,
             Err(error) => {
                 rejections.reject_all(candidates, error.to_string());
                 return rejections.into_vec();
@@ -86,6 +88,13 @@ impl Filter for HostedEngineSpares {
         if candidates.is_empty() || required_spares == 0.0 || vm.hosted_engine {
             return rejections.into_vec();
         }
+        let over_commit_percent = match params.f64(MAX_MEMORY_OVER_COMMIT) {
+            Ok(percent) => percent,
+            Err(error) => {
+                rejections.reject_all(candidates, error.to_string());
+                return rejections.into_vec();
+            }
+        };
         let Some(engine) = engine_vm(cx) else {
             return rejections.into_vec();
         };
