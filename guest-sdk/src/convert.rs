@@ -135,12 +135,12 @@ impl From<wit::Interned> for model::Interned {
 
 impl From<wit::Labels> for model::Labels {
     fn from(value: wit::Labels) -> Self {
-        model::Labels {
-            strings: strings(value.strings),
-            offsets: value.offsets,
-            keys: value.keys,
-            values: value.values,
-        }
+        model::Labels::new(
+            strings(value.strings),
+            value.offsets,
+            value.keys,
+            value.values,
+        )
     }
 }
 
@@ -148,12 +148,7 @@ impl From<wit::Labels> for model::Labels {
 /// [`model::Labels`]).
 impl From<wit::Sets> for model::Labels {
     fn from(value: wit::Sets) -> Self {
-        model::Labels {
-            strings: strings(value.strings),
-            offsets: value.offsets,
-            keys: value.members,
-            values: Vec::new(),
-        }
+        model::Labels::set(strings(value.strings), value.offsets, value.members)
     }
 }
 

@@ -429,10 +429,14 @@ impl<'de> serde::Deserialize<'de> for Interned {
 /// A multi-valued key/value column in compressed-row form; see `types.labels`.
 ///
 /// A set-like column read as a set (`types.sets`, WIT 0.3.0) has keys and
-/// no values: `values` is empty and each pair's value id is
-/// [`hardware::NONE`], whose string is "" as every value of a set is.
-/// Not materialising the values is the point: at 10,000 hosts of ~60 CPU
-/// flags they were 2.4 MB written into the unit's fresh memory per call.
+/// no values: `values` is empty, and a row read as pairs gives each key the
+/// value id [`hardware::NONE`], whose string is "" as every value of a set
+/// is. Not sending the values is the point: at 10,000 hosts of ~60 CPU
+/// flags they were 2.4 MB crossing into the unit per call. Reading a set
+/// by its keys ([`Labels::keys_of`], what `HostSets` does) makes nothing;
+/// reading it as pairs makes its value ids once, on the first such read,
+/// so that the pairs' own path stays what it was: a per-pair check there
+/// cost the aggregate filters' native builds up to 40 %.
 #[derive(Clone, Debug, Default, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Labels {
@@ -441,6 +445,19 @@ pub struct Labels {
     pub keys: Vec<u32>,
     /// Per pair, the value's id; empty in a set (see the type's doc).
     pub values: Vec<u32>,
+    /// A set's value ids, all NONE, made on its first read as pairs.
+    #[cfg_attr(feature = "serde", serde(skip))]
+    set_values: SetValues,
+}
+
+/// [`Labels::set_values`]: derived data, so equal whatever it holds.
+#[derive(Clone, Debug, Default)]
+struct SetValues(std::sync::OnceLock<Vec<u32>>);
+
+impl PartialEq for SetValues {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl Labels {
@@ -488,15 +505,31 @@ impl Labels {
         self.strings.get(id as usize).map_or("", String::as_str)
     }
 
+    /// A column of pairs: per pair, its key's and value's ids into
+    /// `strings`, rows cut by `offsets`.
+    pub fn new(strings: Vec<String>, offsets: Vec<u32>, keys: Vec<u32>, values: Vec<u32>) -> Self {
+        Labels {
+            strings,
+            offsets,
+            keys,
+            values,
+            set_values: SetValues::default(),
+        }
+    }
+
+    /// A column read as a set: keys without values (see the type's doc).
+    pub fn set(strings: Vec<String>, offsets: Vec<u32>, keys: Vec<u32>) -> Self {
+        Labels::new(strings, offsets, keys, Vec::new())
+    }
+
     /// Whether the column is a set: keys without values (see the type's
     /// doc).
     pub fn is_set(&self) -> bool {
         self.values.is_empty() && !self.keys.is_empty()
     }
 
-    /// Row `row`'s key ids and value ids, as two slices of one length, or
-    /// the value ids empty in a set; both empty when the row is out of
-    /// range or malformed.
+    /// Row `row`'s key ids and value ids, as two slices of one length;
+    /// both empty when the row is out of range or malformed.
     ///
     /// Cut once per row, so a loop over a row reads no field of the
     /// column per pair (in the sandbox each such read went through memory).
@@ -504,22 +537,35 @@ impl Labels {
     fn row_ids(&self, row: usize) -> (&[u32], &[u32]) {
         let start = self.offsets.get(row).copied().unwrap_or(0) as usize;
         let end = self.offsets.get(row + 1).copied().unwrap_or(0) as usize;
-        let values = if self.is_set() {
-            Some(&[][..])
-        } else {
-            self.values.get(start..end)
-        };
-        match (self.keys.get(start..end), values) {
+        match (self.keys.get(start..end), self.values.get(start..end)) {
+            (Some(keys), Some(values)) => (keys, values),
+            // A set, or a malformed row: out of line, off the pairs' path.
+            _ => self.set_row_ids(start, end),
+        }
+    }
+
+    /// [`Labels::row_ids`] of a set (its value ids all NONE, made once),
+    /// or of a malformed row (both empty).
+    #[cold]
+    #[inline(never)]
+    fn set_row_ids(&self, start: usize, end: usize) -> (&[u32], &[u32]) {
+        if !self.is_set() {
+            return (&[], &[]);
+        }
+        let values = (self.set_values.0).get_or_init(|| vec![hardware::NONE; self.keys.len()]);
+        match (self.keys.get(start..end), values.get(start..end)) {
             (Some(keys), Some(values)) => (keys, values),
             _ => (&[], &[]),
         }
     }
 
     /// Row `row`'s key ids, in order (a set's members); empty when the
-    /// row is out of range or malformed.
+    /// row is out of range.
     #[inline]
     pub fn keys_of(&self, row: usize) -> &[u32] {
-        self.row_ids(row).0
+        let start = self.offsets.get(row).copied().unwrap_or(0) as usize;
+        let end = self.offsets.get(row + 1).copied().unwrap_or(0) as usize;
+        self.keys.get(start..end).unwrap_or(&[])
     }
 
     /// Row `row`'s (key id, value id) pairs, in order; in a set every
@@ -527,10 +573,7 @@ impl Labels {
     #[inline]
     pub fn id_pairs(&self, row: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
         let (keys, values) = self.row_ids(row);
-        let unset = std::iter::repeat_n(hardware::NONE, keys.len() - values.len());
-        keys.iter()
-            .copied()
-            .zip(values.iter().copied().chain(unset))
+        keys.iter().copied().zip(values.iter().copied())
     }
 
     /// The value ids row `row` has for key id `key`, in order.
@@ -874,10 +917,11 @@ mod tests {
     #[test]
     fn a_set_reads_as_its_pairs_with_empty_values() {
         let pairs = Labels::from_rows([vec![("vmx", ""), ("avx", "")], vec![], vec![("vmx", "")]]);
-        let set = Labels {
-            values: Vec::new(),
-            ..pairs.clone()
-        };
+        let set = Labels::set(
+            pairs.strings.clone(),
+            pairs.offsets.clone(),
+            pairs.keys.clone(),
+        );
         assert!(set.is_set() && !pairs.is_set());
         for row in 0..4 {
             assert_eq!(set.keys_of(row), pairs.keys_of(row));
