@@ -235,9 +235,16 @@ impl<'a> HostRef<'a> {
         self.inventory.host_labels(kind).row(self.row())
     }
 
+    /// This host's keys of a key/value column: a set-like column's
+    /// members, read without their (empty) values.
+    pub fn keys(&self, kind: HostLabels) -> impl Iterator<Item = &'a str> + 'a {
+        let column = self.inventory.host_labels(kind);
+        (column.keys_of(self.row()).iter()).map(|&key| column.string(key))
+    }
+
     /// Networks the host is attached to.
     pub fn networks(&self) -> impl Iterator<Item = &'a str> + 'a {
-        self.labels(HostLabels::Networks).map(|(name, _)| name)
+        self.keys(HostLabels::Networks)
     }
 
     /// True when the host is attached to `network`.
@@ -259,7 +266,7 @@ impl<'a> HostRef<'a> {
 
     /// Names of the aggregates (host groups) the host belongs to.
     pub fn aggregates(&self) -> impl Iterator<Item = &'a str> + 'a {
-        self.labels(HostLabels::Aggregates).map(|(name, _)| name)
+        self.keys(HostLabels::Aggregates)
     }
 
     /// Every value the host's aggregates set for `key`: one per aggregate

@@ -64,8 +64,8 @@ impl Filter for HeadroomAffinity {
             let free = host.memory_free_mib();
             let missing_flag = vm.hardware.required_cpu_flags.iter().find(|wanted| {
                 !host
-                    .labels(HostLabels::CpuFlags)
-                    .any(|(flag, _)| flag == wanted.as_str())
+                    .keys(HostLabels::CpuFlags)
+                    .any(|flag| flag == wanted.as_str())
             });
             let cells = match cells_wanted {
                 0 => 0,

@@ -15,7 +15,6 @@
 //! an engine that needs the display network can list it among the VM's
 //! networks.
 
-use sandpiper_guest::model::Labels;
 use sandpiper_guest::prelude::*;
 
 /// Most missing networks a reason names; the rest are counted, so a VM with
@@ -61,7 +60,7 @@ impl Filter for NetworkFilter {
         let mut missing: Vec<usize> = Vec::with_capacity(needed.len());
         for host in cx.hosts().candidates(candidates) {
             let row = host.index() as usize;
-            let attached = row_keys(labels, row);
+            let attached = labels.keys_of(row);
             missing.clear();
             missing.extend(
                 interned
@@ -76,13 +75,6 @@ impl Filter for NetworkFilter {
         }
         rejections.into_vec()
     }
-}
-
-/// The interned keys of row `row` (empty when the row is malformed).
-fn row_keys(labels: &Labels, row: usize) -> &[u32] {
-    let start = labels.offsets.get(row).copied().unwrap_or(0) as usize;
-    let end = labels.offsets.get(row + 1).copied().unwrap_or(0) as usize;
-    labels.keys.get(start..end).unwrap_or(&[])
 }
 
 /// "missing networks: a, b" (at most [`MAX_NAMED_NETWORKS`] named).
