@@ -42,13 +42,17 @@ fn unknown_code(column: &str, code: u32) -> ! {
 
 /// A column of enum codes (`list<u8>` or `list<u32>`, each the case's WIT
 /// position) as the model's enum.
-fn decode<C, T>(column: &str, codes: Vec<C>, case: impl Fn(usize) -> Option<T>) -> Vec<T>
+fn decode<C, T>(column: &str, codes: Vec<C>, case: impl Fn(u8) -> Option<T>) -> Vec<T>
 where
-    C: Copy + Into<u32>,
+    C: Copy + TryInto<u8> + Into<u32>,
 {
     codes
         .into_iter()
-        .map(|code| case(code.into() as usize).unwrap_or_else(|| unknown_code(column, code.into())))
+        .map(|code| {
+            (code.try_into().ok())
+                .and_then(&case)
+                .unwrap_or_else(|| unknown_code(column, code.into()))
+        })
         .collect()
 }
 
@@ -73,7 +77,7 @@ impl Fetch for Imports {
 
     fn host_statuses(&self, rows: usize) -> Vec<HostStatus> {
         let codes = checked("host-statuses", rows, wit::host_statuses());
-        decode("host-statuses", codes, HostStatus::from_index)
+        decode("host-statuses", codes, HostStatus::from_code)
     }
 
     fn host_flag(&self, flag: HostFlag, rows: usize) -> Vec<bool> {
@@ -180,7 +184,7 @@ impl Fetch for Imports {
             vendors: column(PoolColumn::Vendors),
             products: column(PoolColumn::Products),
             addresses: column(PoolColumn::Addresses),
-            kinds: decode("kinds", kinds, DeviceKind::from_index),
+            kinds: decode("kinds", kinds, DeviceKind::from_code),
             cells: column(PoolColumn::Cells),
             parents: column(PoolColumn::Parents),
             total: column(PoolColumn::Total),

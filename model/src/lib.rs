@@ -58,9 +58,22 @@ macro_rules! wit_enum {
 
             /// The case's code in a column of codes (WIT 0.3.0 sends enum
             /// columns as bytes): its WIT position, what
-            /// [`Self::from_index`] reads back.
+            /// [`Self::from_code`] reads back.
             pub fn code(self) -> u8 {
                 self as u8
+            }
+
+            /// The case whose code is `code`. A match on the codes rather
+            /// than a lookup in [`Self::ALL`]: the codes being the
+            /// discriminants, the compiler makes it one range check, so
+            /// decoding a column is a check and a copy per row.
+            #[allow(non_upper_case_globals, reason = "one constant per case, named as it")]
+            pub fn from_code(code: u8) -> Option<Self> {
+                $(const $variant: u8 = $name::$variant as u8;)*
+                match code {
+                    $($variant => Some($name::$variant),)*
+                    _ => None,
+                }
             }
         }
     };
@@ -858,6 +871,19 @@ impl UnitInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_enum_code_reads_back_as_its_case_and_nothing_else_does() {
+        for &status in HostStatus::ALL {
+            assert_eq!(HostStatus::from_code(status.code()), Some(status));
+            assert_eq!(usize::from(status.code()), status as usize);
+        }
+        for &kind in DeviceKind::ALL {
+            assert_eq!(DeviceKind::from_code(kind.code()), Some(kind));
+        }
+        assert_eq!(HostStatus::from_code(HostStatus::COUNT as u8), None);
+        assert_eq!(DeviceKind::from_code(u8::MAX), None);
+    }
 
     #[test]
     fn an_interned_column_keeps_each_value_once_in_one_text() {
