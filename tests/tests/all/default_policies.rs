@@ -206,14 +206,18 @@ fn ovirt_balancers_move_a_vm_off_the_overloaded_host() {
     }
 }
 
-#[test]
-fn cluster_maintenance_starts_only_highly_available_vms() {
-    let units = units_by_name();
+/// oVirt's default policy `name`, composed of the built-in units.
+fn default_policy(name: &str) -> Policy {
     let (file, spec) = default_policies()
         .into_iter()
-        .find(|(_, p)| p.name == "cluster_maintenance")
-        .expect("oVirt's cluster_maintenance policy is among the defaults");
-    let policy = compose(&file, &spec, units);
+        .find(|(_, p)| p.name == name)
+        .unwrap_or_else(|| panic!("oVirt's {name} policy is among the defaults"));
+    compose(&file, &spec, units_by_name())
+}
+
+#[test]
+fn cluster_maintenance_starts_only_highly_available_vms() {
+    let policy = default_policy("cluster_maintenance");
     let inventory = cluster();
     let hosts = Snapshot::default().build().expect("empty is valid").hosts;
     let ordinary = ScheduleRequest {
@@ -396,12 +400,7 @@ fn skipping_units_never_changes_a_default_policy_decision() {
 /// request sets it.
 #[test]
 fn a_unit_skipped_by_its_parameter_runs_once_the_parameter_is_set() {
-    let units = units_by_name();
-    let (file, spec) = default_policies()
-        .into_iter()
-        .find(|(_, p)| p.name == "none")
-        .expect("oVirt's none policy is among the defaults");
-    let policy = compose(&file, &spec, units);
+    let policy = default_policy("none");
     let requests = requests_with_and_without_properties();
     let skipped = |name: &str| {
         let (_, request) = requests.iter().find(|(n, _)| *n == name).expect(name);
@@ -418,12 +417,7 @@ fn a_unit_skipped_by_its_parameter_runs_once_the_parameter_is_set() {
 
 #[test]
 fn the_default_policy_skips_the_units_a_plain_request_does_not_concern() {
-    let units = units_by_name();
-    let (file, spec) = default_policies()
-        .into_iter()
-        .find(|(_, p)| p.name == "none")
-        .expect("oVirt's none policy is among the defaults");
-    let policy = compose(&file, &spec, units);
+    let policy = default_policy("none");
     let (_, plain) = requests_with_and_without_properties().swap_remove(0);
     let decision = schedule(&policy, &cluster(), &plain).expect("scheduling runs");
     let explain = &decision.explain;
