@@ -946,6 +946,113 @@ fn default_labels(rows: usize) -> Labels {
 mod tests {
     use super::*;
 
+    /// A fetch that serves pools only, counting the whole-pools reads, to
+    /// tell a column read alone from one cut from the whole pools.
+    struct Pools(PciPools, std::sync::atomic::AtomicUsize);
+
+    impl Fetch for Pools {
+        fn host_metric(&self, m: HostMetric, rows: usize) -> Vec<f64> {
+            Defaults.host_metric(m, rows)
+        }
+        fn host_statuses(&self, rows: usize) -> Vec<HostStatus> {
+            Defaults.host_statuses(rows)
+        }
+        fn host_flag(&self, f: HostFlag, rows: usize) -> Vec<bool> {
+            Defaults.host_flag(f, rows)
+        }
+        fn host_text(&self, t: HostText, rows: usize) -> Interned {
+            Defaults.host_text(t, rows)
+        }
+        fn host_labels(&self, k: HostLabels, rows: usize) -> Labels {
+            Defaults.host_labels(k, rows)
+        }
+        fn host_named_metric(&self, n: &str, rows: usize) -> Vec<f64> {
+            Defaults.host_named_metric(n, rows)
+        }
+        fn vm_hosts(&self, rows: usize) -> Vec<u32> {
+            Defaults.vm_hosts(rows)
+        }
+        fn vm_metric(&self, m: VmMetric, rows: usize) -> Vec<f64> {
+            Defaults.vm_metric(m, rows)
+        }
+        fn vm_flag(&self, f: VmFlag, rows: usize) -> Vec<bool> {
+            Defaults.vm_flag(f, rows)
+        }
+        fn vm_text(&self, t: VmText, rows: usize) -> Interned {
+            Defaults.vm_text(t, rows)
+        }
+        fn numa_topology(&self, hosts: usize) -> NumaTopology {
+            Defaults.numa_topology(hosts)
+        }
+        fn cell_metric(&self, m: CellMetric, cells: usize) -> Vec<f64> {
+            Defaults.cell_metric(m, cells)
+        }
+        fn cell_cpus(&self, cells: usize) -> CellCpus {
+            Defaults.cell_cpus(cells)
+        }
+        fn pcpu_flag(&self, f: PcpuFlag, entries: usize) -> Vec<bool> {
+            Defaults.pcpu_flag(f, entries)
+        }
+        fn cell_pages(&self, cells: usize) -> CellPages {
+            Defaults.cell_pages(cells)
+        }
+        fn cell_distances(&self, cells: usize) -> CellDistances {
+            Defaults.cell_distances(cells)
+        }
+        fn pci_pools(&self, _: usize) -> PciPools {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.clone()
+        }
+        fn pci_pool_labels(&self, pools: usize) -> Labels {
+            Defaults.pci_pool_labels(pools)
+        }
+        fn mdev_offers(&self, hosts: usize) -> MdevOffers {
+            Defaults.mdev_offers(hosts)
+        }
+        fn pci_pool_offsets(&self, _: usize) -> Vec<u32> {
+            self.0.offsets.clone()
+        }
+        fn pci_pool_column(&self, column: PoolColumn, _: usize, pools: usize) -> Vec<u32> {
+            assert_eq!(
+                pools,
+                self.0.free.len(),
+                "the pool count comes from the offsets"
+            );
+            self.0.column(column).to_vec()
+        }
+    }
+
+    #[test]
+    fn a_pool_column_is_read_alone_or_cut_from_the_whole_pools() {
+        let pools = PciPools {
+            offsets: vec![0, 2, 2, 3],
+            free: vec![1, 0, 4],
+            total: vec![2, 1, 4],
+            ..PciPools::default()
+        };
+        let fetched = Inventory::fetched(3, 0, Pools(pools.clone(), Default::default()));
+        assert_eq!(fetched.pci_pool_offsets(), [0, 2, 2, 3]);
+        assert_eq!(fetched.pci_pool_count(), 3);
+        assert_eq!(fetched.pci_pool_column(PoolColumn::Free), [1, 0, 4]);
+        assert_eq!(
+            fetched.fetch.1.load(std::sync::atomic::Ordering::Relaxed),
+            0
+        );
+        assert_eq!(fetched.pci_pools().total, [2, 1, 4]);
+        assert_eq!(
+            fetched.fetch.1.load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+
+        let mut held = Inventory::new(3, 0);
+        held.set_pci_pools(pools).expect("one row per host");
+        assert_eq!(held.pci_pool_column(PoolColumn::Total), [2, 1, 4]);
+        assert!(std::ptr::eq(
+            held.pci_pool_column(PoolColumn::Free),
+            held.pci_pools().free.as_slice()
+        ));
+    }
+
     #[test]
     fn more_vms_follow_the_base_vms_in_every_column_when_read() {
         let mut base = Inventory::new(2, 1);
