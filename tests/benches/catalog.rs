@@ -23,7 +23,7 @@ use sandpiper_guest::Inventory;
 use sandpiper_guest::model::{BalanceRequest, KeyValue, Request};
 
 mod common;
-use common::{RUNS, SplitMix, elapsed, micros};
+use common::{SplitMix, elapsed, micros, runs};
 
 /// Hosts in the cluster: the size the catalog's cost bar is stated at.
 const HOSTS: usize = 10_000;
@@ -45,8 +45,9 @@ fn main() {
     };
     let candidates: Vec<u32> = (0..HOSTS as u32).collect();
     println!(
-        "per-unit cost at {HOSTS} hosts, {} VMs (median of {RUNS}; wasmtime 48, sandboxed vs native)",
-        HOSTS * VMS_PER_HOST
+        "per-unit cost at {HOSTS} hosts, {} VMs (median of {}; wasmtime 48, sandboxed vs native)",
+        HOSTS * VMS_PER_HOST,
+        runs()
     );
     println!(
         "{:<40} {:<8} {:>10} {:>10} {:>7}",

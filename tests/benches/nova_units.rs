@@ -32,7 +32,7 @@ use sandpiper_guest::model::{KeyValue, Request};
 
 mod common;
 use common::nova_cluster::{NovaCluster, nova_cluster};
-use common::{RUNS, WARMUP_RUNS, elapsed, micros};
+use common::{WARMUP_RUNS, elapsed, micros, runs};
 
 /// Hosts in the cluster: the size the catalog's cost bar is stated at.
 const HOSTS: usize = 10_000;
@@ -47,7 +47,8 @@ fn main() {
     };
     let candidates: Vec<u32> = (0..HOSTS as u32).collect();
     println!(
-        "Nova units at {HOSTS} hosts on Nova-shaped data (median of {RUNS}; sandboxed vs native)"
+        "Nova units at {HOSTS} hosts on Nova-shaped data (median of {}; sandboxed vs native)",
+        runs()
     );
     println!(
         "{:<36} {:<7} {:>9} {:>10} {:>6} {:>9}",
@@ -120,7 +121,8 @@ const HARDWARE_UNITS: [&str; 8] = [
 fn hardware_units(packages: &[&str]) {
     let (inventory, request) = hardware_cluster(HOSTS);
     println!(
-        "Hardware units at {HOSTS} hosts of 2-8 NUMA cells, NUMA-heavy request (median of {RUNS})"
+        "Hardware units at {HOSTS} hosts of 2-8 NUMA cells, NUMA-heavy request (median of {})",
+        runs()
     );
     for &package in packages {
         hardware_unit(package, "", &inventory, &request);
@@ -382,7 +384,7 @@ fn nova_policy() {
             hints: request.hints.clone(),
             ..ScheduleRequest::default()
         };
-        let runs = (2_000_000 / hosts).clamp(11, RUNS);
+        let runs = (2_000_000 / hosts).clamp(11, runs());
         let mut times: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
         let mut per_unit: [Vec<Vec<Duration>>; 2] = Default::default();
         let mut last: Option<Decision> = None;
@@ -500,7 +502,10 @@ fn report(name: &str, role: &str, builds: &[&dyn Unit; 2], call: impl Fn(&dyn Un
 /// Prints `one_host name=... role=... wasm_median_us=...
 /// native_median_us=...`.
 fn one_changed_host(inventory: &Arc<Inventory>, request: &Request) {
-    println!("Nova's policy units asked about one host of {HOSTS} (median of {RUNS})");
+    println!(
+        "Nova's policy units asked about one host of {HOSTS} (median of {})",
+        runs()
+    );
     let one = [(HOSTS / 2) as u32];
     for package in NOVA_POLICY {
         for (wasm, native) in common::both_builds(|p| p == package) {

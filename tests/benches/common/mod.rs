@@ -33,8 +33,20 @@ pub fn both_builds(keep: impl Fn(&str) -> bool) -> Vec<(Arc<dyn Unit>, NativeUni
     builds
 }
 
-/// Measured calls per build (the median is reported).
-pub const RUNS: usize = 41;
+/// Measured calls per build (the median is reported): 41, or
+/// `SANDPIPER_BENCH_RUNS` when set. More runs are for profiling one unit
+/// (`nova_units compute` runs each of its two units 41 times, ~40 µs each:
+/// too few samples under `perf record`).
+pub fn runs() -> usize {
+    static RUNS: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
+        std::env::var("SANDPIPER_BENCH_RUNS")
+            .ok()
+            .and_then(|runs| runs.parse().ok())
+            .filter(|&runs| runs > 0)
+            .unwrap_or(41)
+    });
+    *RUNS
+}
 /// Calls per build before measuring starts (first-touch page faults,
 /// caches).
 pub const WARMUP_RUNS: usize = 3;
@@ -51,8 +63,9 @@ pub fn elapsed<T>(result: CallResult<T>) -> Duration {
 /// goes first so that neither always runs on a warmer machine, and returns
 /// the two medians in the same order.
 pub fn medians(builds: &[&dyn Unit; 2], call: impl Fn(&dyn Unit) -> Duration) -> [Duration; 2] {
-    let mut times = [Vec::with_capacity(RUNS), Vec::with_capacity(RUNS)];
-    for run in 0..WARMUP_RUNS + RUNS {
+    let runs = runs();
+    let mut times = [Vec::with_capacity(runs), Vec::with_capacity(runs)];
+    for run in 0..WARMUP_RUNS + runs {
         for turn in 0..2 {
             let build = if run % 2 == 0 { turn } else { 1 - turn };
             let took = call(builds[build]);
