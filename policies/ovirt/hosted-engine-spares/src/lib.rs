@@ -77,24 +77,24 @@ impl Filter for HostedEngineSpares {
         let params = cx.params();
         // `HeSparesCount` first: at 0 the unit says nothing, whatever the
         // other parameter holds, which is what lets `applies-to` skip it.
-        let required_spares = match params.f64(HE_SPARES_COUNT) {
-            Ok(count) => count,
+        let settings = params.f64(HE_SPARES_COUNT).and_then(|count| {
+            if count == 0.0 {
+                return Ok(None);
+            }
+            Ok(Some((count, params.f64(MAX_MEMORY_OVER_COMMIT)?)))
+        });
+        let (required_spares, over_commit_percent) = match settings {
+            Ok(Some(settings)) => settings,
+            Ok(None) => return rejections.into_vec(),
             Err(error) => {
                 rejections.reject_all(candidates, error.to_string());
                 return rejections.into_vec();
             }
         };
         let vm = cx.vm();
-        if candidates.is_empty() || required_spares == 0.0 || vm.hosted_engine {
+        if candidates.is_empty() || vm.hosted_engine {
             return rejections.into_vec();
         }
-        let over_commit_percent = match params.f64(MAX_MEMORY_OVER_COMMIT) {
-            Ok(percent) => percent,
-            Err(error) => {
-                rejections.reject_all(candidates, error.to_string());
-                return rejections.into_vec();
-            }
-        };
         let Some(engine) = engine_vm(cx) else {
             return rejections.into_vec();
         };
