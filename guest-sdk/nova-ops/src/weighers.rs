@@ -34,27 +34,44 @@ use crate::params::REVERSE;
 /// that is not a number (a missing figure) counts as `minval`, else 0;
 /// infinities are clamped to the largest finite values, since the
 /// pipeline refuses non-finite scores.
-pub fn scores(raw: Vec<f64>, minval: Option<f64>, reverse: bool) -> Scores {
-    let finite = |v: f64| {
-        if v.is_nan() {
-            minval.unwrap_or(0.0)
-        } else {
-            v.clamp(f64::MIN, f64::MAX)
+pub fn scores(mut raw: Vec<f64>, minval: Option<f64>, reverse: bool) -> Scores {
+    // Weights are almost always finite, so one pass asks, without a
+    // branch, and only a list holding a NaN or an infinity is rewritten.
+    // Rewriting every weight cost the sandbox two float compares a
+    // weight, each with NaN's unordered branches, and a store.
+    if !raw.iter().fold(true, |all, &v| all & is_finite(v)) {
+        let bottom = minval.unwrap_or(0.0);
+        for v in &mut raw {
+            *v = if v.is_nan() {
+                bottom
+            } else {
+                v.clamp(f64::MIN, f64::MAX)
+            };
         }
-    };
+    }
     if reverse {
+        for v in &mut raw {
+            *v = -*v;
+        }
         Scores {
-            values: raw.into_iter().map(|v| -finite(v)).collect(),
+            values: raw,
             floor: None,
             ceiling: minval.map(|m| -m),
         }
     } else {
         Scores {
-            values: raw.into_iter().map(finite).collect(),
+            values: raw,
             floor: minval,
             ceiling: None,
         }
     }
+}
+
+/// Whether `v` is a finite number, read from its bits: an integer compare,
+/// where `f64::is_finite` is a float one.
+#[inline]
+fn is_finite(v: f64) -> bool {
+    v.to_bits() & !(1 << 63) < f64::INFINITY.to_bits()
 }
 
 /// The `reverse` parameter; a broken value counts as `false` (the unit
@@ -114,5 +131,21 @@ mod tests {
         let reversed = scores(vec![512.0, f64::INFINITY], Some(0.0), true);
         assert_eq!(reversed.values, [-512.0, f64::MIN]);
         assert_eq!((reversed.floor, reversed.ceiling), (None, Some(-0.0)));
+    }
+
+    #[test]
+    fn finite_weights_are_kept_and_the_rest_rewritten() {
+        assert_eq!(
+            scores(vec![1.5, -0.0, 7.0], None, false).values,
+            [1.5, -0.0, 7.0]
+        );
+        let mixed = scores(vec![1.5, f64::NEG_INFINITY, -f64::NAN, 2.0], None, false);
+        assert_eq!(mixed.values, [1.5, f64::MIN, 0.0, 2.0]);
+        for v in [f64::MAX, f64::MIN, f64::MIN_POSITIVE, 5e-324, -5e-324] {
+            assert!(is_finite(v), "{v}");
+        }
+        for v in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -f64::NAN] {
+            assert!(!is_finite(v), "{v}");
+        }
     }
 }
