@@ -45,7 +45,7 @@ pub use sandpiper_model::inventory;
 
 pub use hosts::{HostRef, Hosts};
 pub use params::{ParamError, Params};
-pub use rejections::Rejections;
+pub use rejections::{Reason, Rejections};
 pub use unit::{Balance, BalanceContext, Context, Filter, Score, Unit};
 pub use vms::{VmRef, Vms};
 
@@ -69,7 +69,7 @@ pub mod prelude {
         UnitInfo, Vm, VmFlag, VmMetric, VmText,
     };
     pub use crate::params::{ParamError, Params};
-    pub use crate::rejections::{Rejections, Sentences};
+    pub use crate::rejections::{Reason, Rejections, Sentences};
     pub use crate::unit::{Balance, BalanceContext, Context, Filter, Score, Unit};
     pub use crate::vms::{VmRef, Vms};
 }

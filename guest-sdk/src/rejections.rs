@@ -10,6 +10,12 @@
 //! the unit formats nothing and sends one string for every such host, and
 //! the host writes the sentences only when someone reads them
 //! (`sandpiper_model::reason`).
+//!
+//! A filter rejecting many hosts for a reason it knows before its loop
+//! names it once, [`Rejections::reason`], and rejects by the handle,
+//! [`Rejections::reject_for`]: [`Rejections::reject`] compares the text
+//! with the last reason's for every host, which in the sandbox was half of
+//! `ServerGroupAffinityFilter`'s time (docs/unit-costs.md).
 
 use crate::collections::{HashMap, HashSet};
 
@@ -31,7 +37,8 @@ const DENSE_INDEX_LIMIT: u32 = 1 << 20;
 /// figures into their reasons, where every host may have its own.
 const SCANNED_REASONS: usize = 16;
 
-/// Rejected hosts, grouped by reason in the order the reasons first appeared.
+/// Rejected hosts, grouped by reason in the order the reasons first
+/// appeared (a named reason appears when it is named).
 #[derive(Clone, Debug, Default)]
 pub struct Rejections {
     groups: Vec<Rejection>,
@@ -46,6 +53,12 @@ pub struct Rejections {
     /// Rejected host indices at or above `DENSE_INDEX_LIMIT`.
     rejected_sparse: HashSet<u32>,
 }
+
+/// A reason named once, to reject hosts for without comparing its text
+/// each time; see [`Rejections::reason`]. It belongs to the [`Rejections`]
+/// that named it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reason(usize);
 
 impl Rejections {
     pub fn new() -> Self {
@@ -79,11 +92,31 @@ impl Rejections {
         true
     }
 
+    /// Names `text` as a reason to reject hosts for with
+    /// [`Rejections::reject_for`]: its group, the same as `reject`'s for
+    /// the same text, is made now, and left out of the answer if no host
+    /// is rejected for it.
+    pub fn reason(&mut self, text: impl AsRef<str>) -> Reason {
+        Reason(self.plain.group(&mut self.groups, text.as_ref()))
+    }
+
+    /// [`Rejections::reject`] for a reason named by
+    /// [`Rejections::reason`]: a host already rejected keeps its first
+    /// reason; returns whether this call rejected it. A `Reason` belongs
+    /// to the `Rejections` that named it.
+    pub fn reject_for(&mut self, host: u32, reason: Reason) -> bool {
+        if !self.mark(host) {
+            return false;
+        }
+        self.groups[reason.0].hosts.push(host);
+        true
+    }
+
     /// Rejects every host in `hosts` for the same `reason`.
     pub fn reject_all(&mut self, hosts: &[u32], reason: impl AsRef<str>) {
-        let reason = reason.as_ref();
+        let reason = self.reason(reason.as_ref());
         for &host in hosts {
-            self.reject(host, reason);
+            self.reject_for(host, reason);
         }
     }
 
@@ -104,11 +137,13 @@ impl Rejections {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.groups.is_empty()
+        self.groups.iter().all(|group| group.hosts.is_empty())
     }
 
-    /// The groups, ready to return from `Filter::filter`.
-    pub fn into_vec(self) -> Vec<Rejection> {
+    /// The groups, ready to return from `Filter::filter`: without those of
+    /// reasons named but never used.
+    pub fn into_vec(mut self) -> Vec<Rejection> {
+        self.groups.retain(|group| !group.hosts.is_empty());
         self.groups
     }
 
@@ -386,6 +421,31 @@ mod tests {
                 assert_eq!(same_text_by_words(a, b), a == b, "{a:?} and {b:?}");
             }
         }
+    }
+
+    #[test]
+    fn named_reasons_share_groups_with_plain_ones_unused_ones_left_out() {
+        let mut rejections = Rejections::new();
+        let down = rejections.reason("down");
+        let small = rejections.reason("too small");
+        let unused = rejections.reason("never used");
+        assert!(rejections.is_empty());
+        assert!(rejections.reject(7, "first"));
+        assert!(rejections.reject_for(3, small));
+        assert!(rejections.reject(4, "down"));
+        assert!(rejections.reject_for(5, down));
+        assert!(!rejections.reject_for(3, down), "first reason wins");
+        assert!(rejections.reject_for(u32::MAX, small));
+        assert_ne!(down, unused);
+        assert_eq!(rejections.len(), 5);
+        assert_eq!(
+            rejections.into_vec(),
+            [
+                Rejection::new("down", vec![4, 5]),
+                Rejection::new("too small", vec![3, u32::MAX]),
+                Rejection::new("first", vec![7]),
+            ]
+        );
     }
 
     #[test]
