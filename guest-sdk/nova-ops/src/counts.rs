@@ -80,7 +80,7 @@ pub fn filter(
             Cast::Int,
         )
     });
-    let mut reasons: Vec<(Setting, String)> = Vec::new();
+    let mut reasons: Vec<(Setting, Reason)> = Vec::new();
     for &host in candidates {
         let Some(&n) = counts.get(host as usize) else {
             continue;
@@ -112,11 +112,11 @@ pub fn filter(
                         count.noun(),
                         param.name
                     );
-                    reasons.push((setting, text));
+                    reasons.push((setting, rejections.reason(text)));
                     reasons.len() - 1
                 }
             };
-            rejections.reject(host, &reasons[index].1);
+            rejections.reject_for(host, reasons[index].1);
         }
     }
     rejections.into_vec()

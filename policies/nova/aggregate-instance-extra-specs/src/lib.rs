@@ -94,11 +94,12 @@ impl Filter for AggregateInstanceExtraSpecsFilter {
             let key_id = metadata.id(key);
             // Outcome per metadata text, computed on first use.
             let mut memo: Vec<Option<Outcome>> = vec![None; metadata.strings.len()];
-            let missing = format!("no aggregate of the host sets `{key}`");
-            let mismatch = format!("no aggregate value of `{key}` satisfies `{req}`");
+            let missing = rejections.reason(format!("no aggregate of the host sets `{key}`"));
+            let mismatch =
+                rejections.reason(format!("no aggregate value of `{key}` satisfies `{req}`"));
             pending.retain(|&host| {
                 let Some(key_id) = key_id else {
-                    rejections.reject(host, &missing);
+                    rejections.reject_for(host, missing);
                     return false;
                 };
                 let mut seen = false;
@@ -117,8 +118,8 @@ impl Filter for AggregateInstanceExtraSpecsFilter {
                     }
                 }
                 match (seen, error) {
-                    (false, _) => rejections.reject(host, &missing),
-                    (true, None) => rejections.reject(host, &mismatch),
+                    (false, _) => rejections.reject_for(host, missing),
+                    (true, None) => rejections.reject_for(host, mismatch),
                     (true, Some(e)) => {
                         rejections.reject(host, format!("extra spec `{key}` = `{req}`: {e}"))
                     }

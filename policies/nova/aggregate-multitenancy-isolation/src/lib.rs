@@ -49,7 +49,9 @@ impl Filter for AggregateMultiTenancyIsolation {
         }
         // Per string id: does this value list the tenant.
         let mut lists: Vec<Option<bool>> = vec![None; metadata.strings.len()];
-        let reason = format!("reserved by its aggregates for tenants other than {tenant:?}");
+        let reason = rejections.reason(format!(
+            "reserved by its aggregates for tenants other than {tenant:?}"
+        ));
         for &host in candidates {
             let mut reserved = false;
             let mut allowed = false;
@@ -64,7 +66,7 @@ impl Filter for AggregateMultiTenancyIsolation {
                 }
             }
             if reserved && !allowed {
-                rejections.reject(host, &reason);
+                rejections.reject_for(host, reason);
             }
         }
         rejections.into_vec()

@@ -39,7 +39,7 @@ impl Filter for AggregateTypeAffinityFilter {
             return rejections.into_vec();
         };
         let mut lists: Vec<Option<bool>> = vec![None; metadata.strings.len()];
-        let reason = format!("its aggregates do not take flavor {flavor:?}");
+        let reason = rejections.reason(format!("its aggregates do not take flavor {flavor:?}"));
         for &host in candidates {
             let mut restricted = false;
             let mut listed = false;
@@ -52,7 +52,7 @@ impl Filter for AggregateTypeAffinityFilter {
                 }
             }
             if restricted && !listed {
-                rejections.reject(host, &reason);
+                rejections.reject_for(host, reason);
             }
         }
         rejections.into_vec()

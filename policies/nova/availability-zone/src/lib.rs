@@ -78,7 +78,7 @@ impl Filter for AvailabilityZoneFilter {
         // Whether each metadata text lists the requested zone.
         let mut lists: Vec<Option<bool>> = vec![None; metadata.strings.len()];
         let zones = hosts.texts(HostText::Zone);
-        let reason = format!("not in availability zone {requested:?}");
+        let reason = rejections.reason(format!("not in availability zone {requested:?}"));
         for &host in candidates {
             let mut zoned = false;
             let mut inside = false;
@@ -98,7 +98,7 @@ impl Filter for AvailabilityZoneFilter {
                 inside = requested == if own.is_empty() { default_zone } else { own };
             }
             if !inside {
-                rejections.reject(host, &reason);
+                rejections.reject_for(host, reason);
             }
         }
         rejections.into_vec()

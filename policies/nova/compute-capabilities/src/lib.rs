@@ -148,16 +148,16 @@ impl Filter for ComputeCapabilitiesFilter {
             let mut judge = Judge::new(&hosts, check);
             // Most rejected hosts share one of two reasons per check:
             // written once, not once per host.
-            let mismatch = reason(check, &Verdict::Mismatch);
-            let missing = reason(check, &Verdict::Missing);
+            let mismatch = rejections.reason(reason(check, &Verdict::Mismatch));
+            let missing = rejections.reason(reason(check, &Verdict::Missing));
             pending.retain(|&host| match judge.judge(host) {
                 Verdict::Pass | Verdict::Skip => true,
                 Verdict::Mismatch => {
-                    rejections.reject(host, &mismatch);
+                    rejections.reject_for(host, mismatch);
                     false
                 }
                 Verdict::Missing => {
-                    rejections.reject(host, &missing);
+                    rejections.reject_for(host, missing);
                     false
                 }
                 failed @ Verdict::Error(_) => {

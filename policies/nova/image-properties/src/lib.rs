@@ -409,7 +409,10 @@ impl Filter for ImagePropertiesFilter {
         });
         let mut walked_bits: HashMap<u32, Option<f64>> = HashMap::default();
         let mut version_ok: HashMap<u64, bool> = HashMap::default();
-        let unsupported = format!("supports no instance of {}", wanted.props.join("/"));
+        let unsupported = rejections.reason(format!(
+            "supports no instance of {}",
+            wanted.props.join("/")
+        ));
         for &host in candidates {
             let text =
                 supported_key.and_then(|key| capabilities.values_of(host as usize, key).next());
@@ -424,7 +427,7 @@ impl Filter for ImagePropertiesFilter {
                 None => false,
             };
             if !ok {
-                rejections.reject(host, &unsupported);
+                rejections.reject_for(host, unsupported);
                 continue;
             }
             if let (Some(predicate), Some(versions)) = (&wanted.version, versions) {

@@ -43,11 +43,11 @@ impl Filter for MetricsFilter {
         let hosts = cx.hosts();
         for name in setting.names() {
             let column = hosts.named_metric(name);
-            let reason = format!("does not report metric `{name}`");
+            let reason = rejections.reason(format!("does not report metric `{name}`"));
             for &host in candidates {
                 let reported = column.get(host as usize).is_some_and(|v| !v.is_nan());
                 if !reported {
-                    rejections.reject(host, &reason);
+                    rejections.reject_for(host, reason);
                 }
             }
         }

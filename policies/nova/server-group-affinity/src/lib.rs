@@ -50,10 +50,11 @@ impl Filter for ServerGroupAffinityFilter {
                     *flag = true;
                 }
             }
-            let reason = format!("runs no member of affinity group {:?}", group.name);
+            let reason =
+                rejections.reason(format!("runs no member of affinity group {:?}", group.name));
             for &host in candidates {
                 if !members.get(host as usize).copied().unwrap_or(false) {
-                    rejections.reject(host, &reason);
+                    rejections.reject_for(host, reason);
                 }
             }
         }

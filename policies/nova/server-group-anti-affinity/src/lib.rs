@@ -85,17 +85,17 @@ impl Filter for ServerGroupAntiAffinityFilter {
                     *count += 1;
                 }
             }
-            let reason = format!(
+            let reason = rejections.reason(format!(
                 "already runs {max} member(s) of anti-affinity group {:?}",
                 group.name
-            );
+            ));
             for &host in candidates {
                 if vm.current_host == Some(host) {
                     continue;
                 }
                 let count = members.get(host as usize).copied().unwrap_or(0);
                 if f64::from(count) >= max {
-                    rejections.reject(host, &reason);
+                    rejections.reject_for(host, reason);
                 }
             }
         }

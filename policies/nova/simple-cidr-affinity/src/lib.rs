@@ -138,7 +138,7 @@ impl Filter for SimpleCidrAffinityFilter {
                     .map_err(|_| ())
             })
             .collect();
-        let outside = format!("address outside {text}");
+        let outside = rejections.reason(format!("address outside {text}"));
         for &host in candidates {
             let verdict = addresses
                 .indices
@@ -147,7 +147,7 @@ impl Filter for SimpleCidrAffinityFilter {
             match verdict {
                 Some(Ok(true)) => {}
                 Some(Ok(false)) => {
-                    rejections.reject(host, &outside);
+                    rejections.reject_for(host, outside);
                 }
                 _ => {
                     rejections.reject(host, "address is not an IP address");

@@ -68,10 +68,10 @@ impl Filter for CpuOverloaded {
         let hosts = cx.hosts();
         let cpu = CpuColumns::new(&hosts, Pending::Excluded);
         let minutes = hosts.metric(HostMetric::CpuOverloadedMinutes);
-        let overloaded = format!(
+        let overloaded = rejections.reason(format!(
             "CPU overloaded: over {high}% for at least {duration} minutes (HighUtilization, \
              CpuOverCommitDurationMinutes)"
-        );
+        ));
         for host in hosts.candidates(candidates) {
             let h = host.index();
             if !cpu.has_statistics(h) {
@@ -92,7 +92,7 @@ impl Filter for CpuOverloaded {
                     rejections.reject(h, "reports no CPU statistics");
                 }
                 Some(load) if load.percent() > high => {
-                    rejections.reject(h, &overloaded);
+                    rejections.reject_for(h, overloaded);
                 }
                 Some(_) => {}
             }

@@ -34,16 +34,20 @@ impl Filter for EmulatedMachine {
         if wanted.is_empty() {
             return rejections.into_vec();
         }
-        let none = format!("reports no emulated machines; the VM needs {wanted}");
-        let other = format!("does not support the VM's emulated machine {wanted}");
+        let none = rejections.reason(format!(
+            "reports no emulated machines; the VM needs {wanted}"
+        ));
+        let other = rejections.reason(format!(
+            "does not support the VM's emulated machine {wanted}"
+        ));
         let machines = HostSets::new(&cx.hosts(), HostLabels::EmulatedMachines);
         let wanted = machines.id(wanted);
         for host in cx.hosts().candidates(candidates) {
             let row = machines.row(host.index());
             if row.is_empty() {
-                rejections.reject(host.index(), &none);
+                rejections.reject_for(host.index(), none);
             } else if !wanted.is_some_and(|id| row.contains(&id)) {
-                rejections.reject(host.index(), &other);
+                rejections.reject_for(host.index(), other);
             }
         }
         rejections.into_vec()

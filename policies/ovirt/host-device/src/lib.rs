@@ -58,14 +58,14 @@ impl Filter for HostDevice {
         let hosts = cx.hosts();
         if let Some(&owner) = vm.dedicated_hosts.first() {
             let name = hosts.get(owner).map_or("", |host| host.name());
-            let reason = if name.is_empty() {
+            let reason = rejections.reason(if name.is_empty() {
                 "the VM's host devices belong to another host".to_owned()
             } else {
                 format!("the VM's host devices belong to host {name}")
-            };
+            });
             for &host in candidates {
                 if host != owner {
-                    rejections.reject(host, &reason);
+                    rejections.reject_for(host, reason);
                 }
             }
         }

@@ -69,10 +69,10 @@ impl Filter for HostedEngineHa {
                 0.0
             }
         });
-        let low = format!(
+        let low = rejections.reason(format!(
             "HA score not above {min_score}, the current host's score minus \
              {MIGRATION_THRESHOLD_SCORE}"
-        );
+        ));
         for host in hosts.candidates(candidates) {
             let h = host.index();
             let score = value(scores, h);
@@ -81,7 +81,7 @@ impl Filter for HostedEngineHa {
             } else if score.is_nan() || score <= 0.0 {
                 rejections.reject(h, "hosted-engine HA score is not positive");
             } else if score <= min_score {
-                rejections.reject(h, &low);
+                rejections.reject_for(h, low);
             }
         }
         rejections.into_vec()

@@ -68,10 +68,10 @@ impl Filter for HugePages {
                 format!("needs {need} free huge pages of {size} KiB, has {{}}"),
             )
         });
-        let no_size = format!(
+        let no_size = rejections.reason(format!(
             "has no huge page size with enough free pages for the VM's {} MiB",
             vm.memory_mib
-        );
+        ));
         // Free pages per size over a host's cells, sizes in the order
         // listed (a host has two or three).
         let mut free: Vec<(u32, f64)> = Vec::new();
@@ -114,7 +114,7 @@ impl Filter for HugePages {
                         size > smallest && have >= pages_for(vm.memory_mib, size)
                     });
                     if !fits {
-                        rejections.reject(host, &no_size);
+                        rejections.reject_for(host, no_size);
                     }
                 }
             }

@@ -54,10 +54,10 @@ impl Filter for SwapFilter {
         let hosts = cx.hosts();
         let swap_total = hosts.metric(HostMetric::SwapTotalMib);
         let swap_free = hosts.metric(HostMetric::SwapFreeMib);
-        let reason = format!(
+        let reason = rejections.reason(format!(
             "swapping: swap in use beyond free memory is over {allowed}% of physical memory \
              (MaximumAllowedSwapUsage)"
-        );
+        ));
         for host in hosts.candidates(candidates) {
             let h = host.index();
             let used = value(swap_total, h) - value(swap_free, h);
@@ -84,7 +84,7 @@ impl Filter for SwapFilter {
                 0.0
             };
             if swapping(free + pending) {
-                rejections.reject(h, &reason);
+                rejections.reject_for(h, reason);
             }
         }
         rejections.into_vec()

@@ -111,16 +111,16 @@ impl Filter for VmAffinity {
                 unacceptable.insert(host);
             }
         }
-        let positive_reason = format!(
+        let positive_reason = rejections.reason(format!(
             "positive affinity: no member of {} runs here",
             names(positive_names.iter().copied())
-        );
+        ));
         // One sentence per distinct set of broken groups.
         let mut negative_reasons: Sentences<Vec<usize>> = Sentences::new();
         let mut broken: Vec<usize> = Vec::new();
         for &host in candidates {
             if any_positive_host && !acceptable.contains(host) {
-                rejections.reject(host, &positive_reason);
+                rejections.reject_for(host, positive_reason);
             } else if unacceptable.contains(host) {
                 broken.clear();
                 broken.extend((0..negative.len()).filter(|&i| negative[i].hosts.contains(&host)));

@@ -72,14 +72,14 @@ impl Filter for VmToHostsAffinity {
         let host_count = cx.hosts().len();
         for group in host_groups(cx.vm(), true) {
             let set = members(group, host_count);
-            let reason = if group.positive {
+            let reason = rejections.reason(if group.positive {
                 format!("not in positive host affinity group '{}'", group.name)
             } else {
                 format!("in negative host affinity group '{}'", group.name)
-            };
+            });
             for &host in candidates {
                 if is_member(&set, host) != group.positive {
-                    rejections.reject(host, &reason);
+                    rejections.reject_for(host, reason);
                 }
             }
         }
