@@ -128,7 +128,7 @@ pub fn filter(
         Resource::Disk => requested / MIB_PER_GIB,
         Resource::Ram | Resource::Cpu => requested,
     };
-    let mut reasons: Vec<(Shortage, Setting, String)> = Vec::new();
+    let mut reasons: Vec<(Shortage, Setting, Reason)> = Vec::new();
     for &host in candidates {
         let row = host as usize;
         let (Some(&total), Some(&other)) = (columns.total.get(row), columns.free_or_used.get(row))
@@ -170,11 +170,11 @@ pub fn filter(
                 Some(index) => index,
                 None => {
                     let text = reason(resource, shortage, requested, param.name, &setting);
-                    reasons.push((shortage, setting, text));
+                    reasons.push((shortage, setting, rejections.reason(text)));
                     reasons.len() - 1
                 }
             };
-            rejections.reject(host, &reasons[index].2);
+            rejections.reject_for(host, reasons[index].2);
         }
     }
     rejections.into_vec()
