@@ -259,12 +259,12 @@ impl From<Rejections> for Vec<Rejection> {
 /// [`Rejections`] finds reasons: compared one after another while there
 /// are a few (`SCANNED_REASONS`), hashed past that, so many distinct keys
 /// stay linear.
-pub struct Sentences<K> {
-    written: Vec<(K, String)>,
+pub struct Sentences<K, V = String> {
+    written: Vec<(K, V)>,
     index: HashMap<K, usize>,
 }
 
-impl<K: std::hash::Hash + Eq + Clone> Sentences<K> {
+impl<K: std::hash::Hash + Eq + Clone, V> Sentences<K, V> {
     /// No sentence written yet.
     pub fn new() -> Self {
         Sentences {
@@ -273,8 +273,10 @@ impl<K: std::hash::Hash + Eq + Clone> Sentences<K> {
         }
     }
 
-    /// The sentence for `key`, written by `write` the first time.
-    pub fn get<Q>(&mut self, key: &Q, write: impl FnOnce() -> String) -> &str
+    /// The sentence for `key`, written by `write` the first time: the text,
+    /// or, in a `Sentences<K, Reason>`, the reason named for it
+    /// ([`Rejections::reason`]), so its hosts are rejected by handle.
+    pub fn get<Q>(&mut self, key: &Q, write: impl FnOnce() -> V) -> &V
     where
         K: std::borrow::Borrow<Q>,
         Q: std::hash::Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -304,7 +306,7 @@ impl<K: std::hash::Hash + Eq + Clone> Sentences<K> {
     }
 }
 
-impl<K: std::hash::Hash + Eq + Clone> Default for Sentences<K> {
+impl<K: std::hash::Hash + Eq + Clone, V> Default for Sentences<K, V> {
     fn default() -> Self {
         Self::new()
     }
@@ -329,11 +331,31 @@ mod tests {
                         writes += 1;
                         format!("{n}")
                     });
-                    assert_eq!(text, n.to_string(), "round {round}");
+                    assert_eq!(*text, n.to_string(), "round {round}");
                 }
             }
         }
         assert_eq!(writes, 40);
+    }
+
+    #[test]
+    fn sentences_can_hold_named_reasons() {
+        let mut rejections = Rejections::new();
+        let mut reasons: Sentences<Vec<u32>, Reason> = Sentences::new();
+        for host in 0..6u32 {
+            let key = vec![host % 2];
+            let reason = *reasons.get(key.as_slice(), || {
+                rejections.reason(format!("lacks {}", host % 2))
+            });
+            rejections.reject_for(host, reason);
+        }
+        assert_eq!(
+            rejections.into_vec(),
+            [
+                Rejection::new("lacks 0", vec![0, 2, 4]),
+                Rejection::new("lacks 1", vec![1, 3, 5]),
+            ]
+        );
     }
 
     #[test]

@@ -80,8 +80,8 @@ impl Filter for CpuLevel {
         } else {
             "the VM's CPU"
         };
-        let mut lacking: Sentences<Vec<&str>> = Sentences::new();
-        let mut forbidding: Sentences<Vec<&str>> = Sentences::new();
+        let mut lacking: Sentences<Vec<&str>, Reason> = Sentences::new();
+        let mut forbidding: Sentences<Vec<&str>, Reason> = Sentences::new();
         let mut listed: Vec<&str> = Vec::new();
         for host in cx.hosts().candidates(candidates) {
             flags.load(host.index());
@@ -100,14 +100,14 @@ impl Filter for CpuLevel {
                 listed.sort_unstable();
             }
             if !listed.is_empty() {
-                let reason = lacking.get(listed.as_slice(), || {
-                    format!(
+                let reason = *lacking.get(listed.as_slice(), || {
+                    rejections.reason(format!(
                         "CPU lacks {} flag(s) of {what}: {}",
                         listed.len(),
                         list(&listed, LISTED)
-                    )
+                    ))
                 });
-                rejections.reject(host.index(), reason);
+                rejections.reject_for(host.index(), reason);
                 continue;
             }
             listed.extend(
@@ -118,10 +118,13 @@ impl Filter for CpuLevel {
             );
             if !listed.is_empty() {
                 listed.sort_unstable();
-                let reason = forbidding.get(listed.as_slice(), || {
-                    format!("CPU has flag(s) the VM forbids: {}", list(&listed, LISTED))
+                let reason = *forbidding.get(listed.as_slice(), || {
+                    rejections.reason(format!(
+                        "CPU has flag(s) the VM forbids: {}",
+                        list(&listed, LISTED)
+                    ))
                 });
-                rejections.reject(host.index(), reason);
+                rejections.reject_for(host.index(), reason);
             }
         }
         rejections.into_vec()
