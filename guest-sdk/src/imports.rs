@@ -12,6 +12,7 @@
 use crate::Inventory;
 use crate::bindings::inventory as wit;
 use crate::inventory::Fetch;
+use crate::model::codes::flags_from_bytes;
 use crate::model::hardware::{
     CellCpus, CellDistances, CellMetric, CellPages, DeviceKind, MdevOffers, NumaTopology, PciPools,
     PcpuFlag, PoolColumn,
@@ -40,18 +41,16 @@ fn unknown_code(column: &str, code: u32) -> ! {
     panic!("the host sent column `{column}` with code {code}, which names no case")
 }
 
-/// A column of enum codes (`list<u8>` or `list<u32>`, each the case's WIT
-/// position) as the model's enum.
-fn decode<C, T>(column: &str, codes: Vec<C>, case: impl Fn(u8) -> Option<T>) -> Vec<T>
-where
-    C: Copy + TryInto<u8> + Into<u32>,
-{
+/// A column of enum codes sent as `list<u32>` (each the case's WIT
+/// position) as the model's enum. Byte columns are checked in place
+/// instead (`column_from_codes`).
+fn decode<T>(column: &str, codes: Vec<u32>, case: impl Fn(u8) -> Option<T>) -> Vec<T> {
     codes
         .into_iter()
         .map(|code| {
-            (code.try_into().ok())
+            (u8::try_from(code).ok())
                 .and_then(&case)
-                .unwrap_or_else(|| unknown_code(column, code.into()))
+                .unwrap_or_else(|| unknown_code(column, code))
         })
         .collect()
 }
@@ -77,11 +76,12 @@ impl Fetch for Imports {
 
     fn host_statuses(&self, rows: usize) -> Vec<HostStatus> {
         let codes = checked("host-statuses", rows, wit::host_statuses());
-        decode("host-statuses", codes, HostStatus::from_code)
+        HostStatus::column_from_codes(codes)
+            .unwrap_or_else(|code| unknown_code("host-statuses", code.into()))
     }
 
     fn host_flag(&self, flag: HostFlag, rows: usize) -> Vec<bool> {
-        flags(checked(flag.wit_name(), rows, wit::host_flags(flag.into())))
+        flags_from_bytes(checked(flag.wit_name(), rows, wit::host_flags(flag.into())))
     }
 
     fn host_text(&self, text: HostText, rows: usize) -> Interned {
@@ -118,7 +118,7 @@ impl Fetch for Imports {
     }
 
     fn vm_flag(&self, flag: VmFlag, rows: usize) -> Vec<bool> {
-        flags(checked(flag.wit_name(), rows, wit::vm_flags(flag.into())))
+        flags_from_bytes(checked(flag.wit_name(), rows, wit::vm_flags(flag.into())))
     }
 
     fn vm_text(&self, text: VmText, rows: usize) -> Interned {
@@ -150,7 +150,7 @@ impl Fetch for Imports {
     }
 
     fn pcpu_flag(&self, flag: PcpuFlag, entries: usize) -> Vec<bool> {
-        flags(checked(
+        flags_from_bytes(checked(
             flag.wit_name(),
             entries,
             wit::numa_pcpu_flags(flag.into()),
@@ -230,10 +230,4 @@ fn rows_of(column: &str, expected: usize, actual: usize) {
     if expected != actual {
         wrong_length(column, expected, actual);
     }
-}
-
-/// A yes/no column as the WIT sends it (`list<u8>`, 1 or 0) as booleans;
-/// any non-zero byte is yes. Reuses the bytes' allocation.
-fn flags(bytes: Vec<u8>) -> Vec<bool> {
-    bytes.into_iter().map(|byte| byte != 0).collect()
 }

@@ -17,6 +17,7 @@
 //! tables) and, optionally, serde, so the host can use it without pulling
 //! in anything written for guests.
 
+pub mod codes;
 pub mod fingerprint;
 pub mod interning;
 pub mod inventory;
@@ -74,6 +75,21 @@ macro_rules! wit_enum {
                     $($variant => Some($name::$variant),)*
                     _ => None,
                 }
+            }
+
+            /// A column of codes as a column of cases, in place: the codes
+            /// checked a word at a time ([`codes`](crate::codes)), then
+            /// the very bytes reused. `Err` holds the first code that names
+            /// no case.
+            pub fn column_from_codes(codes: Vec<u8>) -> Result<Vec<Self>, u8> {
+                const { assert!(Self::COUNT <= 0x80) };
+                if let Some(code) = $crate::codes::first_at_or_above(&codes, Self::COUNT as u8) {
+                    return Err(code);
+                }
+                // SAFETY: the enum is `repr(u8)` with the discriminants
+                // 0..COUNT (no case sets its own), and every byte was
+                // checked to be below COUNT, so each is a valid case.
+                Ok(unsafe { $crate::codes::cast_column(codes) })
             }
         }
     };
@@ -893,6 +909,21 @@ mod tests {
         }
         assert_eq!(HostStatus::from_code(HostStatus::COUNT as u8), None);
         assert_eq!(DeviceKind::from_code(u8::MAX), None);
+    }
+
+    #[test]
+    fn a_column_of_codes_becomes_its_cases_or_names_the_first_bad_code() {
+        let codes: Vec<u8> = (0..21).map(|i| i % HostStatus::COUNT as u8).collect();
+        let cases: Vec<HostStatus> = codes.iter().map(|&c| HostStatus::ALL[c as usize]).collect();
+        assert_eq!(HostStatus::column_from_codes(codes.clone()), Ok(cases));
+        let mut bad = codes;
+        bad[17] = HostStatus::COUNT as u8;
+        bad[19] = u8::MAX;
+        assert_eq!(
+            HostStatus::column_from_codes(bad),
+            Err(HostStatus::COUNT as u8)
+        );
+        assert_eq!(HostStatus::column_from_codes(Vec::new()), Ok(Vec::new()));
     }
 
     #[test]
