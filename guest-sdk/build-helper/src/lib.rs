@@ -42,6 +42,16 @@ pub const PROFILE: &str = "guest";
 /// initial memory counts against the unit's memory limit like any other.
 /// Matches the sandbox's `KEEP_RESIDENT_WITHOUT_SCAN_BYTES`.
 pub const INITIAL_MEMORY_BYTES: u64 = 4 << 20;
+/// How large (in LLVM's cost units) a loop may grow when LLVM unrolls it
+/// partially for the guests. WebAssembly's default, 30, leaves nearly every
+/// per-host loop rolled, and wasmtime keeps a fuel check and an epoch check
+/// at every loop header, so each host paid both; at 150 the gather loops
+/// unroll and pay them once every few hosts. Measured (session 54,
+/// docs/performance.md "Guest loops unrolled further"): most score units
+/// 7-22 % faster sandboxed, `CPU-Level` 13 %, a few units 5-12 % slower
+/// from code layout. Loops that call a function (a `Vec` push, a bounds
+/// panic) are never unrolled, whatever the threshold.
+pub const UNROLL_PARTIAL_THRESHOLD: u32 = 150;
 
 /// The guests' target directory, inside the workspace's target directory.
 pub const TARGET_SUBDIR: &str = "guests";

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::{BuildError, INITIAL_MEMORY_BYTES, PROFILE, TARGET};
+use crate::{BuildError, INITIAL_MEMORY_BYTES, PROFILE, TARGET, UNROLL_PARTIAL_THRESHOLD};
 
 /// Variables removed from the nested cargo's environment.
 pub const SCRUBBED_VARS: &[&str] = &[
@@ -202,7 +202,10 @@ pub fn cargo_build(
             "CARGO_TARGET_{}_RUSTFLAGS",
             TARGET.to_uppercase().replace('-', "_")
         ),
-        format!("-Clink-arg=--initial-memory={INITIAL_MEMORY_BYTES}"),
+        format!(
+            "-Clink-arg=--initial-memory={INITIAL_MEMORY_BYTES} \
+             -Cllvm-args=-unroll-partial-threshold={UNROLL_PARTIAL_THRESHOLD}"
+        ),
     );
     let stdout = run(&mut command, |status, stderr| BuildError::Cargo {
         status,
