@@ -10,7 +10,7 @@
 
 /// The first byte of `codes` at or above `limit` (which must be at most
 /// 0x80), if any.
-pub fn first_at_or_above(codes: &[u8], limit: u8) -> Option<u8> {
+pub(crate) fn first_at_or_above(codes: &[u8], limit: u8) -> Option<u8> {
     assert!(
         limit <= 0x80,
         "a limit above 0x80 cannot be checked by word"
@@ -41,7 +41,7 @@ pub fn first_at_or_above(codes: &[u8], limit: u8) -> Option<u8> {
 ///
 /// Every byte of `bytes` must be a valid `T`. (`T`'s size and alignment
 /// being one byte is checked when this compiles.)
-pub unsafe fn cast_column<T: Copy>(bytes: Vec<u8>) -> Vec<T> {
+pub(crate) unsafe fn cast_column<T: Copy>(bytes: Vec<u8>) -> Vec<T> {
     const {
         assert!(size_of::<T>() == 1 && align_of::<T>() == 1);
     }
